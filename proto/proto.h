@@ -1,0 +1,269 @@
+/*
+ * proto: the wire format of protocol v1 (docs/PROTOCOL.md).
+ *
+ * Every frame is one MessagePack value: a map (one message) or an array of maps (a batch).
+ * This module encodes and decodes every message in both directions with msgpack-c and
+ * validates a frame before decoding it. It knows nothing of sockets or storage.
+ *
+ * Ownership: decoding never copies. Every pr_slice in a decoded message borrows from the
+ * frame the caller passed in, and every array accessor borrows from the decoder; both stay
+ * valid until the next decode with the same decoder or pr_decoder_free(), and only while
+ * the frame's bytes are alive. Encoders append to a msgpack_sbuffer owned by the caller.
+ *
+ * Errors are negative PR_E* codes; pr_err_name() gives the protocol's `code` string and
+ * pr_error.msg says in words what was wrong.
+ */
+#ifndef GW_PROTO_H
+#define GW_PROTO_H
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Protocol limits (defaults; the decoder takes its own copy, see pr_limits). */
+#define PR_MAX_FRAME_DEFAULT (256u * 1024u) /* bytes in one frame */
+#define PR_MAX_BODY_DEFAULT  (64u * 1024u)  /* bytes in one `body` */
+#define PR_MAX_ID            64u            /* bytes in gid, uid, cid */
+#define PR_MAX_KEYS          32u            /* entries in one map */
+#define PR_MAX_DEPTH         4u             /* nesting of maps and arrays */
+#define PR_PAGE_DEFAULT      100u           /* default `limit` of enter and pull */
+#define PR_PAGE_MAX          500u           /* larger limits are clamped to this */
+
+enum pr_err {
+    PR_OK = 0,
+    PR_E_BAD_FRAME = -1, /* not MessagePack, truncated, trailing bytes, too deep */
+    PR_E_BAD_TYPE = -2,  /* missing or unknown `t` */
+    PR_E_BAD_FIELD = -3, /* a field missing, of the wrong type, or out of range */
+    PR_E_TOO_LARGE = -4, /* a frame, body, map or array over its limit */
+    PR_E_NOMEM = -5,     /* allocation failed (internal) */
+};
+
+/* Protocol error code string for a PR_E* value ("bad_frame", ...). */
+const char *pr_err_name(int err);
+
+/* Why a decode failed: the code, and a message fit to send back in `err.msg`. */
+typedef struct pr_error {
+    int code;      /* a PR_E* value */
+    char msg[120]; /* NUL-terminated, never holds user data beyond a short field name */
+} pr_error;
+
+/* A borrowed run of bytes (see ownership above). Not NUL-terminated. */
+typedef struct pr_slice {
+    const uint8_t *p;
+    size_t n;
+} pr_slice;
+
+/* A message body keeps its MessagePack type: str or bin. */
+typedef struct pr_body {
+    pr_slice data;
+    bool is_bin; /* true: bin, false: str */
+} pr_body;
+
+/* Configurable limits; pr_limits_default() gives the protocol's defaults. */
+typedef struct pr_limits {
+    size_t max_frame; /* whole frame */
+    size_t max_body;  /* `body` of send */
+} pr_limits;
+
+pr_limits pr_limits_default(void);
+
+/* True if s is a valid id: 1..PR_MAX_ID bytes of [A-Za-z0-9_.:-]. */
+bool pr_id_valid(pr_slice s);
+
+/* ---------------------------------------------------------------------------------------
+ * Client to server
+ */
+
+enum pr_req_type {
+    PR_REQ_HELLO = 1,
+    PR_REQ_JOIN,
+    PR_REQ_LEAVE,
+    PR_REQ_GROUPS,
+    PR_REQ_SEND,
+    PR_REQ_ACK,
+    PR_REQ_ENTER,
+    PR_REQ_PULL,
+    PR_REQ_PING,
+};
+
+/* One entry of `ack.acks`: the client holds every message of gid with mid <= mid. */
+typedef struct pr_ack {
+    pr_slice gid;
+    uint64_t mid;
+} pr_ack;
+
+/* A decoded client request. Fields not used by `t` are zero. */
+typedef struct pr_req {
+    enum pr_req_type t;
+    bool has_rid;
+    uint64_t rid;
+    pr_slice token; /* hello */
+    pr_slice gid;   /* join, leave, send, enter, pull */
+    pr_slice cid;   /* send */
+    pr_body body;   /* send */
+    uint32_t limit; /* enter, pull: requested limit, defaulted and clamped to PR_PAGE_MAX */
+    bool has_after; /* pull: exactly one of after / before */
+    bool has_before;
+    uint64_t after;
+    uint64_t before;
+    pr_ack acks[PR_MAX_KEYS]; /* ack */
+    size_t n_acks;
+} pr_req;
+
+/* Decoder state: a reusable msgpack zone whose size is bounded by the frame size. */
+typedef struct pr_decoder pr_decoder;
+
+/* Allocates a decoder with the given limits (NULL: defaults). Free with pr_decoder_free. */
+pr_decoder *pr_decoder_new(const pr_limits *lim);
+void pr_decoder_free(pr_decoder *d);
+
+/*
+ * Decodes one client frame into *out. A client frame is a single map. Returns 0, or a
+ * negative PR_E* code with *err filled in. When the frame was a map whose `rid` could be
+ * read, out->has_rid/out->rid are set even on error, so the reply can carry it.
+ */
+int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, pr_error *err);
+
+/* Client-side encoders (used by the client library, tools and tests). */
+int pr_enc_hello(msgpack_sbuffer *b, uint64_t rid, pr_slice token);
+int pr_enc_join(msgpack_sbuffer *b, uint64_t rid, pr_slice gid);
+int pr_enc_leave(msgpack_sbuffer *b, uint64_t rid, pr_slice gid);
+int pr_enc_groups_req(msgpack_sbuffer *b, uint64_t rid);
+int pr_enc_send(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, pr_body body);
+int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n);
+/* limit 0 = server default. */
+int pr_enc_enter(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint32_t limit);
+/* before = false: pull after `mid`; true: pull before `mid`. */
+int pr_enc_pull(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, bool before, uint64_t mid,
+                uint32_t limit);
+int pr_enc_ping(msgpack_sbuffer *b, uint64_t rid);
+/* rid 0 means "no rid" in every client encoder. */
+
+/* ---------------------------------------------------------------------------------------
+ * Stored messages: one representation for pushes and pages.
+ *
+ * A message is encoded once, when it is sent, as its "record": the MessagePack key/value
+ * pairs `from` and `body` without a map header. The store keeps the record's bytes as they
+ * are, next to the mid and ts it assigns. Both a `msg` push and a `page` entry are then
+ * written as a map header, a few integer pairs (mid, ts, and for a push t and gid) and the
+ * record's bytes copied verbatim: the body is never re-encoded field by field.
+ */
+#define PR_RECORD_PAIRS 2u /* key/value pairs in a record */
+
+int pr_enc_record(msgpack_sbuffer *b, pr_slice from, pr_body body);
+
+/* A `msg` push: {t:"msg", gid, mid, ts} + record. */
+int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record);
+
+/* A `page`, written in three steps: begin (n = number of entries that follow), n entries,
+ * then end. Entries must be in ascending mid order. */
+int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid,
+                      bool more, size_t n);
+int pr_enc_page_entry(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, pr_slice record);
+
+/* ---------------------------------------------------------------------------------------
+ * Server to client
+ */
+
+enum pr_ev_type {
+    PR_EV_WELCOME = 1,
+    PR_EV_GROUPS,
+    PR_EV_JOINED,
+    PR_EV_LEFT,
+    PR_EV_SENT,
+    PR_EV_MSG,
+    PR_EV_PAGE,
+    PR_EV_NOTIFY,
+    PR_EV_PONG,
+    PR_EV_ERR,
+};
+
+/* One entry of `groups` (in welcome and groups). */
+typedef struct pr_group {
+    pr_slice gid;
+    uint64_t last_mid;
+    uint64_t ack;
+    uint64_t unread;
+} pr_group;
+
+/* One message as carried by `msg` and by a `page` entry. */
+typedef struct pr_message {
+    uint64_t mid;
+    pr_slice from;
+    uint64_t ts;
+    pr_body body;
+} pr_message;
+
+/* Server encoders. rid 0 = no rid. */
+typedef struct pr_welcome {
+    pr_slice uid;
+    pr_slice sid;
+    uint64_t ts;
+    uint32_t ack_every;
+    uint32_t ack_delay_ms;
+    uint32_t max_body;
+} pr_welcome;
+
+/* welcome and groups are written as begin + n pr_enc_group_entry calls. */
+int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, size_t n_groups);
+int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups);
+int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g);
+int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid,
+                  uint64_t ack);
+int pr_enc_left(msgpack_sbuffer *b, uint64_t rid, pr_slice gid);
+int pr_enc_sent(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, uint64_t mid,
+                uint64_t ts);
+int pr_enc_notify(msgpack_sbuffer *b, pr_slice gid, uint64_t last_mid);
+int pr_enc_pong(msgpack_sbuffer *b, uint64_t rid, uint64_t ts);
+/* gid may be empty (n == 0): then it is left out. */
+int pr_enc_err(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid);
+
+/* A batch frame: an array header for n messages, each then encoded as usual. The sbuffer
+ * must hold nothing else; messages already encoded elsewhere can be appended as bytes. */
+int pr_enc_batch_begin(msgpack_sbuffer *b, size_t n);
+
+/* A decoded server message. Fields not used by `t` are zero. */
+typedef struct pr_event {
+    enum pr_ev_type t;
+    bool has_rid;
+    uint64_t rid;
+    pr_welcome welcome; /* welcome */
+    pr_slice gid;       /* joined, left, sent, msg, page, notify, err (may be empty) */
+    pr_slice cid;       /* sent */
+    uint64_t mid;       /* sent */
+    uint64_t ts;        /* sent, pong */
+    uint64_t last_mid;  /* joined, page, notify */
+    uint64_t ack;       /* joined */
+    bool more;          /* page */
+    pr_message msg;     /* msg */
+    int err_code;       /* err: PR_E* for the protocol codes it knows, else 0 */
+    pr_slice err_name;  /* err: the `code` string as sent */
+    pr_slice err_msg;   /* err */
+    size_t n_items;     /* welcome, groups: groups; page: msgs */
+    const void *items_; /* private: read with pr_event_group / pr_event_message */
+} pr_event;
+
+/* The i-th group of a welcome or groups event. Returns 0 or PR_E_BAD_FIELD. */
+int pr_event_group(const pr_event *ev, size_t i, pr_group *out);
+/* The i-th message of a page event. Returns 0 or PR_E_BAD_FIELD. */
+int pr_event_message(const pr_event *ev, size_t i, pr_message *out);
+
+/*
+ * Decodes one server frame: a map, or an array of maps (a batch). Calls cb once per
+ * message in order; a non-zero return from cb stops the walk and is returned. Returns 0,
+ * a PR_E* code with *err filled in, or cb's value. Events borrow as described above.
+ */
+typedef int (*pr_event_cb)(void *ud, const pr_event *ev);
+int pr_decode_events(pr_decoder *d, const uint8_t *frame, size_t len, pr_event_cb cb, void *ud,
+                     pr_error *err);
+
+/*
+ * Structural check of a frame without decoding it: well-formed MessagePack, exactly one
+ * value and no trailing bytes, nesting <= PR_MAX_DEPTH, maps <= PR_MAX_KEYS entries, every
+ * declared length or count covered by the bytes that remain, total <= lim->max_frame.
+ * Allocates nothing. Both decoders call it first; exposed for tests and fuzzing.
+ */
+int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error *err);
+
+#endif

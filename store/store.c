@@ -1,0 +1,287 @@
+/* Opening and closing the store, the write queue, and the blocking helpers. */
+#include "store_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const cf_names[ST_CF_COUNT] = {
+    "default", "groups", "members", "user_groups", "msgs", "sends",
+};
+
+void st_options_init(st_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->sync = true;
+    o->open_groups = true;
+}
+
+static void set_err(char *buf, size_t len, const char *what, const char *detail)
+{
+    if (buf && len)
+        snprintf(buf, len, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+}
+
+static void free_handles(st_store *s)
+{
+    for (int i = 0; i < ST_CF_COUNT; i++)
+        if (s->cf[i])
+            rocksdb_column_family_handle_destroy(s->cf[i]);
+    if (s->db)
+        rocksdb_close(s->db);
+    if (s->opts)
+        rocksdb_options_destroy(s->opts);
+    if (s->table)
+        rocksdb_block_based_options_destroy(s->table);
+    if (s->cache)
+        rocksdb_cache_destroy(s->cache);
+    if (s->wopts)
+        rocksdb_writeoptions_destroy(s->wopts);
+    if (s->ropts)
+        rocksdb_readoptions_destroy(s->ropts);
+    free(s->path);
+}
+
+/* Options shared by every column family: a bloom filter (most writer lookups, such as the
+ * idempotency check of a new cid, are misses) and a shared block cache. */
+static void make_options(st_store *s, const st_options *o)
+{
+    s->cache = rocksdb_cache_create_lru(o->cache_bytes ? o->cache_bytes : 64u << 20);
+    s->table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_cache(s->table, s->cache);
+    rocksdb_block_based_options_set_filter_policy(s->table, rocksdb_filterpolicy_create_bloom(10));
+    s->opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(s->opts, 1);
+    rocksdb_options_set_create_missing_column_families(s->opts, 1);
+    rocksdb_options_set_block_based_table_factory(s->opts, s->table);
+    /* Two background threads: flushes and compactions must not wait on each other. */
+    rocksdb_options_increase_parallelism(s->opts, 2);
+    s->wopts = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(s->wopts, o->sync);
+    s->ropts = rocksdb_readoptions_create();
+}
+
+int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len)
+{
+    *out = NULL;
+    if (!o || !o->path || !*o->path) {
+        set_err(errmsg, errmsg_len, "store: no path given", NULL);
+        return ST_EINVAL;
+    }
+    if (mkdir(o->path, 0700) != 0 && errno != EEXIST) {
+        set_err(errmsg, errmsg_len, "store: cannot create folder", strerror(errno));
+        return ST_EIO;
+    }
+    st_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return ST_ENOMEM;
+    s->path = strdup(o->path);
+    s->open_groups = o->open_groups;
+    s->max_batch = o->max_batch ? o->max_batch : 4096;
+    make_options(s, o);
+
+    const rocksdb_options_t *cf_opts[ST_CF_COUNT];
+    for (int i = 0; i < ST_CF_COUNT; i++)
+        cf_opts[i] = s->opts;
+    char *err = NULL;
+    s->db = rocksdb_open_column_families(s->opts, o->path, ST_CF_COUNT, cf_names, cf_opts, s->cf,
+                                         &err);
+    if (err) {
+        set_err(errmsg, errmsg_len, "store: cannot open database", err);
+        rocksdb_free(err);
+        s->db = NULL;
+        memset(s->cf, 0, sizeof(s->cf));
+        goto fail;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->writer, NULL, st_writer_main, s) != 0) {
+        set_err(errmsg, errmsg_len, "store: cannot start writer thread", strerror(errno));
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        goto fail;
+    }
+    *out = s;
+    return ST_OK;
+fail:
+    free_handles(s);
+    free(s);
+    return ST_EIO;
+}
+
+void st_close(st_store *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->closing = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->writer, NULL);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free_handles(s);
+    free(s);
+}
+
+static bool op_valid(const st_op *op)
+{
+    if (!op || !op->done)
+        return false;
+    switch (op->kind) {
+    case ST_OP_APPEND:
+        return st_id_ok(op->gid) && st_id_ok(op->uid) && st_id_ok(op->cid) &&
+               (op->record || op->record_n == 0);
+    case ST_OP_JOIN:
+    case ST_OP_LEAVE:
+        return st_id_ok(op->gid) && st_id_ok(op->uid);
+    case ST_OP_ACKS:
+        for (size_t i = 0; i < op->n_acks; i++)
+            if (!st_id_ok(op->acks[i].gid) || !st_id_ok(op->acks[i].uid))
+                return false;
+        return op->acks || op->n_acks == 0;
+    }
+    return false;
+}
+
+int st_submit(st_store *s, st_op *op)
+{
+    if (!op_valid(op))
+        return ST_EINVAL;
+    op->result = 0;
+    op->mid = op->ts = op->last_mid = op->ack = 0;
+    op->duplicate = op->created = op->joined = false;
+    op->applied = 0;
+    op->next_ = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->mu);
+        return ST_ECLOSED;
+    }
+    if (s->tail)
+        s->tail->next_ = op;
+    else
+        s->head = op;
+    s->tail = op;
+    atomic_fetch_add(&s->pending, 1);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return ST_OK;
+}
+
+size_t st_pending(const st_store *s)
+{
+    return atomic_load(&((st_store *)s)->pending);
+}
+
+/* ---- blocking helpers ---------------------------------------------------------------- */
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} waiter;
+
+static void waiter_done(st_op *op)
+{
+    waiter *w = op->ud;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int submit_wait(st_store *s, st_op *op)
+{
+    waiter w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    op->done = waiter_done;
+    op->ud = &w;
+    int rc = st_submit(s, op);
+    if (rc == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        rc = op->result;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
+
+int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *record,
+                   size_t record_n, uint64_t *mid, uint64_t *ts, bool *duplicate)
+{
+    st_op op = {.kind = ST_OP_APPEND, .gid = gid, .uid = uid, .cid = cid, .record = record,
+                .record_n = record_n};
+    int rc = submit_wait(s, &op);
+    if (mid)
+        *mid = op.mid;
+    if (ts)
+        *ts = op.ts;
+    if (duplicate)
+        *duplicate = op.duplicate;
+    return rc;
+}
+
+int st_join_sync(st_store *s, st_id gid, st_id uid, uint64_t *last_mid, uint64_t *ack)
+{
+    st_op op = {.kind = ST_OP_JOIN, .gid = gid, .uid = uid};
+    int rc = submit_wait(s, &op);
+    if (last_mid)
+        *last_mid = op.last_mid;
+    if (ack)
+        *ack = op.ack;
+    return rc;
+}
+
+int st_leave_sync(st_store *s, st_id gid, st_id uid)
+{
+    st_op op = {.kind = ST_OP_LEAVE, .gid = gid, .uid = uid};
+    return submit_wait(s, &op);
+}
+
+int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied)
+{
+    st_op op = {.kind = ST_OP_ACKS, .acks = acks, .n_acks = n};
+    int rc = submit_wait(s, &op);
+    if (applied)
+        *applied = op.applied;
+    return rc;
+}
+
+/* ---- figures ------------------------------------------------------------------------- */
+
+/* Bytes of every file in the database folder: SST files, WAL, manifest. What an operator
+ * sees with du, which is what matters when a disk fills up. */
+static uint64_t folder_bytes(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    char buf[4096];
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(buf, sizeof(buf), "%s/%s", path, e->d_name);
+        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+void st_read_stats(st_store *s, st_stats *out)
+{
+    out->commits = atomic_load(&s->commits);
+    out->ops = atomic_load(&s->ops);
+    out->appends = atomic_load(&s->appends);
+    out->commit_failures = atomic_load(&s->commit_failures);
+    out->disk_bytes = folder_bytes(s->path);
+}

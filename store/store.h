@@ -1,0 +1,204 @@
+/*
+ * store: the gateway's durable state, behind an API that does not expose its backend.
+ *
+ * Read diffusion: a group's messages are stored once, each with a dense per-group id
+ * (`mid` 1, 2, 3, ... with no gaps); a member is one row holding its cumulative `ack`.
+ * The embedded backend is RocksDB (see docs/ARCHITECTURE.md for the schema).
+ *
+ * Threads. Writes (append, join, leave, acks) are asynchronous: st_submit() queues an
+ * st_op and returns at once; one writer thread drains every queued op into a single batch
+ * and commits it with one synced write (group commit), then calls each op's `done` on the
+ * writer thread. Reads (st_read_*) are synchronous, safe from any thread, and never write.
+ * The *_sync helpers submit and wait; they are for tools, tests and start-up, not for an
+ * event loop.
+ *
+ * Message bytes. The store does not know the wire format: a message is an opaque "record"
+ * (the sender's encoded fields) that the store keeps verbatim next to the mid and the
+ * server timestamp it assigns, so readers can forward the stored bytes without re-encoding.
+ *
+ * Errors are negative ST_E* codes; st_strerror() describes them.
+ */
+#ifndef GW_STORE_H
+#define GW_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_MAX_ID 255u /* longest id the key layout can hold (the protocol allows 64) */
+
+enum st_err {
+    ST_OK = 0,
+    ST_EINVAL = -1,      /* bad argument (empty or overlong id, NULL, zero limit) */
+    ST_ENOGROUP = -2,    /* the group does not exist */
+    ST_ENOTMEMBER = -3,  /* the user is not a member of the group */
+    ST_ECONFLICT = -4,   /* the (uid, cid) was already used for another group */
+    ST_EIO = -5,         /* the backend failed (disk full, read-only, corruption) */
+    ST_ENOMEM = -6,      /* allocation failed */
+    ST_ECLOSED = -7,     /* the store is closing and takes no more writes */
+};
+
+const char *st_strerror(int err);
+
+/* A borrowed id: not NUL-terminated; 1..ST_MAX_ID bytes. */
+typedef struct st_id {
+    const char *p;
+    size_t n;
+} st_id;
+
+/* Convenience: an st_id over a NUL-terminated string (borrowed). */
+st_id st_id_str(const char *s);
+
+typedef struct st_options {
+    const char *path;   /* folder of the database; created if missing */
+    bool sync;          /* fsync each group commit (default true in the gateway) */
+    bool open_groups;   /* join creates a group that does not exist */
+    size_t max_batch;   /* most ops in one group commit; 0 = 4096 */
+    size_t cache_bytes; /* block cache; 0 = 64 MiB */
+} st_options;
+
+/* Fills *o with the defaults (sync on, open groups on). path stays NULL. */
+void st_options_init(st_options *o);
+
+typedef struct st_store st_store;
+
+/* Opens (creating if missing) and starts the writer thread. The store copies what it
+ * needs from *o. On error *out is NULL and errmsg (if not NULL) holds a reason. */
+int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len);
+
+/* Commits every op already submitted (their `done` runs), stops the writer and closes.
+ * Ops submitted after close began get ST_ECLOSED. NULL is a no-op. */
+void st_close(st_store *s);
+
+/* ---------------------------------------------------------------------------------------
+ * Writes
+ */
+
+enum st_op_kind {
+    ST_OP_APPEND = 1, /* store a message; idempotent by (uid, cid) */
+    ST_OP_JOIN,       /* make uid a member of gid (ack = last_mid); create gid if allowed */
+    ST_OP_LEAVE,      /* remove the membership */
+    ST_OP_ACKS,       /* apply a batch of cumulative acks */
+};
+
+/* One cumulative ack: uid holds every message of gid up to mid. */
+typedef struct st_ack {
+    st_id gid;
+    st_id uid;
+    uint64_t mid;
+} st_ack;
+
+typedef struct st_op st_op;
+
+/* Called once per op on the writer thread after its batch committed (or failed). It must
+ * be quick and must not call back into the store's write API synchronously (*_sync). */
+typedef void (*st_done_fn)(st_op *op);
+
+/*
+ * A write request, allocated by the caller (for example inside a session's request) and
+ * owned by the caller. Between st_submit() and the call of `done` the store reads the
+ * inputs and writes the outputs: the caller must keep the op and every byte its inputs
+ * point to alive and unchanged until then.
+ */
+struct st_op {
+    enum st_op_kind kind; /* in */
+    st_id gid;            /* in: APPEND, JOIN, LEAVE */
+    st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE */
+    st_id cid;            /* in: APPEND, the client's message id */
+    const void *record;   /* in: APPEND, the encoded message fields (opaque to the store) */
+    size_t record_n;      /* in */
+    const st_ack *acks;   /* in: ACKS */
+    size_t n_acks;        /* in */
+    st_done_fn done;      /* in: completion, on the writer thread */
+    void *ud;             /* in: for the caller */
+
+    int result;        /* out: 0 or ST_E* */
+    uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate) */
+    uint64_t ts;       /* out: APPEND, server time in ms assigned at commit */
+    bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored */
+    uint64_t last_mid; /* out: APPEND (after it), JOIN */
+    uint64_t ack;      /* out: JOIN, the member's ack */
+    bool created;      /* out: JOIN created the group */
+    bool joined;       /* out: JOIN made a new membership (false: was already a member) */
+    size_t applied;    /* out: ACKS, acks that moved a stored ack forward */
+
+    st_op *next_; /* private: queue link */
+};
+
+/* Queues op for the writer. Returns 0 (done will be called exactly once) or a negative
+ * code (done will not be called): ST_EINVAL for a malformed op, ST_ECLOSED. */
+int st_submit(st_store *s, st_op *op);
+
+/* Number of ops queued and not yet taken by the writer: for backpressure. */
+size_t st_pending(const st_store *s);
+
+/* Blocking helpers: submit one op and wait for it. Return op result. */
+int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *record,
+                   size_t record_n, uint64_t *mid, uint64_t *ts, bool *duplicate);
+int st_join_sync(st_store *s, st_id gid, st_id uid, uint64_t *last_mid, uint64_t *ack);
+int st_leave_sync(st_store *s, st_id gid, st_id uid);
+int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied);
+
+/* ---------------------------------------------------------------------------------------
+ * Reads: synchronous, any thread, see only committed writes.
+ */
+
+/* The last mid of a group (0 when empty). ST_ENOGROUP if it does not exist. */
+int st_read_last_mid(st_store *s, st_id gid, uint64_t *last_mid);
+
+/* A member's stored ack. ST_ENOTMEMBER if uid is not a member (or the group is absent). */
+int st_read_ack(st_store *s, st_id gid, st_id uid, uint64_t *ack);
+
+/* One group of a user, as listed at login. */
+typedef struct st_user_group {
+    st_id gid; /* borrowed: valid during the callback only */
+    uint64_t last_mid;
+    uint64_t ack;
+    uint64_t unread; /* last_mid - ack */
+} st_user_group;
+
+/* Calls cb for each group uid belongs to, once each, in the store's order (not sorted). cb returns non-zero to stop; that
+ * value is returned. */
+int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_user_group *g),
+                        void *ud);
+
+/* A page of stored messages; owns copies of the records. Free with st_page_free. */
+typedef struct st_page st_page;
+
+/* One message of a page; `record` is borrowed from the page. */
+typedef struct st_msg {
+    uint64_t mid;
+    uint64_t ts;
+    const void *record;
+    size_t record_n;
+} st_msg;
+
+enum st_dir {
+    ST_AFTER = 1, /* messages with mid > from, ascending */
+    ST_BEFORE,    /* the messages just below from (mid < from), still ascending */
+};
+
+/*
+ * Reads up to `limit` messages of gid in direction dir from `from`, as one bounded scan of
+ * a consistent snapshot. ST_ENOGROUP if the group does not exist. *out owns the result.
+ */
+int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
+                 st_page **out);
+size_t st_page_count(const st_page *p);
+const st_msg *st_page_at(const st_page *p, size_t i);
+uint64_t st_page_last_mid(const st_page *p); /* the group's last mid in that snapshot */
+bool st_page_more(const st_page *p);         /* more messages exist in that direction */
+void st_page_free(st_page *p);
+
+/* Figures for monitoring. */
+typedef struct st_stats {
+    uint64_t commits;         /* group commits done */
+    uint64_t ops;             /* ops committed (all kinds) */
+    uint64_t appends;         /* messages stored (duplicates excluded) */
+    uint64_t commit_failures; /* batches the backend refused */
+    uint64_t disk_bytes;      /* live SST + WAL bytes, approximate */
+} st_stats;
+
+void st_read_stats(st_store *s, st_stats *out);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * Private to the store module: the RocksDB handles, the write queue, and the key and
+ * value layouts shared by the writer (store_writer.c) and the readers (store_read.c).
+ */
+#ifndef GW_STORE_INTERNAL_H
+#define GW_STORE_INTERNAL_H
+
+#include "store.h"
+
+#include <pthread.h>
+#include <rocksdb/c.h>
+#include <stdatomic.h>
+
+/* Column families, in the order they are opened. */
+enum st_cf {
+    ST_CF_DEFAULT = 0, /* unused, RocksDB requires it */
+    ST_CF_GROUPS,      /* gid -> last_mid, created */
+    ST_CF_MEMBERS,     /* gid | uid -> ack, joined */
+    ST_CF_USER_GROUPS, /* uid | gid -> (empty) */
+    ST_CF_MSGS,        /* gid | be64(mid) -> ts, record */
+    ST_CF_SENDS,       /* uid | cid -> mid, ts, gid */
+    ST_CF_COUNT,
+};
+
+struct st_store {
+    rocksdb_t *db;
+    rocksdb_column_family_handle_t *cf[ST_CF_COUNT];
+    rocksdb_options_t *opts;
+    rocksdb_cache_t *cache;
+    rocksdb_block_based_table_options_t *table;
+    rocksdb_writeoptions_t *wopts; /* sync per options */
+    rocksdb_readoptions_t *ropts;  /* plain reads on the writer thread */
+    char *path;
+    bool open_groups;
+    size_t max_batch;
+
+    /* The write queue, filled by st_submit, drained by the writer. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    st_op *head;
+    st_op *tail;
+    atomic_size_t pending; /* ops queued, not yet taken */
+    bool closing;          /* under mu: refuse new ops, drain and stop */
+    pthread_t writer;
+
+    /* Figures (written by the writer, read by anyone). */
+    atomic_uint_fast64_t commits;
+    atomic_uint_fast64_t ops;
+    atomic_uint_fast64_t appends;
+    atomic_uint_fast64_t commit_failures;
+};
+
+/* Writer thread body (store_writer.c). */
+void *st_writer_main(void *arg);
+
+/* ---- keys and values (store_keys.c) ---------------------------------------------------
+ * Ids are length-prefixed (one byte), numbers big-endian, so one group's messages are one
+ * contiguous ordered range and a user's rows sort together. */
+#define ST_KEY_MAX (2 * (1 + ST_MAX_ID) + 8)
+
+typedef struct st_key {
+    char b[ST_KEY_MAX];
+    size_t n;
+} st_key;
+
+bool st_id_ok(st_id id);
+void st_key_id(st_key *k, st_id a);                   /* groups */
+void st_key_id2(st_key *k, st_id a, st_id b);         /* members, user_groups, sends */
+void st_key_msg(st_key *k, st_id gid, uint64_t mid);  /* msgs */
+/* The smallest key greater than every key starting with k (for an upper bound). Returns
+ * false when there is none (all bytes 0xff). */
+bool st_key_prefix_end(const st_key *k, st_key *end);
+
+void st_put_be64(char *p, uint64_t v);
+uint64_t st_get_be64(const char *p);
+uint64_t st_now_ms(void);
+
+/* Fixed-size values. */
+#define ST_GROUP_VAL 16  /* be64 last_mid, be64 created_ms */
+#define ST_MEMBER_VAL 16 /* be64 ack, be64 joined_ms */
+#define ST_MSG_HDR 8     /* be64 ts, then the record */
+#define ST_SEND_HDR 16   /* be64 mid, be64 ts, then the gid bytes */
+
+#endif

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the gateway needs (only those missing), then configures
+# and builds. Idempotent: a second run installs nothing and rebuilds incrementally.
+#
+#   tools/setup.sh            normal build in build/
+#   tools/setup.sh --asan     also the sanitizer build (ASan + UBSan) in build-asan/
+#   tools/setup.sh --no-build only install packages
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# Why each: cmake/gcc/pkg-config build; libwebsockets + OpenSSL the server; RocksDB the
+# store; msgpack-c the wire format; Criterion the tests; libjwt tokens; jansson JSON for
+# /stats; rocksdb-tools gives db_bench, the store benchmark's peer.
+packages=(build-essential cmake pkg-config git
+          libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
+          libcriterion-dev libjwt-dev libjansson-dev rocksdb-tools)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+build_asan=0
+do_build=1
+for a in "$@"; do
+  case "$a" in
+    --asan) build_asan=1 ;;
+    --no-build) do_build=0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "setup: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+((do_build)) || exit 0
+
+jobs=$(nproc)
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$root/build" -j "$jobs"
+if ((build_asan)); then
+  cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DGW_SANITIZE=ON >/dev/null
+  cmake --build "$root/build-asan" -j "$jobs"
+fi
