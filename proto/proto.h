@@ -36,8 +36,17 @@ enum pr_err {
     PR_E_BAD_TYPE = -2,  /* missing or unknown `t` */
     PR_E_BAD_FIELD = -3, /* a field missing, of the wrong type, or out of range */
     PR_E_TOO_LARGE = -4, /* a frame, body, map or array over its limit */
-    PR_E_NOMEM = -5,     /* allocation failed (internal) */
+    PR_E_NOMEM = -5,     /* allocation failed; sent as "internal" */
+    /* Codes the decoder never returns, so that the gateway can name every protocol error
+     * (pr_err_name) and a client can recognise it (pr_event.err_code). */
+    PR_E_UNAUTHORIZED = -6,
+    PR_E_NOT_MEMBER = -7,
+    PR_E_NO_GROUP = -8,
+    PR_E_RATE_LIMITED = -9,
+    PR_E_OVERLOADED = -10,
+    PR_E_INTERNAL = -11,
 };
+#define PR_E_LAST PR_E_INTERNAL
 
 /* Protocol error code string for a PR_E* value ("bad_frame", ...). */
 const char *pr_err_name(int err);
@@ -250,8 +259,10 @@ int pr_event_group(const pr_event *ev, size_t i, pr_group *out);
 int pr_event_message(const pr_event *ev, size_t i, pr_message *out);
 
 /*
- * Decodes one server frame: a map, or an array of maps (a batch). Calls cb once per
- * message in order; a non-zero return from cb stops the walk and is returned. Returns 0,
+ * Decodes one server frame: a map, or an array of maps (a batch). The whole frame, with
+ * every group and page entry, is checked before cb is first called: a bad frame delivers
+ * nothing, and pr_event_group / pr_event_message cannot fail for i < n_items. Calls cb
+ * once per message in order; a non-zero return from cb stops the walk and is returned. Returns 0,
  * a PR_E* code with *err filled in, or cb's value. Events borrow as described above.
  */
 typedef int (*pr_event_cb)(void *ud, const pr_event *ev);

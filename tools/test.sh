@@ -38,6 +38,12 @@ for build in build build-asan; do
     c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
     passed=$((passed + p)); failed=$((failed + f + c))
     [ "$rc" -eq 0 ] || status=1
+    # A sanitizer report (a leak found at a worker's exit, say) does not change Criterion's
+    # counts, so look for it: any report fails the run.
+    if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$log"; then
+      echo "tests: $name: sanitizer report above"
+      failed=$((failed + 1)); status=1
+    fi
   done
 done
 [ "$failed" -eq 0 ] || status=1

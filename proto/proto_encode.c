@@ -1,0 +1,369 @@
+/*
+ * proto_encode: every message of protocol v1, appended to a caller's msgpack_sbuffer.
+ *
+ * Each encoder remembers where the buffer ended when it started and, if any write fails,
+ * cuts the buffer back there: a failed encode leaves the buffer as it was, never with half
+ * a message in it. Keys are the protocol's short strings; rid 0 means "no rid".
+ */
+#include "proto.h"
+
+#include <string.h>
+
+const char *pr_err_name(int err)
+{
+    switch (err) {
+    case PR_E_BAD_FRAME:
+        return "bad_frame";
+    case PR_E_BAD_TYPE:
+        return "bad_type";
+    case PR_E_BAD_FIELD:
+        return "bad_field";
+    case PR_E_TOO_LARGE:
+        return "too_large";
+    case PR_E_UNAUTHORIZED:
+        return "unauthorized";
+    case PR_E_NOT_MEMBER:
+        return "not_member";
+    case PR_E_NO_GROUP:
+        return "no_group";
+    case PR_E_RATE_LIMITED:
+        return "rate_limited";
+    case PR_E_OVERLOADED:
+        return "overloaded";
+    default:
+        return "internal";
+    }
+}
+
+/* An encode in progress. */
+typedef struct enc {
+    msgpack_packer pk;
+    msgpack_sbuffer *b;
+    size_t start; /* b->size before this encode */
+    int rc;       /* first error, PR_E*; later writes are skipped */
+} enc;
+
+static enc enc_start(msgpack_sbuffer *b)
+{
+    enc e = {.b = b, .start = b->size, .rc = 0};
+    msgpack_packer_init(&e.pk, b, msgpack_sbuffer_write);
+    return e;
+}
+
+static int enc_end(enc *e)
+{
+    if (e->rc) e->b->size = e->start;
+    return e->rc;
+}
+
+/* msgpack_pack_* return non-zero when the sbuffer cannot grow. */
+static void check(enc *e, int r)
+{
+    if (r && !e->rc) e->rc = PR_E_NOMEM;
+}
+
+/* MessagePack lengths and counts are 32-bit; refuse rather than write a wrong header. */
+static bool fits(enc *e, size_t n)
+{
+    if (n > UINT32_MAX && !e->rc) e->rc = PR_E_TOO_LARGE;
+    return !e->rc;
+}
+
+static void map(enc *e, size_t n)
+{
+    if (fits(e, n)) check(e, msgpack_pack_map(&e->pk, n));
+}
+
+static void array(enc *e, size_t n)
+{
+    if (fits(e, n)) check(e, msgpack_pack_array(&e->pk, n));
+}
+
+static void bytes(enc *e, const void *p, size_t n, bool bin)
+{
+    if (!fits(e, n)) return;
+    check(e, bin ? msgpack_pack_bin(&e->pk, n) : msgpack_pack_str(&e->pk, n));
+    if (n > 0 && !e->rc) /* n == 0: p may be NULL, which memcpy must not see */
+        check(e, bin ? msgpack_pack_bin_body(&e->pk, p, n) : msgpack_pack_str_body(&e->pk, p, n));
+}
+
+static void raw(enc *e, pr_slice s)
+{
+    if (s.n > 0 && !e->rc) check(e, msgpack_sbuffer_write(e->b, (const char *)s.p, s.n));
+}
+
+static void key(enc *e, const char *k)
+{
+    bytes(e, k, strlen(k), false);
+}
+
+static void kv_str(enc *e, const char *k, pr_slice v)
+{
+    key(e, k);
+    bytes(e, v.p, v.n, false);
+}
+
+static void kv_cstr(enc *e, const char *k, const char *v)
+{
+    key(e, k);
+    bytes(e, v, strlen(v), false);
+}
+
+static void kv_u64(enc *e, const char *k, uint64_t v)
+{
+    key(e, k);
+    if (!e->rc) check(e, msgpack_pack_uint64(&e->pk, v));
+}
+
+static void kv_bool(enc *e, const char *k, bool v)
+{
+    key(e, k);
+    if (!e->rc) check(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
+}
+
+/* The map header, `t` and (unless rid is 0) `rid`; n counts the other pairs. */
+static void head(enc *e, const char *t, uint64_t rid, size_t n)
+{
+    map(e, n + 1 + (rid != 0));
+    kv_cstr(e, "t", t);
+    if (rid) kv_u64(e, "rid", rid);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Client to server
+ */
+
+int pr_enc_hello(msgpack_sbuffer *b, uint64_t rid, pr_slice token)
+{
+    enc e = enc_start(b);
+    head(&e, "hello", rid, 1);
+    kv_str(&e, "token", token);
+    return enc_end(&e);
+}
+
+int pr_enc_join(msgpack_sbuffer *b, uint64_t rid, pr_slice gid)
+{
+    enc e = enc_start(b);
+    head(&e, "join", rid, 1);
+    kv_str(&e, "gid", gid);
+    return enc_end(&e);
+}
+
+int pr_enc_leave(msgpack_sbuffer *b, uint64_t rid, pr_slice gid)
+{
+    enc e = enc_start(b);
+    head(&e, "leave", rid, 1);
+    kv_str(&e, "gid", gid);
+    return enc_end(&e);
+}
+
+int pr_enc_groups_req(msgpack_sbuffer *b, uint64_t rid)
+{
+    enc e = enc_start(b);
+    head(&e, "groups", rid, 0);
+    return enc_end(&e);
+}
+
+int pr_enc_send(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, pr_body body)
+{
+    enc e = enc_start(b);
+    head(&e, "send", rid, 3);
+    kv_str(&e, "gid", gid);
+    kv_str(&e, "cid", cid);
+    key(&e, "body");
+    bytes(&e, body.data.p, body.data.n, body.is_bin);
+    return enc_end(&e);
+}
+
+int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "ack", 0, 1);
+    key(&e, "acks");
+    map(&e, n);
+    for (size_t i = 0; i < n; i++) {
+        bytes(&e, acks[i].gid.p, acks[i].gid.n, false);
+        if (!e.rc) check(&e, msgpack_pack_uint64(&e.pk, acks[i].mid));
+    }
+    return enc_end(&e);
+}
+
+int pr_enc_enter(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint32_t limit)
+{
+    enc e = enc_start(b);
+    head(&e, "enter", rid, 1 + (limit != 0));
+    kv_str(&e, "gid", gid);
+    if (limit) kv_u64(&e, "limit", limit);
+    return enc_end(&e);
+}
+
+int pr_enc_pull(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, bool before, uint64_t mid,
+                uint32_t limit)
+{
+    enc e = enc_start(b);
+    head(&e, "pull", rid, 2 + (limit != 0));
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, before ? "before" : "after", mid);
+    if (limit) kv_u64(&e, "limit", limit);
+    return enc_end(&e);
+}
+
+int pr_enc_ping(msgpack_sbuffer *b, uint64_t rid)
+{
+    enc e = enc_start(b);
+    head(&e, "ping", rid, 0);
+    return enc_end(&e);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Stored messages
+ */
+
+int pr_enc_record(msgpack_sbuffer *b, pr_slice from, pr_body body)
+{
+    enc e = enc_start(b);
+    kv_str(&e, "from", from);
+    key(&e, "body");
+    bytes(&e, body.data.p, body.data.n, body.is_bin);
+    return enc_end(&e);
+}
+
+int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record)
+{
+    enc e = enc_start(b);
+    head(&e, "msg", 0, 3 + PR_RECORD_PAIRS);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "mid", mid);
+    kv_u64(&e, "ts", ts);
+    raw(&e, record);
+    return enc_end(&e);
+}
+
+int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, bool more,
+                      size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "page", rid, 4);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "last_mid", last_mid);
+    kv_bool(&e, "more", more);
+    key(&e, "msgs");
+    array(&e, n);
+    return enc_end(&e);
+}
+
+int pr_enc_page_entry(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, pr_slice record)
+{
+    enc e = enc_start(b);
+    map(&e, 2 + PR_RECORD_PAIRS);
+    kv_u64(&e, "mid", mid);
+    kv_u64(&e, "ts", ts);
+    raw(&e, record);
+    return enc_end(&e);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Server to client
+ */
+
+int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, size_t n_groups)
+{
+    enc e = enc_start(b);
+    head(&e, "welcome", rid, 7);
+    kv_str(&e, "uid", w->uid);
+    kv_str(&e, "sid", w->sid);
+    kv_u64(&e, "ts", w->ts);
+    kv_u64(&e, "ack_every", w->ack_every);
+    kv_u64(&e, "ack_delay_ms", w->ack_delay_ms);
+    kv_u64(&e, "max_body", w->max_body);
+    key(&e, "groups");
+    array(&e, n_groups);
+    return enc_end(&e);
+}
+
+int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups)
+{
+    enc e = enc_start(b);
+    head(&e, "groups", rid, 1);
+    key(&e, "groups");
+    array(&e, n_groups);
+    return enc_end(&e);
+}
+
+int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g)
+{
+    enc e = enc_start(b);
+    map(&e, 4);
+    kv_str(&e, "gid", g->gid);
+    kv_u64(&e, "last_mid", g->last_mid);
+    kv_u64(&e, "ack", g->ack);
+    kv_u64(&e, "unread", g->unread);
+    return enc_end(&e);
+}
+
+int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, uint64_t ack)
+{
+    enc e = enc_start(b);
+    head(&e, "joined", rid, 3);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "last_mid", last_mid);
+    kv_u64(&e, "ack", ack);
+    return enc_end(&e);
+}
+
+int pr_enc_left(msgpack_sbuffer *b, uint64_t rid, pr_slice gid)
+{
+    enc e = enc_start(b);
+    head(&e, "left", rid, 1);
+    kv_str(&e, "gid", gid);
+    return enc_end(&e);
+}
+
+int pr_enc_sent(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, uint64_t mid,
+                uint64_t ts)
+{
+    enc e = enc_start(b);
+    head(&e, "sent", rid, 4);
+    kv_str(&e, "gid", gid);
+    kv_str(&e, "cid", cid);
+    kv_u64(&e, "mid", mid);
+    kv_u64(&e, "ts", ts);
+    return enc_end(&e);
+}
+
+int pr_enc_notify(msgpack_sbuffer *b, pr_slice gid, uint64_t last_mid)
+{
+    enc e = enc_start(b);
+    head(&e, "notify", 0, 2);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "last_mid", last_mid);
+    return enc_end(&e);
+}
+
+int pr_enc_pong(msgpack_sbuffer *b, uint64_t rid, uint64_t ts)
+{
+    enc e = enc_start(b);
+    head(&e, "pong", rid, 1);
+    kv_u64(&e, "ts", ts);
+    return enc_end(&e);
+}
+
+int pr_enc_err(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid)
+{
+    enc e = enc_start(b);
+    /* Not head(): the protocol lists code and msg first, rid and gid after. */
+    map(&e, 3 + (rid != 0) + (gid.n != 0));
+    kv_cstr(&e, "t", "err");
+    kv_cstr(&e, "code", pr_err_name(code));
+    kv_cstr(&e, "msg", msg ? msg : "");
+    if (rid) kv_u64(&e, "rid", rid);
+    if (gid.n) kv_str(&e, "gid", gid);
+    return enc_end(&e);
+}
+
+int pr_enc_batch_begin(msgpack_sbuffer *b, size_t n)
+{
+    enc e = enc_start(b);
+    array(&e, n);
+    return enc_end(&e);
+}
