@@ -11,10 +11,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 # Why each: cmake/gcc/pkg-config build; libwebsockets + OpenSSL the server; RocksDB the
 # store; msgpack-c the wire format; Criterion the tests; libjwt tokens; jansson JSON for
-# /stats; rocksdb-tools gives db_bench, the store benchmark's peer.
+# /stats; uthash the gateway's hash tables; rocksdb-tools gives db_bench, the store
+# benchmark's peer.
 packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
-          libcriterion-dev libjwt-dev libjansson-dev rocksdb-tools)
+          libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools)
 
 missing=()
 for p in "${packages[@]}"; do

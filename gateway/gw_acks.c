@@ -1,0 +1,95 @@
+/*
+ * Ack coalescing. Clients ack cumulatively and in batches; the gateway keeps only the
+ * highest ack per (group, user) in memory and hands them all to the store writer as one
+ * op every ack_flush_ms (and at shutdown). A crash loses at most the last interval's acks,
+ * which means re-delivery (absorbed by client dedup), never loss.
+ */
+#include "gw_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t make_key(char *key, const char *gid, const char *uid)
+{
+    return (size_t)snprintf(key, 2 * PR_MAX_ID + 2, "%s\x01%s", gid, uid);
+}
+
+void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid)
+{
+    char key[2 * PR_MAX_ID + 2];
+    size_t n = make_key(key, gid, uid);
+    gw_ack_entry *e = NULL;
+    HASH_FIND(hh, srv->acks, key, n, e);
+    if (!e) {
+        e = calloc(1, sizeof(*e));
+        if (!e)
+            return; /* the ack is lost: only a re-delivery later */
+        memcpy(e->key, key, n + 1);
+        HASH_ADD(hh, srv->acks, key, n, e);
+    }
+    if (mid > e->mid)
+        e->mid = mid;
+}
+
+uint64_t gw_acks_pending(gw_server *srv, const char *gid, const char *uid)
+{
+    char key[2 * PR_MAX_ID + 2];
+    size_t n = make_key(key, gid, uid);
+    gw_ack_entry *e = NULL;
+    HASH_FIND(hh, srv->acks, key, n, e);
+    return e ? e->mid : 0;
+}
+
+void gw_acks_flush(gw_server *srv)
+{
+    size_t n = HASH_COUNT(srv->acks);
+    if (n == 0)
+        return;
+    gw_pending *p = calloc(1, sizeof(*p));
+    size_t ids_n = 0;
+    gw_ack_entry *e, *tmp;
+    HASH_ITER(hh, srv->acks, e, tmp)
+        ids_n += strlen(e->key) + 1;
+    if (p) {
+        p->acks = calloc(n, sizeof(*p->acks));
+        p->ack_ids = malloc(ids_n);
+    }
+    if (!p || !p->acks || !p->ack_ids) {
+        if (p)
+            gw_pending_free(p);
+        gw_err("acks: out of memory; %zu acks kept for the next flush", n);
+        return;
+    }
+    msgpack_sbuffer_init(&p->record);
+    p->srv = srv;
+    size_t i = 0, off = 0;
+    HASH_ITER(hh, srv->acks, e, tmp)
+    {
+        /* The key is "gid\1uid": copy it and split it in place. */
+        size_t kl = strlen(e->key);
+        char *k = p->ack_ids + off;
+        memcpy(k, e->key, kl + 1);
+        char *sep = strchr(k, '\x01');
+        p->acks[i++] = (st_ack){.gid = {k, (size_t)(sep - k)},
+                                .uid = {sep + 1, kl - (size_t)(sep - k) - 1},
+                                .mid = e->mid};
+        off += kl + 1;
+        HASH_DEL(srv->acks, e);
+        free(e);
+    }
+    p->op.kind = ST_OP_ACKS;
+    p->op.acks = p->acks;
+    p->op.n_acks = n;
+    gw_route_submit(srv, p);
+}
+
+void gw_acks_free(gw_server *srv)
+{
+    gw_ack_entry *e, *tmp;
+    HASH_ITER(hh, srv->acks, e, tmp)
+    {
+        HASH_DEL(srv->acks, e);
+        free(e);
+    }
+}

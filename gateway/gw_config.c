@@ -1,0 +1,226 @@
+#include "gw_config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    O_LISTEN = 256, O_PORT, O_PORT_FILE, O_DATA, O_INSECURE, O_CERT, O_KEY, O_SECRET_FILE,
+    O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
+    O_SLOW_CLOSE, O_ACK_FLUSH, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
+    O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_LOG_LEVEL, O_HELP,
+};
+
+static const struct option options[] = {
+    {"listen", required_argument, 0, O_LISTEN},
+    {"port", required_argument, 0, O_PORT},
+    {"port-file", required_argument, 0, O_PORT_FILE},
+    {"data", required_argument, 0, O_DATA},
+    {"insecure", no_argument, 0, O_INSECURE},
+    {"cert", required_argument, 0, O_CERT},
+    {"key", required_argument, 0, O_KEY},
+    {"secret-file", required_argument, 0, O_SECRET_FILE},
+    {"no-sync", no_argument, 0, O_NO_SYNC},
+    {"closed-groups", no_argument, 0, O_CLOSED_GROUPS},
+    {"demo", no_argument, 0, O_DEMO},
+    {"web-root", required_argument, 0, O_WEB_ROOT},
+    {"max-frame", required_argument, 0, O_MAX_FRAME},
+    {"max-body", required_argument, 0, O_MAX_BODY},
+    {"queue-cap", required_argument, 0, O_QUEUE_CAP},
+    {"slow-close", required_argument, 0, O_SLOW_CLOSE},
+    {"ack-flush-ms", required_argument, 0, O_ACK_FLUSH},
+    {"ack-every", required_argument, 0, O_ACK_EVERY},
+    {"ack-delay-ms", required_argument, 0, O_ACK_DELAY},
+    {"page-default", required_argument, 0, O_PAGE_DEFAULT},
+    {"page-max", required_argument, 0, O_PAGE_MAX},
+    {"hello-timeout", required_argument, 0, O_HELLO_TIMEOUT},
+    {"error-budget", required_argument, 0, O_ERROR_BUDGET},
+    {"ping", required_argument, 0, O_PING},
+    {"inflight-max", required_argument, 0, O_INFLIGHT},
+    {"log-level", required_argument, 0, O_LOG_LEVEL},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+static void help(void)
+{
+    printf(
+        "usage: gw [options]\n"
+        "A group-messaging gateway: WebSocket sessions at /ws (subprotocol gw.v1), messages\n"
+        "stored once per group in RocksDB. See docs/PROTOCOL.md.\n"
+        "\n"
+        "Network\n"
+        "  --listen ADDR        address to bind (default 127.0.0.1)\n"
+        "  --port N             port (default 8443; 0 = any free port, logged)\n"
+        "  --port-file PATH     write the bound port to PATH once listening\n"
+        "  --cert PATH          TLS certificate, PEM (wss:// and https://)\n"
+        "  --key PATH           TLS private key, PEM\n"
+        "  --insecure           plain ws:// and http:// without TLS (development only)\n"
+        "Storage\n"
+        "  --data DIR           store folder (default ./data)\n"
+        "  --no-sync            do not fsync commits (faster; a machine crash may lose the\n"
+        "                       last confirmed messages; a process crash loses nothing)\n"
+        "  --closed-groups      join does not create groups that do not exist\n"
+        "Identity\n"
+        "  --secret-file PATH   HS256 token secret (or env GW_SECRET); default: DIR/token-secret,\n"
+        "                       created with random bytes on first start\n"
+        "  --demo               POST /demo/login issues a token for any name (insecure)\n"
+        "  --web-root DIR       static files served at / (default: none)\n"
+        "Limits and cadence\n"
+        "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
+        "  --max-body BYTES     largest message body (default 65536)\n"
+        "  --queue-cap N        pushes queued per session before it gets notify (default 1024)\n"
+        "  --slow-close S       close a session stuck over its cap this long (default 60)\n"
+        "  --ack-flush-ms MS    persist coalesced acks this often (default 200)\n"
+        "  --ack-every N        clients ack after N messages (default 50)\n"
+        "  --ack-delay-ms MS    ... or MS after the first unacked one (default 1000)\n"
+        "  --page-default N     page size when a request gives none (default 100)\n"
+        "  --page-max N         larger page requests are clamped (default 500)\n"
+        "  --hello-timeout S    close sessions that send no hello (default 10)\n"
+        "  --error-budget N     bad requests in a burst before closing with 1008 (default 20)\n"
+        "  --ping S             ping idle sessions after S, close after 2*S (default 30)\n"
+        "  --inflight-max N     writes in flight per session before reading it pauses\n"
+        "                       (default 256)\n"
+        "  --log-level N        0 error, 1 warn, 2 info (default), 3 debug\n"
+        "  --help               this text\n");
+}
+
+static int number(const char *name, const char *arg, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || *end || end == arg || v < lo || v > hi) {
+        fprintf(stderr, "gw: --%s %s: expected a whole number from %lld to %lld\n", name, arg, lo,
+                hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int read_secret(gw_config *c, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gw: --secret-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(c->secret, 1, sizeof(c->secret), f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    while (n && (c->secret[n - 1] == '\n' || c->secret[n - 1] == '\r'))
+        n--;
+    if (more || n < 16) {
+        fprintf(stderr, "gw: --secret-file %s: the secret must be 16 to 256 bytes\n", path);
+        return -1;
+    }
+    c->secret_n = n;
+    return 0;
+}
+
+static void defaults(gw_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->listen = "127.0.0.1";
+    c->port = 8443;
+    c->data = "data";
+    c->sync = true;
+    c->open_groups = true;
+    c->max_frame = 256 * 1024;
+    c->max_body = 64 * 1024;
+    c->queue_cap = 1024;
+    c->slow_close_s = 60;
+    c->ack_flush_ms = 200;
+    c->ack_every = 50;
+    c->ack_delay_ms = 1000;
+    c->page_default = 100;
+    c->page_max = 500;
+    c->hello_timeout_s = 10;
+    c->error_budget = 20;
+    c->ping_s = 30;
+    c->inflight_max = 256;
+    c->store_high = 20000;
+    c->store_overload = 200000;
+    c->log_level = 2;
+}
+
+int gw_config_parse(gw_config *c, int argc, char **argv)
+{
+    defaults(c);
+    const char *secret_file = NULL;
+    int opt;
+    long long v;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        const char *name = opt >= O_LISTEN && opt < O_HELP ? options[opt - O_LISTEN].name : "";
+        int rc = 0;
+        switch (opt) {
+        case O_LISTEN: c->listen = optarg; break;
+        case O_PORT: rc = number(name, optarg, 0, 65535, &v), c->port = (int)v; break;
+        case O_PORT_FILE: c->port_file = optarg; break;
+        case O_DATA: c->data = optarg; break;
+        case O_INSECURE: c->insecure = true; break;
+        case O_CERT: c->cert = optarg; break;
+        case O_KEY: c->key = optarg; break;
+        case O_SECRET_FILE: secret_file = optarg; break;
+        case O_NO_SYNC: c->sync = false; break;
+        case O_CLOSED_GROUPS: c->open_groups = false; break;
+        case O_DEMO: c->demo = true; break;
+        case O_WEB_ROOT: c->web_root = optarg; break;
+        case O_MAX_FRAME: rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v; break;
+        case O_MAX_BODY: rc = number(name, optarg, 1, 16 << 20, &v), c->max_body = (size_t)v; break;
+        case O_QUEUE_CAP: rc = number(name, optarg, 1, 1 << 20, &v), c->queue_cap = (size_t)v; break;
+        case O_SLOW_CLOSE: rc = number(name, optarg, 1, 86400, &v), c->slow_close_s = (unsigned)v; break;
+        case O_ACK_FLUSH: rc = number(name, optarg, 1, 60000, &v), c->ack_flush_ms = (unsigned)v; break;
+        case O_ACK_EVERY: rc = number(name, optarg, 1, 100000, &v), c->ack_every = (unsigned)v; break;
+        case O_ACK_DELAY: rc = number(name, optarg, 1, 600000, &v), c->ack_delay_ms = (unsigned)v; break;
+        case O_PAGE_DEFAULT: rc = number(name, optarg, 1, 10000, &v), c->page_default = (unsigned)v; break;
+        case O_PAGE_MAX: rc = number(name, optarg, 1, 10000, &v), c->page_max = (unsigned)v; break;
+        case O_HELLO_TIMEOUT: rc = number(name, optarg, 1, 3600, &v), c->hello_timeout_s = (unsigned)v; break;
+        case O_ERROR_BUDGET: rc = number(name, optarg, 1, 100000, &v), c->error_budget = (unsigned)v; break;
+        case O_PING: rc = number(name, optarg, 1, 3600, &v), c->ping_s = (unsigned)v; break;
+        case O_INFLIGHT: rc = number(name, optarg, 1, 100000, &v), c->inflight_max = (unsigned)v; break;
+        case O_LOG_LEVEL: rc = number(name, optarg, 0, 3, &v), c->log_level = (int)v; break;
+        case O_HELP: help(); return 1;
+        default: fprintf(stderr, "gw: see --help\n"); return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gw: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (!c->insecure && (!c->cert || !c->key)) {
+        fprintf(stderr, "gw: TLS needs --cert and --key (or --insecure for plain ws:// in "
+                        "development)\n");
+        return -1;
+    }
+    if (c->page_default > c->page_max) {
+        fprintf(stderr, "gw: --page-default %u is above --page-max %u\n", c->page_default,
+                c->page_max);
+        return -1;
+    }
+    if (c->max_body + 1024 > c->max_frame) {
+        fprintf(stderr, "gw: --max-body %zu leaves no room in --max-frame %zu for the other "
+                        "fields (need 1024 bytes more)\n", c->max_body, c->max_frame);
+        return -1;
+    }
+    const char *env = getenv("GW_SECRET");
+    if (secret_file) {
+        if (read_secret(c, secret_file))
+            return -1;
+    } else if (env && *env) {
+        size_t n = strlen(env);
+        if (n < 16 || n > sizeof(c->secret)) {
+            fprintf(stderr, "gw: GW_SECRET must be 16 to 256 bytes\n");
+            return -1;
+        }
+        memcpy(c->secret, env, n);
+        c->secret_n = n;
+    }
+    return 0;
+}

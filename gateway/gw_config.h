@@ -1,0 +1,46 @@
+/* The gateway's settings: defaults, command-line parsing, and checks that refuse values
+ * that make no sense. */
+#ifndef GW_CONFIG_H
+#define GW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gw_config {
+    const char *listen;    /* address to bind */
+    int port;              /* 0: any free port (the log says which) */
+    const char *port_file; /* if set, the bound port is written there (for scripts) */
+    const char *data;      /* store folder */
+    bool insecure;         /* plain ws:// and http:// (development on loopback) */
+    const char *cert;      /* TLS certificate (PEM) */
+    const char *key;       /* TLS private key (PEM) */
+    char secret[256];      /* HS256 token secret */
+    size_t secret_n;
+    bool sync;             /* fsync every group commit */
+    bool open_groups;      /* join creates missing groups */
+    bool demo;             /* POST /demo/login issues tokens (insecure) */
+    const char *web_root;  /* static files served at / */
+    size_t max_frame;      /* bytes */
+    size_t max_body;       /* bytes */
+    size_t queue_cap;      /* queued pushes per session before switching to notify */
+    unsigned slow_close_s; /* a session stuck in notify mode this long is closed */
+    unsigned ack_flush_ms; /* coalesced acks are persisted this often */
+    unsigned ack_every;    /* told to clients in welcome */
+    unsigned ack_delay_ms; /* told to clients in welcome */
+    unsigned page_default; /* enter/pull without limit */
+    unsigned page_max;     /* larger limits are clamped */
+    unsigned hello_timeout_s;
+    unsigned error_budget; /* bad requests tolerated in a burst before closing with 1008 */
+    unsigned ping_s;       /* idle sessions are pinged after this, closed after twice it */
+    unsigned inflight_max; /* store writes in flight per session before its reads pause */
+    size_t store_high;     /* writer queue length that pauses reading from senders */
+    size_t store_overload; /* writer queue length past which writes get `overloaded` */
+    int log_level;         /* 0 error .. 3 debug */
+} gw_config;
+
+/* Fills defaults, then parses argv. Returns 0 to run, 1 when --help was printed (exit
+ * 0), or -1 after printing what was wrong to stderr (exit 2). */
+int gw_config_parse(gw_config *c, int argc, char **argv);
+
+#endif

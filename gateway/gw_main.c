@@ -1,0 +1,106 @@
+/* gw: the gateway's entry point. See --help and docs/ARCHITECTURE.md. */
+#include "gw_config.h"
+#include "gw_log.h"
+#include "gw_server.h"
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Without a secret given, one is kept in the data folder (created with random bytes on
+ * first start) so that tokens survive restarts. */
+static int default_secret(gw_config *cfg)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/token-secret", cfg->data);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        size_t n = fread(cfg->secret, 1, sizeof(cfg->secret), f);
+        fclose(f);
+        while (n && (cfg->secret[n - 1] == '\n' || cfg->secret[n - 1] == '\r'))
+            n--;
+        if (n < 16) {
+            gw_err("%s holds fewer than 16 bytes: remove it to make a new one", path);
+            return -1;
+        }
+        cfg->secret_n = n;
+        gw_info("token secret: %s", path);
+        return 0;
+    }
+    unsigned char raw[32];
+    if (RAND_bytes(raw, sizeof(raw)) != 1)
+        return -1;
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(cfg->secret + 2 * i, 3, "%02x", raw[i]);
+    cfg->secret_n = 2 * sizeof(raw);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || write(fd, cfg->secret, cfg->secret_n) != (ssize_t)cfg->secret_n) {
+        gw_err("cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    gw_info("token secret: generated %s (keep it private; tools/gw_token reads it)", path);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    gw_config cfg;
+    int prc = gw_config_parse(&cfg, argc, argv);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    gw_log_set_level((enum gw_log_level)cfg.log_level);
+    gw_log_capture_lws();
+
+    if (mkdir(cfg.data, 0700) != 0 && errno != EEXIST) {
+        gw_err("cannot create data folder %s: %s", cfg.data, strerror(errno));
+        return 1;
+    }
+    if (cfg.secret_n == 0 && default_secret(&cfg) != 0)
+        return 1;
+
+    char store_path[4096];
+    snprintf(store_path, sizeof(store_path), "%s/store", cfg.data);
+    st_options so;
+    st_options_init(&so);
+    so.path = store_path;
+    so.sync = cfg.sync;
+    so.open_groups = cfg.open_groups;
+    st_store *store = NULL;
+    char err[512];
+    if (st_open(&so, &store, err, sizeof(err)) != 0) {
+        gw_err("%s (%s)", err, store_path);
+        return 1;
+    }
+    gw_info("store opened: %s (sync %s, open groups %s)", store_path, cfg.sync ? "on" : "off",
+            cfg.open_groups ? "on" : "off");
+
+    gw_server *srv = NULL;
+    if (gw_server_new(&cfg, store, &srv) != 0) {
+        st_close(store);
+        return 1;
+    }
+    int port = gw_server_port(srv);
+    gw_info("listening on %s://%s:%d/ws (%s)", cfg.insecure ? "ws" : "wss", cfg.listen, port,
+            cfg.insecure ? "plain, no TLS: development only" : "TLS");
+    if (cfg.port_file) {
+        FILE *f = fopen(cfg.port_file, "w");
+        if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0)
+            gw_warn("cannot write port file %s", cfg.port_file);
+    }
+
+    gw_server_run(srv);
+    st_close(store); /* every write in flight completes first */
+    gw_server_drain(srv);
+    gw_server_free(srv);
+    gw_info("stopped");
+    return 0;
+}

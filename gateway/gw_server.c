@@ -1,0 +1,316 @@
+/*
+ * The libwebsockets side: the context and its protocols, the callbacks, the timers, the
+ * bridge that brings the store writer's completions to the service thread, and shutdown.
+ */
+#include "gw_server.h"
+#include "gw_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <utlist.h>
+
+#define SWEEP_US (1000 * LWS_US_PER_MS)
+#define STOP_GRACE_MS 5000
+
+uint64_t gw_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+static gw_server *server_of(struct lws *wsi)
+{
+    return lws_context_user(lws_get_context(wsi));
+}
+
+/* Runs every completion the writer has posted, in commit order. */
+static void drain_completions(gw_server *srv)
+{
+    pthread_mutex_lock(&srv->done_mu);
+    gw_pending *p = srv->done_head;
+    srv->done_head = srv->done_tail = NULL;
+    pthread_mutex_unlock(&srv->done_mu);
+    while (p) {
+        gw_pending *next = p->next;
+        gw_route_complete(srv, p);
+        p = next;
+    }
+    /* The writer may have caught up: let paused senders read again. */
+    gw_sess *s, *tmp;
+    DL_FOREACH_SAFE2(srv->paused, s, tmp, paused_next)
+        gw_sess_flow(s);
+}
+
+/* ---- shutdown ----------------------------------------------------------------------- */
+
+static volatile sig_atomic_t signals_seen;
+static struct lws_context *signal_ctx;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (++signals_seen > 1)
+        _exit(130); /* a second signal: stop at once */
+    if (signal_ctx)
+        lws_cancel_service(signal_ctx);
+}
+
+static void begin_stop(gw_server *srv)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    srv->stop_deadline_ms = gw_now_ms() + STOP_GRACE_MS;
+    gw_info("shutting down: closing %u sessions, flushing acks and writes", srv->n_sessions);
+    gw_acks_flush(srv);
+    gw_sess *s, *tmp;
+    HASH_ITER(hh, srv->sessions, s, tmp)
+        gw_sess_close(s, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down");
+}
+
+static void check_stop(gw_server *srv)
+{
+    if (signals_seen && !srv->stopping)
+        begin_stop(srv);
+    if (srv->stopping && ((srv->n_sessions == 0 && srv->ops_inflight == 0) ||
+                          gw_now_ms() > srv->stop_deadline_ms))
+        srv->finished = true;
+}
+
+/* ---- timers ------------------------------------------------------------------------- */
+
+static void on_ack_timer(lws_sorted_usec_list_t *sul)
+{
+    gw_server *srv = lws_container_of(sul, gw_server, sul_acks);
+    gw_acks_flush(srv);
+    lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, on_ack_timer,
+                     (lws_usec_t)srv->cfg.ack_flush_ms * LWS_US_PER_MS);
+}
+
+static void on_sweep_timer(lws_sorted_usec_list_t *sul)
+{
+    gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
+    gw_sess_sweep(srv, gw_now_ms());
+    check_stop(srv);
+    lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
+}
+
+/* ---- callbacks ---------------------------------------------------------------------- */
+
+typedef struct pss {
+    gw_sess *sess;
+} pss;
+
+static int uri_is(struct lws *wsi, const char *want)
+{
+    char uri[64];
+    int n = lws_hdr_copy(wsi, uri, sizeof(uri), WSI_TOKEN_GET_URI);
+    return n > 0 && strcmp(uri, want) == 0;
+}
+
+static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                       size_t len)
+{
+    gw_server *srv = server_of(wsi);
+    pss *ps = user;
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* The protocol lives at /ws only. */
+        return uri_is(wsi, "/ws") ? 0 : 1;
+    case LWS_CALLBACK_ESTABLISHED:
+        if (srv->stopping)
+            return -1;
+        ps->sess = gw_sess_new(srv, wsi);
+        if (!ps->sess)
+            return -1;
+        srv->n.connections++;
+        if (srv->n_sessions > srv->n.connections_peak)
+            srv->n.connections_peak = srv->n_sessions;
+        lws_set_timer_usecs(wsi, (lws_usec_t)srv->cfg.hello_timeout_s * LWS_US_PER_SEC);
+        return 0;
+    case LWS_CALLBACK_RECEIVE:
+        if (!ps->sess)
+            return -1;
+        return gw_sess_rx(ps->sess, in, len, lws_is_first_fragment(wsi),
+                          lws_is_final_fragment(wsi), lws_frame_is_binary(wsi));
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        return ps->sess ? gw_sess_writeable(ps->sess) : -1;
+    case LWS_CALLBACK_TIMER:
+        if (ps->sess && !ps->sess->user) {
+            srv->n.closes_4001++;
+            gw_sess_close(ps->sess, 4001, "unauthorized: no hello in time");
+        }
+        return 0;
+    case LWS_CALLBACK_CLOSED:
+        if (ps->sess) {
+            ps->sess->wsi = NULL;
+            gw_sess_free(ps->sess);
+            ps->sess = NULL;
+        }
+        return 0;
+    case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+        drain_completions(srv);
+        check_stop(srv);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
+{
+    gw_server *srv = server_of(wsi);
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* A WebSocket upgrade that did not ask for gw.v1 lands here: refuse it. */
+        return 1;
+    case LWS_CALLBACK_HTTP: {
+        const char *path = in;
+        int status = HTTP_STATUS_NOT_FOUND;
+        const char *body = "not found\n";
+        if (strcmp(path, "/healthz") == 0) {
+            bool ok = !srv->stopping;
+            status = ok ? HTTP_STATUS_OK : HTTP_STATUS_SERVICE_UNAVAILABLE;
+            body = ok ? "ok\n" : "stopping\n";
+        }
+        uint8_t buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf);
+        size_t blen = strlen(body);
+        if (lws_add_http_common_headers(wsi, (unsigned)status, "text/plain", (lws_filepos_t)blen,
+                                        &p, end) ||
+            lws_finalize_write_http_header(wsi, start, &p, end))
+            return 1;
+        memcpy(start, body, blen);
+        if (lws_write(wsi, start, blen, LWS_WRITE_HTTP_FINAL) != (int)blen)
+            return 1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+static const struct lws_protocols protocols[] = {
+    {"http", http_callback, 0, 0, 0, NULL, 0},
+    {"gw.v1", ws_callback, sizeof(pss), 65536, 0, NULL, 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ---- life cycle --------------------------------------------------------------------- */
+
+int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
+{
+    *out = NULL;
+    gw_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return -1;
+    srv->cfg = *cfg;
+    srv->store = store;
+    srv->started_ms = gw_now_ms();
+    srv->boot_id = srv->started_ms;
+    pthread_mutex_init(&srv->done_mu, NULL);
+    pr_limits lim = {.max_frame = cfg->max_frame, .max_body = cfg->max_body};
+    srv->dec = pr_decoder_new(&lim);
+    srv->wbuf = malloc(LWS_PRE + cfg->max_frame + 16);
+    if (!srv->dec || !srv->wbuf)
+        goto fail;
+
+    static lws_retry_bo_t retry;
+    retry.secs_since_valid_ping = (uint16_t)cfg->ping_s;
+    retry.secs_since_valid_hangup = (uint16_t)(cfg->ping_s * 2);
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof(info));
+    info.port = cfg->port;
+    info.iface = cfg->listen;
+    info.protocols = protocols;
+    info.user = srv;
+    info.retry_and_idle_policy = &retry;
+    info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.timeout_secs = 10; /* handshakes and HTTP requests that stall */
+    if (!cfg->insecure) {
+        info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+        info.ssl_cert_filepath = cfg->cert;
+        info.ssl_private_key_filepath = cfg->key;
+        /* TLS 1.2 and 1.3 only, forward-secret AEAD suites only. */
+        info.ssl_options_set = SSL_OP_NO_SSLv2 | SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 |
+                               SSL_OP_NO_TLSv1_1 | SSL_OP_NO_COMPRESSION |
+                               SSL_OP_CIPHER_SERVER_PREFERENCE;
+        info.ssl_cipher_list = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                               "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                               "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+    }
+    srv->ctx = lws_create_context(&info);
+    if (!srv->ctx) {
+        gw_err("cannot listen on %s:%d (address in use, bad certificate or key?)", cfg->listen,
+               cfg->port);
+        goto fail;
+    }
+    srv->vhost = lws_get_vhost_by_name(srv->ctx, "default");
+    srv->port = srv->vhost ? lws_get_vhost_listen_port(srv->vhost) : cfg->port;
+    lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, on_ack_timer,
+                     (lws_usec_t)cfg->ack_flush_ms * LWS_US_PER_MS);
+    lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
+    *out = srv;
+    return 0;
+fail:
+    gw_server_free(srv);
+    return -1;
+}
+
+int gw_server_port(const gw_server *srv)
+{
+    return srv->port;
+}
+
+void gw_server_run(gw_server *srv)
+{
+    signal_ctx = srv->ctx;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    while (!srv->finished) {
+        if (lws_service(srv->ctx, 0) < 0)
+            break;
+        check_stop(srv);
+    }
+}
+
+void gw_server_free(gw_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->ctx) {
+        lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, NULL, LWS_SET_TIMER_USEC_CANCEL);
+        lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, NULL, LWS_SET_TIMER_USEC_CANCEL);
+        lws_context_destroy(srv->ctx);
+        signal_ctx = NULL;
+    }
+    gw_registry_free(srv);
+    gw_acks_free(srv);
+    pr_decoder_free(srv->dec);
+    free(srv->wbuf);
+    pthread_mutex_destroy(&srv->done_mu);
+    free(srv);
+}
+
+void gw_server_drain(gw_server *srv)
+{
+    /* After st_close every op has completed: free what the sessions can no longer take. */
+    gw_pending *p = srv->done_head;
+    srv->done_head = srv->done_tail = NULL;
+    while (p) {
+        gw_pending *next = p->next;
+        gw_pending_free(p);
+        p = next;
+    }
+}

@@ -1,0 +1,362 @@
+/*
+ * One WebSocket session: reassembling received messages, the outbound queue with its cap
+ * (slow consumers get a coalesced notify instead of bodies), writing batch frames, the
+ * error budget, flow control and closing with a code.
+ */
+#include "gw_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+/* Messages written in one batch frame at most; the frame also stays within max_frame. */
+#define BATCH_MAX 256
+/* Replies may go past queue_cap (a client is owed its answers); reading from a session
+ * whose queue is this far past the cap pauses until it drains. */
+#define REPLY_SLACK 256
+
+gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi)
+{
+    gw_sess *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->srv = srv;
+    s->wsi = wsi;
+    s->sid = ++srv->next_sid;
+    snprintf(s->sid_str, sizeof(s->sid_str), "%lx-%lu", (unsigned long)srv->boot_id,
+             (unsigned long)s->sid);
+    s->err_at = gw_now_ms();
+    HASH_ADD(hh, srv->sessions, sid, sizeof(s->sid), s);
+    srv->n_sessions++;
+    return s;
+}
+
+gw_sess *gw_sess_find(gw_server *srv, uint64_t sid)
+{
+    gw_sess *s = NULL;
+    HASH_FIND(hh, srv->sessions, &sid, sizeof(sid), s);
+    return s;
+}
+
+static void notify_clear(gw_sess *s)
+{
+    gw_notify *n, *tmp;
+    HASH_ITER(hh, s->notify, n, tmp)
+    {
+        HASH_DEL(s->notify, n);
+        free(n);
+    }
+}
+
+void gw_sess_free(gw_sess *s)
+{
+    gw_server *srv = s->srv;
+    gw_user_detach(srv, s);
+    gw_identity_release(&s->id);
+    if (s->paused)
+        DL_DELETE2(srv->paused, s, paused_prev, paused_next);
+    HASH_DEL(srv->sessions, s);
+    srv->n_sessions--;
+    for (size_t i = 0; i < s->q_len; i++)
+        gw_buf_unref(s->q[(s->q_head + i) % s->q_cap]);
+    free(s->q);
+    notify_clear(s);
+    free(s->rx);
+    free(s);
+}
+
+void gw_sess_close(gw_sess *s, int code, const char *reason)
+{
+    if (s->close_code || !s->wsi)
+        return;
+    s->close_code = code;
+    snprintf(s->close_reason, sizeof(s->close_reason), "%s", reason);
+    gw_info("session %s%s%s closing: %d %s", s->sid_str, s->user ? " user " : "",
+            s->user ? s->user->uid : "", code, reason);
+    lws_callback_on_writable(s->wsi);
+}
+
+/* ---- outbound queue ------------------------------------------------------------------ */
+
+static int ring_push(gw_sess *s, gw_buf *b)
+{
+    if (s->q_len == s->q_cap) {
+        size_t ncap = s->q_cap ? s->q_cap * 2 : 16;
+        gw_buf **nq = malloc(ncap * sizeof(*nq));
+        if (!nq)
+            return -1;
+        for (size_t i = 0; i < s->q_len; i++)
+            nq[i] = s->q[(s->q_head + i) % s->q_cap];
+        free(s->q);
+        s->q = nq;
+        s->q_cap = ncap;
+        s->q_head = 0;
+    }
+    s->q[(s->q_head + s->q_len) % s->q_cap] = b;
+    s->q_len++;
+    return 0;
+}
+
+static gw_buf *ring_pop(gw_sess *s)
+{
+    gw_buf *b = s->q[s->q_head];
+    s->q_head = (s->q_head + 1) % s->q_cap;
+    s->q_len--;
+    return b;
+}
+
+void gw_sess_send(gw_sess *s, gw_buf *b)
+{
+    if (!s->wsi || s->close_code || ring_push(s, b) != 0) {
+        gw_buf_unref(b);
+        return;
+    }
+    lws_callback_on_writable(s->wsi);
+    if (s->q_len > s->srv->cfg.queue_cap + REPLY_SLACK)
+        gw_sess_flow(s);
+}
+
+void gw_sess_reply(gw_sess *s, const msgpack_sbuffer *sb)
+{
+    gw_buf *b = gw_buf_from(sb);
+    if (b)
+        gw_sess_send(s, b);
+}
+
+void gw_sess_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
+{
+    if (!s->wsi || s->close_code)
+        return;
+    gw_server *srv = s->srv;
+    if (!s->slow && s->q_len < srv->cfg.queue_cap) {
+        srv->n.deliveries++;
+        gw_sess_send(s, gw_buf_ref(msg));
+        return;
+    }
+    /* Over the cap: no more bodies for this session; one notify per group instead, with
+     * the newest last_mid. The client pulls; nothing is dropped from the store. */
+    if (!s->slow) {
+        s->slow = true;
+        s->slow_since = gw_now_ms();
+        srv->n.slow_switches++;
+        gw_info("session %s user %s is a slow consumer (%zu queued): switching to notify",
+                s->sid_str, s->user ? s->user->uid : "-", s->q_len);
+    }
+    gw_notify *n = NULL;
+    HASH_FIND_STR(s->notify, gid, n);
+    if (!n) {
+        n = calloc(1, sizeof(*n));
+        if (!n)
+            return;
+        strcpy(n->gid, gid);
+        HASH_ADD_STR(s->notify, gid, n);
+    }
+    if (mid > n->last_mid)
+        n->last_mid = mid;
+}
+
+/* Writes the array header of a batch of n messages; returns its size. */
+static size_t batch_header(uint8_t *p, size_t n)
+{
+    if (n < 16) {
+        p[0] = (uint8_t)(0x90 | n);
+        return 1;
+    }
+    p[0] = 0xdc;
+    p[1] = (uint8_t)(n >> 8);
+    p[2] = (uint8_t)n;
+    return 3;
+}
+
+/* Encodes every pending notify into one frame at wbuf + LWS_PRE; returns its length. */
+static size_t take_notifies(gw_sess *s)
+{
+    gw_server *srv = s->srv;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    unsigned n = HASH_COUNT(s->notify);
+    size_t len = 0;
+    if (n > 1)
+        pr_enc_batch_begin(&sb, n);
+    gw_notify *e, *tmp;
+    HASH_ITER(hh, s->notify, e, tmp)
+    {
+        pr_enc_notify(&sb, (pr_slice){(const uint8_t *)e->gid, strlen(e->gid)}, e->last_mid);
+        srv->n.notifies++;
+    }
+    notify_clear(s);
+    if (sb.size <= srv->cfg.max_frame) {
+        memcpy(srv->wbuf + LWS_PRE, sb.data, sb.size);
+        len = sb.size;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return len;
+}
+
+int gw_sess_writeable(gw_sess *s)
+{
+    gw_server *srv = s->srv;
+    if (s->close_code) {
+        lws_close_reason(s->wsi, (enum lws_close_status)s->close_code,
+                         (unsigned char *)s->close_reason, strlen(s->close_reason));
+        return -1;
+    }
+    uint8_t *out = srv->wbuf + LWS_PRE;
+    size_t len = 0;
+    if (s->q_len == 0) {
+        if (!s->notify)
+            return 0;
+        /* The queue drained: tell the slow consumer where each group is, and resume. */
+        len = take_notifies(s);
+        s->slow = false;
+    } else if (s->q_len == 1 || s->q[s->q_head]->len + 3 > srv->cfg.max_frame) {
+        gw_buf *b = ring_pop(s);
+        memcpy(out, b->data, b->len);
+        len = b->len;
+        gw_buf_unref(b);
+        srv->n.frames_out++;
+    } else {
+        /* Coalesce: as many queued messages as fit in one batch frame. */
+        size_t n = 0, bytes = 3;
+        for (size_t i = 0; i < s->q_len && n < BATCH_MAX; i++) {
+            size_t l = s->q[(s->q_head + i) % s->q_cap]->len;
+            if (bytes + l > srv->cfg.max_frame)
+                break;
+            bytes += l;
+            n++;
+        }
+        len = batch_header(out, n);
+        for (size_t i = 0; i < n; i++) {
+            gw_buf *b = ring_pop(s);
+            memcpy(out + len, b->data, b->len);
+            len += b->len;
+            gw_buf_unref(b);
+        }
+        srv->n.frames_out++;
+    }
+    if (len) {
+        srv->n.bytes_out += len;
+        if (lws_write(s->wsi, out, len, LWS_WRITE_BINARY) < (int)len)
+            return -1;
+    }
+    if (s->q_len || s->notify)
+        lws_callback_on_writable(s->wsi);
+    if (s->paused)
+        gw_sess_flow(s);
+    return 0;
+}
+
+/* ---- receive ------------------------------------------------------------------------- */
+
+int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, bool binary)
+{
+    gw_server *srv = s->srv;
+    srv->n.bytes_in += len;
+    if (first) {
+        s->rx_n = 0;
+        s->rx_text = !binary;
+        s->rx_oversized = false;
+    }
+    if (s->close_code)
+        return 0; /* closing: ignore the rest */
+    if (s->rx_n + len > srv->cfg.max_frame) {
+        srv->n.closes_1009++;
+        srv->n.errors[-PR_E_TOO_LARGE]++;
+        gw_sess_close(s, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "frame over the size limit");
+        return 0;
+    }
+    if (s->rx_n + len > s->rx_cap) {
+        size_t ncap = s->rx_cap ? s->rx_cap : 4096;
+        while (ncap < s->rx_n + len)
+            ncap *= 2;
+        uint8_t *nb = realloc(s->rx, ncap);
+        if (!nb)
+            return -1;
+        s->rx = nb;
+        s->rx_cap = ncap;
+    }
+    memcpy(s->rx + s->rx_n, in, len);
+    s->rx_n += len;
+    if (!final)
+        return 0;
+    srv->n.frames_in++;
+    if (s->rx_text) {
+        gw_sess_error(s, 0, PR_E_BAD_FRAME, "binary frames only: send MessagePack",
+                      (pr_slice){0});
+    } else {
+        gw_route_frame(s, s->rx, s->rx_n);
+    }
+    /* Do not keep a large buffer for an idle session. */
+    if (s->rx_cap > 65536) {
+        free(s->rx);
+        s->rx = NULL;
+        s->rx_cap = 0;
+    }
+    s->rx_n = 0;
+    return 0;
+}
+
+void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid)
+{
+    gw_server *srv = s->srv;
+    if (code < 0 && -code < (int)(sizeof(srv->n.errors) / sizeof(srv->n.errors[0])))
+        srv->n.errors[-code]++;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (pr_enc_err(&sb, rid, code, msg, gid) == 0)
+        gw_sess_reply(s, &sb);
+    msgpack_sbuffer_destroy(&sb);
+
+    /* The budget refills at one error a second; a client that keeps sending bad requests
+     * faster than that is closed. Errors caused by the server are not charged. */
+    if (code == PR_E_INTERNAL || code == PR_E_OVERLOADED || code == PR_E_NOMEM)
+        return;
+    uint64_t now = gw_now_ms();
+    s->err_score -= (double)(now - s->err_at) / 1000.0;
+    if (s->err_score < 0)
+        s->err_score = 0;
+    s->err_at = now;
+    s->err_score += 1;
+    if (s->err_score > srv->cfg.error_budget) {
+        srv->n.closes_1008++;
+        gw_sess_close(s, LWS_CLOSE_STATUS_POLICY_VIOLATION, "too many bad requests");
+    }
+}
+
+/* ---- flow control -------------------------------------------------------------------- */
+
+void gw_sess_flow(gw_sess *s)
+{
+    gw_server *srv = s->srv;
+    if (!s->wsi)
+        return;
+    size_t pending = st_pending(srv->store);
+    bool busy = s->inflight >= srv->cfg.inflight_max || pending >= srv->cfg.store_high ||
+                s->q_len > srv->cfg.queue_cap + REPLY_SLACK;
+    /* Resume with hysteresis, so a session does not flap at the threshold. */
+    bool calm = s->inflight <= srv->cfg.inflight_max / 2 && pending <= srv->cfg.store_high / 2 &&
+                s->q_len <= srv->cfg.queue_cap;
+    if (!s->paused && busy) {
+        s->paused = true;
+        DL_APPEND2(srv->paused, s, paused_prev, paused_next);
+        lws_rx_flow_control(s->wsi, 0);
+    } else if (s->paused && calm) {
+        s->paused = false;
+        DL_DELETE2(srv->paused, s, paused_prev, paused_next);
+        lws_rx_flow_control(s->wsi, 1);
+    }
+}
+
+void gw_sess_sweep(gw_server *srv, uint64_t now_ms)
+{
+    gw_sess *s, *tmp;
+    HASH_ITER(hh, srv->sessions, s, tmp)
+    {
+        if (s->slow && now_ms - s->slow_since > (uint64_t)srv->cfg.slow_close_s * 1000u) {
+            srv->n.closes_slow++;
+            gw_sess_close(s, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                          "slow consumer: not reading its messages");
+        }
+    }
+}

@@ -1,0 +1,247 @@
+#include "gwfx.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long elapsed_ms(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void spawn(gwfx *f)
+{
+    char port_file[300], log_file[300], data[300];
+    snprintf(port_file, sizeof(port_file), "%s/port", f->dir);
+    snprintf(log_file, sizeof(log_file), "%s/gw.log", f->dir);
+    snprintf(data, sizeof(data), "%s/data", f->dir);
+    unlink(port_file);
+    const char *argv[40] = {GW_BINARY, "--insecure", "--listen", "127.0.0.1", "--port", "0",
+                            "--port-file", port_file, "--data", data, "--log-level", "3"};
+    int n = 12;
+    for (int i = 0; i < f->n_args; i++)
+        argv[n++] = f->args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        setenv("GW_SECRET", GWFX_SECRET, 1);
+        execv(GW_BINARY, (char *const *)argv);
+        _exit(127);
+    }
+    f->pid = pid;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (elapsed_ms(&t0) < 20000) {
+        FILE *pf = fopen(port_file, "r");
+        if (pf) {
+            int port = 0;
+            int got = fscanf(pf, "%d", &port);
+            fclose(pf);
+            if (got == 1 && port > 0) {
+                f->port = port;
+                snprintf(f->url, sizeof(f->url), "ws://127.0.0.1:%d/ws", port);
+                return;
+            }
+        }
+        int status;
+        cr_assert_eq(waitpid(pid, &status, WNOHANG), 0, "gateway exited at start (see %s)",
+                     log_file);
+        usleep(20000);
+    }
+    cr_assert_fail("gateway did not start listening within 20 s (see %s)", log_file);
+}
+
+void gwfx_start(gwfx *f, const char *const *extra)
+{
+    memset(f, 0, sizeof(*f));
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof(f->dir), "%s/gw-test-XXXXXX", base && *base ? base : "/tmp");
+    cr_assert_not_null(mkdtemp(f->dir));
+    for (; extra && extra[f->n_args]; f->n_args++) {
+        cr_assert_lt(f->n_args, 16);
+        snprintf(f->args[f->n_args], sizeof(f->args[0]), "%s", extra[f->n_args]);
+    }
+    f->ctx = gwc_ctx_new(NULL);
+    cr_assert_not_null(f->ctx);
+    spawn(f);
+}
+
+bool gwfx_alive(gwfx *f)
+{
+    int status;
+    return f->pid > 0 && waitpid(f->pid, &status, WNOHANG) == 0;
+}
+
+void gwfx_stop(gwfx *f, int sig)
+{
+    if (f->pid <= 0)
+        return;
+    kill(f->pid, sig);
+    int status = 0;
+    waitpid(f->pid, &status, 0);
+    f->pid = 0;
+    if (sig == SIGTERM) {
+        /* A graceful stop exits 0; under the sanitizers a leak or error would not. */
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "gateway did not stop cleanly (status %d; see %s/gw.log)", status, f->dir);
+    }
+}
+
+void gwfx_restart(gwfx *f)
+{
+    spawn(f);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(p);
+}
+
+void gwfx_cleanup(gwfx *f)
+{
+    gwfx_stop(f, SIGTERM);
+    gwc_ctx_free(f->ctx);
+    f->ctx = NULL;
+    if (f->dir[0])
+        nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+long gwfx_rss_kib(gwfx *f)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)f->pid);
+    FILE *fp = fopen(path, "r");
+    long kib = -1;
+    while (fp && fgets(line, sizeof(line), fp))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (fp)
+        fclose(fp);
+    return kib;
+}
+
+char *gwfx_token(const char *uid)
+{
+    char *tok = NULL;
+    int rc = gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600,
+                            NULL, 0, false, &tok);
+    cr_assert_eq(rc, 0, "token: %s", gwc_strerror(rc));
+    return tok;
+}
+
+gwc_conn *gwfx_connect_raw(gwfx *f)
+{
+    gwc_conn *k = NULL;
+    int rc = gwc_connect(f->ctx, f->url, GWFX_WAIT, &k);
+    cr_assert_eq(rc, 0, "connect %s: %s", f->url, gwc_strerror(rc));
+    return k;
+}
+
+bool gwfx_slice_is(pr_slice s, const char *str)
+{
+    size_t n = strlen(str);
+    return s.n == n && (n == 0 || memcmp(s.p, str, n) == 0);
+}
+
+void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb)
+{
+    int rc = gwc_send(k, sb->data, sb->size);
+    cr_assert_eq(rc, 0, "send: %s", gwc_strerror(rc));
+}
+
+pr_event gwfx_expect(gwc_conn *k, enum pr_ev_type t)
+{
+    pr_event ev;
+    int rc = gwc_next(k, GWFX_WAIT, &ev);
+    cr_assert_eq(rc, 0, "waiting for event %d: %s (close code %d)", t, gwc_strerror(rc),
+                 gwc_close_code(k));
+    if (ev.t == PR_EV_ERR && t != PR_EV_ERR)
+        cr_assert_fail("expected event %d, got err %.*s: %.*s", t, (int)ev.err_name.n,
+                       ev.err_name.p, (int)ev.err_msg.n, ev.err_msg.p);
+    cr_assert_eq(ev.t, t, "expected event %d, got %d", t, ev.t);
+    return ev;
+}
+
+pr_event gwfx_request(gwc_conn *k, const msgpack_sbuffer *sb, enum pr_ev_type t)
+{
+    gwfx_send(k, sb);
+    return gwfx_expect(k, t);
+}
+
+gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome)
+{
+    gwc_conn *k = gwfx_connect_raw(f);
+    char *tok = gwfx_token(uid);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)tok, strlen(tok)});
+    pr_event ev = gwfx_request(k, &sb, PR_EV_WELCOME);
+    cr_assert(gwfx_slice_is(ev.welcome.uid, uid));
+    if (welcome)
+        *welcome = ev;
+    msgpack_sbuffer_destroy(&sb);
+    free(tok);
+    return k;
+}
+
+void gwfx_join(gwc_conn *k, const char *gid)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_join(&sb, 7, (pr_slice){(const uint8_t *)gid, strlen(gid)});
+    pr_event ev = gwfx_request(k, &sb, PR_EV_JOINED);
+    cr_assert(gwfx_slice_is(ev.gid, gid));
+    cr_assert_eq(ev.rid, 7);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char *text)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_body body = {{(const uint8_t *)text, strlen(text)}, false};
+    pr_enc_send(&sb, 9, (pr_slice){(const uint8_t *)gid, strlen(gid)},
+                (pr_slice){(const uint8_t *)cid, strlen(cid)}, body);
+    pr_event ev = gwfx_request(k, &sb, PR_EV_SENT);
+    cr_assert(gwfx_slice_is(ev.cid, cid));
+    msgpack_sbuffer_destroy(&sb);
+    return ev.mid;
+}
+
+bool gwfx_quiet(gwc_conn *k, int ms)
+{
+    pr_event ev;
+    return gwc_next(k, ms, &ev) == GWC_ETIMEDOUT;
+}
+
+int gwfx_closed(gwc_conn *k)
+{
+    pr_event ev;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (elapsed_ms(&t0) < 3 * GWFX_WAIT) {
+        int rc = gwc_next(k, GWFX_WAIT, &ev);
+        if (rc == GWC_ECLOSED)
+            return gwc_close_code(k);
+        if (rc == GWC_EPROTO)
+            continue;
+    }
+    cr_assert_fail("the server did not close the session");
+    return -1;
+}

@@ -1,0 +1,69 @@
+/*
+ * Gateway test fixture: the real gw binary on 127.0.0.1 with a free port and a fresh data
+ * folder, and real WebSocket clients (client/gwc.h) that speak to it.
+ */
+#ifndef GW_TEST_GWFX_H
+#define GW_TEST_GWFX_H
+
+#include "gwc.h"
+#include "proto.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GWFX_SECRET "test-secret-0123456789abcdef"
+#define GWFX_WAIT 5000 /* ms: how long a test waits for something that should come */
+
+typedef struct gwfx {
+    pid_t pid;
+    int port;
+    char dir[256];   /* data folder (and the log) */
+    char url[96];    /* ws://127.0.0.1:PORT/ws */
+    char args[16][64]; /* extra gateway flags, kept across restarts */
+    int n_args;
+    gwc_ctx *ctx;
+} gwfx;
+
+/* Starts a gateway with extra flags (NULL-terminated list, may be NULL). */
+void gwfx_start(gwfx *f, const char *const *extra);
+/* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
+void gwfx_stop(gwfx *f, int sig);
+/* Starts it again on the same data folder (a new port). */
+void gwfx_restart(gwfx *f);
+/* Stops (if running), frees the clients and removes the data folder. */
+void gwfx_cleanup(gwfx *f);
+/* True if the gateway process is still alive. */
+bool gwfx_alive(gwfx *f);
+/* The gateway's resident memory in KiB (from /proc). */
+long gwfx_rss_kib(gwfx *f);
+
+/* A token for uid valid for an hour (malloc'd). */
+char *gwfx_token(const char *uid);
+
+/* Connects a raw session (no hello). */
+gwc_conn *gwfx_connect_raw(gwfx *f);
+/* Connects and signs in as uid; fails the test unless `welcome` comes. The welcome event
+ * is copied into *welcome when not NULL (its slices borrow from the connection). */
+gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome);
+
+/* Sends one encoded frame (fails the test on error). */
+void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb);
+/* Waits for the next event and checks its type; returns it (borrowed). */
+pr_event gwfx_expect(gwc_conn *k, enum pr_ev_type t);
+/* Sends a request built by the caller and waits for an event of type t. */
+pr_event gwfx_request(gwc_conn *k, const msgpack_sbuffer *sb, enum pr_ev_type t);
+
+/* Convenience requests. */
+void gwfx_join(gwc_conn *k, const char *gid);
+/* Sends a text body with the given cid and waits for `sent`; returns the mid. Events that
+ * arrive meanwhile (pushes) fail the test: use it on sessions that get no pushes. */
+uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char *text);
+/* True if nothing arrives on k within ms. */
+bool gwfx_quiet(gwc_conn *k, int ms);
+/* Waits until the connection is closed by the server; returns its close code. */
+int gwfx_closed(gwc_conn *k);
+
+bool gwfx_slice_is(pr_slice s, const char *str);
+
+#endif
