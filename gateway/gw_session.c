@@ -129,7 +129,12 @@ void gw_sess_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
     if (!s->wsi || s->close_code)
         return;
     gw_server *srv = s->srv;
-    if (!s->slow && s->q_len < srv->cfg.queue_cap) {
+    /* Over the cap counts only while the socket is really backed up: a reader that keeps
+     * up can still see a burst (one group commit completes many messages at once) queue
+     * past the cap for a moment, and must not be sent to pull for that. */
+    bool over = s->q_len >= srv->cfg.queue_cap &&
+                (s->q_len >= 4 * srv->cfg.queue_cap || lws_send_pipe_choked(s->wsi));
+    if (!s->slow && !over) {
         srv->n.deliveries++;
         gw_sess_send(s, gw_buf_ref(msg));
         return;

@@ -1,0 +1,132 @@
+/*
+ * Slow consumer: a member stops reading while a burst is sent. The gateway stops queueing
+ * bodies for it once its queue is over the cap and queues one `notify` instead; another
+ * member keeps receiving every push live meanwhile; when the slow one reads again it gets
+ * the notify, pulls, and ends with every message exactly once.
+ */
+#include "gwfx.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MESSAGES 3000
+#define BODY 16384
+
+static gwfx f;
+
+static void setup(void)
+{
+    static const char *const args[] = {"--queue-cap", "64", NULL};
+    gwfx_start(&f, args);
+}
+
+static void teardown(void)
+{
+    gwfx_cleanup(&f);
+}
+
+TestSuite(slow, .init = setup, .fini = teardown, .timeout = 180);
+
+static bool held[MESSAGES + 1];
+
+Test(slow, notify_then_pull_and_nobody_else_waits)
+{
+    /* The slow member lives on its own client context, which nobody services while the
+     * burst goes on: its socket really stops being read. */
+    gwc_ctx *quiet_ctx = gwc_ctx_new(NULL);
+    gwc_conn *slow = NULL;
+    cr_assert_eq(gwc_connect(quiet_ctx, f.url, GWFX_WAIT, &slow), 0);
+    char *tok = gwfx_token("slow");
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)tok, strlen(tok)});
+    free(tok);
+    gwfx_request(slow, &sb, PR_EV_WELCOME);
+    gwfx_join(slow, "g");
+
+    gwc_conn *sender = gwfx_login(&f, "sender", NULL);
+    gwc_conn *fast = gwfx_login(&f, "fast", NULL);
+    gwfx_join(sender, "g");
+    gwfx_join(fast, "g");
+
+    char *body = malloc(BODY);
+    memset(body, 'b', BODY);
+    int sent = 0, confirmed = 0, live_fast = 0;
+    while (live_fast < MESSAGES) {
+        while (sent < MESSAGES && sent - confirmed < 40) {
+            char cid[16];
+            snprintf(cid, sizeof(cid), "m%d", ++sent);
+            sb.size = 0;
+            pr_enc_send(&sb, 0, (pr_slice){(const uint8_t *)"g", 1},
+                        (pr_slice){(const uint8_t *)cid, strlen(cid)},
+                        (pr_body){{(const uint8_t *)body, BODY}, true});
+            gwfx_send(sender, &sb);
+        }
+        pr_event ev;
+        while (gwc_next(sender, 0, &ev) == 0)
+            confirmed += ev.t == PR_EV_SENT;
+        int rc;
+        while ((rc = gwc_next(fast, 20, &ev)) == 0) {
+            cr_assert_eq(ev.t, PR_EV_MSG, "fast member got event %d (%.*s)", ev.t,
+                         (int)ev.err_msg.n, ev.err_msg.p);
+            cr_assert_eq(ev.msg.mid, (uint64_t)live_fast + 1, "the fast member misses nothing");
+            live_fast++;
+        }
+        cr_assert_eq(rc, GWC_ETIMEDOUT, "fast member: %s", gwc_strerror(rc));
+    }
+    free(body);
+    cr_assert(gwfx_alive(&f));
+
+    /* The slow member reads again: some messages, then a notify; then it pulls. */
+    int live_slow = 0, notifies = 0;
+    uint64_t notified = 0;
+    pr_event ev;
+    while (gwc_next(slow, 1000, &ev) == 0) {
+        if (ev.t == PR_EV_MSG) {
+            cr_assert_eq(notifies, 0, "no bodies after the notify until the queue drained");
+            held[ev.msg.mid] = true;
+            live_slow++;
+        } else {
+            cr_assert_eq(ev.t, PR_EV_NOTIFY);
+            cr_assert(gwfx_slice_is(ev.gid, "g"));
+            notifies++;
+            notified = ev.last_mid;
+        }
+    }
+    cr_assert_eq(notifies, 1, "one coalesced notify");
+    cr_assert_eq(notified, MESSAGES);
+    cr_assert_lt(live_slow, MESSAGES / 2, "the gateway kept queueing bodies for a slow reader");
+    uint64_t after = 0;
+    while (held[after + 1])
+        after++;
+    int pulled = 0;
+    for (;;) {
+        sb.size = 0;
+        pr_enc_pull(&sb, 2, (pr_slice){(const uint8_t *)"g", 1}, false, after, 500);
+        pr_event page = gwfx_request(slow, &sb, PR_EV_PAGE);
+        for (size_t i = 0; i < page.n_items; i++) {
+            pr_message m;
+            cr_assert_eq(pr_event_message(&page, i, &m), 0);
+            cr_assert_eq(m.mid, after + 1);
+            cr_assert_eq(m.body.data.n, BODY);
+            after = m.mid;
+            held[m.mid] = true;
+            pulled++;
+        }
+        if (!page.more)
+            break;
+    }
+    for (int i = 1; i <= MESSAGES; i++)
+        cr_assert(held[i], "the slow member misses mid %d", i);
+    cr_log_info("slow: %d pushed before the cap, then 1 notify, %d pulled", live_slow, pulled);
+
+    /* Live pushes resume once it has drained. */
+    uint64_t mid = gwfx_send_msg(fast, "g", "after", "resumed");
+    ev = gwfx_expect(slow, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, mid);
+    msgpack_sbuffer_destroy(&sb);
+    gwc_ctx_free(quiet_ctx);
+}
