@@ -403,6 +403,13 @@ int gwc_next(gwc_conn *k, int timeout_ms, pr_event *ev)
     return 0;
 }
 
+int gwc_pause(gwc_conn *k, bool paused)
+{
+    if (!k || k->state != GWC_ST_OPEN || !k->wsi)
+        return GWC_ECLOSED;
+    return lws_rx_flow_control(k->wsi, paused ? 0 : 1) < 0 ? GWC_ECLOSED : GWC_OK;
+}
+
 bool gwc_is_open(const gwc_conn *k)
 {
     return k && k->wsi && k->state == GWC_ST_OPEN;

@@ -83,6 +83,11 @@ int gwc_next(gwc_conn *k, int timeout_ms, pr_event *ev);
 /* Runs the loop for up to timeout_ms (for example to let queued frames go out). */
 void gwc_service(gwc_ctx *c, int timeout_ms);
 
+/* Stops (true) or resumes (false) reading this connection's socket, as a client that
+ * stops reading would: the server's frames wait in the kernel's buffers, then in the
+ * server's queue. For tests of slow consumers. */
+int gwc_pause(gwc_conn *k, bool paused);
+
 bool gwc_is_open(const gwc_conn *k);
 /* The close code the server sent (4001, 1008, ...), 0 if it sent none, -1 if still open.
  * A code RFC 6455 forbids on the wire (1005, 1006, 1016-2999, ...) reads as 1002. */

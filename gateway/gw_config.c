@@ -9,7 +9,7 @@
 enum {
     O_LISTEN = 256, O_PORT, O_PORT_FILE, O_DATA, O_INSECURE, O_CERT, O_KEY, O_SECRET_FILE,
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
-    O_SLOW_CLOSE, O_ACK_FLUSH, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
+    O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_LOG_LEVEL, O_HELP,
 };
 
@@ -30,6 +30,8 @@ static const struct option options[] = {
     {"max-body", required_argument, 0, O_MAX_BODY},
     {"queue-cap", required_argument, 0, O_QUEUE_CAP},
     {"slow-close", required_argument, 0, O_SLOW_CLOSE},
+    {"queue-bytes", required_argument, 0, O_QUEUE_BYTES},
+    {"max-groups", required_argument, 0, O_MAX_GROUPS},
     {"ack-flush-ms", required_argument, 0, O_ACK_FLUSH},
     {"ack-every", required_argument, 0, O_ACK_EVERY},
     {"ack-delay-ms", required_argument, 0, O_ACK_DELAY},
@@ -72,7 +74,9 @@ static void help(void)
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
         "  --max-body BYTES     largest message body (default 65536)\n"
         "  --queue-cap N        pushes queued per session before it gets notify (default 1024)\n"
+        "  --queue-bytes BYTES  ... or bytes of pushes queued (default 4194304)\n"
         "  --slow-close S       close a session stuck over its cap this long (default 60)\n"
+        "  --max-groups N       groups one user may belong to (default 1000)\n"
         "  --ack-flush-ms MS    persist coalesced acks this often (default 200)\n"
         "  --ack-every N        clients ack after N messages (default 50)\n"
         "  --ack-delay-ms MS    ... or MS after the first unacked one (default 1000)\n"
@@ -85,6 +89,14 @@ static void help(void)
         "                       (default 256)\n"
         "  --log-level N        0 error, 1 warn, 2 info (default), 3 debug\n"
         "  --help               this text\n");
+}
+
+static const char *option_name(int val)
+{
+    for (const struct option *o = options; o->name; o++)
+        if (o->val == val)
+            return o->name;
+    return "";
 }
 
 static int number(const char *name, const char *arg, long long lo, long long hi, long long *out)
@@ -132,6 +144,8 @@ static void defaults(gw_config *c)
     c->max_frame = 256 * 1024;
     c->max_body = 64 * 1024;
     c->queue_cap = 1024;
+    c->queue_bytes = 4u << 20;
+    c->max_groups = 1000;
     c->slow_close_s = 60;
     c->ack_flush_ms = 200;
     c->ack_every = 50;
@@ -155,7 +169,7 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
     long long v;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        const char *name = opt >= O_LISTEN && opt < O_HELP ? options[opt - O_LISTEN].name : "";
+        const char *name = option_name(opt);
         int rc = 0;
         switch (opt) {
         case O_LISTEN: c->listen = optarg; break;
@@ -173,6 +187,8 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_MAX_FRAME: rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v; break;
         case O_MAX_BODY: rc = number(name, optarg, 1, 16 << 20, &v), c->max_body = (size_t)v; break;
         case O_QUEUE_CAP: rc = number(name, optarg, 1, 1 << 20, &v), c->queue_cap = (size_t)v; break;
+        case O_QUEUE_BYTES: rc = number(name, optarg, 65536, 1 << 30, &v), c->queue_bytes = (size_t)v; break;
+        case O_MAX_GROUPS: rc = number(name, optarg, 1, 100000, &v), c->max_groups = (unsigned)v; break;
         case O_SLOW_CLOSE: rc = number(name, optarg, 1, 86400, &v), c->slow_close_s = (unsigned)v; break;
         case O_ACK_FLUSH: rc = number(name, optarg, 1, 60000, &v), c->ack_flush_ms = (unsigned)v; break;
         case O_ACK_EVERY: rc = number(name, optarg, 1, 100000, &v), c->ack_every = (unsigned)v; break;

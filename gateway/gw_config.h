@@ -24,6 +24,8 @@ typedef struct gw_config {
     size_t max_frame;      /* bytes */
     size_t max_body;       /* bytes */
     size_t queue_cap;      /* queued pushes per session before switching to notify */
+    size_t queue_bytes;    /* ... or bytes of queued pushes */
+    unsigned max_groups;   /* groups one user may belong to */
     unsigned slow_close_s; /* a session stuck in notify mode this long is closed */
     unsigned ack_flush_ms; /* coalesced acks are persisted this often */
     unsigned ack_every;    /* told to clients in welcome */

@@ -80,6 +80,12 @@ void gw_registry_free(gw_server *srv);
 
 /* ---- sessions ---------------------------------------------------------------------- */
 
+/* One queued frame: a reply (owned) or a push (one reference to a shared buffer). */
+typedef struct gw_qitem {
+    gw_buf *buf;
+    bool push;
+} gw_qitem;
+
 typedef struct gw_notify {
     char gid[PR_MAX_ID + 1];
     uint64_t last_mid;
@@ -100,19 +106,22 @@ struct gw_sess {
     /* Receive: one WebSocket message may arrive in several pieces. */
     uint8_t *rx;
     size_t rx_n, rx_cap;
-    bool rx_text;   /* the message being received is a text frame */
-    bool rx_oversized;
+    bool rx_text;      /* the message being received is a text frame */
+    size_t rx_discard; /* bytes dropped of a message over max_frame */
 
-    /* Send: a ring of encoded messages, shared buffers included. */
-    gw_buf **q;
+    /* Send: a ring of encoded messages, shared push buffers included. */
+    gw_qitem *q;
     size_t q_head, q_len, q_cap;
-    bool slow;          /* over queue_cap: pushes become notify entries */
-    uint64_t slow_since; /* ms */
-    gw_notify *notify;  /* coalesced notify per group while slow */
+    size_t q_pushes;      /* pushes in the ring */
+    size_t q_push_bytes;  /* ... and their bytes */
+    size_t q_reply_bytes; /* bytes of replies in the ring: reading pauses past a budget */
+    bool slow;            /* over the push cap: pushes become notify entries */
+    uint64_t slow_since;  /* monotonic ms */
+    gw_notify *notify;    /* coalesced notify per group while slow */
 
     unsigned inflight; /* store writes submitted, not yet completed */
     double err_score;  /* bad requests, decaying by one a second */
-    uint64_t err_at;   /* ms of the last decay */
+    uint64_t err_at;   /* monotonic ms of the last decay */
     int close_code;    /* non-zero: close with it at the next writeable */
     char close_reason[96];
 
@@ -135,6 +144,8 @@ void gw_sess_reply(gw_sess *s, const msgpack_sbuffer *sb);
 void gw_sess_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg);
 /* Replies `err` and charges the error budget (closing with 1008 when it is spent). */
 void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid);
+/* Replies `err` without charging the budget (a second error caused by the same frame). */
+void gw_sess_error_free(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid);
 /* Closes with code and reason at the next chance (after nothing else). */
 void gw_sess_close(gw_sess *s, int code, const char *reason);
 /* Pauses or resumes reading from the socket to match the session's and the store's load. */
@@ -221,13 +232,18 @@ struct gw_server {
     lws_sorted_usec_list_t sul_acks;  /* ack flush timer */
     lws_sorted_usec_list_t sul_sweep; /* once a second */
     bool stopping;
-    uint64_t stop_deadline_ms;
+    uint64_t stop_deadline_ms; /* monotonic */
+    bool closing_all;          /* stop: sessions have been told 1001 */
     bool finished;
 
-    uint8_t *wbuf; /* LWS_PRE + max_frame: the frame being written (one thread) */
+    uint8_t *wbuf; /* LWS_PRE + the frame being written (one thread); grows if needed */
+    size_t wbuf_cap;
     gw_counters n;
 };
 
+/* Wall-clock ms, for `ts` fields. */
 uint64_t gw_now_ms(void);
+/* Monotonic ms, for intervals (immune to clock steps). */
+uint64_t gw_mono_ms(void);
 
 #endif

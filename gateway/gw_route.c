@@ -88,8 +88,11 @@ int gw_route_submit(gw_server *srv, gw_pending *p)
     p->op.done = on_done;
     p->op.ud = p;
     gw_sess *s = p->sid ? gw_sess_find(srv, p->sid) : NULL;
-    int rc = st_pending(srv->store) >= srv->cfg.store_overload ? ST_ECLOSED
-                                                                : st_submit(srv->store, &p->op);
+    /* Client writes are refused past the overload mark; the gateway's own ack batches
+     * always go (they are what keeps re-delivery small). */
+    int rc = s && st_pending(srv->store) >= srv->cfg.store_overload
+                 ? ST_ECLOSED
+                 : st_submit(srv->store, &p->op);
     if (rc != 0) {
         if (s) {
             bool overload = rc == ST_ECLOSED && !srv->stopping;
@@ -164,28 +167,27 @@ static void send_page(gw_sess *s, uint64_t rid, pr_slice gid, enum st_dir dir, u
     slice_cpy(g, gid);
     if (limit > srv->cfg.page_max)
         limit = srv->cfg.page_max;
+    /* Each entry costs its record plus a map header and "mid", "ts" with 9-byte integers
+     * (32 bytes at most); the page's own fields fit in 256. So records get what is left. */
+    size_t budget = srv->cfg.max_frame - 256 - gid.n, per_entry = 32 * (size_t)limit;
+    size_t record_budget = budget > 2 * per_entry ? budget - per_entry : budget / 2;
     st_page *pg = NULL;
-    int rc = st_read_page(srv->store, st_id_str(g), dir, from, limit, &pg);
+    int rc = st_read_page_bounded(srv->store, st_id_str(g), dir, from, limit, record_budget, &pg);
     if (rc != 0) {
         gw_sess_error(s, rid, store_err_code(rc), store_err_msg(rc), gid);
         return;
     }
-    /* Cut short, a page after a mid keeps its oldest messages, a page of history (before)
-     * its newest: the ones nearest to where the client is reading. Each entry costs a map
-     * header, "mid" and "ts" with 9-byte integers, then the record. */
-    size_t n = st_page_count(pg), fit = 0, bytes = 128 + gid.n;
-    for (; fit < n; fit++) {
-        size_t need = st_page_at(pg, dir == ST_BEFORE ? n - 1 - fit : fit)->record_n + 32;
-        if (bytes + need > srv->cfg.max_frame)
-            break;
-        bytes += need;
-    }
-    size_t first = dir == ST_BEFORE ? n - fit : 0;
-    bool more = st_page_more(pg) || fit < n;
+    size_t n = st_page_count(pg);
+    bool more = st_page_more(pg);
+    /* Pages read the store directly, so they may show a mid whose completion this thread
+     * has not run yet: keep the cap on acks in step with what clients can see. */
+    gw_group *grp = gw_group_find(srv, g, strlen(g));
+    if (grp && st_page_last_mid(pg) > grp->last_mid)
+        grp->last_mid = st_page_last_mid(pg);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    rc = pr_enc_page_begin(&sb, rid, gid, st_page_last_mid(pg), more, fit);
-    for (size_t i = first; i < first + fit && rc == 0; i++) {
+    rc = pr_enc_page_begin(&sb, rid, gid, st_page_last_mid(pg), more, n);
+    for (size_t i = 0; i < n && rc == 0; i++) {
         const st_msg *m = st_page_at(pg, i);
         rc = pr_enc_page_entry(&sb, m->mid, m->ts, (pr_slice){m->record, m->record_n});
     }
@@ -195,7 +197,7 @@ static void send_page(gw_sess *s, uint64_t rid, pr_slice gid, enum st_dir dir, u
     if (rc != 0)
         gw_sess_error(s, rid, PR_E_INTERNAL, "cannot encode page", gid);
     srv->n.pages++;
-    srv->n.page_msgs += fit;
+    srv->n.page_msgs += n;
     st_page_free(pg);
 }
 
@@ -259,6 +261,12 @@ static void on_join(gw_sess *s, const pr_req *r)
                       r->gid);
         return;
     }
+    if (!gw_member_find(s->user, r->gid) &&
+        HASH_COUNT(s->user->groups) >= s->srv->cfg.max_groups) {
+        gw_sess_error(s, r->rid, PR_E_TOO_LARGE, "member of too many groups: leave one first",
+                      r->gid);
+        return;
+    }
     submit_simple(s, r, ST_OP_JOIN);
 }
 
@@ -291,12 +299,16 @@ static void on_ack(gw_sess *s, const pr_req *r)
 {
     gw_server *srv = s->srv;
     srv->n.ack_frames++;
+    bool charged = false;
     for (size_t i = 0; i < r->n_acks; i++) {
         const pr_ack *a = &r->acks[i];
         srv->n.acks_received++;
         gw_member *m = gw_member_find(s->user, a->gid);
         if (!m) {
-            gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "ack for a group you are not in", a->gid);
+            /* One bad frame costs the error budget once, however many groups it names. */
+            (charged ? gw_sess_error_free : gw_sess_error)(
+                s, r->rid, PR_E_NOT_MEMBER, "ack for a group you are not in", a->gid);
+            charged = true;
             continue;
         }
         gw_group *g = gw_group_find(srv, m->gid, strlen(m->gid));
@@ -445,9 +457,17 @@ void gw_route_complete(gw_server *srv, gw_pending *p)
     case ST_OP_JOIN: complete_join(srv, p, s); break;
     case ST_OP_LEAVE: complete_leave(srv, p, s); break;
     case ST_OP_ACKS:
-        if (p->op.result != 0)
-            gw_warn("ack batch of %zu not persisted: %s (clients will see re-deliveries)",
+        if (p->op.result != 0) {
+            /* Keep them for the next flush; lost only if the gateway dies before. */
+            gw_warn("ack batch of %zu not persisted: %s (kept for the next flush)",
                     p->op.n_acks, st_strerror(p->op.result));
+            for (size_t i = 0; i < p->op.n_acks; i++) {
+                char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
+                snprintf(gid, sizeof(gid), "%.*s", (int)p->acks[i].gid.n, p->acks[i].gid.p);
+                snprintf(uid, sizeof(uid), "%.*s", (int)p->acks[i].uid.n, p->acks[i].uid.p);
+                gw_acks_add(srv, gid, uid, p->acks[i].mid);
+            }
+        }
         else
             srv->n.ack_writes++, srv->n.ack_entries_written += p->op.n_acks;
         break;

@@ -23,6 +23,13 @@ uint64_t gw_now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
+uint64_t gw_mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
 static gw_server *server_of(struct lws *wsi)
 {
     return lws_context_user(lws_get_context(wsi));
@@ -60,26 +67,57 @@ static void on_signal(int sig)
         lws_cancel_service(signal_ctx);
 }
 
+/*
+ * A graceful stop: stop reading every session and refuse new requests, let every write
+ * in flight complete and every queued reply (`sent` above all) go out, persist the acks,
+ * and only then close the sessions with 1001. Bounded by STOP_GRACE_MS.
+ */
 static void begin_stop(gw_server *srv)
 {
     if (srv->stopping)
         return;
     srv->stopping = true;
-    srv->stop_deadline_ms = gw_now_ms() + STOP_GRACE_MS;
-    gw_info("shutting down: closing %u sessions, flushing acks and writes", srv->n_sessions);
-    gw_acks_flush(srv);
+    srv->stop_deadline_ms = gw_mono_ms() + STOP_GRACE_MS;
+    gw_info("shutting down: %u sessions, %u writes in flight", srv->n_sessions,
+            srv->ops_inflight);
     gw_sess *s, *tmp;
     HASH_ITER(hh, srv->sessions, s, tmp)
-        gw_sess_close(s, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down");
+        gw_sess_flow(s);
+    gw_acks_flush(srv);
+}
+
+static bool queues_empty(gw_server *srv)
+{
+    gw_sess *s, *tmp;
+    HASH_ITER(hh, srv->sessions, s, tmp)
+        if (s->q_len || s->notify)
+            return false;
+    return true;
 }
 
 static void check_stop(gw_server *srv)
 {
     if (signals_seen && !srv->stopping)
         begin_stop(srv);
-    if (srv->stopping && ((srv->n_sessions == 0 && srv->ops_inflight == 0) ||
-                          gw_now_ms() > srv->stop_deadline_ms))
+    if (!srv->stopping)
+        return;
+    uint64_t now = gw_mono_ms();
+    if (!srv->closing_all &&
+        ((srv->ops_inflight == 0 && queues_empty(srv)) ||
+         now + STOP_GRACE_MS / 2 > srv->stop_deadline_ms)) {
+        srv->closing_all = true;
+        gw_acks_flush(srv);
+        gw_sess *s, *tmp;
+        HASH_ITER(hh, srv->sessions, s, tmp)
+            gw_sess_close(s, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down");
+    }
+    if (srv->closing_all && srv->n_sessions == 0 && srv->ops_inflight == 0 && !srv->acks)
         srv->finished = true;
+    if (now > srv->stop_deadline_ms) {
+        gw_warn("shutdown: grace period over with %u sessions and %u writes left",
+                srv->n_sessions, srv->ops_inflight);
+        srv->finished = true;
+    }
 }
 
 /* ---- timers ------------------------------------------------------------------------- */
@@ -95,7 +133,7 @@ static void on_ack_timer(lws_sorted_usec_list_t *sul)
 static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
-    gw_sess_sweep(srv, gw_now_ms());
+    gw_sess_sweep(srv, gw_mono_ms());
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
 }
@@ -214,9 +252,11 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
     srv->started_ms = gw_now_ms();
     srv->boot_id = srv->started_ms;
     pthread_mutex_init(&srv->done_mu, NULL);
-    pr_limits lim = {.max_frame = cfg->max_frame, .max_body = cfg->max_body};
+    pr_limits lim = {.max_frame = cfg->max_frame, .max_body = cfg->max_body,
+                     .page_default = cfg->page_default, .page_max = cfg->page_max};
     srv->dec = pr_decoder_new(&lim);
-    srv->wbuf = malloc(LWS_PRE + cfg->max_frame + 16);
+    srv->wbuf_cap = LWS_PRE + cfg->max_frame + 16;
+    srv->wbuf = malloc(srv->wbuf_cap);
     if (!srv->dec || !srv->wbuf)
         goto fail;
 
@@ -283,6 +323,8 @@ void gw_server_run(gw_server *srv)
             break;
         check_stop(srv);
     }
+    /* Whatever acks are still here go to the writer now; st_close commits them. */
+    gw_acks_flush(srv);
 }
 
 void gw_server_free(gw_server *srv)

@@ -12,9 +12,11 @@
 
 /* Messages written in one batch frame at most; the frame also stays within max_frame. */
 #define BATCH_MAX 256
-/* Replies may go past queue_cap (a client is owed its answers); reading from a session
- * whose queue is this far past the cap pauses until it drains. */
-#define REPLY_SLACK 256
+/* A client is owed its replies, so they are never refused; but reading from a session
+ * pauses while more than this many max_frame's worth of replies wait to be written. */
+#define REPLY_FRAMES 4
+/* How long a close may wait for the socket to take the close frame. */
+#define CLOSE_WAIT_S 5
 
 gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi)
 {
@@ -26,7 +28,7 @@ gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi)
     s->sid = ++srv->next_sid;
     snprintf(s->sid_str, sizeof(s->sid_str), "%lx-%lu", (unsigned long)srv->boot_id,
              (unsigned long)s->sid);
-    s->err_at = gw_now_ms();
+    s->err_at = gw_mono_ms();
     HASH_ADD(hh, srv->sessions, sid, sizeof(s->sid), s);
     srv->n_sessions++;
     return s;
@@ -59,7 +61,7 @@ void gw_sess_free(gw_sess *s)
     HASH_DEL(srv->sessions, s);
     srv->n_sessions--;
     for (size_t i = 0; i < s->q_len; i++)
-        gw_buf_unref(s->q[(s->q_head + i) % s->q_cap]);
+        gw_buf_unref(s->q[(s->q_head + i) % s->q_cap].buf);
     free(s->q);
     notify_clear(s);
     free(s->rx);
@@ -75,15 +77,17 @@ void gw_sess_close(gw_sess *s, int code, const char *reason)
     gw_info("session %s%s%s closing: %d %s", s->sid_str, s->user ? " user " : "",
             s->user ? s->user->uid : "", code, reason);
     lws_callback_on_writable(s->wsi);
+    /* A peer that never lets the socket drain would never see WRITEABLE: drop it then. */
+    lws_set_timeout(s->wsi, PENDING_TIMEOUT_CLOSE_SEND, CLOSE_WAIT_S);
 }
 
 /* ---- outbound queue ------------------------------------------------------------------ */
 
-static int ring_push(gw_sess *s, gw_buf *b)
+static int ring_push(gw_sess *s, gw_buf *b, bool push)
 {
     if (s->q_len == s->q_cap) {
         size_t ncap = s->q_cap ? s->q_cap * 2 : 16;
-        gw_buf **nq = malloc(ncap * sizeof(*nq));
+        gw_qitem *nq = malloc(ncap * sizeof(*nq));
         if (!nq)
             return -1;
         for (size_t i = 0; i < s->q_len; i++)
@@ -93,28 +97,45 @@ static int ring_push(gw_sess *s, gw_buf *b)
         s->q_cap = ncap;
         s->q_head = 0;
     }
-    s->q[(s->q_head + s->q_len) % s->q_cap] = b;
+    s->q[(s->q_head + s->q_len) % s->q_cap] = (gw_qitem){b, push};
     s->q_len++;
+    if (push) {
+        s->q_pushes++;
+        s->q_push_bytes += b->len;
+    } else {
+        s->q_reply_bytes += b->len;
+    }
     return 0;
 }
 
 static gw_buf *ring_pop(gw_sess *s)
 {
-    gw_buf *b = s->q[s->q_head];
+    gw_qitem it = s->q[s->q_head];
     s->q_head = (s->q_head + 1) % s->q_cap;
     s->q_len--;
-    return b;
+    if (it.push) {
+        s->q_pushes--;
+        s->q_push_bytes -= it.buf->len;
+    } else {
+        s->q_reply_bytes -= it.buf->len;
+    }
+    return it.buf;
 }
 
-void gw_sess_send(gw_sess *s, gw_buf *b)
+static void enqueue(gw_sess *s, gw_buf *b, bool push)
 {
-    if (!s->wsi || s->close_code || ring_push(s, b) != 0) {
+    if (!s->wsi || s->close_code || ring_push(s, b, push) != 0) {
         gw_buf_unref(b);
         return;
     }
     lws_callback_on_writable(s->wsi);
-    if (s->q_len > s->srv->cfg.queue_cap + REPLY_SLACK)
+    if (!push)
         gw_sess_flow(s);
+}
+
+void gw_sess_send(gw_sess *s, gw_buf *b)
+{
+    enqueue(s, b, false);
 }
 
 void gw_sess_reply(gw_sess *s, const msgpack_sbuffer *sb)
@@ -129,24 +150,29 @@ void gw_sess_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
     if (!s->wsi || s->close_code)
         return;
     gw_server *srv = s->srv;
+    size_t cap = srv->cfg.queue_cap, cap_bytes = srv->cfg.queue_bytes;
+    bool over = s->q_pushes >= cap || s->q_push_bytes + msg->len > cap_bytes;
     /* Over the cap counts only while the socket is really backed up: a reader that keeps
      * up can still see a burst (one group commit completes many messages at once) queue
-     * past the cap for a moment, and must not be sent to pull for that. */
-    bool over = s->q_len >= srv->cfg.queue_cap &&
-                (s->q_len >= 4 * srv->cfg.queue_cap || lws_send_pipe_choked(s->wsi));
+     * past the cap for a moment, and must not be sent to pull for that. Four times the cap
+     * is the hard limit either way. */
+    if (over && s->q_pushes < 4 * cap && s->q_push_bytes + msg->len <= 4 * cap_bytes &&
+        !lws_send_pipe_choked(s->wsi))
+        over = false;
     if (!s->slow && !over) {
         srv->n.deliveries++;
-        gw_sess_send(s, gw_buf_ref(msg));
+        enqueue(s, gw_buf_ref(msg), true);
         return;
     }
-    /* Over the cap: no more bodies for this session; one notify per group instead, with
-     * the newest last_mid. The client pulls; nothing is dropped from the store. */
+    /* No more bodies for this session; one notify per group instead, with the newest
+     * last_mid. The client pulls; nothing is dropped from the store. */
     if (!s->slow) {
         s->slow = true;
-        s->slow_since = gw_now_ms();
+        s->slow_since = gw_mono_ms();
         srv->n.slow_switches++;
-        gw_info("session %s user %s is a slow consumer (%zu queued): switching to notify",
-                s->sid_str, s->user ? s->user->uid : "-", s->q_len);
+        gw_info("session %s user %s is a slow consumer (%zu pushes, %zu bytes queued): "
+                "switching to notify", s->sid_str, s->user ? s->user->uid : "-", s->q_pushes,
+                s->q_push_bytes);
     }
     gw_notify *n = NULL;
     HASH_FIND_STR(s->notify, gid, n);
@@ -159,6 +185,20 @@ void gw_sess_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
     }
     if (mid > n->last_mid)
         n->last_mid = mid;
+}
+
+/* Room for a frame of len bytes after LWS_PRE in the server's write buffer. */
+static uint8_t *frame_room(gw_server *srv, size_t len)
+{
+    if (LWS_PRE + len > srv->wbuf_cap) {
+        size_t ncap = LWS_PRE + len + 1024;
+        uint8_t *nb = realloc(srv->wbuf, ncap);
+        if (!nb)
+            return NULL;
+        srv->wbuf = nb;
+        srv->wbuf_cap = ncap;
+    }
+    return srv->wbuf + LWS_PRE;
 }
 
 /* Writes the array header of a batch of n messages; returns its size. */
@@ -174,14 +214,13 @@ static size_t batch_header(uint8_t *p, size_t n)
     return 3;
 }
 
-/* Encodes every pending notify into one frame at wbuf + LWS_PRE; returns its length. */
-static size_t take_notifies(gw_sess *s)
+/* Encodes every pending notify as one frame; returns its length (0: nothing, or ENOMEM). */
+static size_t take_notifies(gw_sess *s, uint8_t **out)
 {
     gw_server *srv = s->srv;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     unsigned n = HASH_COUNT(s->notify);
-    size_t len = 0;
     if (n > 1)
         pr_enc_batch_begin(&sb, n);
     gw_notify *e, *tmp;
@@ -191,11 +230,39 @@ static size_t take_notifies(gw_sess *s)
         srv->n.notifies++;
     }
     notify_clear(s);
-    if (sb.size <= srv->cfg.max_frame) {
-        memcpy(srv->wbuf + LWS_PRE, sb.data, sb.size);
+    size_t len = 0;
+    *out = frame_room(srv, sb.size);
+    if (*out) {
+        memcpy(*out, sb.data, sb.size);
         len = sb.size;
     }
     msgpack_sbuffer_destroy(&sb);
+    return len;
+}
+
+/* Takes as many queued messages as fit in one frame (a batch if more than one). */
+static size_t take_queued(gw_sess *s, uint8_t **out)
+{
+    gw_server *srv = s->srv;
+    size_t n = 0, bytes = 3;
+    for (size_t i = 0; i < s->q_len && n < BATCH_MAX; i++) {
+        size_t l = s->q[(s->q_head + i) % s->q_cap].buf->len;
+        if (n > 0 && bytes + l > srv->cfg.max_frame)
+            break;
+        bytes += l;
+        n++;
+    }
+    /* A lone message goes as it is (it may exceed max_frame: a welcome of many groups). */
+    *out = frame_room(srv, bytes);
+    if (!*out)
+        return 0;
+    size_t len = n > 1 ? batch_header(*out, n) : 0;
+    for (size_t i = 0; i < n; i++) {
+        gw_buf *b = ring_pop(s);
+        memcpy(*out + len, b->data, b->len);
+        len += b->len;
+        gw_buf_unref(b);
+    }
     return len;
 }
 
@@ -207,40 +274,17 @@ int gw_sess_writeable(gw_sess *s)
                          (unsigned char *)s->close_reason, strlen(s->close_reason));
         return -1;
     }
-    uint8_t *out = srv->wbuf + LWS_PRE;
+    uint8_t *out = NULL;
     size_t len = 0;
-    if (s->q_len == 0) {
-        if (!s->notify)
-            return 0;
+    if (s->q_len) {
+        len = take_queued(s, &out);
+    } else if (s->notify) {
         /* The queue drained: tell the slow consumer where each group is, and resume. */
-        len = take_notifies(s);
+        len = take_notifies(s, &out);
         s->slow = false;
-    } else if (s->q_len == 1 || s->q[s->q_head]->len + 3 > srv->cfg.max_frame) {
-        gw_buf *b = ring_pop(s);
-        memcpy(out, b->data, b->len);
-        len = b->len;
-        gw_buf_unref(b);
-        srv->n.frames_out++;
-    } else {
-        /* Coalesce: as many queued messages as fit in one batch frame. */
-        size_t n = 0, bytes = 3;
-        for (size_t i = 0; i < s->q_len && n < BATCH_MAX; i++) {
-            size_t l = s->q[(s->q_head + i) % s->q_cap]->len;
-            if (bytes + l > srv->cfg.max_frame)
-                break;
-            bytes += l;
-            n++;
-        }
-        len = batch_header(out, n);
-        for (size_t i = 0; i < n; i++) {
-            gw_buf *b = ring_pop(s);
-            memcpy(out + len, b->data, b->len);
-            len += b->len;
-            gw_buf_unref(b);
-        }
-        srv->n.frames_out++;
     }
     if (len) {
+        srv->n.frames_out++;
         srv->n.bytes_out += len;
         if (lws_write(s->wsi, out, len, LWS_WRITE_BINARY) < (int)len)
             return -1;
@@ -261,14 +305,22 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
     if (first) {
         s->rx_n = 0;
         s->rx_text = !binary;
-        s->rx_oversized = false;
+        s->rx_discard = 0;
     }
     if (s->close_code)
         return 0; /* closing: ignore the rest */
-    if (s->rx_n + len > srv->cfg.max_frame) {
-        srv->n.closes_1009++;
-        srv->n.errors[-PR_E_TOO_LARGE]++;
-        gw_sess_close(s, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "frame over the size limit");
+    if (s->rx_discard || s->rx_n + len > srv->cfg.max_frame) {
+        /* Over the limit: drop the message and close with 1009 once it has been read to
+         * its end, so the close frame is the next thing the client reads (closing while
+         * it still writes can end in a reset that hides the code). A message that goes on
+         * far past the limit is cut off at once. */
+        s->rx_discard += len + (s->rx_discard ? 0 : s->rx_n);
+        s->rx_n = 0;
+        if (final || s->rx_discard > 16 * srv->cfg.max_frame) {
+            srv->n.closes_1009++;
+            srv->n.errors[-PR_E_TOO_LARGE]++;
+            gw_sess_close(s, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "frame over the size limit");
+        }
         return 0;
     }
     if (s->rx_n + len > s->rx_cap) {
@@ -281,12 +333,16 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         s->rx = nb;
         s->rx_cap = ncap;
     }
-    memcpy(s->rx + s->rx_n, in, len);
+    if (len)
+        memcpy(s->rx + s->rx_n, in, len);
     s->rx_n += len;
     if (!final)
         return 0;
     srv->n.frames_in++;
-    if (s->rx_text) {
+    if (s->rx_text && !s->user) {
+        srv->n.closes_4001++;
+        gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
+    } else if (s->rx_text) {
         gw_sess_error(s, 0, PR_E_BAD_FRAME, "binary frames only: send MessagePack",
                       (pr_slice){0});
     } else {
@@ -302,7 +358,7 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
     return 0;
 }
 
-void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid)
+void gw_sess_error_free(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid)
 {
     gw_server *srv = s->srv;
     if (code < 0 && -code < (int)(sizeof(srv->n.errors) / sizeof(srv->n.errors[0])))
@@ -312,12 +368,17 @@ void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice
     if (pr_enc_err(&sb, rid, code, msg, gid) == 0)
         gw_sess_reply(s, &sb);
     msgpack_sbuffer_destroy(&sb);
+}
 
+void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid)
+{
+    gw_server *srv = s->srv;
+    gw_sess_error_free(s, rid, code, msg, gid);
     /* The budget refills at one error a second; a client that keeps sending bad requests
      * faster than that is closed. Errors caused by the server are not charged. */
     if (code == PR_E_INTERNAL || code == PR_E_OVERLOADED || code == PR_E_NOMEM)
         return;
-    uint64_t now = gw_now_ms();
+    uint64_t now = gw_mono_ms();
     s->err_score -= (double)(now - s->err_at) / 1000.0;
     if (s->err_score < 0)
         s->err_score = 0;
@@ -337,11 +398,12 @@ void gw_sess_flow(gw_sess *s)
     if (!s->wsi)
         return;
     size_t pending = st_pending(srv->store);
-    bool busy = s->inflight >= srv->cfg.inflight_max || pending >= srv->cfg.store_high ||
-                s->q_len > srv->cfg.queue_cap + REPLY_SLACK;
+    size_t reply_budget = REPLY_FRAMES * srv->cfg.max_frame;
+    bool busy = srv->stopping || s->inflight >= srv->cfg.inflight_max ||
+                pending >= srv->cfg.store_high || s->q_reply_bytes > reply_budget;
     /* Resume with hysteresis, so a session does not flap at the threshold. */
-    bool calm = s->inflight <= srv->cfg.inflight_max / 2 && pending <= srv->cfg.store_high / 2 &&
-                s->q_len <= srv->cfg.queue_cap;
+    bool calm = !srv->stopping && s->inflight <= srv->cfg.inflight_max / 2 &&
+                pending <= srv->cfg.store_high / 2 && s->q_reply_bytes <= reply_budget / 2;
     if (!s->paused && busy) {
         s->paused = true;
         DL_APPEND2(srv->paused, s, paused_prev, paused_next);

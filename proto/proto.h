@@ -71,8 +71,10 @@ typedef struct pr_body {
 
 /* Configurable limits; pr_limits_default() gives the protocol's defaults. */
 typedef struct pr_limits {
-    size_t max_frame; /* whole frame */
-    size_t max_body;  /* `body` of send */
+    size_t max_frame;      /* whole frame */
+    size_t max_body;       /* `body` of send */
+    uint32_t page_default; /* `limit` of enter/pull when absent (0: PR_PAGE_DEFAULT) */
+    uint32_t page_max;     /* larger limits are clamped to this (0: PR_PAGE_MAX) */
 } pr_limits;
 
 pr_limits pr_limits_default(void);
@@ -111,7 +113,7 @@ typedef struct pr_req {
     pr_slice gid;   /* join, leave, send, enter, pull */
     pr_slice cid;   /* send */
     pr_body body;   /* send */
-    uint32_t limit; /* enter, pull: requested limit, defaulted and clamped to PR_PAGE_MAX */
+    uint32_t limit; /* enter, pull: requested limit, defaulted and clamped (pr_limits) */
     bool has_after; /* pull: exactly one of after / before */
     bool has_before;
     uint64_t after;

@@ -25,6 +25,9 @@ pr_decoder *pr_decoder_new(const pr_limits *lim)
     pr_decoder *d = malloc(sizeof *d);
     if (!d) goto fail;
     d->lim = lim ? *lim : pr_limits_default();
+    if (!d->lim.page_default) d->lim.page_default = PR_PAGE_DEFAULT;
+    if (!d->lim.page_max) d->lim.page_max = PR_PAGE_MAX;
+    if (d->lim.page_default > d->lim.page_max) d->lim.page_default = d->lim.page_max;
     if (!msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE)) goto fail_zone;
     return d;
 
@@ -105,6 +108,8 @@ typedef struct dctx {
     const char *what;          /* its name in error messages: never user data */
     size_t max_body;           /* K_BODY over this is PR_E_TOO_LARGE */
     pr_error *err;             /* may be NULL */
+    uint32_t page_default;     /* `limit` when absent */
+    uint32_t page_max;         /* larger limits are clamped to this */
 } dctx;
 
 /* *o = the value of key in the map, or NULL when absent. Repeating a key is an error:
@@ -237,12 +242,12 @@ static const struct req_type {
 
 static int read_limit(const dctx *c, pr_req *out)
 {
-    uint64_t v = PR_PAGE_DEFAULT;
+    uint64_t v = c->page_default;
     int rc = read_field(c, "limit", K_U64, true, &v, NULL);
     if (rc) return rc;
     if (v == 0)
         return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'limit' must be at least 1", c->what);
-    out->limit = v > PR_PAGE_MAX ? PR_PAGE_MAX : (uint32_t)v;
+    out->limit = v > c->page_max ? c->page_max : (uint32_t)v;
     return 0;
 }
 
@@ -296,7 +301,7 @@ int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, 
         return pr_fail(err, PR_E_BAD_FRAME, "a request must be a map");
 
     /* rid first, so that an error about anything else can still carry it. */
-    dctx c = {&root, "request", d->lim.max_body, err};
+    dctx c = {&root, "request", d->lim.max_body, err, d->lim.page_default, d->lim.page_max};
     rc = read_field(&c, "rid", K_U64, true, &out->rid, &out->has_rid);
     if (rc) return rc;
     pr_slice t;
@@ -413,7 +418,7 @@ static int read_elem(const msgpack_object *o, enum elem elem, void *out, pr_erro
 {
     const char *what = elem == E_GROUP ? "entry of 'groups'" : "entry of 'msgs'";
     if (o->type != MSGPACK_OBJECT_MAP) return pr_fail(err, PR_E_BAD_FIELD, "%s: must be a map", what);
-    dctx c = {o, what, SIZE_MAX, err};
+    dctx c = {o, what, SIZE_MAX, err, PR_PAGE_DEFAULT, PR_PAGE_MAX};
     if (elem == E_GROUP) {
         memset(out, 0, sizeof(pr_group));
         return read_fields(&c, SPEC(f_group), out, NULL);
@@ -452,7 +457,7 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
     memset(ev, 0, sizeof *ev);
     if (o->type != MSGPACK_OBJECT_MAP)
         return pr_fail(err, PR_E_BAD_FRAME, "a server message must be a map");
-    dctx c = {o, "message", SIZE_MAX, err};
+    dctx c = {o, "message", SIZE_MAX, err, PR_PAGE_DEFAULT, PR_PAGE_MAX};
     pr_slice t;
     int rc = read_field(&c, "rid", K_U64, true, &ev->rid, &ev->has_rid);
     if (rc || (rc = read_t(&c, &t))) return rc;

@@ -15,7 +15,8 @@
 
 pr_limits pr_limits_default(void)
 {
-    pr_limits lim = {.max_frame = PR_MAX_FRAME_DEFAULT, .max_body = PR_MAX_BODY_DEFAULT};
+    pr_limits lim = {.max_frame = PR_MAX_FRAME_DEFAULT, .max_body = PR_MAX_BODY_DEFAULT,
+                     .page_default = PR_PAGE_DEFAULT, .page_max = PR_PAGE_MAX};
     return lim;
 }
 

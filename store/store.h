@@ -184,6 +184,10 @@ enum st_dir {
  */
 int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
                  st_page **out);
+/* The same, and also at most max_bytes of records (but always at least one message):
+ * when cut short, the page keeps the messages nearest to `from` and says more. */
+int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
+                         size_t max_bytes, st_page **out);
 size_t st_page_count(const st_page *p);
 const st_msg *st_page_at(const st_page *p, size_t i);
 uint64_t st_page_last_mid(const st_page *p); /* the group's last mid in that snapshot */

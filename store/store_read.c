@@ -157,49 +157,75 @@ static void page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t la
     }
 }
 
-static int scan(reader *r, st_id gid, uint64_t lo, uint64_t hi, st_page *p)
+/* Appends one record to the page's byte buffer; returns its offset or SIZE_MAX. */
+static size_t page_keep(st_page *p, size_t *used, size_t *room, const char *rec, size_t rn)
+{
+    if (*used + rn > *room) {
+        size_t nroom = *room ? *room * 2 : 4096;
+        while (nroom < *used + rn)
+            nroom *= 2;
+        char *nb = realloc(p->bytes, nroom);
+        if (!nb)
+            return SIZE_MAX;
+        p->bytes = nb;
+        *room = nroom;
+    }
+    memcpy(p->bytes + *used, rec, rn);
+    size_t off = *used;
+    *used += rn;
+    return off;
+}
+
+/*
+ * One bounded scan over mids [lo, hi] in the direction of reading (ascending after a mid,
+ * descending before one), so that when max_bytes cuts the page short it keeps the
+ * messages nearest to where the client is reading. At least one message is always kept.
+ * Returns with the page's messages ascending; *short_ tells whether it stopped early.
+ */
+static int scan(reader *r, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir,
+                size_t max_bytes, st_page *p, bool *short_)
 {
     st_key klo, khi;
     st_key_msg(&klo, gid, lo);
     st_key_msg(&khi, gid, hi + 1);
     size_t cap = (size_t)(hi - lo + 1), used = 0, room = 0;
-    size_t *offs = NULL;
+    size_t *offs = calloc(cap, sizeof(*offs));
     p->msgs = calloc(cap, sizeof(*p->msgs));
-    offs = calloc(cap, sizeof(*offs));
     if (!p->msgs || !offs) {
         free(offs);
         return ST_ENOMEM;
     }
+    rocksdb_readoptions_set_iterate_lower_bound(r->ro, klo.b, klo.n);
     rocksdb_readoptions_set_iterate_upper_bound(r->ro, khi.b, khi.n);
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->s->db, r->ro, r->s->cf[ST_CF_MSGS]);
+    bool back = dir == ST_BEFORE;
+    if (back)
+        rocksdb_iter_seek_to_last(it);
+    else
+        rocksdb_iter_seek_to_first(it);
     int rc = ST_OK;
-    for (rocksdb_iter_seek(it, klo.b, klo.n); rocksdb_iter_valid(it) && p->n < cap;
-         rocksdb_iter_next(it)) {
+    *short_ = false;
+    for (; rocksdb_iter_valid(it) && p->n < cap; back ? rocksdb_iter_prev(it) : rocksdb_iter_next(it)) {
         size_t kn, vn;
         const char *kp = rocksdb_iter_key(it, &kn);
         const char *vp = rocksdb_iter_value(it, &vn);
         if (kn != klo.n || vn < ST_MSG_HDR)
             continue;
         size_t rn = vn - ST_MSG_HDR;
-        if (used + rn > room) {
-            size_t nroom = room ? room * 2 : 4096;
-            while (nroom < used + rn)
-                nroom *= 2;
-            char *nb = realloc(p->bytes, nroom);
-            if (!nb) {
-                rc = ST_ENOMEM;
-                break;
-            }
-            p->bytes = nb;
-            room = nroom;
+        if (p->n > 0 && used + rn > max_bytes) {
+            *short_ = true;
+            break;
         }
-        memcpy(p->bytes + used, vp + ST_MSG_HDR, rn);
+        size_t off = page_keep(p, &used, &room, vp + ST_MSG_HDR, rn);
+        if (off == SIZE_MAX) {
+            rc = ST_ENOMEM;
+            break;
+        }
         st_msg *m = &p->msgs[p->n];
         m->mid = st_get_be64(kp + kn - 8);
         m->ts = st_get_be64(vp);
         m->record_n = rn;
-        offs[p->n++] = used;
-        used += rn;
+        offs[p->n++] = off;
     }
     if (rc == ST_OK) {
         char *err = NULL;
@@ -210,6 +236,16 @@ static int scan(reader *r, st_id gid, uint64_t lo, uint64_t hi, st_page *p)
         }
     }
     rocksdb_iter_destroy(it);
+    if (back) { /* read newest first: turn it around */
+        for (size_t i = 0, j = p->n ? p->n - 1 : 0; i < j; i++, j--) {
+            st_msg tm = p->msgs[i];
+            p->msgs[i] = p->msgs[j];
+            p->msgs[j] = tm;
+            size_t to = offs[i];
+            offs[i] = offs[j];
+            offs[j] = to;
+        }
+    }
     /* Pointers only now: the buffer may have moved while it grew. */
     for (size_t i = 0; i < p->n; i++)
         p->msgs[i].record = p->bytes + offs[i];
@@ -219,6 +255,12 @@ static int scan(reader *r, st_id gid, uint64_t lo, uint64_t hi, st_page *p)
 
 int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
                  st_page **out)
+{
+    return st_read_page_bounded(s, gid, dir, from, limit, SIZE_MAX, out);
+}
+
+int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
+                         size_t max_bytes, st_page **out)
 {
     *out = NULL;
     if (!st_id_ok(gid) || limit == 0 || (dir != ST_AFTER && dir != ST_BEFORE))
@@ -233,9 +275,10 @@ int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t 
         bool empty = dir == ST_AFTER ? from >= p->last_mid : (from <= 1 || p->last_mid == 0);
         if (!empty) {
             uint64_t lo, hi;
+            bool cut = false;
             page_range(dir, from, limit, p->last_mid, &lo, &hi);
-            p->more = dir == ST_AFTER ? hi < p->last_mid : lo > 1;
-            rc = scan(&r, gid, lo, hi, p);
+            rc = scan(&r, gid, lo, hi, dir, max_bytes, p, &cut);
+            p->more = cut || (dir == ST_AFTER ? hi < p->last_mid : lo > 1);
         }
     }
     reader_close(&r);

@@ -12,6 +12,7 @@ export LC_ALL=C # Criterion's summary lines are parsed by CI
 # RocksDB and libstdc++ are not instrumented; their start-up allocations are not leaks of
 # ours, but a leak in our code is still reported and fails the run.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gw-tests-XXXXXX")

@@ -103,6 +103,15 @@ void gwfx_stop(gwfx *f, int sig)
     }
 }
 
+void gwfx_wait_exit(gwfx *f)
+{
+    int status = 0;
+    cr_assert_eq(waitpid(f->pid, &status, 0), f->pid);
+    f->pid = 0;
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "gateway did not stop cleanly (status %d; see %s/gw.log)", status, f->dir);
+}
+
 void gwfx_restart(gwfx *f)
 {
     spawn(f);

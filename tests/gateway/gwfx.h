@@ -29,6 +29,8 @@ typedef struct gwfx {
 void gwfx_start(gwfx *f, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
+/* Waits for a gateway told to stop to exit, and checks it exited 0. */
+void gwfx_wait_exit(gwfx *f);
 /* Starts it again on the same data folder (a new port). */
 void gwfx_restart(gwfx *f);
 /* Stops (if running), frees the clients and removes the data folder. */

@@ -117,3 +117,34 @@ Test(pages, groups_do_not_bleed_into_each_other)
     cr_assert_arr_eq(st_page_at(p, 0)->record, "g1-1", 4);
     st_page_free(p);
 }
+
+/* A byte budget cuts a page short on the side away from `from`, keeping at least one. */
+Test(pages, bounded_by_bytes)
+{
+    /* Records "m1".."m9" are 2 bytes, "m10".."m25" 3 bytes. */
+    st_page *p;
+    cr_assert_eq(st_read_page_bounded(s, st_id_str("g"), ST_AFTER, 0, 100, 7, &p), 0);
+    cr_assert_eq(st_page_count(p), 3); /* m1 m2 m3: 6 bytes; m4 would make 8 */
+    cr_assert_eq(st_page_at(p, 0)->mid, 1);
+    cr_assert(st_page_more(p));
+    st_page_free(p);
+
+    cr_assert_eq(st_read_page_bounded(s, st_id_str("g"), ST_BEFORE, 26, 100, 7, &p), 0);
+    cr_assert_eq(st_page_count(p), 2); /* the newest: m24 m25 */
+    cr_assert_eq(st_page_at(p, 0)->mid, 24);
+    cr_assert_eq(st_page_at(p, 1)->mid, 25);
+    cr_assert_arr_eq(st_page_at(p, 1)->record, "m25", 3);
+    cr_assert(st_page_more(p));
+    st_page_free(p);
+
+    cr_assert_eq(st_read_page_bounded(s, st_id_str("g"), ST_AFTER, 20, 100, 1, &p), 0);
+    cr_assert_eq(st_page_count(p), 1, "at least one message, whatever the budget");
+    cr_assert_eq(st_page_at(p, 0)->mid, 21);
+    cr_assert(st_page_more(p));
+    st_page_free(p);
+
+    cr_assert_eq(st_read_page_bounded(s, st_id_str("g"), ST_AFTER, 22, 100, 1000, &p), 0);
+    cr_assert_eq(st_page_count(p), 3);
+    cr_assert_not(st_page_more(p), "not cut: the end of the group");
+    st_page_free(p);
+}
