@@ -342,8 +342,11 @@ void gw_route_frame(gw_sess *s, const uint8_t *frame, size_t len)
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
         return;
     }
+    /* From here on, r.rid is what every reply carries: the client's rid, or none. */
+    if (!r.has_rid)
+        r.rid = PR_NO_RID;
     if (rc != 0) {
-        gw_sess_error(s, r.has_rid ? r.rid : 0, rc, err.msg, NO_GID);
+        gw_sess_error(s, r.rid, rc, err.msg, NO_GID);
         return;
     }
     if (srv->stopping) {

@@ -343,7 +343,7 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         srv->n.closes_4001++;
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
     } else if (s->rx_text) {
-        gw_sess_error(s, 0, PR_E_BAD_FRAME, "binary frames only: send MessagePack",
+        gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME, "binary frames only: send MessagePack",
                       (pr_slice){0});
     } else {
         gw_route_frame(s, s->rx, s->rx_n);

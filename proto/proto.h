@@ -29,6 +29,7 @@
 #define PR_MAX_DEPTH         4u             /* nesting of maps and arrays */
 #define PR_PAGE_DEFAULT      100u           /* default `limit` of enter and pull */
 #define PR_PAGE_MAX          500u           /* larger limits are clamped to this */
+#define PR_NO_RID            UINT64_MAX     /* encoders: leave `rid` out */
 
 enum pr_err {
     PR_OK = 0,
@@ -149,7 +150,7 @@ int pr_enc_enter(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint32_t limit)
 int pr_enc_pull(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, bool before, uint64_t mid,
                 uint32_t limit);
 int pr_enc_ping(msgpack_sbuffer *b, uint64_t rid);
-/* rid 0 means "no rid" in every client encoder. */
+/* rid PR_NO_RID means "no rid" in every encoder; any other value, 0 included, is sent. */
 
 /* ---------------------------------------------------------------------------------------
  * Stored messages: one representation for pushes and pages.
@@ -206,7 +207,7 @@ typedef struct pr_message {
     pr_body body;
 } pr_message;
 
-/* Server encoders. rid 0 = no rid. */
+/* Server encoders. rid PR_NO_RID = no rid. */
 typedef struct pr_welcome {
     pr_slice uid;
     pr_slice sid;

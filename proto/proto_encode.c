@@ -3,7 +3,7 @@
  *
  * Each encoder remembers where the buffer ended when it started and, if any write fails,
  * cuts the buffer back there: a failed encode leaves the buffer as it was, never with half
- * a message in it. Keys are the protocol's short strings; rid 0 means "no rid".
+ * a message in it. Keys are the protocol's short strings; rid PR_NO_RID means "no rid".
  */
 #include "proto.h"
 
@@ -121,12 +121,12 @@ static void kv_bool(enc *e, const char *k, bool v)
     if (!e->rc) check(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
 }
 
-/* The map header, `t` and (unless rid is 0) `rid`; n counts the other pairs. */
+/* The map header, `t` and (unless rid is PR_NO_RID) `rid`; n counts the other pairs. */
 static void head(enc *e, const char *t, uint64_t rid, size_t n)
 {
-    map(e, n + 1 + (rid != 0));
+    map(e, n + 1 + (rid != PR_NO_RID));
     kv_cstr(e, "t", t);
-    if (rid) kv_u64(e, "rid", rid);
+    if (rid != PR_NO_RID) kv_u64(e, "rid", rid);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ int pr_enc_send(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, pr
 int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n)
 {
     enc e = enc_start(b);
-    head(&e, "ack", 0, 1);
+    head(&e, "ack", PR_NO_RID, 1);
     key(&e, "acks");
     map(&e, n);
     for (size_t i = 0; i < n; i++) {
@@ -231,7 +231,7 @@ int pr_enc_record(msgpack_sbuffer *b, pr_slice from, pr_body body)
 int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record)
 {
     enc e = enc_start(b);
-    head(&e, "msg", 0, 3 + PR_RECORD_PAIRS);
+    head(&e, "msg", PR_NO_RID, 3 + PR_RECORD_PAIRS);
     kv_str(&e, "gid", gid);
     kv_u64(&e, "mid", mid);
     kv_u64(&e, "ts", ts);
@@ -334,7 +334,7 @@ int pr_enc_sent(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, ui
 int pr_enc_notify(msgpack_sbuffer *b, pr_slice gid, uint64_t last_mid)
 {
     enc e = enc_start(b);
-    head(&e, "notify", 0, 2);
+    head(&e, "notify", PR_NO_RID, 2);
     kv_str(&e, "gid", gid);
     kv_u64(&e, "last_mid", last_mid);
     return enc_end(&e);
@@ -352,11 +352,11 @@ int pr_enc_err(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_s
 {
     enc e = enc_start(b);
     /* Not head(): the protocol lists code and msg first, rid and gid after. */
-    map(&e, 3 + (rid != 0) + (gid.n != 0));
+    map(&e, 3 + (rid != PR_NO_RID) + (gid.n != 0));
     kv_cstr(&e, "t", "err");
     kv_cstr(&e, "code", pr_err_name(code));
     kv_cstr(&e, "msg", msg ? msg : "");
-    if (rid) kv_u64(&e, "rid", rid);
+    if (rid != PR_NO_RID) kv_u64(&e, "rid", rid);
     if (gid.n) kv_str(&e, "gid", gid);
     return enc_end(&e);
 }

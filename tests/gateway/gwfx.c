@@ -26,9 +26,20 @@ static void spawn(gwfx *f)
     snprintf(log_file, sizeof(log_file), "%s/gw.log", f->dir);
     snprintf(data, sizeof(data), "%s/data", f->dir);
     unlink(port_file);
-    const char *argv[40] = {GW_BINARY, "--insecure", "--listen", "127.0.0.1", "--port", "0",
+    char cert[300], key[300];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", f->dir);
+    snprintf(key, sizeof(key), "%s/key.pem", f->dir);
+    const char *argv[40] = {GW_BINARY, "--listen", "127.0.0.1", "--port", "0",
                             "--port-file", port_file, "--data", data, "--log-level", "3"};
-    int n = 12;
+    int n = 11;
+    if (f->tls) {
+        argv[n++] = "--cert";
+        argv[n++] = cert;
+        argv[n++] = "--key";
+        argv[n++] = key;
+    } else {
+        argv[n++] = "--insecure";
+    }
     for (int i = 0; i < f->n_args; i++)
         argv[n++] = f->args[i];
     argv[n] = NULL;
@@ -55,7 +66,8 @@ static void spawn(gwfx *f)
             fclose(pf);
             if (got == 1 && port > 0) {
                 f->port = port;
-                snprintf(f->url, sizeof(f->url), "ws://127.0.0.1:%d/ws", port);
+                snprintf(f->url, sizeof(f->url), "%s://127.0.0.1:%d/ws", f->tls ? "wss" : "ws",
+                         port);
                 return;
             }
         }
@@ -67,9 +79,10 @@ static void spawn(gwfx *f)
     cr_assert_fail("gateway did not start listening within 20 s (see %s)", log_file);
 }
 
-void gwfx_start(gwfx *f, const char *const *extra)
+static void start(gwfx *f, const char *const *extra, bool tls)
 {
     memset(f, 0, sizeof(*f));
+    f->tls = tls;
     const char *base = getenv("TMPDIR");
     snprintf(f->dir, sizeof(f->dir), "%s/gw-test-XXXXXX", base && *base ? base : "/tmp");
     cr_assert_not_null(mkdtemp(f->dir));
@@ -77,9 +90,31 @@ void gwfx_start(gwfx *f, const char *const *extra)
         cr_assert_lt(f->n_args, 16);
         snprintf(f->args[f->n_args], sizeof(f->args[0]), "%s", extra[f->n_args]);
     }
-    f->ctx = gwc_ctx_new(NULL);
+    gwc_options o = {0};
+    char cert[300];
+    if (tls) {
+        char cmd[1200];
+        snprintf(cert, sizeof(cert), "%s/cert.pem", f->dir);
+        snprintf(cmd, sizeof(cmd),
+                 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                 "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 "
+                 "-days 2 -keyout %s/key.pem -out %s >/dev/null 2>&1", f->dir, cert);
+        cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
+        o.ca_file = cert;
+    }
+    f->ctx = gwc_ctx_new(&o);
     cr_assert_not_null(f->ctx);
     spawn(f);
+}
+
+void gwfx_start(gwfx *f, const char *const *extra)
+{
+    start(f, extra, false);
+}
+
+void gwfx_start_tls(gwfx *f, const char *const *extra)
+{
+    start(f, extra, true);
 }
 
 bool gwfx_alive(gwfx *f)

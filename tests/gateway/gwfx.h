@@ -20,13 +20,17 @@ typedef struct gwfx {
     int port;
     char dir[256];   /* data folder (and the log) */
     char url[96];    /* ws://127.0.0.1:PORT/ws */
-    char args[16][64]; /* extra gateway flags, kept across restarts */
+    char args[16][300]; /* extra gateway flags, kept across restarts */
+    bool tls;           /* wss:// with a self-signed certificate made for the test */
     int n_args;
     gwc_ctx *ctx;
 } gwfx;
 
 /* Starts a gateway with extra flags (NULL-terminated list, may be NULL). */
 void gwfx_start(gwfx *f, const char *const *extra);
+/* The same over TLS: makes a self-signed certificate for 127.0.0.1 and localhost in the
+ * data folder (dir/cert.pem, dir/key.pem); the clients trust exactly that certificate. */
+void gwfx_start_tls(gwfx *f, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
 /* Waits for a gateway told to stop to exit, and checks it exited 0. */

@@ -168,6 +168,16 @@ Test(flow, bodies_keep_their_type_and_ping_answers)
     ev = gwfx_request(b, &sb, PR_EV_PONG);
     cr_assert_eq(ev.rid, 77);
     cr_assert_gt(ev.ts, 0);
+    /* rid 0 is a rid like any other; no rid gets none back. */
+    sb.size = 0;
+    pr_enc_ping(&sb, 0);
+    ev = gwfx_request(b, &sb, PR_EV_PONG);
+    cr_assert(ev.has_rid);
+    cr_assert_eq(ev.rid, 0);
+    sb.size = 0;
+    pr_enc_ping(&sb, PR_NO_RID);
+    ev = gwfx_request(b, &sb, PR_EV_PONG);
+    cr_assert_not(ev.has_rid);
 
     sb.size = 0;
     pr_enc_groups_req(&sb, 5);

@@ -71,7 +71,7 @@ Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardo
     cr_assert_eq(gwc_pause(k, true), 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_pull(&sb, 0, S("big"), false, 0, 500);
+    pr_enc_pull(&sb, PR_NO_RID, S("big"), false, 0, 500);
     for (int i = 0; i < 1500; i++)
         gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);

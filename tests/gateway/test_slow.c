@@ -54,7 +54,7 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
             char cid[16];
             snprintf(cid, sizeof(cid), "m%d", ++sent);
             sb.size = 0;
-            pr_enc_send(&sb, 0, (pr_slice){(const uint8_t *)"g", 1},
+            pr_enc_send(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)"g", 1},
                         (pr_slice){(const uint8_t *)cid, strlen(cid)},
                         (pr_body){{(const uint8_t *)body, BODY}, true});
             gwfx_send(sender, &sb);

@@ -388,7 +388,7 @@ Test(fields, bad_ids_rejected)
 
 Test(fields, empty_token)
 {
-    cr_assert_eq(pr_enc_hello(&sb, 0, (pr_slice){NULL, 0}), 0);
+    cr_assert_eq(pr_enc_hello(&sb, PR_NO_RID, (pr_slice){NULL, 0}), 0);
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
     cr_assert(strstr(err.msg, "'token'"), "%s", err.msg);
 }
@@ -425,7 +425,7 @@ Test(fields, limit_clamping)
     cr_assert_eq(limit_of(true, UINT64_MAX), PR_PAGE_MAX);
 
     sb.size = 0;
-    cr_assert_eq(pr_enc_pull(&sb, 0, S("g"), false, 5, 1000), 0);
+    cr_assert_eq(pr_enc_pull(&sb, PR_NO_RID, S("g"), false, 5, 1000), 0);
     cr_assert_eq(req_sb(), 0);
     cr_assert_eq(req.limit, PR_PAGE_MAX);
 }
@@ -538,7 +538,7 @@ Test(fields, callback_stops_the_walk)
 {
     cr_assert_eq(pr_enc_batch_begin(&sb, 3), 0);
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(pr_enc_pong(&sb, 0, (uint64_t)i), 0);
+        cr_assert_eq(pr_enc_pong(&sb, PR_NO_RID, (uint64_t)i), 0);
     int calls = 0;
     cr_assert_eq(pr_decode_events(dec, (const uint8_t *)sb.data, sb.size, count_cb, &calls, &err),
                  42);
@@ -548,9 +548,9 @@ Test(fields, callback_stops_the_walk)
 Test(fields, bad_batch_calls_nothing)
 {
     cr_assert_eq(pr_enc_batch_begin(&sb, 3), 0);
-    cr_assert_eq(pr_enc_pong(&sb, 0, 1), 0);
-    cr_assert_eq(pr_enc_pong(&sb, 0, 2), 0);
-    cr_assert_eq(pr_enc_left(&sb, 0, S("bad gid")), 0);
+    cr_assert_eq(pr_enc_pong(&sb, PR_NO_RID, 1), 0);
+    cr_assert_eq(pr_enc_pong(&sb, PR_NO_RID, 2), 0);
+    cr_assert_eq(pr_enc_left(&sb, PR_NO_RID, S("bad gid")), 0);
     int calls = 0;
     cr_assert_eq(pr_decode_events(dec, (const uint8_t *)sb.data, sb.size, count_cb, &calls, &err),
                  PR_E_BAD_FIELD);
@@ -572,7 +572,7 @@ Test(fields, unknown_event_type)
 Test(fields, bad_entry_in_welcome)
 {
     pr_welcome w = {S("u"), S("s"), 1, 2, 3, 4};
-    cr_assert_eq(pr_enc_welcome_begin(&sb, 0, &w, 2), 0);
+    cr_assert_eq(pr_enc_welcome_begin(&sb, PR_NO_RID, &w, 2), 0);
     pr_group g = {S("g1"), 1, 1, 0};
     cr_assert_eq(pr_enc_group_entry(&sb, &g), 0);
     msgpack_pack_uint64(&pk, 5); /* not a map */

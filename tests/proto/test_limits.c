@@ -59,7 +59,7 @@ Test(limits, frame_over_max_frame)
     size_t n = PR_MAX_FRAME_DEFAULT;
     uint8_t *big = calloc(1, n);
     pr_body body = {{big, n}, true};
-    cr_assert_eq(pr_enc_send(&sb, 0, S("g"), S("c"), body), 0);
+    cr_assert_eq(pr_enc_send(&sb, PR_NO_RID, S("g"), S("c"), body), 0);
     cr_assert_gt(sb.size, PR_MAX_FRAME_DEFAULT);
     cr_assert_eq(req_sb(), PR_E_TOO_LARGE);
     cr_assert_eq(events_of(sb.data, sb.size), PR_E_TOO_LARGE);
@@ -72,13 +72,13 @@ Test(limits, custom_limits)
     pr_limits lim = {.max_frame = 40, .max_body = 4};
     pr_decoder *d = pr_decoder_new(&lim);
     cr_assert_not_null(d);
-    cr_assert_eq(pr_enc_send(&sb, 0, S("g"), S("c"), (pr_body){S("1234"), false}), 0);
+    cr_assert_eq(pr_enc_send(&sb, PR_NO_RID, S("g"), S("c"), (pr_body){S("1234"), false}), 0);
     cr_assert_eq(pr_decode_req(d, (const uint8_t *)sb.data, sb.size, &req, &err), 0);
     reset();
-    cr_assert_eq(pr_enc_send(&sb, 0, S("g"), S("c"), (pr_body){S("12345"), false}), 0);
+    cr_assert_eq(pr_enc_send(&sb, PR_NO_RID, S("g"), S("c"), (pr_body){S("12345"), false}), 0);
     cr_assert_eq(pr_decode_req(d, (const uint8_t *)sb.data, sb.size, &req, &err), PR_E_TOO_LARGE);
     reset();
-    cr_assert_eq(pr_enc_hello(&sb, 0, S("0123456789012345678901234567890123456789")), 0);
+    cr_assert_eq(pr_enc_hello(&sb, PR_NO_RID, S("0123456789012345678901234567890123456789")), 0);
     cr_assert_eq(pr_decode_req(d, (const uint8_t *)sb.data, sb.size, &req, &err), PR_E_TOO_LARGE);
     pr_decoder_free(d);
 }
@@ -184,7 +184,7 @@ Test(limits, batch_of_pages_is_depth_4)
     pr_slice r = {(const uint8_t *)rec.data, rec.size};
     cr_assert_eq(pr_enc_batch_begin(&sb, 2), 0);
     for (int p = 0; p < 2; p++) {
-        cr_assert_eq(pr_enc_page_begin(&sb, 0, S("g"), 2, false, 2), 0);
+        cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g"), 2, false, 2), 0);
         cr_assert_eq(pr_enc_page_entry(&sb, 1, 1, r), 0);
         cr_assert_eq(pr_enc_page_entry(&sb, 2, 2, r), 0);
     }
@@ -210,12 +210,12 @@ Test(limits, truncated)
 
 Test(limits, trailing_bytes)
 {
-    cr_assert_eq(pr_enc_ping(&sb, 0), 0);
+    cr_assert_eq(pr_enc_ping(&sb, PR_NO_RID), 0);
     msgpack_pack_nil(&pk);
     cr_assert_eq(req_sb(), PR_E_BAD_FRAME);
     reset();
-    cr_assert_eq(pr_enc_ping(&sb, 0), 0);
-    cr_assert_eq(pr_enc_ping(&sb, 0), 0); /* two frames in one */
+    cr_assert_eq(pr_enc_ping(&sb, PR_NO_RID), 0);
+    cr_assert_eq(pr_enc_ping(&sb, PR_NO_RID), 0); /* two frames in one */
     cr_assert_eq(req_sb(), PR_E_BAD_FRAME);
     cr_assert_eq(events_of(sb.data, sb.size), PR_E_BAD_FRAME);
 }

@@ -58,14 +58,14 @@ static void make_seeds(void)
 
     pr_enc_hello(new_seed(), 1, S("a.b.c"));
     pr_enc_join(new_seed(), 2, S("g1"));
-    pr_enc_leave(new_seed(), 0, S("g1"));
+    pr_enc_leave(new_seed(), PR_NO_RID, S("g1"));
     pr_enc_groups_req(new_seed(), 3);
     pr_enc_send(new_seed(), 4, S("g1"), S("c1"), str);
-    pr_enc_send(new_seed(), 0, S("g1"), S("c2"), bin);
+    pr_enc_send(new_seed(), PR_NO_RID, S("g1"), S("c2"), bin);
     pr_enc_ack(new_seed(), acks, 3);
     pr_enc_enter(new_seed(), 5, S("g1"), 50);
     pr_enc_pull(new_seed(), 6, S("g1"), false, 10, 0);
-    pr_enc_pull(new_seed(), 0, S("g1"), true, 300, 1000);
+    pr_enc_pull(new_seed(), PR_NO_RID, S("g1"), true, 300, 1000);
     pr_enc_ping(new_seed(), 7);
 
     msgpack_sbuffer *b = new_seed();
@@ -76,7 +76,7 @@ static void make_seeds(void)
     pr_enc_groups_begin(b, 3, 1);
     pr_enc_group_entry(b, &g);
     pr_enc_joined(new_seed(), 2, S("g1"), 10, 10);
-    pr_enc_left(new_seed(), 0, S("g1"));
+    pr_enc_left(new_seed(), PR_NO_RID, S("g1"));
     pr_enc_sent(new_seed(), 4, S("g1"), S("c1"), 11, 12);
     pr_enc_msg(new_seed(), S("g1"), 11, 12, r);
     b = new_seed();
@@ -89,7 +89,7 @@ static void make_seeds(void)
     b = new_seed();
     pr_enc_batch_begin(b, 3);
     pr_enc_msg(b, S("g2"), 1, 2, r);
-    pr_enc_page_begin(b, 0, S("g2"), 1, false, 1);
+    pr_enc_page_begin(b, PR_NO_RID, S("g2"), 1, false, 1);
     pr_enc_page_entry(b, 1, 2, r);
     pr_enc_notify(b, S("g3"), 4);
     msgpack_sbuffer_destroy(&rec);

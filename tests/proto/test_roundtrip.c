@@ -69,7 +69,7 @@ Test(roundtrip, hello)
 
 Test(roundtrip, rid_zero_is_omitted)
 {
-    cr_assert_eq(pr_enc_hello(&sb, 0, S("tok")), 0);
+    cr_assert_eq(pr_enc_hello(&sb, PR_NO_RID, S("tok")), 0);
     decode_req();
     cr_assert_not(req.has_rid);
     cr_assert_eq(req.rid, 0);
@@ -93,14 +93,14 @@ Test(roundtrip, join_leave)
 
 Test(roundtrip, groups_and_ping)
 {
-    cr_assert_eq(pr_enc_groups_req(&sb, UINT64_MAX), 0);
+    cr_assert_eq(pr_enc_groups_req(&sb, UINT64_MAX - 1), 0);
     decode_req();
     cr_assert_eq(req.t, PR_REQ_GROUPS);
     cr_assert(req.has_rid);
-    cr_assert_eq(req.rid, UINT64_MAX);
+    cr_assert_eq(req.rid, UINT64_MAX - 1);
 
     sb.size = 0;
-    cr_assert_eq(pr_enc_ping(&sb, 0), 0);
+    cr_assert_eq(pr_enc_ping(&sb, PR_NO_RID), 0);
     decode_req();
     cr_assert_eq(req.t, PR_REQ_PING);
     cr_assert_not(req.has_rid);
@@ -123,7 +123,7 @@ Test(roundtrip, send_bin_body)
 {
     static const uint8_t raw[] = {0x00, 0xff, 0xc1, 0x80, 0x00};
     pr_body body = {{raw, sizeof raw}, true};
-    cr_assert_eq(pr_enc_send(&sb, 0, S("g1"), S("c1"), body), 0);
+    cr_assert_eq(pr_enc_send(&sb, PR_NO_RID, S("g1"), S("c1"), body), 0);
     decode_req();
     cr_assert_not(req.has_rid);
     cr_assert(req.body.is_bin);
@@ -133,14 +133,14 @@ Test(roundtrip, send_bin_body)
 Test(roundtrip, send_empty_bodies_keep_type)
 {
     pr_body body = {{NULL, 0}, true};
-    cr_assert_eq(pr_enc_send(&sb, 0, S("g"), S("c"), body), 0);
+    cr_assert_eq(pr_enc_send(&sb, PR_NO_RID, S("g"), S("c"), body), 0);
     decode_req();
     cr_assert(req.body.is_bin);
     cr_assert_eq(req.body.data.n, 0);
 
     sb.size = 0;
     body.is_bin = false;
-    cr_assert_eq(pr_enc_send(&sb, 0, S("g"), S("c"), body), 0);
+    cr_assert_eq(pr_enc_send(&sb, PR_NO_RID, S("g"), S("c"), body), 0);
     decode_req();
     cr_assert_not(req.body.is_bin);
     cr_assert_eq(req.body.data.n, 0);
@@ -208,7 +208,7 @@ Test(roundtrip, pull_after)
 
 Test(roundtrip, pull_before)
 {
-    cr_assert_eq(pr_enc_pull(&sb, 0, S("g1"), true, 42, 0), 0);
+    cr_assert_eq(pr_enc_pull(&sb, PR_NO_RID, S("g1"), true, 42, 0), 0);
     decode_req();
     cr_assert_eq(req.t, PR_REQ_PULL);
     cr_assert_not(req.has_after);
@@ -269,7 +269,7 @@ Test(roundtrip, welcome)
 
 Test(roundtrip, groups)
 {
-    cr_assert_eq(pr_enc_groups_begin(&sb, 0, 0), 0);
+    cr_assert_eq(pr_enc_groups_begin(&sb, PR_NO_RID, 0), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].t, PR_EV_GROUPS);
     cr_assert_not(got.ev[0].has_rid);
@@ -298,7 +298,7 @@ Test(roundtrip, joined_left)
 
     sb.size = 0;
     got.n = 0;
-    cr_assert_eq(pr_enc_left(&sb, 0, S("g2")), 0);
+    cr_assert_eq(pr_enc_left(&sb, PR_NO_RID, S("g2")), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].t, PR_EV_LEFT);
     cr_assert_not(got.ev[0].has_rid);
@@ -419,7 +419,7 @@ Test(roundtrip, page)
 
 Test(roundtrip, empty_page)
 {
-    cr_assert_eq(pr_enc_page_begin(&sb, 0, S("g1"), 0, false, 0), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 0, false, 0), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].t, PR_EV_PAGE);
     cr_assert_not(got.ev[0].more);
@@ -441,7 +441,7 @@ Test(roundtrip, err)
 
     sb.size = 0;
     got.n = 0;
-    cr_assert_eq(pr_enc_err(&sb, 0, PR_E_TOO_LARGE, NULL, (pr_slice){NULL, 0}), 0);
+    cr_assert_eq(pr_enc_err(&sb, PR_NO_RID, PR_E_TOO_LARGE, NULL, (pr_slice){NULL, 0}), 0);
     decode_events(1);
     cr_assert_not(got.ev[0].has_rid);
     cr_assert_eq(got.ev[0].err_code, PR_E_TOO_LARGE);
@@ -451,7 +451,7 @@ Test(roundtrip, err)
 
 Test(roundtrip, err_unknown_code)
 {
-    cr_assert_eq(pr_enc_err(&sb, 0, -99, "boom", (pr_slice){NULL, 0}), 0);
+    cr_assert_eq(pr_enc_err(&sb, PR_NO_RID, -99, "boom", (pr_slice){NULL, 0}), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].err_code, PR_E_INTERNAL);
     cr_assert(slice_is(got.ev[0].err_name, "internal"));
@@ -481,7 +481,7 @@ Test(roundtrip, err_names)
             continue;
         sb.size = 0;
         got.n = 0;
-        cr_assert_eq(pr_enc_err(&sb, 0, code, "x", (pr_slice){NULL, 0}), 0);
+        cr_assert_eq(pr_enc_err(&sb, PR_NO_RID, code, "x", (pr_slice){NULL, 0}), 0);
         decode_events(1);
         cr_assert_eq(got.ev[0].err_code, code, "code %s", pr_err_name(code));
     }
@@ -546,7 +546,7 @@ static void same_record(pr_body body)
     msgpack_sbuffer rec = make_record("dave", body);
     cr_assert_eq(pr_enc_batch_begin(&sb, 2), 0);
     cr_assert_eq(pr_enc_msg(&sb, S("g1"), 7, 70, REC(rec)), 0);
-    cr_assert_eq(pr_enc_page_begin(&sb, 0, S("g1"), 7, false, 1), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 7, false, 1), 0);
     cr_assert_eq(pr_enc_page_entry(&sb, 7, 70, REC(rec)), 0);
     msgpack_sbuffer_destroy(&rec);
     decode_events(2);
@@ -599,4 +599,23 @@ Test(roundtrip, encoder_refuses_oversized_and_rolls_back)
     cr_assert_eq(sb.size, before);
     decode_req();
     cr_assert_eq(req.t, PR_REQ_PING);
+}
+
+/* rid 0 is a rid like any other: sent, decoded and echoed; PR_NO_RID leaves it out. */
+Test(roundtrip, rid_zero_is_a_rid)
+{
+    cr_assert_eq(pr_enc_ping(&sb, 0), 0);
+    decode_req();
+    cr_assert(req.has_rid);
+    cr_assert_eq(req.rid, 0);
+    sb.size = 0;
+    cr_assert_eq(pr_enc_pong(&sb, 0, 5), 0);
+    decode_events(1);
+    cr_assert(got.ev[0].has_rid);
+    cr_assert_eq(got.ev[0].rid, 0);
+    sb.size = 0;
+    got.n = 0;
+    cr_assert_eq(pr_enc_pong(&sb, PR_NO_RID, 5), 0);
+    decode_events(1);
+    cr_assert_not(got.ev[0].has_rid);
 }
