@@ -113,47 +113,42 @@ int gw_route_submit(gw_server *srv, gw_pending *p)
 
 /* ---- replies -------------------------------------------------------------------------- */
 
-static void send_welcome(gw_sess *s, uint64_t rid)
+/* The user's groups as `welcome` and `groups` list them, after their header. */
+static int enc_groups(gw_sess *s, msgpack_sbuffer *sb)
 {
-    gw_server *srv = s->srv;
-    gw_user *u = s->user;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_welcome w = {.uid = cstr(u->uid), .sid = cstr(s->sid_str), .ts = gw_now_ms(),
-                    .ack_every = srv->cfg.ack_every, .ack_delay_ms = srv->cfg.ack_delay_ms,
-                    .max_body = (uint32_t)srv->cfg.max_body};
-    int rc = pr_enc_welcome_begin(&sb, rid, &w, HASH_COUNT(u->groups));
-    gw_member *m, *tmp;
-    HASH_ITER(hh, u->groups, m, tmp)
-    {
-        gw_group *g = gw_group_find(srv, m->gid, strlen(m->gid));
-        uint64_t last = g ? g->last_mid : m->ack;
-        pr_group e = {cstr(m->gid), last, m->ack, last > m->ack ? last - m->ack : 0};
-        rc = rc ? rc : pr_enc_group_entry(&sb, &e);
-    }
-    if (rc == 0)
-        gw_sess_reply(s, &sb);
-    else
-        gw_sess_error(s, rid, PR_E_INTERNAL, "cannot encode welcome", NO_GID);
-    msgpack_sbuffer_destroy(&sb);
-}
-
-static void send_groups(gw_sess *s, uint64_t rid)
-{
-    gw_server *srv = s->srv;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    int rc = pr_enc_groups_begin(&sb, rid, HASH_COUNT(s->user->groups));
+    int rc = 0;
     gw_member *m, *tmp;
     HASH_ITER(hh, s->user->groups, m, tmp)
     {
-        gw_group *g = gw_group_find(srv, m->gid, strlen(m->gid));
+        gw_group *g = gw_group_find(s->srv, m->gid, strlen(m->gid));
         uint64_t last = g ? g->last_mid : m->ack;
         pr_group e = {cstr(m->gid), last, m->ack, last > m->ack ? last - m->ack : 0};
-        rc = rc ? rc : pr_enc_group_entry(&sb, &e);
+        rc = rc ? rc : pr_enc_group_entry(sb, &e);
     }
+    return rc;
+}
+
+/* welcome (hello) or groups (groups request). */
+static void send_groups(gw_sess *s, uint64_t rid, bool welcome)
+{
+    gw_server *srv = s->srv;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    size_t n = HASH_COUNT(s->user->groups);
+    int rc;
+    if (welcome) {
+        pr_welcome w = {.uid = cstr(s->user->uid), .sid = cstr(s->sid_str), .ts = gw_now_ms(),
+                        .ack_every = srv->cfg.ack_every, .ack_delay_ms = srv->cfg.ack_delay_ms,
+                        .max_body = (uint32_t)srv->cfg.max_body};
+        rc = pr_enc_welcome_begin(&sb, rid, &w, n);
+    } else {
+        rc = pr_enc_groups_begin(&sb, rid, n);
+    }
+    rc = rc ? rc : enc_groups(s, &sb);
     if (rc == 0)
         gw_sess_reply(s, &sb);
+    else
+        gw_sess_error(s, rid, PR_E_INTERNAL, "cannot encode the group list", NO_GID);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -228,7 +223,7 @@ static void on_hello(gw_sess *s, const pr_req *r)
     }
     srv->n.sessions_total++;
     gw_dbg("session %s signed in as %s", s->sid_str, s->id.uid);
-    send_welcome(s, r->rid);
+    send_groups(s, r->rid, true);
 }
 
 /* The membership a group request needs, or an error reply and NULL. */
@@ -357,7 +352,7 @@ void gw_route_frame(gw_sess *s, const uint8_t *frame, size_t len)
     case PR_REQ_HELLO: on_hello(s, &r); break;
     case PR_REQ_JOIN: on_join(s, &r); break;
     case PR_REQ_LEAVE: on_leave(s, &r); break;
-    case PR_REQ_GROUPS: send_groups(s, r.rid); break;
+    case PR_REQ_GROUPS: send_groups(s, r.rid, false); break;
     case PR_REQ_SEND: on_send(s, &r); break;
     case PR_REQ_ACK: on_ack(s, &r); break;
     case PR_REQ_ENTER: {
