@@ -64,6 +64,25 @@ static void make_options(st_store *s, const st_options *o)
     s->ropts = rocksdb_readoptions_create();
 }
 
+/* Messages and groups in the store: one scan of the groups (each row holds its last
+ * mid, and mids are dense), once at open; the writer keeps both current after that. */
+static void count_contents(st_store *s)
+{
+    uint64_t groups = 0, messages = 0;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ropts, s->cf[ST_CF_GROUPS]);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t vn;
+        const char *v = rocksdb_iter_value(it, &vn);
+        if (vn == ST_GROUP_VAL) {
+            groups++;
+            messages += st_get_be64(v);
+        }
+    }
+    rocksdb_iter_destroy(it);
+    atomic_store(&s->groups, groups);
+    atomic_store(&s->messages, messages);
+}
+
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len)
 {
     *out = NULL;
@@ -96,12 +115,16 @@ int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len
         memset(s->cf, 0, sizeof(s->cf));
         goto fail;
     }
+    count_contents(s);
+    atomic_store(&s->writable, true);
+    pthread_mutex_init(&s->lat_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->writer, NULL, st_writer_main, s) != 0) {
         set_err(errmsg, errmsg_len, "store: cannot start writer thread", strerror(errno));
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
+        pthread_mutex_destroy(&s->lat_mu);
         goto fail;
     }
     *out = s;
@@ -123,6 +146,7 @@ void st_close(st_store *s)
     pthread_join(s->writer, NULL);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->lat_mu);
     free_handles(s);
     free(s);
 }
@@ -277,11 +301,34 @@ static uint64_t folder_bytes(const char *path)
     return total;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+bool st_writable(st_store *s)
+{
+    return atomic_load(&s->writable);
+}
+
 void st_read_stats(st_store *s, st_stats *out)
 {
     out->commits = atomic_load(&s->commits);
     out->ops = atomic_load(&s->ops);
     out->appends = atomic_load(&s->appends);
     out->commit_failures = atomic_load(&s->commit_failures);
+    out->messages = atomic_load(&s->messages);
+    out->groups = atomic_load(&s->groups);
+    out->commit_us_sum = atomic_load(&s->commit_us_sum);
+    out->writable = atomic_load(&s->writable);
+    uint32_t lat[ST_LAT_N];
+    pthread_mutex_lock(&s->lat_mu);
+    size_t n = s->lat_n;
+    memcpy(lat, s->lat_us, n * sizeof(lat[0]));
+    pthread_mutex_unlock(&s->lat_mu);
+    qsort(lat, n, sizeof(lat[0]), cmp_u32);
+    out->commit_p50_us = n ? lat[(n - 1) / 2] : 0;
+    out->commit_p99_us = n ? lat[(n * 99 - 1) / 100] : 0;
     out->disk_bytes = folder_bytes(s->path);
 }

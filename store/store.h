@@ -66,6 +66,11 @@ typedef struct st_store st_store;
  * needs from *o. On error *out is NULL and errmsg (if not NULL) holds a reason. */
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len);
 
+/* True while the store accepts writes: the last commit succeeded, and so did the probe
+ * write the writer makes when it has been idle for a second (so a disk that fills up
+ * or turns read-only shows here within about a second, even without traffic). */
+bool st_writable(st_store *s);
+
 /* Commits every op already submitted (their `done` runs), stops the writer and closes.
  * Ops submitted after close began get ST_ECLOSED. NULL is a no-op. */
 void st_close(st_store *s);
@@ -194,13 +199,19 @@ uint64_t st_page_last_mid(const st_page *p); /* the group's last mid in that sna
 bool st_page_more(const st_page *p);         /* more messages exist in that direction */
 void st_page_free(st_page *p);
 
-/* Figures for monitoring. */
+/* Figures for monitoring. Counters count since open, except messages and groups. */
 typedef struct st_stats {
     uint64_t commits;         /* group commits done */
     uint64_t ops;             /* ops committed (all kinds) */
-    uint64_t appends;         /* messages stored (duplicates excluded) */
+    uint64_t appends;         /* messages stored since open (duplicates excluded) */
     uint64_t commit_failures; /* batches the backend refused */
-    uint64_t disk_bytes;      /* live SST + WAL bytes, approximate */
+    uint64_t messages;        /* messages in the store, all groups, exact */
+    uint64_t groups;          /* groups in the store, exact */
+    uint64_t commit_p50_us;   /* commit latency (one synced write) over the last 1024 */
+    uint64_t commit_p99_us;
+    uint64_t commit_us_sum;   /* total time spent in commits since open */
+    bool writable;            /* the last write (a commit or the idle probe) succeeded */
+    uint64_t disk_bytes;      /* bytes of every file in the store's folder */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

@@ -48,7 +48,18 @@ struct st_store {
     atomic_uint_fast64_t ops;
     atomic_uint_fast64_t appends;
     atomic_uint_fast64_t commit_failures;
+    atomic_uint_fast64_t messages; /* counted at open, then kept by the writer */
+    atomic_uint_fast64_t groups;
+    atomic_uint_fast64_t commit_us_sum;
+    atomic_bool writable;
+
+    /* Latency of the last ST_LAT_N commits (a ring, under lat_mu). */
+    pthread_mutex_t lat_mu;
+    uint32_t lat_us[1024];
+    size_t lat_n, lat_next;
 };
+
+#define ST_LAT_N 1024
 
 /* Writer thread body (store_writer.c). */
 void *st_writer_main(void *arg);

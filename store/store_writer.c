@@ -10,8 +10,10 @@
  */
 #include "store_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct batch {
     st_store *s;
@@ -215,12 +217,21 @@ static int apply(batch *b, st_op *op)
     return ST_EINVAL;
 }
 
-/* Takes up to max_batch ops off the queue; blocks while it is empty. NULL: stop. */
-static st_op *take(st_store *s)
+/* Takes up to max_batch ops off the queue. Waits while it is empty, for a second at most:
+ * then *idle is set and NULL returned. NULL without idle: stop. */
+static st_op *take(st_store *s, bool *idle)
 {
+    *idle = false;
     pthread_mutex_lock(&s->mu);
-    while (!s->head && !s->closing)
-        pthread_cond_wait(&s->cv, &s->mu);
+    if (!s->head && !s->closing) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        while (!s->head && !s->closing && !*idle)
+            *idle = pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT;
+        if (s->head)
+            *idle = false;
+    }
     st_op *first = s->head, *last = first;
     size_t n = first ? 1 : 0;
     while (last && last->next_ && n < s->max_batch) {
@@ -238,10 +249,41 @@ static st_op *take(st_store *s)
     return first;
 }
 
+static uint64_t mono_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static void record_latency(st_store *s, uint64_t us)
+{
+    atomic_fetch_add(&s->commit_us_sum, us);
+    pthread_mutex_lock(&s->lat_mu);
+    s->lat_us[s->lat_next] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+    s->lat_next = (s->lat_next + 1) % ST_LAT_N;
+    if (s->lat_n < ST_LAT_N)
+        s->lat_n++;
+    pthread_mutex_unlock(&s->lat_mu);
+}
+
+/* Idle for a second: one small synced write tells whether the disk still takes writes. */
+static void probe(st_store *s)
+{
+    static const char key[] = "probe";
+    char val[8];
+    st_put_be64(val, st_now_ms());
+    char *err = NULL;
+    rocksdb_put_cf(s->db, s->wopts, s->cf[ST_CF_DEFAULT], key, sizeof(key) - 1, val, sizeof(val),
+                   &err);
+    atomic_store(&s->writable, err == NULL);
+    rocksdb_free(err);
+}
+
 static void commit(batch *b, st_op *ops)
 {
     st_store *s = b->s;
-    size_t n_ops = 0, n_appends = 0;
+    size_t n_ops = 0, n_appends = 0, n_created = 0;
     b->now = st_now_ms();
     b->io_error = false;
     for (st_op *op = ops; op; op = op->next_) {
@@ -254,17 +296,22 @@ static void commit(batch *b, st_op *ops)
             rocksdb_free(err);
         } else if (op->kind == ST_OP_APPEND && !op->duplicate) {
             n_appends++;
+        } else if (op->kind == ST_OP_JOIN && op->created) {
+            n_created++;
         }
         n_ops++;
     }
     int failure = b->io_error ? ST_EIO : ST_OK;
     if (!failure && rocksdb_writebatch_wi_count(b->wb) > 0) {
         char *err = NULL;
+        uint64_t t0 = mono_us();
         rocksdb_write_writebatch_wi(s->db, s->wopts, b->wb, &err);
+        record_latency(s, mono_us() - t0);
         if (err) {
             rocksdb_free(err);
             failure = ST_EIO;
         }
+        atomic_store(&s->writable, !failure);
     }
     rocksdb_writebatch_wi_clear(b->wb);
     if (failure) {
@@ -273,6 +320,8 @@ static void commit(batch *b, st_op *ops)
         atomic_fetch_add(&s->commits, 1);
         atomic_fetch_add(&s->ops, n_ops);
         atomic_fetch_add(&s->appends, n_appends);
+        atomic_fetch_add(&s->messages, n_appends);
+        atomic_fetch_add(&s->groups, n_created);
     }
     /* Completions last: `done` may free the op, so read the link first. */
     for (st_op *op = ops, *next; op; op = next) {
@@ -287,8 +336,13 @@ void *st_writer_main(void *arg)
 {
     batch b = {.s = arg, .wb = rocksdb_writebatch_wi_create(0, 1)};
     st_op *ops;
-    while ((ops = take(b.s)) != NULL)
-        commit(&b, ops);
+    bool idle;
+    while ((ops = take(b.s, &idle)) != NULL || idle) {
+        if (ops)
+            commit(&b, ops);
+        else
+            probe(b.s);
+    }
     rocksdb_writebatch_wi_destroy(b.wb);
     return NULL;
 }

@@ -18,7 +18,8 @@ void fx_join(st_store *s, const char *gid, const char *uid);
 uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *cid);
 
 /* Backend figures read straight from the database folder (the store must be closed):
- * the number of entries and the bytes of keys plus values, over every column family. */
+ * the number of entries and the bytes of keys plus values, over every column family that
+ * holds data (not `default`, where the writer's health probe lives). */
 void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes);
 
 #endif
