@@ -27,6 +27,9 @@ int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t n
                   gw_identity *id, const char **why);
 void gw_identity_release(gw_identity *id);
 
+/* Mints an HS256 token for uid expiring at exp (demo login). *out is malloc'd. 0 or -1. */
+int gw_auth_mint(const void *secret, size_t secret_n, const char *uid, int64_t exp, char **out);
+
 /* True if the identity may join gid (no groups claim, or gid listed in it). */
 int gw_identity_allows(const gw_identity *id, pr_slice gid);
 

@@ -57,8 +57,9 @@ static void help(void)
         "  --listen ADDR        address to bind (default 127.0.0.1)\n"
         "  --port N             port (default 8443; 0 = any free port, logged)\n"
         "  --port-file PATH     write the bound port to PATH once listening\n"
-        "  --cert PATH          TLS certificate, PEM (wss:// and https://)\n"
-        "  --key PATH           TLS private key, PEM\n"
+        "  --cert PATH          TLS certificate, PEM (wss:// and https://); default: a\n"
+        "                       self-signed one for localhost, made in DIR/tls/ at first start\n"
+        "  --key PATH           TLS private key, PEM (with --cert)\n"
         "  --insecure           plain ws:// and http:// without TLS (development only)\n"
         "Storage\n"
         "  --data DIR           store folder (default ./data)\n"
@@ -210,9 +211,13 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         fprintf(stderr, "gw: unexpected argument '%s' (see --help)\n", argv[optind]);
         return -1;
     }
-    if (!c->insecure && (!c->cert || !c->key)) {
-        fprintf(stderr, "gw: TLS needs --cert and --key (or --insecure for plain ws:// in "
-                        "development)\n");
+    if (!c->cert != !c->key) {
+        fprintf(stderr, "gw: --cert and --key go together (give both, or neither for a "
+                        "self-signed certificate made in the data folder)\n");
+        return -1;
+    }
+    if (c->insecure && c->cert) {
+        fprintf(stderr, "gw: --insecure turns TLS off: it cannot be used with --cert/--key\n");
         return -1;
     }
     if (c->page_default > c->page_max) {

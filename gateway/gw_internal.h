@@ -206,6 +206,14 @@ typedef struct gw_counters {
     uint64_t closes_1008, closes_1009, closes_4001, closes_slow;
 } gw_counters;
 
+/* A sample of the counters that have a rate in /stats. */
+typedef struct gw_rate_sample {
+    uint64_t ms; /* monotonic */
+    uint64_t sends, deliveries, pushes;
+} gw_rate_sample;
+
+#define GW_RATE_SAMPLES 11 /* one a second: rates over the last ten seconds */
+
 struct gw_server {
     gw_config cfg;
     st_store *store;
@@ -213,7 +221,8 @@ struct gw_server {
     struct lws_vhost *vhost;
     pr_decoder *dec; /* one decoder: requests are handled one at a time */
     int port;        /* bound */
-    uint64_t started_ms;
+    uint64_t started_ms;      /* wall clock */
+    uint64_t started_mono_ms; /* for uptime */
     uint64_t boot_id; /* in session ids, so they differ across restarts */
     uint64_t next_sid;
 
@@ -239,7 +248,23 @@ struct gw_server {
     uint8_t *wbuf; /* LWS_PRE + the frame being written (one thread); grows if needed */
     size_t wbuf_cap;
     gw_counters n;
+    gw_rate_sample samples[GW_RATE_SAMPLES];
+    size_t sample_next, n_samples;
 };
+
+/* ---- figures (gw_stats.c) and HTTP (gw_http.c) ---------------------------------------- */
+
+/* Once a second: a sample for the rates. */
+void gw_stats_tick(gw_server *srv);
+/* /stats as JSON, and /metrics as Prometheus text; malloc'd, the caller frees. */
+char *gw_stats_json(gw_server *srv);
+char *gw_stats_prometheus(gw_server *srv, size_t *len);
+
+/* The protocol entry of plain HTTP on the same port (health, figures, demo, files). */
+int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                     size_t len);
+/* Bytes of per-connection state gw_http_callback needs. */
+size_t gw_http_pss_size(void);
 
 /* Wall-clock ms, for `ts` fields. */
 uint64_t gw_now_ms(void);

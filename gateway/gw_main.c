@@ -2,6 +2,7 @@
 #include "gw_config.h"
 #include "gw_log.h"
 #include "gw_server.h"
+#include "gw_tls.h"
 #include "store.h"
 
 #include <errno.h>
@@ -66,6 +67,13 @@ int main(int argc, char **argv)
     }
     if (cfg.secret_n == 0 && default_secret(&cfg) != 0)
         return 1;
+    static char cert[4200], key[4200];
+    if (!cfg.insecure && !cfg.cert) {
+        if (gw_tls_self_signed(cfg.data, cert, sizeof(cert), key, sizeof(key)) != 0)
+            return 1;
+        cfg.cert = cert;
+        cfg.key = key;
+    }
 
     char store_path[4096];
     snprintf(store_path, sizeof(store_path), "%s/store", cfg.data);
@@ -90,13 +98,21 @@ int main(int argc, char **argv)
     }
     int port = gw_server_port(srv);
     gw_info("listening on %s://%s:%d/ws (%s)", cfg.insecure ? "ws" : "wss", cfg.listen, port,
-            cfg.insecure ? "plain, no TLS: development only" : "TLS");
+            cfg.insecure ? "plain, no TLS: development only" : "TLS 1.2 and 1.3 only");
+    if (!cfg.insecure)
+        gw_info("TLS certificate %s, key %s", cfg.cert, cfg.key);
     if (cfg.port_file) {
         FILE *f = fopen(cfg.port_file, "w");
         if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0)
             gw_warn("cannot write port file %s", cfg.port_file);
     }
 
+    if (cfg.demo)
+        gw_warn("DEMO MODE: POST /demo/login gives a token for any user name, no password. "
+                "For trying the product only; never expose it.");
+    if (cfg.web_root)
+        gw_info("serving the demo page from %s at %s://%s:%d/", cfg.web_root,
+                cfg.insecure ? "http" : "https", cfg.listen, port);
     gw_server_run(srv);
     st_close(store); /* every write in flight completes first */
     gw_server_drain(srv);

@@ -344,7 +344,9 @@ void gw_route_frame(gw_sess *s, const uint8_t *frame, size_t len)
         gw_sess_error(s, r.rid, rc, err.msg, NO_GID);
         return;
     }
-    if (srv->stopping) {
+    /* Stopping: acks are still taken (they are what saves clients re-deliveries after the
+     * restart) and pings answered; everything else is refused, not half done. */
+    if (srv->stopping && r.t != PR_REQ_ACK && r.t != PR_REQ_PING) {
         gw_sess_error(s, r.rid, PR_E_OVERLOADED, "server is shutting down", NO_GID);
         return;
     }

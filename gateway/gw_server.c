@@ -68,9 +68,10 @@ static void on_signal(int sig)
 }
 
 /*
- * A graceful stop: stop reading every session and refuse new requests, let every write
- * in flight complete and every queued reply (`sent` above all) go out, persist the acks,
- * and only then close the sessions with 1001. Bounded by STOP_GRACE_MS.
+ * A graceful stop: refuse new requests but keep reading (acks already on their way are
+ * still taken), let every write in flight complete and every queued reply (`sent` above
+ * all) go out, persist the acks, and only then close the sessions with 1001. Bounded by
+ * STOP_GRACE_MS.
  */
 static void begin_stop(gw_server *srv)
 {
@@ -80,9 +81,6 @@ static void begin_stop(gw_server *srv)
     srv->stop_deadline_ms = gw_mono_ms() + STOP_GRACE_MS;
     gw_info("shutting down: %u sessions, %u writes in flight", srv->n_sessions,
             srv->ops_inflight);
-    gw_sess *s, *tmp;
-    HASH_ITER(hh, srv->sessions, s, tmp)
-        gw_sess_flow(s);
     gw_acks_flush(srv);
 }
 
@@ -111,6 +109,9 @@ static void check_stop(gw_server *srv)
         HASH_ITER(hh, srv->sessions, s, tmp)
             gw_sess_close(s, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down");
     }
+    /* Acks taken while the sessions were closing get their own flush. */
+    if (srv->closing_all && srv->acks && srv->ops_inflight == 0)
+        gw_acks_flush(srv);
     if (srv->closing_all && srv->n_sessions == 0 && srv->ops_inflight == 0 && !srv->acks)
         srv->finished = true;
     if (now > srv->stop_deadline_ms) {
@@ -134,6 +135,7 @@ static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
     gw_sess_sweep(srv, gw_mono_ms());
+    gw_stats_tick(srv);
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
 }
@@ -200,41 +202,9 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     }
 }
 
-static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
-                         size_t len)
-{
-    gw_server *srv = server_of(wsi);
-    switch (reason) {
-    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
-        /* A WebSocket upgrade that did not ask for gw.v1 lands here: refuse it. */
-        return 1;
-    case LWS_CALLBACK_HTTP: {
-        const char *path = in;
-        int status = HTTP_STATUS_NOT_FOUND;
-        const char *body = "not found\n";
-        if (strcmp(path, "/healthz") == 0) {
-            bool ok = !srv->stopping;
-            status = ok ? HTTP_STATUS_OK : HTTP_STATUS_SERVICE_UNAVAILABLE;
-            body = ok ? "ok\n" : "stopping\n";
-        }
-        uint8_t buf[LWS_PRE + 512], *start = buf + LWS_PRE, *p = start, *end = buf + sizeof(buf);
-        size_t blen = strlen(body);
-        if (lws_add_http_common_headers(wsi, (unsigned)status, "text/plain", (lws_filepos_t)blen,
-                                        &p, end) ||
-            lws_finalize_write_http_header(wsi, start, &p, end))
-            return 1;
-        memcpy(start, body, blen);
-        if (lws_write(wsi, start, blen, LWS_WRITE_HTTP_FINAL) != (int)blen)
-            return 1;
-        return lws_http_transaction_completed(wsi) ? -1 : 0;
-    }
-    default:
-        return lws_callback_http_dummy(wsi, reason, user, in, len);
-    }
-}
-
-static const struct lws_protocols protocols[] = {
-    {"http", http_callback, 0, 0, 0, NULL, 0},
+/* Not const: the HTTP entry's state size is known to gw_http.c only (set at start). */
+static struct lws_protocols protocols[] = {
+    {"http", gw_http_callback, 0, 0, 0, NULL, 0},
     {"gw.v1", ws_callback, sizeof(pss), 65536, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
@@ -250,6 +220,8 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
     srv->cfg = *cfg;
     srv->store = store;
     srv->started_ms = gw_now_ms();
+    srv->started_mono_ms = gw_mono_ms();
+    protocols[0].per_session_data_size = gw_http_pss_size();
     srv->boot_id = srv->started_ms;
     pthread_mutex_init(&srv->done_mu, NULL);
     pr_limits lim = {.max_frame = cfg->max_frame, .max_body = cfg->max_body,

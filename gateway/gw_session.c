@@ -307,8 +307,10 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         s->rx_text = !binary;
         s->rx_discard = 0;
     }
-    if (s->close_code)
-        return 0; /* closing: ignore the rest */
+    /* Closing: ignore the rest, except during a graceful stop (1001), when acks that
+     * were already on their way are still taken (gw_route_frame lets only those in). */
+    if (s->close_code && s->close_code != LWS_CLOSE_STATUS_GOINGAWAY)
+        return 0;
     if (s->rx_discard || s->rx_n + len > srv->cfg.max_frame) {
         /* Over the limit: drop the message and close with 1009 once it has been read to
          * its end, so the close frame is the next thing the client reads (closing while
@@ -399,10 +401,10 @@ void gw_sess_flow(gw_sess *s)
         return;
     size_t pending = st_pending(srv->store);
     size_t reply_budget = REPLY_FRAMES * srv->cfg.max_frame;
-    bool busy = srv->stopping || s->inflight >= srv->cfg.inflight_max ||
+    bool busy = s->inflight >= srv->cfg.inflight_max ||
                 pending >= srv->cfg.store_high || s->q_reply_bytes > reply_budget;
     /* Resume with hysteresis, so a session does not flap at the threshold. */
-    bool calm = !srv->stopping && s->inflight <= srv->cfg.inflight_max / 2 &&
+    bool calm = s->inflight <= srv->cfg.inflight_max / 2 &&
                 pending <= srv->cfg.store_high / 2 && s->q_reply_bytes <= reply_budget / 2;
     if (!s->paused && busy) {
         s->paused = true;

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Runs the gateway on its embedded default: RocksDB in ./data, listening on 127.0.0.1.
+# Runs the gateway on its embedded default: RocksDB in ./data, TLS with a self-signed
+# certificate made in ./data/tls on first start, demo mode (POST /demo/login issues
+# tokens: for trying the product only) and the demo page at https://localhost:8443/.
 # Installs what is missing and builds first (tools/setup.sh). Extra arguments go to gw
-# (see build/gw --help). Stop it with Ctrl-C: it closes sessions and flushes acks first.
+# (see build/gw --help); GW_PORT and GW_DATA change the port and the data folder.
+# Stop it with Ctrl-C or SIGTERM: it confirms what is in flight, flushes acks, then exits.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup.sh"
-port=${GW_PORT:-8080}
-echo "run: gateway at ws://127.0.0.1:$port/ws (subprotocol gw.v1), health at http://127.0.0.1:$port/healthz"
-echo "run: data in $root/data; token secret in $root/data/token-secret; Ctrl-C stops it"
-# Plain ws:// on loopback until TLS by default lands (the operations issue).
-exec "$root/build/gw" --insecure --listen 127.0.0.1 --port "$port" --data "$root/data" "$@"
+port=${GW_PORT:-8443}
+data=${GW_DATA:-$root/data}
+cat <<MSG
+run: open https://localhost:$port/ (a self-signed certificate: the browser asks you to accept it)
+run: WebSocket endpoint wss://localhost:$port/ws, figures at /stats and /metrics
+run: demo mode: anyone can sign in as anyone; data in $data; Ctrl-C stops it
+MSG
+exec "$root/build/gw" --listen 127.0.0.1 --port "$port" --data "$data" --demo \
+  --web-root "$root/web-demo" "$@"

@@ -12,10 +12,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # Why each: cmake/gcc/pkg-config build; libwebsockets + OpenSSL the server; RocksDB the
 # store; msgpack-c the wire format; Criterion the tests; libjwt tokens; jansson JSON for
 # /stats; uthash the gateway's hash tables; rocksdb-tools gives db_bench, the store
-# benchmark's peer.
+# benchmark's peer; curl and python3-prometheus-client (a real Prometheus text parser)
+# are used by the tests.
 packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
-          libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools)
+          libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools
+          curl python3-prometheus-client)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -289,3 +289,35 @@ int gwfx_closed(gwc_conn *k)
     cr_assert_fail("the server did not close the session");
     return -1;
 }
+
+char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)
+{
+    char out[400], cmd[2048];
+    snprintf(out, sizeof(out), "%s/http-body", f->dir);
+    int n = snprintf(cmd, sizeof(cmd), "curl -s -m 10 -o %s -w '%%{http_code}' ", out);
+    if (f->tls)
+        n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "--cacert %s/cert.pem ", f->dir);
+    if (post_body)
+        n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "-X POST --data-binary '%s' ",
+                      post_body);
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "%s://127.0.0.1:%d%s", f->tls ? "https" : "http",
+             f->port, path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    *status = 0;
+    if (fscanf(p, "%d", status) != 1)
+        *status = 0;
+    pclose(p);
+    FILE *b = fopen(out, "rb");
+    if (!b)
+        return strdup("");
+    fseek(b, 0, SEEK_END);
+    long len = ftell(b);
+    fseek(b, 0, SEEK_SET);
+    char *body = malloc((size_t)len + 1);
+    size_t got = fread(body, 1, (size_t)len, b);
+    body[got] = 0;
+    fclose(b);
+    unlink(out);
+    return body;
+}

@@ -72,4 +72,8 @@ int gwfx_closed(gwc_conn *k);
 
 bool gwfx_slice_is(pr_slice s, const char *str);
 
+/* GET (or POST body, when not NULL) path on the gateway's HTTP side with curl; returns
+ * the body (malloc'd) and sets *status (0 if the request failed). */
+char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status);
+
 #endif

@@ -65,3 +65,12 @@ Test(tls, only_tls12_and_newer)
     cr_assert_neq(s_client("-tls1 -cipher DEFAULT@SECLEVEL=0"), 0, "TLS 1.0 must be refused");
     cr_assert_neq(s_client("-tls1_2 -cipher AES128-SHA"), 0, "no non-forward-secret suites");
 }
+
+Test(tls, plain_ws_is_refused_on_a_tls_port)
+{
+    char url[96];
+    snprintf(url, sizeof(url), "ws://127.0.0.1:%d/ws", f.port);
+    gwc_conn *k = NULL;
+    int rc = gwc_connect(f.ctx, url, GWFX_WAIT, &k);
+    cr_assert(rc == GWC_ECONNECT || rc == GWC_ETIMEDOUT, "plain ws:// got %s", gwc_strerror(rc));
+}

@@ -1,0 +1,266 @@
+/*
+ * The gateway's figures, for GET /stats (JSON, with jansson) and GET /metrics
+ * (Prometheus text exposition). Both are rendered from one table of figures taken in one
+ * snapshot, so the two can never disagree or drift apart.
+ */
+#include "gw_internal.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One figure: where it goes in the JSON, and what it is called in Prometheus. */
+typedef struct fig {
+    const char *group; /* JSON object it sits in (NULL: top level) */
+    const char *key;   /* JSON key (NULL: Prometheus only) */
+    const char *prom;  /* Prometheus name (NULL: JSON only, e.g. a rate) */
+    const char *type;  /* counter, gauge or summary */
+    const char *help;
+    const char *label; /* one Prometheus label, "name=value" form split below */
+    const char *label_value;
+    double v;
+    bool integer; /* JSON: an integer, not a real */
+} fig;
+
+#define MAX_FIGS 96
+
+typedef struct table {
+    fig f[MAX_FIGS];
+    size_t n;
+} table;
+
+static void add(table *t, const char *group, const char *key, const char *prom, const char *type,
+                const char *help, double v, bool integer)
+{
+    if (t->n < MAX_FIGS)
+        t->f[t->n++] = (fig){group, key, prom, type, help, NULL, NULL, v, integer};
+}
+
+static void add_label(table *t, const char *group, const char *key, const char *prom,
+                      const char *type, const char *help, const char *label,
+                      const char *label_value, double v)
+{
+    if (t->n < MAX_FIGS)
+        t->f[t->n++] = (fig){group, key, prom, type, help, label, label_value, v, true};
+}
+
+#define C(group, key, prom, help, v) add(t, group, key, prom, "counter", help, (double)(v), true)
+#define G(group, key, prom, help, v) add(t, group, key, prom, "gauge", help, (double)(v), true)
+#define R(group, key, v) add(t, group, key, NULL, NULL, NULL, (v), false)
+
+void gw_stats_tick(gw_server *srv)
+{
+    gw_rate_sample *s = &srv->samples[srv->sample_next];
+    s->ms = gw_mono_ms();
+    s->sends = srv->n.sends;
+    s->deliveries = srv->n.deliveries;
+    s->pushes = srv->n.pushes;
+    srv->sample_next = (srv->sample_next + 1) % GW_RATE_SAMPLES;
+    if (srv->n_samples < GW_RATE_SAMPLES)
+        srv->n_samples++;
+}
+
+/* Per second over the last samples (up to ten seconds): now against the oldest kept. */
+static void rates(gw_server *srv, double *sends, double *deliveries, double *pushes)
+{
+    *sends = *deliveries = *pushes = 0;
+    if (srv->n_samples == 0)
+        return;
+    size_t oldest = (srv->sample_next + GW_RATE_SAMPLES - srv->n_samples) % GW_RATE_SAMPLES;
+    const gw_rate_sample *o = &srv->samples[oldest];
+    double secs = (double)(gw_mono_ms() - o->ms) / 1000.0;
+    if (secs < 0.5)
+        return;
+    *sends = (double)(srv->n.sends - o->sends) / secs;
+    *deliveries = (double)(srv->n.deliveries - o->deliveries) / secs;
+    *pushes = (double)(srv->n.pushes - o->pushes) / secs;
+}
+
+/* How far online members' acks trail their groups' last mid. */
+static void lag(gw_server *srv, uint64_t *members, uint64_t *total, uint64_t *max)
+{
+    *members = *total = *max = 0;
+    gw_user *u, *ut;
+    HASH_ITER(hh, srv->users, u, ut)
+    {
+        gw_member *m, *mt;
+        HASH_ITER(hh, u->groups, m, mt)
+        {
+            gw_group *g = gw_group_find(srv, m->gid, strlen(m->gid));
+            uint64_t l = g && g->last_mid > m->ack ? g->last_mid - m->ack : 0;
+            (*members)++;
+            *total += l;
+            if (l > *max)
+                *max = l;
+        }
+    }
+}
+
+static void snapshot(gw_server *srv, table *t)
+{
+    const gw_counters *n = &srv->n;
+    st_stats st;
+    st_read_stats(srv->store, &st);
+    unsigned authed = 0;
+    gw_sess *s, *st_;
+    HASH_ITER(hh, srv->sessions, s, st_)
+        authed += s->user != NULL;
+    double r_sends, r_deliveries, r_pushes;
+    rates(srv, &r_sends, &r_deliveries, &r_pushes);
+    uint64_t lag_members, lag_total, lag_max;
+    lag(srv, &lag_members, &lag_total, &lag_max);
+
+    add(t, NULL, "uptime_s", "gw_uptime_seconds", "gauge", "Seconds since the gateway started",
+        (double)(gw_mono_ms() - srv->started_mono_ms) / 1000.0, false);
+    G("connections", "now", "gw_connections", "WebSocket sessions open", srv->n_sessions);
+    G("connections", "peak", "gw_connections_peak", "Most sessions open at once",
+      n->connections_peak);
+    C("connections", "total", "gw_connections_total", "WebSocket sessions accepted",
+      n->connections);
+    G("sessions", "authenticated", "gw_sessions_authenticated", "Sessions past hello", authed);
+    C("sessions", "auth_failures", "gw_auth_failures_total", "Refused tokens",
+      n->auth_failures);
+    G(NULL, "users_online", "gw_users_online", "Users with at least one session",
+      HASH_COUNT(srv->users));
+    G("groups", "total", "gw_groups", "Groups in the store", st.groups);
+    G("groups", "online", "gw_groups_online", "Groups with an online member",
+      HASH_COUNT(srv->groups));
+    G("messages", "stored", "gw_messages_stored", "Messages in the store", st.messages);
+    C("messages", "sends", "gw_sends_total", "Messages stored and confirmed by this gateway",
+      n->sends);
+    R("messages", "sends_per_s", r_sends);
+    C("messages", "duplicate_sends", "gw_sends_duplicate_total",
+      "Resends of a known cid, answered without storing", n->sends_dup);
+    C("messages", "deliveries", "gw_deliveries_total", "Messages queued to a session live",
+      n->deliveries);
+    R("messages", "deliveries_per_s", r_deliveries);
+    C("messages", "pushes", "gw_pushes_total", "Messages fanned out (encoded once each)",
+      n->pushes);
+    R("messages", "pushes_per_s", r_pushes);
+    C("traffic", "bytes_in", "gw_received_bytes_total", "WebSocket payload bytes received",
+      n->bytes_in);
+    C("traffic", "bytes_out", "gw_sent_bytes_total", "WebSocket payload bytes sent",
+      n->bytes_out);
+    C("traffic", "frames_in", "gw_frames_received_total", "WebSocket messages received",
+      n->frames_in);
+    C("traffic", "frames_out", "gw_frames_sent_total", "WebSocket frames sent (batches count once)",
+      n->frames_out);
+    C("acks", "received", "gw_acks_received_total", "Ack entries received", n->acks_received);
+    C("acks", "frames", "gw_ack_frames_total", "Ack frames received", n->ack_frames);
+    C("acks", "writes", "gw_ack_writes_total", "Ack batches persisted", n->ack_writes);
+    C("acks", "entries_written", "gw_ack_entries_written_total",
+      "Coalesced acks persisted", n->ack_entries_written);
+    add(t, "acks", "deliveries_per_ack_frame", "gw_deliveries_per_ack_frame", "gauge",
+        "Live deliveries per ack frame received (ack compression)",
+        n->ack_frames ? (double)n->deliveries / (double)n->ack_frames : 0.0, false);
+    C("pages", "served", "gw_pages_served_total", "Pages answered (enter, pull)", n->pages);
+    C("pages", "messages", "gw_page_messages_total", "Messages sent in pages", n->page_msgs);
+    C("slow_consumers", "switches", "gw_slow_consumer_switches_total",
+      "Sessions switched from pushes to notify", n->slow_switches);
+    C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent",
+      n->notifies);
+    for (int code = PR_E_BAD_FRAME; code >= PR_E_LAST; code--) {
+        if (code == PR_E_NOMEM)
+            continue;
+        add_label(t, "errors", pr_err_name(code), "gw_errors_total", "counter",
+                  "err replies sent, by code", "code", pr_err_name(code), (double)n->errors[-code]);
+    }
+    static const struct { const char *key; size_t off; } closes[] = {
+        {"unauthorized", offsetof(gw_counters, closes_4001)},
+        {"policy", offsetof(gw_counters, closes_1008)},
+        {"too_large", offsetof(gw_counters, closes_1009)},
+        {"slow_consumer", offsetof(gw_counters, closes_slow)},
+    };
+    for (size_t i = 0; i < sizeof(closes) / sizeof(closes[0]); i++)
+        add_label(t, "closes", closes[i].key, "gw_session_closes_total", "counter",
+                  "Sessions the gateway closed, by reason", "reason", closes[i].key,
+                  (double)*(const uint64_t *)((const char *)n + closes[i].off));
+    C("store", "commits", "gw_store_commits_total", "Group commits (one synced write each)",
+      st.commits);
+    C("store", "commit_failures", "gw_store_commit_failures_total",
+      "Group commits the store refused", st.commit_failures);
+    add(t, "store", "messages_per_commit", NULL, NULL, NULL,
+        st.commits ? (double)st.appends / (double)st.commits : 0.0, false);
+    add_label(t, "store", "commit_p50_ms", "gw_store_commit_duration_seconds", "summary",
+              "Time of one group commit (last 1024 commits)", "quantile", "0.5",
+              (double)st.commit_p50_us / 1e6);
+    t->f[t->n - 1].integer = false;
+    add_label(t, "store", "commit_p99_ms", "gw_store_commit_duration_seconds", "summary",
+              "Time of one group commit (last 1024 commits)", "quantile", "0.99",
+              (double)st.commit_p99_us / 1e6);
+    t->f[t->n - 1].integer = false;
+    add(t, NULL, NULL, "gw_store_commit_duration_seconds_sum", "summary", NULL,
+        (double)st.commit_us_sum / 1e6, false);
+    add(t, NULL, NULL, "gw_store_commit_duration_seconds_count", "summary", NULL,
+        (double)(st.commits + st.commit_failures), true);
+    G("store", "disk_bytes", "gw_store_disk_bytes", "Bytes of the store's files on disk",
+      st.disk_bytes);
+    G("store", "writable", "gw_store_writable", "1 while the store accepts writes",
+      st.writable ? 1 : 0);
+    G("store", "queue", "gw_store_queue_length", "Writes waiting for the store's writer",
+      st_pending(srv->store));
+    G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
+    G("lag", "total", "gw_member_ack_lag_messages", "Sum over online members of last_mid - ack",
+      lag_total);
+    G("lag", "max", "gw_member_ack_lag_max_messages", "Largest last_mid - ack of an online member",
+      lag_max);
+}
+
+char *gw_stats_json(gw_server *srv)
+{
+    table t = {.n = 0};
+    snapshot(srv, &t);
+    json_t *root = json_object();
+    for (size_t i = 0; i < t.n; i++) {
+        const fig *f = &t.f[i];
+        if (!f->key)
+            continue;
+        json_t *obj = root;
+        if (f->group) {
+            obj = json_object_get(root, f->group);
+            if (!obj) {
+                obj = json_object();
+                json_object_set_new(root, f->group, obj);
+            }
+        }
+        /* The store's latency quantiles read better in ms in JSON. */
+        double v = strstr(f->key, "_ms") && f->label ? f->v * 1000.0 : f->v;
+        json_object_set_new(obj, f->key,
+                            f->integer ? json_integer((json_int_t)v) : json_real(v));
+    }
+    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    json_decref(root);
+    return out;
+}
+
+char *gw_stats_prometheus(gw_server *srv, size_t *len)
+{
+    table t = {.n = 0};
+    snapshot(srv, &t);
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f)
+        return NULL;
+    const char *typed = ""; /* the family whose HELP/TYPE was written last */
+    for (size_t i = 0; i < t.n; i++) {
+        const fig *x = &t.f[i];
+        if (!x->prom)
+            continue;
+        if (x->help && strcmp(x->prom, typed) != 0) {
+            fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", x->prom, x->help, x->prom, x->type);
+            typed = x->prom;
+        }
+        if (x->label)
+            fprintf(f, "%s{%s=\"%s\"} ", x->prom, x->label, x->label_value);
+        else
+            fprintf(f, "%s ", x->prom);
+        if (x->integer)
+            fprintf(f, "%.0f\n", x->v);
+        else
+            fprintf(f, "%.9g\n", x->v);
+    }
+    fclose(f);
+    return buf;
+}

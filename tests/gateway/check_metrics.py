@@ -1,0 +1,36 @@
+#!/usr/bin/python3
+"""Parses a Prometheus text exposition with the official client's parser and checks it.
+
+    check_metrics.py FILE [name{label="v"}=value ...]
+
+Fails (exit 1, with the reason) if the text does not parse, if a counter's samples do not
+end in _total, if a family has no TYPE, or if an expected sample is missing or differs.
+Prints the number of families and samples when all is well."""
+import sys
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def main():
+    text = open(sys.argv[1]).read()
+    samples = {}
+    families = 0
+    for fam in text_string_to_metric_families(text):
+        families += 1
+        if fam.type == "unknown":
+            sys.exit(f"family {fam.name} has no TYPE")
+        for s in fam.samples:
+            if fam.type == "counter" and not s.name.endswith(("_total", "_created")):
+                sys.exit(f"counter sample {s.name} does not end in _total")
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            samples[s.name + (("{" + labels + "}") if labels else "")] = s.value
+    for want in sys.argv[2:]:
+        key, value = want.rsplit("=", 1)
+        if key not in samples:
+            sys.exit(f"missing sample {key}")
+        if float(value) != samples[key]:
+            sys.exit(f"{key} is {samples[key]}, expected {value}")
+    print(f"metrics ok: {families} families, {len(samples)} samples")
+
+
+main()

@@ -1,0 +1,303 @@
+/*
+ * Operating it: exact figures in /stats and /metrics after a known workload (metrics
+ * checked with Prometheus' own parser), health, demo login, the demo page, bad flags, and
+ * a graceful stop during a stream of sends and acks.
+ */
+#include "gwfx.h"
+#include "store.h"
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static gwfx f;
+
+static void teardown(void)
+{
+    gwfx_cleanup(&f);
+}
+
+#define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
+
+static json_t *stats(void)
+{
+    int status;
+    char *body = gwfx_http(&f, "/stats", NULL, &status);
+    cr_assert_eq(status, 200, "GET /stats: %d", status);
+    json_error_t jerr;
+    json_t *j = json_loads(body, 0, &jerr);
+    cr_assert_not_null(j, "/stats is not JSON: %s", jerr.text);
+    free(body);
+    return j;
+}
+
+static long long fig(json_t *j, const char *group, const char *key)
+{
+    json_t *o = group ? json_object_get(j, group) : j;
+    json_t *v = json_object_get(o, key);
+    cr_assert(json_is_number(v), "/stats has no %s.%s", group ? group : "", key);
+    return (long long)json_number_value(v);
+}
+
+static void ack(gwc_conn *k, const char *gid, uint64_t mid)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_ack a = {S(gid), mid};
+    pr_enc_ack(&sb, &a, 1);
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void metrics_check(const char *expect)
+{
+    int status;
+    char *body = gwfx_http(&f, "/metrics", NULL, &status);
+    cr_assert_eq(status, 200);
+    char path[300], cmd[1400];
+    snprintf(path, sizeof(path), "%s/metrics.txt", f.dir);
+    FILE *o = fopen(path, "w");
+    fputs(body, o);
+    fclose(o);
+    free(body);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/gateway/check_metrics.py %s %s 2>&1",
+             GW_SOURCE_DIR, path, expect);
+    FILE *p = popen(cmd, "r");
+    char line[512] = "";
+    if (!fgets(line, sizeof(line), p))
+        line[0] = 0;
+    int rc = pclose(p);
+    cr_assert_eq(rc, 0, "/metrics check: %s", line);
+    cr_log_info("%s", line);
+}
+
+Test(ops, stats_and_metrics_count_a_known_workload, .fini = teardown, .timeout = 60)
+{
+    static const char *const args[] = {"--ack-flush-ms", "50", NULL};
+    gwfx_start(&f, args);
+    gwc_conn *a = gwfx_login(&f, "alice", NULL);
+    gwc_conn *b = gwfx_login(&f, "bob", NULL);
+    gwc_conn *c = gwfx_login(&f, "carol", NULL);
+    gwfx_join(a, "trio");
+    gwfx_join(b, "trio");
+    gwfx_join(c, "trio");
+    gwc_close(c); /* 3 members, 2 online */
+    for (int i = 1; i <= 10; i++) {
+        char cid[8];
+        snprintf(cid, sizeof(cid), "c%d", i);
+        gwfx_send_msg(a, "trio", cid, "hello");
+    }
+    for (int i = 1; i <= 10; i++)
+        cr_assert_eq(gwfx_expect(b, PR_EV_MSG).msg.mid, (uint64_t)i);
+    ack(b, "trio", 5);
+    ack(b, "trio", 10);
+    /* A bad request, and a page of 4 for carol when she is back. */
+    const uint8_t junk[] = {0xc1};
+    gwc_send_raw(b, junk, 1, false);
+    gwfx_expect(b, PR_EV_ERR);
+    c = gwfx_login(&f, "carol", NULL);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_enter(&sb, 1, S("trio"), 4);
+    pr_event page = gwfx_request(c, &sb, PR_EV_PAGE);
+    cr_assert_eq(page.n_items, 4);
+    msgpack_sbuffer_destroy(&sb);
+    usleep(300 * 1000); /* > the ack flush interval */
+
+    json_t *j = stats();
+    cr_assert_eq(fig(j, "messages", "stored"), 10);
+    cr_assert_eq(fig(j, "messages", "sends"), 10);
+    cr_assert_eq(fig(j, "messages", "pushes"), 10);
+    cr_assert_eq(fig(j, "messages", "deliveries"), 10, "one other online member");
+    cr_assert_eq(fig(j, "acks", "received"), 2);
+    cr_assert_eq(fig(j, "acks", "frames"), 2);
+    cr_assert_geq(fig(j, "acks", "writes"), 1);
+    cr_assert_eq(fig(j, "acks", "deliveries_per_ack_frame"), 5);
+    cr_assert_eq(fig(j, "pages", "served"), 1);
+    cr_assert_eq(fig(j, "pages", "messages"), 4);
+    cr_assert_eq(fig(j, "errors", "bad_frame"), 1);
+    cr_assert_eq(fig(j, "connections", "now"), 3);
+    cr_assert_eq(fig(j, "sessions", "authenticated"), 3);
+    cr_assert_eq(fig(j, NULL, "users_online"), 3);
+    cr_assert_eq(fig(j, "groups", "total"), 1);
+    /* Lag of online members: alice never acked (10), bob is at 10 (0), carol at 0 (10). */
+    cr_assert_eq(fig(j, "lag", "members"), 3);
+    cr_assert_eq(fig(j, "lag", "total"), 20);
+    cr_assert_eq(fig(j, "lag", "max"), 10);
+    cr_assert_gt(fig(j, "store", "commits"), 0);
+    cr_assert_gt(fig(j, "store", "disk_bytes"), 0);
+    cr_assert_eq(fig(j, "store", "writable"), 1);
+    cr_assert_gt(fig(j, "traffic", "bytes_in"), 0);
+    json_decref(j);
+
+    metrics_check("gw_messages_stored=10 gw_sends_total=10 gw_deliveries_total=10 "
+                  "gw_pushes_total=10 gw_acks_received_total=2 gw_ack_frames_total=2 "
+                  "gw_pages_served_total=1 gw_page_messages_total=4 "
+                  "'gw_errors_total{code=\"bad_frame\"}=1' gw_connections=3 "
+                  "gw_member_ack_lag_messages=20 gw_store_writable=1");
+}
+
+Test(ops, health_demo_login_and_page, .fini = teardown, .timeout = 60)
+{
+    char web[320];
+    snprintf(web, sizeof(web), "%s/web-demo", GW_SOURCE_DIR);
+    const char *const args[] = {"--demo", "--web-root", web, NULL};
+    gwfx_start(&f, args);
+    int status;
+    char *body = gwfx_http(&f, "/healthz", NULL, &status);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(body, "ok\n");
+    free(body);
+    body = gwfx_http(&f, "/", NULL, &status);
+    cr_assert_eq(status, 200);
+    cr_assert_not_null(strstr(body, "<html"));
+    free(body);
+    body = gwfx_http(&f, "/../../etc/passwd", NULL, &status);
+    cr_assert_eq(status, 404);
+    free(body);
+    body = gwfx_http(&f, "/nope.html", NULL, &status);
+    cr_assert_eq(status, 404);
+    free(body);
+
+    /* A demo token signs in like any token. */
+    body = gwfx_http(&f, "/demo/login", "{\"user\":\"dora\"}", &status);
+    cr_assert_eq(status, 200, "%s", body);
+    json_t *j = json_loads(body, 0, NULL);
+    free(body);
+    const char *tok = json_string_value(json_object_get(j, "token"));
+    cr_assert_not_null(tok);
+    gwc_conn *k = gwfx_connect_raw(&f);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_hello(&sb, 1, S(tok));
+    pr_event ev = gwfx_request(k, &sb, PR_EV_WELCOME);
+    cr_assert(gwfx_slice_is(ev.welcome.uid, "dora"));
+    msgpack_sbuffer_destroy(&sb);
+    json_decref(j);
+    body = gwfx_http(&f, "/demo/login", "{\"user\":\"no spaces\"}", &status);
+    cr_assert_eq(status, 400);
+    free(body);
+}
+
+Test(ops, no_demo_login_unless_asked, .fini = teardown)
+{
+    gwfx_start(&f, NULL);
+    int status;
+    char *body = gwfx_http(&f, "/demo/login", "{\"user\":\"dora\"}", &status);
+    cr_assert_eq(status, 404);
+    free(body);
+}
+
+/* Runs gw with args; returns its exit code and what it printed on stderr. */
+static int run_gw(const char *args, char *err, size_t n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s %s 2>&1 >/dev/null", GW_BINARY, args);
+    FILE *p = popen(cmd, "r");
+    size_t got = fread(err, 1, n - 1, p);
+    err[got] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(ops, bad_flags_are_refused_with_a_reason)
+{
+    static const struct { const char *args, *says; } cases[] = {
+        {"--port 70000", "--port"},
+        {"--port http", "--port"},
+        {"--page-default 600 --page-max 500", "--page-default"},
+        {"--cert /tmp/x.pem", "--cert and --key"},
+        {"--insecure --cert a --key b", "--insecure"},
+        {"--max-body 300000", "--max-body"},
+        {"--queue-cap 0", "--queue-cap"},
+        {"--frobnicate", "--help"},
+        {"stray-argument", "stray-argument"},
+    };
+    char err[2048];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = run_gw(cases[i].args, err, sizeof(err));
+        cr_assert_eq(rc, 2, "gw %s: exit %d", cases[i].args, rc);
+        cr_assert_not_null(strstr(err, cases[i].says), "gw %s said: %s", cases[i].args, err);
+    }
+    cr_assert_eq(run_gw("--help", err, sizeof(err)), 0);
+}
+
+Test(ops, graceful_stop_during_sends_and_acks, .fini = teardown, .timeout = 60)
+{
+    gwfx_start(&f, NULL);
+    gwc_conn *a = gwfx_login(&f, "sender", NULL);
+    gwc_conn *b = gwfx_login(&f, "reader", NULL);
+    gwfx_join(a, "g");
+    gwfx_join(b, "g");
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    static uint64_t confirmed[2001];
+    int next = 1, n_confirmed = 0;
+    uint64_t held = 0, last_ack = 0;
+    /* Stream: sends in flight, the reader acking every 10 messages. */
+    while (next <= 600) {
+        for (int i = 0; i < 20; i++, next++) {
+            char cid[16];
+            snprintf(cid, sizeof(cid), "m%d", next);
+            sb.size = 0;
+            pr_enc_send(&sb, (uint64_t)next, S("g"), S(cid), (pr_body){S(cid), false});
+            gwfx_send(a, &sb);
+        }
+        pr_event ev;
+        while (gwc_next(a, 5, &ev) == 0)
+            if (ev.t == PR_EV_SENT)
+                confirmed[ev.rid] = ev.mid, n_confirmed++;
+        while (gwc_next(b, 0, &ev) == 0)
+            if (ev.t == PR_EV_MSG && ev.msg.mid == held + 1)
+                held++;
+        if (held >= last_ack + 10) {
+            ack(b, "g", held);
+            last_ack = held;
+        }
+    }
+    gwc_service(f.ctx, 0); /* the last ack and sends are on the wire */
+    kill(f.pid, SIGTERM);
+    pr_event ev;
+    int rc;
+    while ((rc = gwc_next(a, GWFX_WAIT, &ev)) == 0)
+        if (ev.t == PR_EV_SENT)
+            confirmed[ev.rid] = ev.mid, n_confirmed++;
+    cr_assert_eq(gwc_close_code(a), 1001);
+    while ((rc = gwc_next(b, GWFX_WAIT, &ev)) == 0)
+        ;
+    cr_assert_eq(gwc_close_code(b), 1001);
+    msgpack_sbuffer_destroy(&sb);
+    gwfx_wait_exit(&f);
+
+    /* Every `sent` is stored under its mid; the stored ack is the last one sent. */
+    char path[400];
+    snprintf(path, sizeof(path), "%s/data/store", f.dir);
+    st_options o;
+    st_options_init(&o);
+    o.path = path;
+    st_store *s = NULL;
+    cr_assert_eq(st_open(&o, &s, NULL, 0), 0);
+    uint64_t stored_ack = 0, last_mid = 0;
+    cr_assert_eq(st_read_ack(s, st_id_str("g"), st_id_str("reader"), &stored_ack), 0);
+    cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last_mid), 0);
+    for (int i = 1; i < next; i++) {
+        if (!confirmed[i])
+            continue;
+        st_page *p;
+        cr_assert_eq(st_read_page(s, st_id_str("g"), ST_AFTER, confirmed[i] - 1, 1, &p), 0);
+        cr_assert_eq(st_page_count(p), 1, "m%d confirmed as %lu is missing", i,
+                     (unsigned long)confirmed[i]);
+        st_page_free(p);
+    }
+    st_close(s);
+    cr_log_info("ops: %d sends, %d confirmed, %lu stored; last ack sent %lu, stored %lu",
+                next - 1, n_confirmed, (unsigned long)last_mid, (unsigned long)last_ack,
+                (unsigned long)stored_ack);
+    cr_assert_eq((uint64_t)n_confirmed, last_mid, "stored and confirmed differ");
+    cr_assert_eq(stored_ack, last_ack);
+}

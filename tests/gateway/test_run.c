@@ -1,0 +1,93 @@
+/*
+ * The README's run command from this checkout: tools/run.sh in the background on a free
+ * port and a fresh data folder, then /healthz and the demo page over https with the
+ * certificate it made, then a graceful stop.
+ */
+#include "gwfx.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof(a);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(fd, (struct sockaddr *)&a, &n);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int curl_status(const char *cert, int port, const char *path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "curl -s -m 5 -o /dev/null -w '%%{http_code}' --cacert %s https://localhost:%d%s",
+             cert, port, path);
+    FILE *p = popen(cmd, "r");
+    int status = 0;
+    if (fscanf(p, "%d", &status) != 1)
+        status = 0;
+    pclose(p);
+    return status;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(p);
+}
+
+Test(run, the_readme_run_command_serves_https, .timeout = 600)
+{
+    char dir[256], data[300], cert[340], port_s[16];
+    const char *base = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/gw-run-XXXXXX", base && *base ? base : "/tmp");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(cert, sizeof(cert), "%s/tls/cert.pem", data);
+    int port = free_port();
+    snprintf(port_s, sizeof(port_s), "%d", port);
+
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        char log[400];
+        snprintf(log, sizeof(log), "%s/run.log", dir);
+        FILE *l = freopen(log, "w", stdout);
+        (void)l;
+        dup2(1, 2);
+        setenv("GW_PORT", port_s, 1);
+        setenv("GW_DATA", data, 1);
+        execl("/bin/bash", "bash", GW_SOURCE_DIR "/tools/run.sh", (char *)NULL);
+        _exit(127);
+    }
+    /* It may build first: give it time, but not forever. */
+    int status = 0;
+    time_t until = time(NULL) + 540;
+    while (time(NULL) < until) {
+        int st;
+        cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "run.sh exited early (see %s/run.log)", dir);
+        if (access(cert, R_OK) == 0 && (status = curl_status(cert, port, "/healthz")) == 200)
+            break;
+        usleep(200 * 1000);
+    }
+    cr_assert_eq(status, 200, "no https /healthz from the run command (see %s/run.log)", dir);
+    cr_assert_eq(curl_status(cert, port, "/"), 200, "the demo page");
+    /* run.sh exec'd the gateway: the same pid stops gracefully. */
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gateway exit status %d", st);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
