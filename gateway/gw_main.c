@@ -60,6 +60,7 @@ int main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     gw_log_set_level((enum gw_log_level)cfg.log_level);
     gw_log_capture_lws();
+    gw_info("gw starting: data %s, %s", cfg.data, cfg.insecure ? "no TLS (--insecure)" : "TLS");
 
     if (mkdir(cfg.data, 0700) != 0 && errno != EEXIST) {
         gw_err("cannot create data folder %s: %s", cfg.data, strerror(errno));

@@ -188,6 +188,10 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         return 0;
     case LWS_CALLBACK_CLOSED:
         if (ps->sess) {
+            if (!ps->sess->close_code)
+                gw_dbg("session %s%s%s closed by the client or the network",
+                       ps->sess->sid_str, ps->sess->user ? " user " : "",
+                       ps->sess->user ? ps->sess->user->uid : "");
             ps->sess->wsi = NULL;
             gw_sess_free(ps->sess);
             ps->sess = NULL;
