@@ -124,7 +124,7 @@ static const char *mime_of(const char *path)
 }
 
 /* A file under web_root, or 404. Paths are checked character by character: no "..", no
- * hidden files, nothing but [A-Za-z0-9._/-]. */
+ * hidden files, nothing but [A-Za-z0-9._/@-] (@ for npm scopes under node_modules). */
 static int static_file(gw_server *srv, struct lws *wsi, const char *uri)
 {
     if (!srv->cfg.web_root)
@@ -133,7 +133,7 @@ static int static_file(gw_server *srv, struct lws *wsi, const char *uri)
     bool ok = rel[0] == '/' && strlen(rel) < 512 && !strstr(rel, "..") && !strstr(rel, "/.");
     for (const char *c = rel; ok && *c; c++)
         ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-             *c == '.' || *c == '_' || *c == '-' || *c == '/';
+             *c == '.' || *c == '_' || *c == '-' || *c == '/' || *c == '@';
     char path[4096];
     struct stat st;
     if (ok) {
