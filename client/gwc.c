@@ -66,6 +66,12 @@ static void service_once(gwc_ctx *c, int64_t ms)
     lws_sul_cancel(&c->wake);
 }
 
+void gwc_poll(gwc_ctx *c, int timeout_ms)
+{
+    if (c)
+        service_once(c, timeout_ms);
+}
+
 void gwc_service(gwc_ctx *c, int timeout_ms)
 {
     if (!c) return;
@@ -94,6 +100,7 @@ gwc_ctx *gwc_ctx_new(const gwc_options *o)
     memset(&info, 0, sizeof info);
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = gwc_protocols;
+    info.pt_serv_buf_size = 65536 + LWS_PRE; /* reads of 64 KiB per socket per wake-up */
     info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.client_ssl_ca_filepath = o->ca_file;
     info.gid = -1;
@@ -115,9 +122,75 @@ static void release_current(gwc_conn *k)
     k->n_evs = k->next_ev = 0;
 }
 
+void gwc_mark_ready(gwc_conn *k)
+{
+    gwc_ctx *c = k->ctx;
+    if (k->in_ready)
+        return;
+    k->in_ready = true;
+    k->ready_next = NULL;
+    if (c->ready_tail)
+        c->ready_tail->ready_next = k;
+    else
+        c->ready_head = k;
+    c->ready_tail = k;
+}
+
+static void ready_remove(gwc_conn *k)
+{
+    gwc_ctx *c = k->ctx;
+    gwc_conn *prev = NULL;
+    for (gwc_conn *x = c->ready_head; x; prev = x, x = x->ready_next) {
+        if (x != k)
+            continue;
+        if (prev)
+            prev->ready_next = x->ready_next;
+        else
+            c->ready_head = x->ready_next;
+        if (c->ready_tail == x)
+            c->ready_tail = prev;
+        break;
+    }
+    k->in_ready = false;
+}
+
+gwc_conn *gwc_next_ready(gwc_ctx *c)
+{
+    gwc_conn *k = c->ready_head;
+    if (!k)
+        return NULL;
+    c->ready_head = k->ready_next;
+    if (!c->ready_head)
+        c->ready_tail = NULL;
+    k->in_ready = false;
+    return k;
+}
+
+int gwc_state(const gwc_conn *k)
+{
+    switch (k->state) {
+    case GWC_ST_CONNECTING: return GWC_CONNECTING;
+    case GWC_ST_OPEN: return GWC_OPEN;
+    default: return GWC_DONE;
+    }
+}
+
+void gwc_set_user(gwc_conn *k, void *user)
+{
+    k->user = user;
+}
+
+void *gwc_user(const gwc_conn *k)
+{
+    return k->user;
+}
+
 /* Frees k; a wsi still alive is let go first, then killed (lws may finish it later). */
 static void conn_free(gwc_conn *k)
 {
+    if (k->in_ready)
+        ready_remove(k);
+    free(k->url_buf);
     if (k->wsi) {
         lws_set_opaque_user_data(k->wsi, NULL);
         lws_set_timeout(k->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
@@ -232,9 +305,9 @@ static int parse_url(const char *url, char *buf, const char **host, int *port, c
     return 0;
 }
 
-/* Starts the handshake for k and runs the loop until it is done, failed or late. */
-static int handshake(gwc_conn *k, const char *host, int port, const char *path, bool tls,
-                     int timeout_ms)
+/* Starts the handshake for k (from source, a local address to bind, when not NULL). */
+static int handshake_start(gwc_conn *k, const char *host, int port, const char *path, bool tls,
+                           const char *source)
 {
     gwc_ctx *c = k->ctx;
     struct lws_client_connect_info ci;
@@ -255,11 +328,23 @@ static int handshake(gwc_conn *k, const char *host, int port, const char *path, 
     }
     ci.opaque_user_data = k;
     ci.pwsi = &k->wsi; /* so that callbacks during the call already find the wsi */
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    ci.iface = source;
     if (!lws_client_connect_via_info(&ci)) {
         if (!k->err[0]) gwc_set_err(k->err, sizeof k->err, "cannot connect to %s:%d", host, port);
         return GWC_ECONNECT;
     }
+    return 0;
+}
+
+/* Starts the handshake for k and runs the loop until it is done, failed or late. */
+static int handshake(gwc_conn *k, const char *host, int port, const char *path, bool tls,
+                     int timeout_ms)
+{
+    gwc_ctx *c = k->ctx;
+    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int rc = handshake_start(k, host, port, path, tls, NULL);
+    if (rc)
+        return rc;
     for (bool first = true; k->state == GWC_ST_CONNECTING; first = false) {
         int64_t left = deadline - now_ms();
         if (left <= 0 && !first) {
@@ -306,6 +391,42 @@ int gwc_connect(gwc_ctx *c, const char *url, int timeout_ms, gwc_conn **out)
 done:
     free(buf);
     return rc;
+}
+
+int gwc_connect_start(gwc_ctx *c, const char *url, const char *source, gwc_conn **out)
+{
+    const char *host, *path;
+    int port;
+    bool tls;
+    if (out) *out = NULL;
+    if (!c || !url || !out) return GWC_EINVAL;
+    gwc_conn *k = calloc(1, sizeof *k);
+    char *buf = malloc(2 * strlen(url) + 4);
+    if (!k || !buf) {
+        free(k);
+        free(buf);
+        return GWC_ENOMEM;
+    }
+    if (parse_url(url, buf, &host, &port, &path, &tls)) {
+        gwc_set_err(c->err, sizeof c->err, "bad URL: %.150s", url);
+        free(k);
+        free(buf);
+        return GWC_EINVAL;
+    }
+    k->ctx = c;
+    k->state = GWC_ST_CONNECTING;
+    k->close_code = -1;
+    k->url_buf = buf; /* host and path point in here; kept until the connection is freed */
+    if ((k->next = c->conns)) k->next->prev = k;
+    c->conns = k;
+    int rc = handshake_start(k, host, port, path, tls, source);
+    if (rc) {
+        gwc_set_err(c->err, sizeof c->err, "%s: %s", url, k->err);
+        conn_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
 }
 
 static int queue_out(gwc_conn *k, const void *data, size_t len, bool text)

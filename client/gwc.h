@@ -60,6 +60,28 @@ const char *gwc_ctx_last_error(const gwc_ctx *c);
  * or GWC_ETIMEDOUT; gwc_ctx_last_error says why. */
 int gwc_connect(gwc_ctx *c, const char *url, int timeout_ms, gwc_conn **out);
 
+/*
+ * Many connections at once (a load generator): starts connecting without waiting, from
+ * the local address `source` when not NULL (for example 127.0.0.2, to use more source
+ * ports than one address has). The handshake goes on while the loop runs (gwc_service);
+ * gwc_state tells where it is, and gwc_next_ready hands out connections with news.
+ */
+int gwc_connect_start(gwc_ctx *c, const char *url, const char *source, gwc_conn **out);
+
+enum { GWC_CONNECTING = 0, GWC_OPEN = 1, GWC_DONE = 2 /* closed, or never opened */ };
+int gwc_state(const gwc_conn *k);
+
+/* The next connection that received a frame or changed state since it was last handed
+ * out, or NULL. Read its frames with gwc_next(k, 0, ...) until GWC_ETIMEDOUT. */
+gwc_conn *gwc_next_ready(gwc_ctx *c);
+
+/* Runs one pass of the loop: returns once something happened, or after timeout_ms. */
+void gwc_poll(gwc_ctx *c, int timeout_ms);
+
+/* A pointer of the caller's kept with the connection. */
+void gwc_set_user(gwc_conn *k, void *user);
+void *gwc_user(const gwc_conn *k);
+
 /* Closes (normal closure, 1000, after the frames still queued) and frees, waiting at most
  * 500 ms for the server's close ack. NULL is a no-op. */
 void gwc_close(gwc_conn *k);

@@ -58,6 +58,7 @@ static void mark_closed(gwc_conn *k)
     free(k->rx); /* a message cut off by the close is never delivered */
     k->rx = NULL;
     k->rx_cap = 0;
+    gwc_mark_ready(k);
 }
 
 /* Appends one RECEIVE fragment; queues the message once its last fragment is in. */
@@ -94,6 +95,7 @@ static int on_receive(gwc_conn *k, struct lws *wsi, const void *in, size_t len)
     k->rx = NULL;
     k->rx_cap = 0;
     k->frames_in++;
+    gwc_mark_ready(k);
     return 0;
 }
 
@@ -168,6 +170,7 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
         return check_subprotocol(k, wsi);
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         k->state = GWC_ST_OPEN;
+        gwc_mark_ready(k);
         if (k->out.head) lws_callback_on_writable(wsi);
         return 0;
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
@@ -202,6 +205,7 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
 
 /* lws keeps a pointer to this array for the lifetime of every context. */
 const struct lws_protocols gwc_protocols[] = {
-    {"gwc", gwc_lws_callback, 0, 0, 0, NULL, 0},
+    /* 64 KiB receive pieces: a batch frame arrives in a few callbacks, not sixteen. */
+    {"gwc", gwc_lws_callback, 0, 65536, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };

@@ -48,6 +48,10 @@ struct gwc_conn {
     size_t n_evs, next_ev, cap_evs;
     uint64_t frames_in, frames_out;
     char err[200]; /* see gwc_last_error */
+    void *user;          /* gwc_set_user */
+    char *url_buf;       /* gwc_connect_start: the parsed URL, alive while lws may read it */
+    bool in_ready;       /* in ctx->ready */
+    gwc_conn *ready_next;
 };
 
 struct gwc_ctx {
@@ -58,7 +62,11 @@ struct gwc_ctx {
     gwc_conn *conns;
     lws_sorted_usec_list_t wake; /* bounds each lws_service wait, see service_once */
     char err[200];               /* see gwc_ctx_last_error */
+    gwc_conn *ready_head, *ready_tail; /* connections with news: gwc_next_ready */
 };
+
+/* Puts k on its context's ready list (once): it has a frame or changed state. */
+void gwc_mark_ready(gwc_conn *k);
 
 /* The one protocol of every gwc context; lws keeps a pointer to it. */
 extern const struct lws_protocols gwc_protocols[];

@@ -1,0 +1,528 @@
+/*
+ * gw_load: a load generator for the gateway (see --help and docs/BENCHMARKS.md).
+ *
+ * It opens many sessions on one client context (spread over several 127.x source
+ * addresses, so the ephemeral port range of one address is no limit), joins them to
+ * groups of a chosen size, then senders send at a fixed open-loop rate or flat out, and
+ * every member acks as the protocol says. Each message carries the time it was *meant*
+ * to be sent (the schedule, not when it went out), so a stalled server shows up in the
+ * latency instead of silently lowering the load (no coordinated omission). It reports
+ * confirmed sends/s, deliveries/s, send-to-deliver latency p50/p99/p99.9, ack frames,
+ * errors, its own CPU time and the server's (from /proc), and stops by itself.
+ */
+#include "gwc.h"
+#include "load_hist.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct config {
+    const char *url;
+    char secret[257];
+    size_t secret_n;
+    int sessions;   /* members that receive */
+    int group_size; /* members per group */
+    int senders;    /* extra sessions that send (members of every group they send to) */
+    double rate;    /* messages per second in all; 0 = flat out */
+    int window;     /* flat out: unconfirmed sends per sender */
+    int body;       /* bytes */
+    double seconds; /* run time after setup */
+    long count;     /* stop after this many sends (0: no limit) */
+    int sources;    /* source addresses 127.0.0.1 .. 127.0.0.N */
+    int server_pid; /* for CPU and RSS; 0: not reported */
+    bool idle;      /* only connect, sign in and join, then hold */
+    bool json;
+} config;
+
+typedef struct sess {
+    gwc_conn *k;
+    int id;
+    int group;      /* receivers: the group; senders: the next group to send to */
+    bool sender;
+    bool welcomed, joined;
+    uint64_t held, acked; /* contiguous watermark and last ack sent */
+    int64_t first_unacked_ns;
+    int inflight;
+} sess;
+
+typedef struct stats {
+    uint64_t sends, confirmed, deliveries, ack_frames, notifies, errors, gaps;
+    load_hist lat;
+} stats;
+
+static config cfg;
+static stats st;
+static uint32_t ack_every = 50, ack_delay_ms = 1000;
+static unsigned run_id; /* makes cids unique across runs */
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gw_load --url ws://127.0.0.1:PORT/ws [options]\n"
+            "  --sessions N     receiving sessions (default 100)\n"
+            "  --group-size G   members per group (default 100; groups = N / G)\n"
+            "  --senders S      sending sessions (default 1)\n"
+            "  --rate R         messages per second in all, open loop (default 0: flat out)\n"
+            "  --window W       flat out: unconfirmed sends per sender (default 64)\n"
+            "  --body B         body bytes (default 200, at least 16)\n"
+            "  --seconds S      run time after set-up (default 10, at most 3600)\n"
+            "  --count C        stop after C sends (default: no limit)\n"
+            "  --sources K      spread sessions over 127.0.0.1 .. 127.0.0.K (default 1)\n"
+            "  --server-pid P   report the gateway's CPU seconds and RSS from /proc\n"
+            "  --idle           connect, sign in and join, then only hold the sessions\n"
+            "  --json           print the report as one JSON object\n"
+            "The token secret: --secret-file F or GW_SECRET.\n");
+}
+
+static int read_secret(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gw_load: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    cfg.secret_n = fread(cfg.secret, 1, sizeof(cfg.secret) - 1, f);
+    fclose(f);
+    while (cfg.secret_n && (cfg.secret[cfg.secret_n - 1] == '\n'))
+        cfg.secret_n--;
+    return 0;
+}
+
+static int parse(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"url", required_argument, 0, 'u'},        {"sessions", required_argument, 0, 'n'},
+        {"group-size", required_argument, 0, 'g'}, {"senders", required_argument, 0, 's'},
+        {"rate", required_argument, 0, 'r'},       {"window", required_argument, 0, 'w'},
+        {"body", required_argument, 0, 'b'},       {"seconds", required_argument, 0, 't'},
+        {"count", required_argument, 0, 'c'},      {"sources", required_argument, 0, 'S'},
+        {"server-pid", required_argument, 0, 'p'}, {"idle", no_argument, 0, 'i'},
+        {"json", no_argument, 0, 'j'},             {"secret-file", required_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+    };
+    cfg = (config){.sessions = 100, .group_size = 100, .senders = 1, .window = 64, .body = 200,
+                   .seconds = 10, .sources = 1};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'u': cfg.url = optarg; break;
+        case 'n': cfg.sessions = atoi(optarg); break;
+        case 'g': cfg.group_size = atoi(optarg); break;
+        case 's': cfg.senders = atoi(optarg); break;
+        case 'r': cfg.rate = atof(optarg); break;
+        case 'w': cfg.window = atoi(optarg); break;
+        case 'b': cfg.body = atoi(optarg); break;
+        case 't': cfg.seconds = atof(optarg); break;
+        case 'c': cfg.count = atol(optarg); break;
+        case 'S': cfg.sources = atoi(optarg); break;
+        case 'p': cfg.server_pid = atoi(optarg); break;
+        case 'i': cfg.idle = true; break;
+        case 'j': cfg.json = true; break;
+        case 'f':
+            if (read_secret(optarg))
+                return -1;
+            break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return -1;
+        }
+    }
+    const char *env = getenv("GW_SECRET");
+    if (!cfg.secret_n && env && strlen(env) < sizeof(cfg.secret)) {
+        cfg.secret_n = strlen(env);
+        memcpy(cfg.secret, env, cfg.secret_n);
+    }
+    const char *bad = !cfg.url                                       ? "--url is required"
+                      : cfg.secret_n < 16                            ? "no secret (16+ bytes)"
+                      : cfg.sessions < 0 || cfg.sessions > 200000    ? "--sessions 0-200000"
+                      : cfg.group_size < 1                           ? "--group-size >= 1"
+                      : cfg.senders < 0 || cfg.senders > 10000       ? "--senders 0-10000"
+                      : cfg.rate < 0 || cfg.window < 1               ? "--rate >= 0, --window >= 1"
+                      : cfg.body < 16 || cfg.body > 60000            ? "--body 16-60000"
+                      : cfg.seconds <= 0 || cfg.seconds > 3600       ? "--seconds 0-3600"
+                      : cfg.sources < 1 || cfg.sources > 250         ? "--sources 1-250"
+                                                                     : NULL;
+    if (bad) {
+        fprintf(stderr, "gw_load: %s (see --help)\n", bad);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- protocol helpers ------------------------------------------------------------------ */
+
+static pr_slice sl(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
+static void send_frame(sess *s, msgpack_sbuffer *sb)
+{
+    if (gwc_send(s->k, sb->data, sb->size) != 0)
+        st.errors++;
+    sb->size = 0;
+}
+
+static int n_groups(void)
+{
+    return cfg.sessions ? (cfg.sessions + cfg.group_size - 1) / cfg.group_size : 1;
+}
+
+static void send_message(sess *s, msgpack_sbuffer *sb, int64_t meant_ns, uint8_t *body)
+{
+    char gid[24], cid[32];
+    snprintf(gid, sizeof(gid), "g%d", s->group);
+    s->group = (s->group + 1) % n_groups();
+    /* Unique across runs too: the same cid from the same user would be a resend. */
+    snprintf(cid, sizeof(cid), "%x-%lu", run_id, (unsigned long)st.sends);
+    memcpy(body, &meant_ns, sizeof(meant_ns)); /* one clock: this process */
+    pr_enc_send(sb, PR_NO_RID, sl(gid), sl(cid), (pr_body){{body, (size_t)cfg.body}, true});
+    send_frame(s, sb);
+    s->inflight++;
+    st.sends++;
+}
+
+static void maybe_ack(sess *s, msgpack_sbuffer *sb, bool force)
+{
+    if (s->held <= s->acked)
+        return;
+    bool due = s->held - s->acked >= ack_every ||
+               now_ns() - s->first_unacked_ns >= (int64_t)ack_delay_ms * 1000000;
+    if (!due && !force)
+        return;
+    char gid[24];
+    snprintf(gid, sizeof(gid), "g%d", s->group);
+    pr_ack a = {sl(gid), s->held};
+    pr_enc_ack(sb, &a, 1);
+    send_frame(s, sb);
+    s->acked = s->held;
+    st.ack_frames++;
+}
+
+static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
+{
+    switch (ev->t) {
+    case PR_EV_WELCOME:
+        s->welcomed = true;
+        ack_every = ev->welcome.ack_every ? ev->welcome.ack_every : ack_every;
+        ack_delay_ms = ev->welcome.ack_delay_ms ? ev->welcome.ack_delay_ms : ack_delay_ms;
+        break;
+    case PR_EV_JOINED:
+        if (!s->sender) {
+            s->held = s->acked = ev->last_mid;
+            s->joined = true;
+        } else if (--s->inflight == 0) {
+            s->joined = true; /* joined every group */
+        }
+        break;
+    case PR_EV_SENT:
+        s->inflight--;
+        st.confirmed++;
+        break;
+    case PR_EV_MSG: {
+        st.deliveries++;
+        int64_t meant;
+        if (ev->msg.body.data.n >= sizeof(meant)) {
+            memcpy(&meant, ev->msg.body.data.p, sizeof(meant));
+            load_hist_add(&st.lat, (now_ns() - meant) / 1000);
+        }
+        if (ev->msg.mid == s->held + 1) {
+            if (s->held == s->acked)
+                s->first_unacked_ns = now_ns();
+            s->held++;
+        } else if (ev->msg.mid > s->held + 1) {
+            st.gaps++; /* only after a notify; counted, not pulled: this is a load tool */
+            s->held = ev->msg.mid;
+        }
+        maybe_ack(s, sb, false);
+        break;
+    }
+    case PR_EV_NOTIFY:
+        st.notifies++;
+        break;
+    case PR_EV_ERR:
+        st.errors++;
+        if (st.errors <= 5)
+            fprintf(stderr, "gw_load: err %.*s: %.*s\n", (int)ev->err_name.n, ev->err_name.p,
+                    (int)ev->err_msg.n, ev->err_msg.p);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Runs the loop once and hands every event to on_event. */
+static void pump(gwc_ctx *c, int wait_ms, msgpack_sbuffer *sb)
+{
+    gwc_poll(c, wait_ms);
+    gwc_conn *k;
+    while ((k = gwc_next_ready(c)) != NULL) {
+        sess *s = gwc_user(k);
+        pr_event ev;
+        while (gwc_next(k, 0, &ev) == 0)
+            on_event(s, &ev, sb);
+    }
+}
+
+/* ---- the server's CPU and memory, from /proc ---------------------------------------- */
+
+static double proc_cpu_s(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long ut = 0, stt = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stt) != 2)
+        return -1;
+    return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long proc_rss_kib(int pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    long kib = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* ---- phases -------------------------------------------------------------------------- */
+
+/* Waits until done(s) holds for every session, running the loop; false after timeout. */
+static bool wait_all(gwc_ctx *c, sess *ss, int n, bool (*done)(const sess *), double timeout_s,
+                     const char *what, msgpack_sbuffer *sb)
+{
+    int64_t until = now_ns() + (int64_t)(timeout_s * 1e9), last_print = now_ns();
+    for (;;) {
+        int ok = 0, dead = 0;
+        for (int i = 0; i < n; i++) {
+            ok += done(&ss[i]);
+            dead += gwc_state(ss[i].k) == GWC_DONE;
+        }
+        if (ok == n)
+            return true;
+        if (now_ns() > until || dead) {
+            fprintf(stderr, "gw_load: %s: %d of %d ready, %d closed: %s\n", what, ok, n, dead,
+                    dead ? "sessions were closed (see the gateway's log)" : "timed out");
+            return false;
+        }
+        if (now_ns() - last_print > 1000000000) {
+            fprintf(stderr, "gw_load: %s: %d of %d\n", what, ok, n);
+            last_print = now_ns();
+        }
+        pump(c, 5, sb);
+    }
+}
+
+static bool is_open(const sess *s)
+{
+    return gwc_state(s->k) == GWC_OPEN;
+}
+
+static bool is_welcomed(const sess *s)
+{
+    return s->welcomed;
+}
+
+static bool is_joined(const sess *s)
+{
+    return s->joined;
+}
+
+static bool setup_sessions(gwc_ctx *c, sess *ss, int n, msgpack_sbuffer *sb)
+{
+    for (int i = 0; i < n; i++) {
+        char src[32];
+        snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % cfg.sources);
+        if (gwc_connect_start(c, cfg.url, src, &ss[i].k) != 0) {
+            fprintf(stderr, "gw_load: connect %d: %s\n", i, gwc_ctx_last_error(c));
+            return false;
+        }
+        gwc_set_user(ss[i].k, &ss[i]);
+        if (i % 200 == 199)
+            pump(c, 0, sb); /* keep handshakes moving while more start */
+    }
+    if (!wait_all(c, ss, n, is_open, 60 + n / 500.0, "connecting", sb))
+        return false;
+    for (int i = 0; i < n; i++) {
+        char uid[32];
+        snprintf(uid, sizeof(uid), "%s%d", ss[i].sender ? "s" : "u", ss[i].id);
+        char *tok = NULL;
+        if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0,
+                           false, &tok) != 0)
+            return false;
+        pr_enc_hello(sb, PR_NO_RID, sl(tok));
+        send_frame(&ss[i], sb);
+        free(tok);
+    }
+    if (!wait_all(c, ss, n, is_welcomed, 60 + n / 500.0, "signing in", sb))
+        return false;
+    for (int i = 0; i < n; i++) {
+        int first = ss[i].sender ? 0 : ss[i].group, last = ss[i].sender ? n_groups() : first + 1;
+        for (int g = first; g < last; g++) {
+            char gid[24];
+            snprintf(gid, sizeof(gid), "g%d", g);
+            pr_enc_join(sb, PR_NO_RID, sl(gid));
+            send_frame(&ss[i], sb);
+            ss[i].inflight += ss[i].sender;
+        }
+    }
+    return wait_all(c, ss, n, is_joined, 60 + n / 200.0, "joining", sb);
+}
+
+static void report(double secs, double cpu_self, double cpu_srv, long rss, int n)
+{
+    double d = st.deliveries ? (double)st.deliveries : 1;
+    if (cfg.json) {
+        printf("{\"seconds\":%.2f,\"sessions\":%d,\"sends\":%lu,\"confirmed\":%lu,"
+               "\"confirmed_per_s\":%.1f,\"deliveries\":%lu,\"deliveries_per_s\":%.1f,"
+               "\"latency_us\":{\"p50\":%ld,\"p99\":%ld,\"p999\":%ld,\"max\":%ld},"
+               "\"ack_frames\":%lu,\"notifies\":%lu,\"gaps\":%lu,\"errors\":%lu,"
+               "\"load_cpu_s\":%.3f,\"server_cpu_s\":%.3f,\"server_rss_kib\":%ld,"
+               "\"load_cpu_us_per_delivery\":%.3f,\"server_cpu_us_per_delivery\":%.3f}\n",
+               secs, n, (unsigned long)st.sends, (unsigned long)st.confirmed,
+               (double)st.confirmed / secs, (unsigned long)st.deliveries,
+               (double)st.deliveries / secs, (long)load_hist_quantile(&st.lat, 0.5),
+               (long)load_hist_quantile(&st.lat, 0.99), (long)load_hist_quantile(&st.lat, 0.999),
+               (long)st.lat.max, (unsigned long)st.ack_frames, (unsigned long)st.notifies,
+               (unsigned long)st.gaps, (unsigned long)st.errors, cpu_self, cpu_srv, rss,
+               cpu_self * 1e6 / d, cpu_srv * 1e6 / d);
+        return;
+    }
+    printf("sessions %d, %.1f s\n", n, secs);
+    printf("sends %lu, confirmed %lu (%.0f/s)\n", (unsigned long)st.sends,
+           (unsigned long)st.confirmed, (double)st.confirmed / secs);
+    printf("deliveries %lu (%.0f/s), ack frames %lu, notifies %lu, gaps %lu, errors %lu\n",
+           (unsigned long)st.deliveries, (double)st.deliveries / secs,
+           (unsigned long)st.ack_frames, (unsigned long)st.notifies, (unsigned long)st.gaps,
+           (unsigned long)st.errors);
+    printf("send-to-deliver latency: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
+           (double)load_hist_quantile(&st.lat, 0.5) / 1000.0,
+           (double)load_hist_quantile(&st.lat, 0.99) / 1000.0,
+           (double)load_hist_quantile(&st.lat, 0.999) / 1000.0, (double)st.lat.max / 1000.0);
+    printf("CPU: load generator %.2f s (%.2f us/delivery)", cpu_self, cpu_self * 1e6 / d);
+    if (cfg.server_pid)
+        printf(", server %.2f s (%.2f us/delivery), server RSS %ld KiB", cpu_srv,
+               cpu_srv * 1e6 / d, rss);
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    int prc = parse(argc, argv);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    run_id = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max; /* one socket per session */
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    int n = cfg.sessions + cfg.senders;
+    sess *ss = calloc((size_t)n, sizeof(*ss));
+    gwc_options o = {.insecure = true};
+    gwc_ctx *c = gwc_ctx_new(&o);
+    if (!ss || !c) {
+        fprintf(stderr, "gw_load: cannot start (%s)\n", c ? "out of memory" : "client context");
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        ss[i].sender = i >= cfg.sessions;
+        ss[i].id = ss[i].sender ? i - cfg.sessions : i;
+        ss[i].group = ss[i].sender ? ss[i].id % n_groups() : i / cfg.group_size;
+    }
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    int rc = 1;
+    if (!setup_sessions(c, ss, n, &sb))
+        goto out;
+    fprintf(stderr, "gw_load: %d sessions in %d groups, %d senders: running %.0f s\n", n,
+            n_groups(), cfg.senders, cfg.seconds);
+
+    double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
+    int64_t t0 = now_ns(), until = t0 + (int64_t)(cfg.seconds * 1e9), last_print = t0;
+    uint8_t *body = calloc(1, (size_t)cfg.body);
+    int next_sender = 0;
+    while (now_ns() < until && (!cfg.count || st.sends < (uint64_t)cfg.count)) {
+        int64_t now = now_ns();
+        if (!cfg.idle && cfg.senders) {
+            if (cfg.rate > 0) {
+                /* Open loop: every message due by now goes, stamped with when it was due. */
+                /* Message k is due at t0 + k / rate: k = 0 goes at once. */
+                uint64_t due = (uint64_t)((double)(now - t0) / 1e9 * cfg.rate) + 1;
+                while (st.sends < due && (!cfg.count || st.sends < (uint64_t)cfg.count)) {
+                    int64_t meant = t0 + (int64_t)((double)st.sends * 1e9 / cfg.rate);
+                    sess *s = &ss[cfg.sessions + next_sender];
+                    next_sender = (next_sender + 1) % cfg.senders;
+                    send_message(s, &sb, meant, body);
+                }
+            } else {
+                for (int i = 0; i < cfg.senders; i++) {
+                    sess *s = &ss[cfg.sessions + i];
+                    while (s->inflight < cfg.window && (!cfg.count || st.sends < (uint64_t)cfg.count))
+                        send_message(s, &sb, now_ns(), body);
+                }
+            }
+        }
+        pump(c, cfg.rate > 0 ? 1 : 5, &sb);
+        for (int i = 0; i < cfg.sessions; i++)
+            maybe_ack(&ss[i], &sb, false);
+        if (now - last_print >= 1000000000) {
+            last_print = now;
+            fprintf(stderr, "gw_load: %.0f s: sent %lu, confirmed %lu, delivered %lu, p99 %.2f ms\n",
+                    (double)(now - t0) / 1e9, (unsigned long)st.sends,
+                    (unsigned long)st.confirmed, (unsigned long)st.deliveries,
+                    (double)load_hist_quantile(&st.lat, 0.99) / 1000.0);
+        }
+    }
+    /* Let what is in flight arrive (bounded), then ack the rest as a client leaving would. */
+    int64_t drain = now_ns() + 2000000000;
+    while (!cfg.idle && now_ns() < drain && st.confirmed < st.sends)
+        pump(c, 5, &sb);
+    double secs = (double)(now_ns() - t0) / 1e9;
+    for (int i = 0; i < cfg.sessions; i++)
+        maybe_ack(&ss[i], &sb, true);
+    gwc_service(c, 100);
+    double cpu_self = self_cpu_s() - cpu0;
+    double cpu_srv = cfg.server_pid ? proc_cpu_s(cfg.server_pid) - srv0 : 0;
+    long rss = cfg.server_pid ? proc_rss_kib(cfg.server_pid) : -1;
+    report(secs, cpu_self, cpu_srv, rss, n);
+    free(body);
+    rc = st.errors ? 1 : 0;
+out:
+    msgpack_sbuffer_destroy(&sb);
+    gwc_ctx_free(c);
+    free(ss);
+    return rc;
+}
