@@ -37,6 +37,9 @@ typedef struct config {
     int sources;    /* source addresses 127.0.0.1 .. 127.0.0.N */
     int server_pid; /* for CPU and RSS; 0: not reported */
     bool idle;      /* only connect, sign in and join, then hold */
+    const char *raw_sub;  /* raw mode: subscribers' URL (a peer server, not the gateway) */
+    const char *raw_pub;  /* raw mode: the publisher's URL (default: raw_sub) */
+    const char *raw_proto; /* raw mode: subprotocol to ask for ("" for none) */
     bool json;
 } config;
 
@@ -84,6 +87,11 @@ static void usage(FILE *f)
             "  --server-pid P   report the gateway's CPU seconds and RSS from /proc\n"
             "  --idle           connect, sign in and join, then only hold the sessions\n"
             "  --json           print the report as one JSON object\n"
+            "Peers (for side-by-side benchmarks), no protocol v1: every session subscribes at\n"
+            "  --raw URL        and the senders publish frames at --raw-pub URL (default the\n"
+            "                   same), with --raw-protocol NAME as subprotocol. A frame holds its\n"
+            "                   due time as 16 hex digits. Flat out keeps --window frames in\n"
+            "                   flight, measured at the first subscriber.\n"
             "The token secret: --secret-file F or GW_SECRET.\n");
 }
 
@@ -111,6 +119,8 @@ static int parse(int argc, char **argv)
         {"count", required_argument, 0, 'c'},      {"sources", required_argument, 0, 'S'},
         {"server-pid", required_argument, 0, 'p'}, {"idle", no_argument, 0, 'i'},
         {"json", no_argument, 0, 'j'},             {"secret-file", required_argument, 0, 'f'},
+        {"raw", required_argument, 0, 'R'},        {"raw-pub", required_argument, 0, 'P'},
+        {"raw-protocol", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
     };
     cfg = (config){.sessions = 100, .group_size = 100, .senders = 1, .window = 64, .body = 200,
@@ -130,6 +140,9 @@ static int parse(int argc, char **argv)
         case 'S': cfg.sources = atoi(optarg); break;
         case 'p': cfg.server_pid = atoi(optarg); break;
         case 'i': cfg.idle = true; break;
+        case 'R': cfg.raw_sub = optarg; break;
+        case 'P': cfg.raw_pub = optarg; break;
+        case 'o': cfg.raw_proto = optarg; break;
         case 'j': cfg.json = true; break;
         case 'f':
             if (read_secret(optarg))
@@ -144,7 +157,14 @@ static int parse(int argc, char **argv)
         cfg.secret_n = strlen(env);
         memcpy(cfg.secret, env, cfg.secret_n);
     }
-    const char *bad = !cfg.url                                       ? "--url is required"
+    if (cfg.raw_sub) {
+        cfg.url = cfg.raw_sub;
+        if (!cfg.raw_pub)
+            cfg.raw_pub = cfg.raw_sub;
+        if (!cfg.secret_n) /* no tokens in raw mode */
+            cfg.secret_n = 16;
+    }
+    const char *bad = !cfg.url                                       ? "--url (or --raw) is required"
                       : cfg.secret_n < 16                            ? "no secret (16+ bytes)"
                       : cfg.sessions < 0 || cfg.sessions > 200000    ? "--sessions 0-200000"
                       : cfg.group_size < 1                           ? "--group-size >= 1"
@@ -263,6 +283,40 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
     }
 }
 
+/* Raw mode: any frame is a delivery; its first 16 bytes are the due time in hex. */
+static uint64_t raw_first_received;
+
+static void on_raw_frame(sess *s, const uint8_t *f, size_t n)
+{
+    if (s->sender)
+        return; /* a mirror also echoes to the publisher: not a delivery */
+    char hex[17];
+    if (n < 16)
+        return;
+    memcpy(hex, f, 16);
+    hex[16] = 0;
+    for (int i = 0; i < 16; i++)
+        if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f'))) {
+            st.gaps++; /* not one of ours: a peer split or merged frames */
+            return;
+        }
+    st.deliveries++;
+    if (s->id == 0)
+        raw_first_received++;
+    load_hist_add(&st.lat, (now_ns() - (int64_t)strtoull(hex, NULL, 16)) / 1000);
+}
+
+static void send_raw(sess *s, int64_t meant_ns, uint8_t *body)
+{
+    char hex[17];
+    snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)meant_ns);
+    memcpy(body, hex, 16);
+    if (gwc_send_raw(s->k, body, (size_t)cfg.body, true) != 0)
+        st.errors++;
+    st.sends++;
+    st.confirmed++; /* no confirmation from a peer: a send is a send */
+}
+
 /* Runs the loop once and hands every event to on_event. */
 static void pump(gwc_ctx *c, int wait_ms, msgpack_sbuffer *sb)
 {
@@ -270,6 +324,13 @@ static void pump(gwc_ctx *c, int wait_ms, msgpack_sbuffer *sb)
     gwc_conn *k;
     while ((k = gwc_next_ready(c)) != NULL) {
         sess *s = gwc_user(k);
+        if (cfg.raw_sub) {
+            const uint8_t *f;
+            size_t n;
+            while (gwc_recv(k, 0, &f, &n) == 0)
+                on_raw_frame(s, f, n);
+            continue;
+        }
         pr_event ev;
         while (gwc_next(k, 0, &ev) == 0)
             on_event(s, &ev, sb);
@@ -365,7 +426,8 @@ static bool setup_sessions(gwc_ctx *c, sess *ss, int n, msgpack_sbuffer *sb)
     for (int i = 0; i < n; i++) {
         char src[32];
         snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % cfg.sources);
-        if (gwc_connect_start(c, cfg.url, src, &ss[i].k) != 0) {
+        const char *url = cfg.raw_sub && ss[i].sender ? cfg.raw_pub : cfg.url;
+        if (gwc_connect_start(c, url, src, &ss[i].k) != 0) {
             fprintf(stderr, "gw_load: connect %d: %s\n", i, gwc_ctx_last_error(c));
             return false;
         }
@@ -375,6 +437,8 @@ static bool setup_sessions(gwc_ctx *c, sess *ss, int n, msgpack_sbuffer *sb)
     }
     if (!wait_all(c, ss, n, is_open, 60 + n / 500.0, "connecting", sb))
         return false;
+    if (cfg.raw_sub)
+        return true; /* a peer has no sign-in and no groups */
     for (int i = 0; i < n; i++) {
         char uid[32];
         snprintf(uid, sizeof(uid), "%s%d", ss[i].sender ? "s" : "u", ss[i].id);
@@ -451,7 +515,10 @@ int main(int argc, char **argv)
     }
     int n = cfg.sessions + cfg.senders;
     sess *ss = calloc((size_t)n, sizeof(*ss));
-    gwc_options o = {.insecure = true};
+    gwc_options o = {.insecure = true, .subprotocol = cfg.raw_sub ? cfg.raw_proto : NULL,
+                     .max_frame = 4u << 20};
+    if (cfg.raw_sub && !o.subprotocol)
+        o.subprotocol = "";
     gwc_ctx *c = gwc_ctx_new(&o);
     if (!ss || !c) {
         fprintf(stderr, "gw_load: cannot start (%s)\n", c ? "out of memory" : "client context");
@@ -485,8 +552,18 @@ int main(int argc, char **argv)
                     int64_t meant = t0 + (int64_t)((double)st.sends * 1e9 / cfg.rate);
                     sess *s = &ss[cfg.sessions + next_sender];
                     next_sender = (next_sender + 1) % cfg.senders;
-                    send_message(s, &sb, meant, body);
+                    if (cfg.raw_sub)
+                        send_raw(s, meant, body);
+                    else
+                        send_message(s, &sb, meant, body);
                 }
+            } else if (cfg.raw_sub) {
+                /* A peer confirms nothing: the window is what the first subscriber has not
+                 * received yet. */
+                for (int i = 0; cfg.sessions && st.sends - raw_first_received < (uint64_t)cfg.window &&
+                                (!cfg.count || st.sends < (uint64_t)cfg.count);
+                     i = (i + 1) % cfg.senders)
+                    send_raw(&ss[cfg.sessions + i], now_ns(), body);
             } else {
                 for (int i = 0; i < cfg.senders; i++) {
                     sess *s = &ss[cfg.sessions + i];
@@ -496,7 +573,7 @@ int main(int argc, char **argv)
             }
         }
         pump(c, cfg.rate > 0 ? 1 : 5, &sb);
-        for (int i = 0; i < cfg.sessions; i++)
+        for (int i = 0; i < cfg.sessions && !cfg.raw_sub; i++)
             maybe_ack(&ss[i], &sb, false);
         if (now - last_print >= 1000000000) {
             last_print = now;
@@ -508,10 +585,11 @@ int main(int argc, char **argv)
     }
     /* Let what is in flight arrive (bounded), then ack the rest as a client leaving would. */
     int64_t drain = now_ns() + 2000000000;
-    while (!cfg.idle && now_ns() < drain && st.confirmed < st.sends)
+    while (!cfg.idle && now_ns() < drain &&
+           (cfg.raw_sub ? raw_first_received < st.sends : st.confirmed < st.sends))
         pump(c, 5, &sb);
     double secs = (double)(now_ns() - t0) / 1e9;
-    for (int i = 0; i < cfg.sessions; i++)
+    for (int i = 0; i < cfg.sessions && !cfg.raw_sub; i++)
         maybe_ack(&ss[i], &sb, true);
     gwc_service(c, 100);
     double cpu_self = self_cpu_s() - cpu0;
