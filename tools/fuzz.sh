@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Bounded fuzzing with libFuzzer (clang): the request decoder, the server-event decoder
+# and the token check, each for N seconds (default 60), from a seed corpus of valid frames,
+# after replaying every saved regression input. Exits non-zero on any crash, and keeps
+# the crashing input in tests/fuzz/regressions/<target>/ to be committed as a test.
+#   tools/fuzz.sh [SECONDS]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-60}
+build="$root/build-fuzz"
+CC=clang cmake -S "$root" -B "$build" -DGW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null ||
+  { echo "fuzz: configure failed"; exit 1; }
+cmake --build "$build" -j "$(nproc)" --target fuzz_req fuzz_events fuzz_token make_seeds \
+  >/dev/null || { echo "fuzz: build failed"; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gw-fuzz-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+"$build/tests/fuzz/make_seeds" "$work/fuzz_req" "$work/fuzz_events"
+mkdir -p "$work/fuzz_token"
+printf 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhIiwiZXhwIjoxODAwMDAwMDAwfQ.c2ln' \
+  > "$work/fuzz_token/seed"
+
+passed=0 failed=0
+for t in fuzz_req fuzz_events fuzz_token; do
+  reg="$root/tests/fuzz/regressions/$t"
+  if compgen -G "$reg/*" >/dev/null; then
+    if "$build/tests/fuzz/$t" "$reg"/* >"$work/$t-reg.log" 2>&1; then
+      echo "fuzz: $t: regressions replayed: ok"
+    else
+      echo "fuzz: $t: a saved regression input fails again:"; tail -30 "$work/$t-reg.log"
+      failed=$((failed + 1)); continue
+    fi
+  fi
+  mkdir -p "$reg"
+  if (cd "$work" && "$build/tests/fuzz/$t" -max_total_time="$secs" -max_len=4096 -timeout=5 \
+        -artifact_prefix="$reg/" -print_final_stats=1 "$work/$t" >"$work/$t.log" 2>&1); then
+    runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$work/$t.log" | grep -Eo '[0-9]+$')
+    echo "fuzz: $t: ${runs:-?} inputs in ${secs} s, no crash"
+    passed=$((passed + 1))
+  else
+    echo "fuzz: $t: CRASH (input saved in $reg/):"; tail -40 "$work/$t.log"
+    failed=$((failed + 1))
+  fi
+done
+echo "fuzz: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
