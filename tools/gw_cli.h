@@ -1,0 +1,104 @@
+/*
+ * gw_cli internals: what the files of the command-line client share.
+ *
+ *   gw_cli.c       options, usage, and the one-request commands (groups, join, leave)
+ *   gw_cli_conn.c  connecting, signing in, requests with bounded waits, reconnecting
+ *   gw_cli_out.c   printing messages and replies as text or as JSON lines
+ *   gw_cli_send.c  send: one message, or each line of standard input
+ *   gw_cli_tail.c  tail (live, acked, resumed after a disconnect) and pull (pages)
+ *
+ * Everything is single-threaded. Failures are reported on stderr where they are found;
+ * functions return 0 or -1, or an exit code (CLI_EXIT_*) for the commands.
+ */
+#ifndef GW_CLI_H
+#define GW_CLI_H
+
+#include "gwc.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CLI_EXIT_OK        0
+#define CLI_EXIT_FAIL      1
+#define CLI_EXIT_USAGE     2
+#define CLI_NAME           "gw_cli"
+#define CLI_CID_PREFIX_MAX 40  /* leaves room for "-" and a line number in a 64-byte cid */
+#define CLI_DRAIN_MAX      256 /* events handled in a row before timers are looked at */
+
+/* What the command line asked for. Strings borrow from argv or the environment. */
+typedef struct cli_opts {
+    const char *url;
+    const char *ca_file;    /* wss: trust this CA or certificate (PEM) */
+    bool insecure;          /* wss: do not verify the certificate */
+    bool json;              /* JSON lines instead of text */
+    int timeout_ms;         /* connect and every reply */
+    int retry_ms;           /* keep reconnecting this long after a lost connection; 0: never */
+    const char *cid_prefix; /* send */
+    long count;             /* tail: stop after this many messages (0: no limit) */
+    int seconds_ms;         /* tail: stop after this long (0: no limit) */
+    bool has_after, has_before;
+    uint64_t after, before; /* pull */
+    uint32_t limit;         /* pull: page size (0: the server's default) */
+    bool all;               /* pull: page until more is false */
+    bool ack;               /* pull: ack what was printed */
+} cli_opts;
+
+/* One client: options, the token, and the current connection. */
+typedef struct cli {
+    cli_opts o;
+    char *token;       /* owned */
+    gwc_ctx *ctx;      /* owned */
+    gwc_conn *k;       /* the current connection, NULL while there is none */
+    uint64_t next_rid; /* rids of requests; hello uses 0 */
+    char why[512];     /* why the last attempt to sign in failed */
+    /* From the latest welcome. */
+    uint32_t ack_every, ack_delay_ms, max_body;
+    pr_event welcome; /* borrows from k until the next gwc_next on it */
+} cli;
+
+/* Set by SIGINT and SIGTERM: long-running commands finish cleanly. */
+extern volatile sig_atomic_t cli_stop;
+
+/* gw_cli_conn.c */
+int64_t cli_now_ms(void);
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+pr_slice cli_slice(const char *s);
+/* Connects and signs in (closing the previous connection first): 0 with c->k open and
+ * c->welcome set, or -1 after saying why. */
+int cli_open_or_say(cli *c);
+/* After a lost connection: says so, then signs in again with backoff until it works, a
+ * fatal failure, cli_stop, or `until` (ms, cli_now_ms clock). Returns 0 or -1 (said why). */
+int cli_reopen(cli *c, const char *what, int64_t until);
+/* Why c->k closed, in words (a static buffer). */
+const char *cli_close_reason(const cli *c);
+/* Finds gid in c->welcome; true and *g if the user is a member. */
+bool cli_welcome_group(const cli *c, const char *gid, pr_group *g);
+/* Sends an encoded frame on c->k. Returns 0 or a GWC_E* code. */
+int cli_send(cli *c, const msgpack_sbuffer *sb);
+/* Sends a request with rid and waits up to the timeout for the reply with that rid,
+ * skipping pushes. 0 with *ev of type want; -1 after saying why (an `err` reply, a
+ * closed connection, or no reply in time). */
+int cli_request(cli *c, const msgpack_sbuffer *sb, uint64_t rid, enum pr_ev_type want,
+                const char *gid, pr_event *ev);
+/* Says what an `err` event means, for gid when not NULL. */
+void cli_say_err(const pr_event *ev, const char *gid);
+/* Sends ack {gid: mid}. Returns 0 or a GWC_E* code. */
+int cli_send_ack(cli *c, const char *gid, uint64_t mid);
+
+/* gw_cli_out.c: every function writes to stdout. */
+void out_message(const cli *c, pr_slice gid, const pr_message *m);
+void out_group(const cli *c, const pr_group *g);
+void out_joined(const cli *c, const pr_event *ev);
+void out_left(const cli *c, const pr_event *ev);
+void out_sent(const cli *c, const pr_event *ev);
+/* Flushes stdout; -1 after saying why if the output cannot be written. */
+int out_flush(void);
+
+/* Commands: each returns an exit code. */
+int cli_cmd_send(cli *c, const char *gid, int argc, char **argv);
+int cli_cmd_tail(cli *c, const char *gid);
+int cli_cmd_pull(cli *c, const char *gid);
+
+#endif
