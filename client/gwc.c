@@ -541,6 +541,11 @@ int gwc_close_code(const gwc_conn *k)
     return k ? k->close_code : -1;
 }
 
+const char *gwc_close_reason(const gwc_conn *k)
+{
+    return k ? k->close_reason : "";
+}
+
 const char *gwc_last_error(const gwc_conn *k)
 {
     return k ? k->err : "";

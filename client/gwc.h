@@ -114,6 +114,8 @@ bool gwc_is_open(const gwc_conn *k);
 /* The close code the server sent (4001, 1008, ...), 0 if it sent none, -1 if still open.
  * A code RFC 6455 forbids on the wire (1005, 1006, 1016-2999, ...) reads as 1002. */
 int gwc_close_code(const gwc_conn *k);
+/* The reason text the server sent with its close ("" if none). */
+const char *gwc_close_reason(const gwc_conn *k);
 /* Text of the last GWC_EPROTO, or why this side closed the connection (a frame over
  * max_frame is refused with close code 1009). "" if none. */
 const char *gwc_last_error(const gwc_conn *k);

@@ -186,6 +186,8 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE: {
         const uint8_t *p = in;
         k->close_code = len >= 2 ? p[0] << 8 | p[1] : 0;
+        if (len > 2) /* the server's words, e.g. "unauthorized: token expired" */
+            snprintf(k->close_reason, sizeof k->close_reason, "%.*s", (int)(len - 2), p + 2);
         mark_closed(k);
         return 0; /* lws answers with its close ack by itself */
     }

@@ -38,6 +38,7 @@ struct gwc_conn {
     bool close_requested; /* gwc_close: send 1000 once the out queue has drained */
     bool close_sent;      /* ... and that close is on its way */
     int close_code;       /* see gwc_close_code */
+    char close_reason[124]; /* see gwc_close_reason */
     gwc_queue in;         /* complete frames from the server, oldest first */
     gwc_queue out;        /* frames waiting for WRITEABLE */
     gwc_frame *rx;        /* message being reassembled from RECEIVE fragments */

@@ -65,6 +65,8 @@ static void token_refused(const char *tok)
     gwc_conn *k = gwfx_connect_raw(&f);
     hello_with(k, tok);
     cr_assert_eq(gwfx_closed(k), 4001);
+    cr_assert(strncmp(gwc_close_reason(k), "unauthorized: ", 14) == 0, "reason: %s",
+              gwc_close_reason(k));
     gwc_close(k);
     still_served();
 }
