@@ -79,6 +79,7 @@ void gw_acks_flush(gw_server *srv)
         free(e);
     }
     p->op.kind = ST_OP_ACKS;
+    p->op.urgent = true; /* a backlog of sends must not hold acks back */
     p->op.acks = p->acks;
     p->op.n_acks = n;
     gw_route_submit(srv, p);

@@ -185,11 +185,19 @@ int st_submit(st_store *s, st_op *op)
         pthread_mutex_unlock(&s->mu);
         return ST_ECLOSED;
     }
-    if (s->tail)
-        s->tail->next_ = op;
-    else
+    if (op->urgent) {
+        /* Ahead of the queue: safe for acks, which only name mids already committed. */
+        op->next_ = s->head;
         s->head = op;
-    s->tail = op;
+        if (!s->tail)
+            s->tail = op;
+    } else {
+        if (s->tail)
+            s->tail->next_ = op;
+        else
+            s->head = op;
+        s->tail = op;
+    }
     atomic_fetch_add(&s->pending, 1);
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);

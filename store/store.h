@@ -115,6 +115,7 @@ struct st_op {
     const st_ack *acks;   /* in: ACKS */
     size_t n_acks;        /* in */
     st_done_fn done;      /* in: completion, on the writer thread */
+    bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
     int result;        /* out: 0 or ST_E* */

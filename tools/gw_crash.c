@@ -61,6 +61,7 @@ static char dir[256], url[96];
 static pid_t gw_pid;
 /* cid (per sender) -> confirmed mid; body is "<uid>:<cid>" so the stored message names it. */
 static uint64_t *confirmed_mid[64];
+static uint64_t n_confirmed[64]; /* confirmed cids of each sender, counted as they come */
 
 static uint64_t now_ms(void)
 {
@@ -193,6 +194,8 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         uint64_t cid = ev->rid, prev = confirmed_mid[s][cid];
         if (prev && prev != ev->mid)
             die("%s", "a resent cid got a different mid: idempotency broken");
+        if (!prev)
+            n_confirmed[s]++;
         confirmed_mid[s][cid] = ev->mid;
         break;
     }
@@ -224,6 +227,11 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
     default:
         break;
     }
+}
+
+static uint64_t confirmed_count(int s)
+{
+    return n_confirmed[s] + 1;
 }
 
 static void pump(gwc_ctx *ctx, int ms, msgpack_sbuffer *sb)
@@ -352,8 +360,10 @@ int main(int argc, char **argv)
     for (int kill_no = 1; kill_no <= o.kills; kill_no++) {
         uint64_t until = now_ms() + 200 + (uint64_t)(rand() % 1300);
         while (now_ms() < until) {
-            for (int i = 0; i < o.senders; i++) /* a few sends in flight per sender */
-                for (int j = 0; j < 4 && cs[i].next_cid < MAX_MSGS - 1; j++)
+            for (int i = 0; i < o.senders; i++) /* at most 64 unconfirmed per sender */
+                for (int j = 0; j < 4 && cs[i].next_cid < MAX_MSGS - 1 &&
+                                cs[i].next_cid - confirmed_count(i) < 64;
+                     j++)
                     send_cid(&cs[i], cs[i].next_cid++, &sb);
             pump(ctx, 2, &sb);
             for (int i = o.senders; i < n; i++)

@@ -3,7 +3,9 @@
 #include "fixture.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static char *dir;
 static st_store *s;
@@ -107,4 +109,48 @@ Test(acks, leave_and_rejoin_resets_to_last_mid)
     cr_assert_eq(st_join_sync(s, st_id_str("g"), st_id_str("b"), &last, &a), 0);
     cr_assert_eq(last, 10);
     cr_assert_eq(a, 10);
+}
+
+static int order_seq;
+static void note_order(st_op *op)
+{
+    *(int *)op->ud = ++order_seq;
+}
+
+static void slow_note(st_op *op)
+{
+    usleep(150000);
+    note_order(op);
+}
+
+Test(acks, urgent_ops_go_ahead_of_a_backlog)
+{
+    enum { N = 300 };
+    /* Hold the writer in a completion while the backlog and the urgent op queue up, so
+     * that the order they are taken in is the queue's alone. */
+    static int first_at;
+    st_op hold = {.kind = ST_OP_APPEND, .gid = st_id_str("g"), .uid = st_id_str("a"),
+                  .cid = st_id_str("hold"), .record = "x", .record_n = 1, .done = slow_note,
+                  .ud = &first_at};
+    cr_assert_eq(st_submit(s, &hold), 0);
+    usleep(20000); /* the writer has taken it and sleeps in its completion */
+    static st_op ops[N];
+    static int done_at[N];
+    static char cids[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(cids[i], sizeof(cids[i]), "b%d", i);
+        ops[i] = (st_op){.kind = ST_OP_APPEND, .gid = st_id_str("g"), .uid = st_id_str("a"),
+                         .cid = st_id_str(cids[i]), .record = "x", .record_n = 1,
+                         .done = note_order, .ud = &done_at[i]};
+        cr_assert_eq(st_submit(s, &ops[i]), 0);
+    }
+    int ack_at = 0;
+    st_ack a = {st_id_str("g"), st_id_str("b"), 10};
+    st_op urgent = {.kind = ST_OP_ACKS, .acks = &a, .n_acks = 1, .done = note_order,
+                    .ud = &ack_at, .urgent = true};
+    cr_assert_eq(st_submit(s, &urgent), 0);
+    fx_append(s, "g", "a", "barrier"); /* FIFO: after every normal op above */
+    cr_assert_gt(ack_at, 0);
+    cr_assert_lt(ack_at, done_at[0], "the urgent op waited behind the backlog");
+    cr_assert_eq(ack_of("b"), 10);
 }
