@@ -247,6 +247,9 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
     info.protocols = protocols;
     info.user = srv;
     info.retry_and_idle_policy = &retry;
+    /* HTTP/1.1 only: a browser that loaded the page over HTTP/2 would otherwise open the
+     * WebSocket on that connection (RFC 8441), which this libwebsockets serves poorly. */
+    info.alpn = "http/1.1";
     info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
     info.timeout_secs = 10; /* handshakes and HTTP requests that stall */
     if (!cfg->insecure) {

@@ -18,6 +18,12 @@ packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
           libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools
           curl python3-prometheus-client)
+# The web demo and its browser tests: Debian's chromium, driven by playwright-core (no
+# browser is ever downloaded); Node.js and npm for their npm packages, only when no node
+# or npm is on the PATH (playwright-core wants node >= 20).
+packages+=(chromium)
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -31,6 +37,17 @@ if ((${#missing[@]})); then
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# npm packages, exactly as each lock file says: the page's MessagePack library
+# (web-demo/node_modules, served to the browser by the gateway) and playwright-core for
+# tests/browser. Skipped while node_modules is newer than the lock file.
+for dir in web-demo tests/browser; do
+  lock="$root/$dir/package-lock.json"
+  [ -f "$lock" ] || continue
+  [ "$root/$dir/node_modules/.package-lock.json" -nt "$lock" ] && continue
+  echo "setup: npm ci in $dir"
+  (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error)
+done
 
 build_asan=0
 do_build=1

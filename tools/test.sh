@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (tools/setup.sh), builds the normal and the
-# sanitizer (ASan + UBSan) builds, and runs every Criterion test binary in both.
+# sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, then the web
+# demo's browser tests (tests/browser/) against the normal build.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
 
@@ -47,6 +48,25 @@ for build in build build-asan; do
     fi
   done
 done
+# The web demo in a real browser (tests/browser/): Debian's chromium driven by
+# playwright-core against build/gw, with node's test runner, one file at a time and
+# bounded in time. Its "# pass N" and "# fail N" lines join the counts above.
+echo "== tests/browser (node --test)"
+log="$work/browser.log"
+(cd "$root/tests/browser" && timeout -k 10 420 node --test --test-reporter=tap \
+   --test-concurrency=1 --test-timeout=240000 ./*.test.js) 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+p=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$log" | tail -n 1)
+f=$(sed -nE 's/^# fail ([0-9]+)$/\1/p' "$log" | tail -n 1)
+if [ -z "$p" ] || [ -z "$f" ]; then
+  echo "tests: tests/browser printed no summary (exit $rc)"
+  failed=$((failed + 1)); status=1
+else
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$rc" -eq 0 ] || status=1
+fi
+echo "tests: browser screenshots in tests/browser/screenshots/"
+
 [ "$failed" -eq 0 ] || status=1
 echo "tests: $passed passed, $failed failed"
 exit $status

@@ -1,0 +1,95 @@
+// The gateway dies (SIGKILL) and comes back while pages are open: they reconnect by
+// themselves, messages written meanwhile are stored once, and everything shows once.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startGateway, waitFor } from './lib/gateway.js';
+import * as B from './lib/browser.js';
+
+let gw;
+let browser;
+
+before(async () => {
+  gw = await startGateway();
+  browser = await B.launch();
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (gw) await gw.cleanup();
+});
+
+// While the gateway is down on purpose, the browser itself logs its failed connection
+// attempts (WebSocket and fetch) as console errors: those are expected, nothing else is.
+const OUTAGE = [/WebSocket connection to .* failed/, /ERR_CONNECTION_REFUSED/, /Failed to load resource/];
+
+test('gateway killed and restarted: pages reconnect, messages sent meanwhile show exactly once', async () => {
+  const alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
+  const bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  const carol = await B.newPerson(browser, { label: 'carol', viewport: B.DESKTOP });
+  await B.signIn(alice, gw.origin, 'alice');
+  await B.signIn(bob, gw.origin, 'bob');
+  await B.joinGroup(alice.page, 'ops');
+  await B.joinGroup(bob.page, 'ops');
+  // Bob is also in a group he does not have open: its count must refresh on resume.
+  await B.joinGroup(bob.page, 'side');
+  await B.openGroup(bob.page, 'ops');
+  await B.typeMessage(alice.page, 'before the crash 1');
+  await B.typeMessage(bob.page, 'before the crash 2');
+  for (const p of [alice, bob]) await p.page.waitForFunction(() => document.querySelectorAll('#msg-list li.msg[data-state="stored"]').length === 2);
+
+  alice.allow.push(...OUTAGE);
+  bob.allow.push(...OUTAGE);
+  await gw.kill();
+  for (const p of [alice, bob]) await p.page.waitForSelector('#conn[data-state="offline"]');
+
+  // Written while the gateway is down: shown as pending, no mid yet.
+  await B.typeMessage(alice.page, 'written while the gateway was down');
+  await B.typeMessage(bob.page, 'bob too, while it was down');
+  const pending = await B.shownMessages(alice.page);
+  assert.deepEqual(pending.at(-1), { mid: null, from: 'alice', text: 'written while the gateway was down', state: 'pending' });
+  await B.shot(alice.page, 'offline-desktop.png');
+
+  await gw.restart();
+  // Carol writes as soon as the gateway is back, while the pages may still be waiting out
+  // their backoff.
+  await B.signIn(carol, gw.origin, 'carol');
+  await B.joinGroup(carol.page, 'ops');
+  const meanwhile = Array.from({ length: 20 }, (_, i) => `meanwhile ${i + 1}`);
+  await B.sendMany(carol.page, 'ops', meanwhile);
+  await B.joinGroup(carol.page, 'side');
+  await B.sendMany(carol.page, 'side', ['side 1', 'side 2', 'side 3']);
+  await B.waitAllSent(carol.page);
+  await B.openGroup(carol.page, 'ops');
+
+  // The pages come back by themselves.
+  for (const p of [alice, bob]) await B.waitOnline(p.page, 60000);
+  const total = 2 + 2 + meanwhile.length;
+  for (const p of [alice, bob]) {
+    await B.waitState(p, 'ops', (n) => document.querySelectorAll('#msg-list li.msg[data-state="stored"]').length >= n && window.gw.client.pending.size === 0, total, 30000);
+  }
+  const a = await B.shownMessages(alice.page);
+  const b = await B.shownMessages(bob.page);
+  assert.equal(a.length, total, 'alice: each message once');
+  assert.deepEqual(a, b, 'alice and bob show the same');
+  assert.deepEqual(
+    a.map((m) => m.mid),
+    a.map((_, i) => i + 1),
+    'mids dense, in order, none twice',
+  );
+  // Carol (who joined after the restart; older history loads as she scrolls up) shows
+  // her messages with the mids the others show.
+  await B.waitState(carol, 'ops', (t) => t.every((x) => [...document.querySelectorAll('#msg-list li.msg[data-state="stored"] .body')].some((b) => b.textContent === x)), meanwhile);
+  const c = await B.shownMessages(carol.page);
+  for (const m of c) assert.deepEqual(m, a[m.mid - 1], `carol's #${m.mid} is the same as alice's`);
+  const texts = a.map((m) => m.text);
+  for (const t of ['written while the gateway was down', 'bob too, while it was down', ...meanwhile]) {
+    assert.equal(texts.filter((x) => x === t).length, 1, `"${t}" shows once`);
+  }
+  // The group bob did not have open: its count refreshed (3 new).
+  await waitFor(async () => (await B.unreadOf(bob.page, 'side')) === 3, { what: 'bob: side unread 3' });
+  for (const p of [alice, bob]) assert.ok((await B.counters(p.page)).connects >= 2, `${p.label} reconnected`);
+  await B.shot(bob.page, 'after-restart-phone.png');
+  B.assertNoErrors(assert, alice, bob, carol);
+  for (const p of [alice, bob, carol]) await p.context.close();
+});

@@ -1,0 +1,538 @@
+// The demo page: sign-in, group list, message view, composer, connection state and the
+// figures panel. Everything the protocol asks of a client is in gw-client.js; this file
+// draws what it reports and passes on what the user does. User text only ever goes into
+// the page through textContent, never as HTML.
+
+import { GwClient, isValidId } from './gw-client.js';
+import { StatsPanel } from './stats.js';
+
+const $ = (id) => document.getElementById(id);
+const SESSION_KEY = 'gw-demo-session'; // per tab: a reload stays signed in, a new tab asks
+const LAST_USER_KEY = 'gw-demo-last-user';
+const NEAR_BOTTOM_PX = 80;
+const NEAR_TOP_PX = 120;
+
+const timeFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
+
+function wsUrl() {
+  // wss:// on an https:// page (the normal case), ws:// only when the gateway runs with
+  // --insecure and serves the page over plain http://.
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return `${proto}//${location.host}/ws`;
+}
+
+async function demoLogin(user) {
+  let r;
+  try {
+    r = await fetch('demo/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ user }) });
+  } catch {
+    throw new Error('the gateway cannot be reached');
+  }
+  if (r.status === 404) throw new Error('this gateway is not in demo mode: it gives no tokens for a name');
+  let j = {};
+  try {
+    j = await r.json();
+  } catch {
+    /* not JSON */
+  }
+  if (!r.ok || typeof j.token !== 'string') throw new Error(j.error || `sign-in failed (HTTP ${r.status})`);
+  return j.token;
+}
+
+function loadSession() {
+  try {
+    const s = JSON.parse(sessionStorage.getItem(SESSION_KEY) || 'null');
+    return s && isValidId(s.user) && typeof s.token === 'string' ? s : null;
+  } catch {
+    return null;
+  }
+}
+
+function saveSession(s) {
+  try {
+    if (s) sessionStorage.setItem(SESSION_KEY, JSON.stringify(s));
+    else sessionStorage.removeItem(SESSION_KEY);
+    if (s) localStorage.setItem(LAST_USER_KEY, s.user);
+  } catch {
+    /* storage unavailable: the page still works, it just forgets on reload */
+  }
+}
+
+function toast(text) {
+  const t = document.createElement('div');
+  t.className = 'toast';
+  t.textContent = text;
+  $('toasts').append(t);
+  setTimeout(() => t.remove(), 5000);
+}
+
+/** The message list of the open group: one <li> per entry, kept sorted by `sort`
+ * (the mid; pending messages after all stored ones, in the order they were written). */
+class MessageList {
+  constructor(list, scroller) {
+    this.list = list;
+    this.scroller = scroller;
+    this.nodes = new Map(); // key -> {el, sort}
+    this.order = []; // sort values, in DOM order
+  }
+
+  clear() {
+    this.list.replaceChildren();
+    this.nodes.clear();
+    this.order = [];
+  }
+
+  indexFor(sort) {
+    let lo = 0;
+    let hi = this.order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.order[mid] < sort) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  remove(key) {
+    const n = this.nodes.get(key);
+    if (!n) return;
+    const i = this.indexFor(n.sort);
+    if (this.order[i] === n.sort) this.order.splice(i, 1);
+    n.el.remove();
+    this.nodes.delete(key);
+  }
+
+  upsert(e, actions) {
+    const old = this.nodes.get(e.key);
+    if (old) {
+      this.fill(old.el, e, actions);
+      return;
+    }
+    const el = document.createElement('li');
+    this.fill(el, e, actions);
+    const i = this.indexFor(e.sort);
+    this.list.insertBefore(el, this.list.children[i] || null);
+    this.order.splice(i, 0, e.sort);
+    this.nodes.set(e.key, { el, sort: e.sort });
+  }
+
+  fill(li, e, actions) {
+    li.className = 'msg' + (e.own ? ' own' : '');
+    li.dataset.key = e.key;
+    li.dataset.state = e.state;
+    li.dataset.from = e.from || '';
+    if (e.mid) li.dataset.mid = String(e.mid);
+    else delete li.dataset.mid;
+    const meta = document.createElement('div');
+    meta.className = 'meta';
+    const from = document.createElement('span');
+    from.className = 'from';
+    from.textContent = e.own ? `${e.from} (you)` : e.from;
+    meta.append(from);
+    if (e.ts) {
+      const time = document.createElement('time');
+      time.className = 'time';
+      time.dateTime = new Date(e.ts).toISOString();
+      time.textContent = timeFmt.format(new Date(e.ts));
+      meta.append(time);
+    }
+    const status = document.createElement('span');
+    status.className = 'mid';
+    if (e.state === 'stored') {
+      status.textContent = `#${e.mid}`;
+      status.title = 'stored: message id in this group';
+    } else if (e.state === 'pending') {
+      status.textContent = 'sending…';
+      status.title = 'waiting for the gateway to confirm it stored this message';
+    } else {
+      status.textContent = `not sent (${e.code})`;
+    }
+    meta.append(status);
+    if (e.state === 'failed') {
+      const retry = document.createElement('button');
+      retry.type = 'button';
+      retry.className = 'link-btn act';
+      retry.textContent = 'retry';
+      retry.addEventListener('click', () => actions.retry(e.cid));
+      const drop = document.createElement('button');
+      drop.type = 'button';
+      drop.className = 'link-btn act';
+      drop.textContent = 'discard';
+      drop.addEventListener('click', () => actions.discard(e.cid));
+      meta.append(retry, drop);
+    }
+    const body = document.createElement('div');
+    body.className = 'body';
+    body.textContent = e.text; // text, never HTML
+    if (e.binary) body.classList.add('muted');
+    li.replaceChildren(meta, body);
+  }
+
+  markFirstUnread(mid) {
+    for (const el of this.list.querySelectorAll('.first-unread')) el.classList.remove('first-unread');
+    const n = mid ? this.nodes.get('m' + mid) : null;
+    if (n) n.el.classList.add('first-unread');
+    return n ? n.el : null;
+  }
+
+  firstSort() {
+    return this.order.length ? this.order[0] : Infinity;
+  }
+}
+
+class App {
+  constructor() {
+    this.client = null;
+    this.stats = null;
+    this.user = null;
+    this.gid = null; // the group shown
+    this.positioned = false; // the open view has been scrolled to its first unread
+    this.messages = new MessageList($('msg-list'), $('messages'));
+    this.countdown = null;
+    this.bindStatic();
+    const s = loadSession();
+    if (s) this.startSession(s.user, s.token);
+    else this.showSignIn();
+  }
+
+  // ---- sign-in ------------------------------------------------------------------------
+
+  showSignIn(error = '') {
+    $('app').hidden = true;
+    $('signin').hidden = false;
+    $('signin-error').textContent = error;
+    const name = $('signin-name');
+    if (!name.value) {
+      try {
+        name.value = localStorage.getItem(LAST_USER_KEY) || '';
+      } catch {
+        /* no storage */
+      }
+    }
+    name.focus();
+  }
+
+  async signIn(user) {
+    $('signin-error').textContent = '';
+    if (!isValidId(user)) {
+      $('signin-error').textContent = 'A name is 1 to 64 characters: letters, digits, _ . : -';
+      return;
+    }
+    $('signin-button').disabled = true;
+    try {
+      const token = await demoLogin(user);
+      saveSession({ user, token });
+      this.startSession(user, token);
+    } catch (e) {
+      $('signin-error').textContent = e.message;
+    } finally {
+      $('signin-button').disabled = false;
+    }
+  }
+
+  startSession(user, token) {
+    this.user = user;
+    let current = token;
+    $('signin').hidden = true;
+    $('app').hidden = false;
+    $('me').textContent = user;
+    $('me').title = `signed in as ${user}`;
+    this.setView('list');
+    const client = new GwClient({
+      url: wsUrl(),
+      // The token of this tab; when the gateway refuses it (expired, or a gateway with
+      // another secret), demo mode gives a fresh one for the same name.
+      getToken: async ({ refresh }) => {
+        if (refresh) {
+          current = await demoLogin(user);
+          saveSession({ user, token: current });
+        }
+        return current;
+      },
+    });
+    this.client = client;
+    window.gw = { client, app: this }; // for the browser tests and the curious
+    client.addEventListener('state', (e) => this.renderConn(e.detail));
+    client.addEventListener('groups', () => this.renderGroups());
+    client.addEventListener('view', (e) => this.renderView(e.detail));
+    client.addEventListener('notice', (e) => this.notice(e.detail));
+    client.addEventListener('joined', (e) => {
+      if (this.joining === e.detail.gid) {
+        this.joining = null;
+        this.openGroup(e.detail.gid);
+      }
+    });
+    client.addEventListener('auth', (e) => this.signOut(`Please sign in again: ${e.detail.reason}.`));
+    if (!this.stats) {
+      this.stats = new StatsPanel($('stats'), {
+        shouldPoll: () => !document.hidden && $('stats').offsetParent !== null && this.client && this.client.state === 'online',
+      });
+      this.stats.start();
+    }
+    this.renderGroups();
+    client.start();
+  }
+
+  signOut(message = '') {
+    if (this.client) this.client.stop();
+    this.client = null;
+    window.gw = undefined;
+    this.gid = null;
+    this.messages.clear();
+    $('chat-view').hidden = true;
+    $('chat-empty').hidden = false;
+    $('group-list').replaceChildren();
+    saveSession(null);
+    this.showSignIn(message);
+  }
+
+  // ---- static wiring --------------------------------------------------------------------
+
+  bindStatic() {
+    $('signin-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.signIn($('signin-name').value.trim());
+    });
+    $('signout').addEventListener('click', () => this.signOut());
+    $('conn-retry').addEventListener('click', () => this.client && this.client.reconnectNow());
+    $('back').addEventListener('click', () => {
+      if (this.gid) this.closeGroup();
+      this.setView('list');
+    });
+    $('stats-toggle').addEventListener('click', () => {
+      const showing = $('app').dataset.view === 'stats';
+      this.setView(showing ? (this.gid ? 'chat' : 'list') : 'stats');
+    });
+    $('join-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const gid = $('join-gid').value.trim();
+      if (!isValidId(gid)) {
+        toast('A group name is 1 to 64 characters: letters, digits, _ . : -');
+        return;
+      }
+      if (!this.client) return;
+      if (this.client.groups.has(gid)) {
+        this.openGroup(gid);
+      } else {
+        this.joining = gid;
+        this.client.join(gid);
+      }
+      $('join-gid').value = '';
+    });
+    $('group-list').addEventListener('click', (e) => {
+      const li = e.target.closest('li[data-gid]');
+      if (li) this.openGroup(li.dataset.gid);
+    });
+    $('leave').addEventListener('click', () => {
+      if (this.client && this.gid) this.client.leave(this.gid);
+    });
+    $('older-btn').addEventListener('click', () => this.client && this.client.loadOlder());
+    $('messages').addEventListener('scroll', () => this.maybeLoadOlder(), { passive: true });
+    const input = $('composer-input');
+    $('composer').addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.sendFromComposer();
+    });
+    input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        this.sendFromComposer();
+      }
+    });
+    input.addEventListener('input', () => this.autosize());
+    // Leaving the page or hiding it is leaving the group view: ack at once.
+    window.addEventListener('pagehide', () => this.client && this.client.flushOpen('leave'));
+    document.addEventListener('visibilitychange', () => {
+      if (!this.client) return;
+      if (document.hidden) this.client.flushOpen('leave');
+      else this.client.refreshGroups(); // counts may have moved in another tab or device
+    });
+    window.addEventListener('online', () => this.client && this.client.reconnectNow());
+  }
+
+  setView(view) {
+    $('app').dataset.view = view;
+    $('stats-toggle').setAttribute('aria-pressed', String(view === 'stats'));
+    if (view === 'stats' && this.stats) this.stats.render();
+  }
+
+  // ---- connection -----------------------------------------------------------------------
+
+  renderConn({ state, reason, retryAt }) {
+    const conn = $('conn');
+    conn.dataset.state = state;
+    clearInterval(this.countdown);
+    const text = $('conn-text');
+    $('conn-retry').hidden = state !== 'offline';
+    if (state === 'online') text.textContent = 'online';
+    else if (state === 'connecting') text.textContent = 'connecting…';
+    else if (state === 'stopped') text.textContent = 'signed out';
+    else {
+      const tick = () => {
+        const s = Math.max(0, Math.ceil((retryAt - Date.now()) / 1000));
+        text.textContent = `offline${reason ? ' (' + reason + ')' : ''}, retry in ${s} s`;
+      };
+      tick();
+      this.countdown = setInterval(tick, 500);
+    }
+    conn.title = reason || state;
+  }
+
+  notice({ kind, code, msg }) {
+    const what = { join: 'Join', leave: 'Leave', send: 'Send', enter: 'Opening the group', after: 'Pulling', before: 'Loading older messages' }[kind] || 'The gateway';
+    toast(`${what}: ${code}${msg ? ': ' + msg : ''}`);
+  }
+
+  // ---- groups -------------------------------------------------------------------------
+
+  renderGroups() {
+    if (!this.client) return;
+    const groups = this.client.groupList();
+    const ul = $('group-list');
+    const items = groups.map((g) => {
+      const li = document.createElement('li');
+      li.dataset.gid = g.gid;
+      li.dataset.unread = String(g.unread);
+      if (g.open) li.classList.add('open');
+      if (g.unread > 0) li.classList.add('unread');
+      const b = document.createElement('button');
+      b.type = 'button';
+      const name = document.createElement('span');
+      name.className = 'name';
+      name.textContent = g.gid;
+      const badge = document.createElement('span');
+      badge.className = 'badge';
+      badge.dataset.count = String(g.unread);
+      badge.textContent = String(g.unread);
+      badge.title = g.unread ? `${g.unread} unread of ${g.lastMid}` : `${g.lastMid} messages, none unread`;
+      b.append(name, badge);
+      li.append(b);
+      return li;
+    });
+    ul.replaceChildren(...items);
+    $('groups-empty').hidden = groups.length > 0;
+    if (this.gid && !this.client.groups.has(this.gid)) {
+      // Left (here or in another tab): the view goes.
+      this.gid = null;
+      this.messages.clear();
+      $('chat-view').hidden = true;
+      $('chat-empty').hidden = false;
+      if ($('app').dataset.view === 'chat') this.setView('list');
+    }
+    if (this.gid) this.renderChatInfo();
+    document.title = this.totalUnread(groups) ? `(${this.totalUnread(groups)}) gw demo` : 'gw demo: group chat';
+  }
+
+  totalUnread(groups) {
+    return groups.reduce((s, g) => s + g.unread, 0);
+  }
+
+  // ---- the group view -------------------------------------------------------------------
+
+  openGroup(gid) {
+    if (!this.client || !this.client.groups.has(gid)) return;
+    this.setView('chat');
+    if (this.gid === gid) return;
+    this.gid = gid;
+    this.positioned = false;
+    this.messages.clear();
+    $('chat-empty').hidden = true;
+    $('chat-view').hidden = false;
+    $('chat-title').textContent = gid;
+    this.client.open(gid); // reports a view reset, then pages
+    this.renderView({ gid, reset: true, upserts: [], removes: [], meta: this.client.viewMeta(gid) });
+    if (matchMedia('(min-width: 720px)').matches) $('composer-input').focus();
+  }
+
+  closeGroup() {
+    if (this.client) this.client.close();
+    this.gid = null;
+    this.messages.clear();
+    $('chat-view').hidden = true;
+    $('chat-empty').hidden = false;
+  }
+
+  renderView({ gid, reset, upserts, removes, meta }) {
+    if (gid !== this.gid || !this.client) return;
+    const sc = $('messages');
+    const nearBottom = sc.scrollHeight - sc.scrollTop - sc.clientHeight < NEAR_BOTTOM_PX;
+    const prepending = upserts.length > 0 && upserts.every((e) => e.sort < this.messages.firstSort()) && this.messages.order.length > 0;
+    const prevHeight = sc.scrollHeight;
+    const prevTop = sc.scrollTop;
+    const actions = { retry: (cid) => this.client.retry(cid), discard: (cid) => this.client.discard(cid) };
+    if (reset) {
+      this.messages.clear();
+      for (const e of this.client.viewEntries(gid)) this.messages.upsert(e, actions);
+    }
+    for (const k of removes) this.messages.remove(k);
+    for (const e of upserts) this.messages.upsert(e, actions);
+    const unreadEl = this.messages.markFirstUnread(meta.firstUnread);
+    this.renderOlder(meta);
+    this.renderChatInfo(meta);
+    if (!this.positioned && !meta.catchingUp) {
+      // First position of a freshly opened view: at the first unread message if there
+      // was one, else at the newest.
+      this.positioned = true;
+      if (unreadEl) {
+        // Room above it for the "new messages" mark; near the top anyway: the very top.
+        const top = unreadEl.offsetTop - 48; // offsetParent: the scroller (position: relative)
+        sc.scrollTop = top < 80 ? 0 : top;
+      }
+      else sc.scrollTop = sc.scrollHeight;
+    } else if (prepending) {
+      sc.scrollTop = prevTop + (sc.scrollHeight - prevHeight); // keep what was on screen in place
+    } else if (nearBottom || upserts.some((e) => e.state === 'pending' && e.own)) {
+      sc.scrollTop = sc.scrollHeight;
+    }
+    // Not enough to fill the screen yet: older history, without waiting for a scroll.
+    requestAnimationFrame(() => this.maybeLoadOlder());
+  }
+
+  renderOlder(meta) {
+    const older = $('older');
+    const btn = $('older-btn');
+    let text = '';
+    if (meta.loadingOlder) text = 'Loading older messages…';
+    else if (!meta.hasOlder && meta.w !== null && meta.w !== undefined && !meta.catchingUp) text = `This is the start of #${this.gid}.`;
+    btn.hidden = !meta.hasOlder || meta.loadingOlder;
+    older.dataset.state = meta.loadingOlder ? 'loading' : meta.hasOlder ? 'more' : 'start';
+    if (older.firstChild && older.firstChild.nodeType === Node.TEXT_NODE) older.firstChild.remove();
+    if (text) older.prepend(document.createTextNode(text));
+  }
+
+  renderChatInfo(meta = this.client && this.gid ? this.client.viewMeta(this.gid) : null) {
+    if (!meta) return;
+    const shown = this.messages.order.length;
+    const parts = [`${meta.lastMid} messages`, `${shown} loaded`];
+    if (meta.catchingUp) parts.push('pulling…');
+    $('chat-info').textContent = parts.join(' · ');
+  }
+
+  maybeLoadOlder() {
+    if (!this.client || !this.gid || !this.positioned) return;
+    const sc = $('messages');
+    if (sc.scrollTop < NEAR_TOP_PX || sc.scrollHeight <= sc.clientHeight + 10) this.client.loadOlder();
+  }
+
+  sendFromComposer() {
+    const input = $('composer-input');
+    const text = input.value;
+    if (!text.trim() || !this.client || !this.gid) return;
+    try {
+      this.client.send(this.gid, text);
+      input.value = '';
+      this.autosize();
+    } catch (e) {
+      toast(e.message);
+    }
+  }
+
+  autosize() {
+    const t = $('composer-input');
+    t.style.height = 'auto';
+    t.style.height = Math.min(t.scrollHeight + 2, 128) + 'px';
+  }
+}
+
+window.gwBooted = true;
+new App();
