@@ -22,6 +22,8 @@ packages=(build-essential cmake pkg-config git
 # browser is ever downloaded); Node.js and npm for their npm packages, only when no node
 # or npm is on the PATH (playwright-core wants node >= 20).
 packages+=(chromium)
+# Fuzzing: clang with its libFuzzer and sanitizer runtimes.
+packages+=(clang libclang-rt-14-dev)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 

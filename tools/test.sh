@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (tools/setup.sh), builds the normal and the
 # sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, then the web
-# demo's browser tests (tests/browser/) against the normal build.
+# demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
 
@@ -66,6 +66,19 @@ else
   [ "$rc" -eq 0 ] || status=1
 fi
 echo "tests: browser screenshots in tests/browser/screenshots/"
+
+# Bounded fuzzing of the decoders and the token check (tests/fuzz/, libFuzzer): each
+# target counts as one test.
+echo "== tools/fuzz.sh (60 s per target)"
+"$root/tools/fuzz.sh" 60 2>&1 | tee "$work/fuzz.log"
+fline=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' "$work/fuzz.log" | tail -n 1)
+if [ -z "$fline" ]; then
+  echo "tests: tools/fuzz.sh printed no summary"
+  failed=$((failed + 1)); status=1
+else
+  passed=$((passed + $(sed -E 's/^fuzz: ([0-9]+) passed.*/\1/' <<<"$fline")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$fline")))
+fi
 
 [ "$failed" -eq 0 ] || status=1
 echo "tests: $passed passed, $failed failed"
