@@ -42,13 +42,17 @@ fi
 
 # npm packages, exactly as each lock file says: the page's MessagePack library
 # (web-demo/node_modules, served to the browser by the gateway) and playwright-core for
-# tests/browser. Skipped while node_modules is newer than the lock file.
+# tests/browser. Skipped when node_modules was installed from this very lock file (a
+# stamp holds its checksum: file times are too coarse to tell a fresh clone apart).
 for dir in web-demo tests/browser; do
   lock="$root/$dir/package-lock.json"
   [ -f "$lock" ] || continue
-  [ "$root/$dir/node_modules/.package-lock.json" -nt "$lock" ] && continue
+  stamp="$root/$dir/node_modules/.gw-installed-from"
+  sum=$(sha256sum "$lock" | cut -d' ' -f1)
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] && continue
   echo "setup: npm ci in $dir"
-  (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error) || exit 1
+  echo "$sum" > "$stamp"
 done
 
 build_asan=0

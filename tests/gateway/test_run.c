@@ -77,7 +77,21 @@ Test(run, the_readme_run_command_serves_https, .timeout = 600)
     time_t until = time(NULL) + 540;
     while (time(NULL) < until) {
         int st;
-        cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "run.sh exited early (see %s/run.log)", dir);
+        if (waitpid(pid, &st, WNOHANG) != 0) {
+            char log[400], tail[2048] = "";
+            snprintf(log, sizeof(log), "%s/run.log", dir);
+            FILE *l = fopen(log, "r");
+            if (l) {
+                fseek(l, 0, SEEK_END);
+                long size = ftell(l);
+                fseek(l, size > 2000 ? size - 2000 : 0, SEEK_SET);
+                size_t got = fread(tail, 1, sizeof(tail) - 1, l);
+                tail[got] = 0;
+                fclose(l);
+            }
+            cr_assert_fail("run.sh exited early (status %d); its output ends with:\n%s", st,
+                           tail);
+        }
         if (access(cert, R_OK) == 0 && (status = curl_status(cert, port, "/healthz")) == 200)
             break;
         usleep(200 * 1000);
