@@ -8,7 +8,9 @@
  * to be sent (the schedule, not when it went out), so a stalled server shows up in the
  * latency instead of silently lowering the load (no coordinated omission). It reports
  * confirmed sends/s, deliveries/s, send-to-deliver latency p50/p99/p99.9, ack frames,
- * errors, its own CPU time and the server's (from /proc), and stops by itself.
+ * errors, its own CPU time and the server's (from /proc), and stops by itself. Other
+ * modes: --idle (hold sessions), --own-groups (durable sends without fan-out), --pull (a
+ * returning user reads its unread messages page by page), --raw (a peer server).
  */
 #include "gwc.h"
 #include "load_hist.h"
@@ -37,6 +39,10 @@ typedef struct config {
     int sources;    /* source addresses 127.0.0.1 .. 127.0.0.N */
     int server_pid; /* for CPU and RSS; 0: not reported */
     bool idle;      /* only connect, sign in and join, then hold */
+    bool own_groups; /* every sender sends to a group of its own (no receivers) */
+    int ack_every;   /* > 0: ack after this many messages, not what welcome says */
+    int pull;        /* > 0: the offline-pull run, pages of this many messages */
+    int pull_groups; /* ... over this many groups */
     const char *raw_sub;  /* raw mode: subscribers' URL (a peer server, not the gateway) */
     const char *raw_pub;  /* raw mode: the publisher's URL (default: raw_sub) */
     const char *raw_proto; /* raw mode: subprotocol to ask for ("" for none) */
@@ -48,7 +54,7 @@ typedef struct sess {
     int id;
     int group;      /* receivers: the group; senders: the next group to send to */
     bool sender;
-    bool welcomed, joined;
+    bool hello_sent, welcomed, joined;
     uint64_t held, acked; /* contiguous watermark and last ack sent */
     int64_t first_unacked_ns;
     int inflight;
@@ -63,6 +69,9 @@ static config cfg;
 static stats st;
 static uint32_t ack_every = 50, ack_delay_ms = 1000;
 static unsigned run_id; /* makes cids unique across runs */
+/* The run's start and its last delivery: a run's drain waits up to 2 s for frames a peer
+ * never sends (it dropped or split them), which must not count as time spent delivering. */
+static int64_t run_t0, last_delivery_ns;
 
 static int64_t now_ns(void)
 {
@@ -86,6 +95,15 @@ static void usage(FILE *f)
             "  --sources K      spread sessions over 127.0.0.1 .. 127.0.0.K (default 1)\n"
             "  --server-pid P   report the gateway's CPU seconds and RSS from /proc\n"
             "  --idle           connect, sign in and join, then only hold the sessions\n"
+            "  --own-groups     every sender sends to a group of its own with no other member\n"
+            "                   (durable sends without fan-out; use with --sessions 0)\n"
+            "  --ack-every N    ack every N messages instead of the server's ack_every (1: one\n"
+            "                   ack frame per message, the baseline of the batched acks)\n"
+            "  --pull L         offline pull instead: a user joins --pull-groups groups and goes\n"
+            "                   offline, a sender stores --count messages (default 25000) over\n"
+            "                   them, then the user signs in again and reads every group in\n"
+            "                   pages of L (enter, then pull after), one request in flight\n"
+            "  --pull-groups G  groups of the offline pull (default 40)\n"
             "  --json           print the report as one JSON object\n"
             "Peers (for side-by-side benchmarks), no protocol v1: every session subscribes at\n"
             "  --raw URL        and the senders publish frames at --raw-pub URL (default the\n"
@@ -120,11 +138,13 @@ static int parse(int argc, char **argv)
         {"server-pid", required_argument, 0, 'p'}, {"idle", no_argument, 0, 'i'},
         {"json", no_argument, 0, 'j'},             {"secret-file", required_argument, 0, 'f'},
         {"raw", required_argument, 0, 'R'},        {"raw-pub", required_argument, 0, 'P'},
-        {"raw-protocol", required_argument, 0, 'o'},
+        {"raw-protocol", required_argument, 0, 'o'}, {"own-groups", no_argument, 0, 'O'},
+        {"ack-every", required_argument, 0, 'A'}, {"pull", required_argument, 0, 'L'},
+        {"pull-groups", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
     };
     cfg = (config){.sessions = 100, .group_size = 100, .senders = 1, .window = 64, .body = 200,
-                   .seconds = 10, .sources = 1};
+                   .seconds = 10, .sources = 1, .pull_groups = 40};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -140,6 +160,10 @@ static int parse(int argc, char **argv)
         case 'S': cfg.sources = atoi(optarg); break;
         case 'p': cfg.server_pid = atoi(optarg); break;
         case 'i': cfg.idle = true; break;
+        case 'O': cfg.own_groups = true; break;
+        case 'A': cfg.ack_every = atoi(optarg); break;
+        case 'L': cfg.pull = atoi(optarg); break;
+        case 'G': cfg.pull_groups = atoi(optarg); break;
         case 'R': cfg.raw_sub = optarg; break;
         case 'P': cfg.raw_pub = optarg; break;
         case 'o': cfg.raw_proto = optarg; break;
@@ -170,6 +194,9 @@ static int parse(int argc, char **argv)
                       : cfg.group_size < 1                           ? "--group-size >= 1"
                       : cfg.senders < 0 || cfg.senders > 10000       ? "--senders 0-10000"
                       : cfg.rate < 0 || cfg.window < 1               ? "--rate >= 0, --window >= 1"
+                      : cfg.ack_every < 0                            ? "--ack-every >= 1"
+                      : cfg.pull < 0 || cfg.pull_groups < 1 || cfg.pull_groups > 10000
+                          ? "--pull >= 1, --pull-groups 1-10000"
                       : cfg.body < 16 || cfg.body > 60000            ? "--body 16-60000"
                       : cfg.seconds <= 0 || cfg.seconds > 3600       ? "--seconds 0-3600"
                       : cfg.sources < 1 || cfg.sources > 250         ? "--sources 1-250"
@@ -182,6 +209,21 @@ static int parse(int argc, char **argv)
 }
 
 /* ---- protocol helpers ------------------------------------------------------------------ */
+
+/* Every body is new random lowercase letters (after the time stamp): text a peer accepts
+ * as UTF-8, and no two bodies alike, so the store's block compression cannot fold them
+ * into one another (storage figures). xorshift64: a few ns a byte. */
+static uint64_t body_rng = 88172645463325252ULL;
+
+static void vary_body(uint8_t *b)
+{
+    for (int i = 0; i < cfg.body; i++) {
+        body_rng ^= body_rng << 13;
+        body_rng ^= body_rng >> 7;
+        body_rng ^= body_rng << 17;
+        b[i] = (uint8_t)('a' + body_rng % 26);
+    }
+}
 
 static pr_slice sl(const char *s)
 {
@@ -200,13 +242,24 @@ static int n_groups(void)
     return cfg.sessions ? (cfg.sessions + cfg.group_size - 1) / cfg.group_size : 1;
 }
 
+/* A sender's own group (--own-groups): its only member is the sender. */
+static void own_gid(const sess *s, char *gid, size_t n)
+{
+    snprintf(gid, n, "own%d-%x", s->id, run_id);
+}
+
 static void send_message(sess *s, msgpack_sbuffer *sb, int64_t meant_ns, uint8_t *body)
 {
     char gid[24], cid[32];
-    snprintf(gid, sizeof(gid), "g%d", s->group);
-    s->group = (s->group + 1) % n_groups();
+    if (cfg.own_groups) {
+        own_gid(s, gid, sizeof(gid));
+    } else {
+        snprintf(gid, sizeof(gid), "g%d", s->group);
+        s->group = (s->group + 1) % n_groups();
+    }
     /* Unique across runs too: the same cid from the same user would be a resend. */
     snprintf(cid, sizeof(cid), "%x-%lu", run_id, (unsigned long)st.sends);
+    vary_body(body);
     memcpy(body, &meant_ns, sizeof(meant_ns)); /* one clock: this process */
     pr_enc_send(sb, PR_NO_RID, sl(gid), sl(cid), (pr_body){{body, (size_t)cfg.body}, true});
     send_frame(s, sb);
@@ -236,7 +289,9 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
     switch (ev->t) {
     case PR_EV_WELCOME:
         s->welcomed = true;
-        ack_every = ev->welcome.ack_every ? ev->welcome.ack_every : ack_every;
+        ack_every = cfg.ack_every > 0      ? (uint32_t)cfg.ack_every
+                    : ev->welcome.ack_every ? ev->welcome.ack_every
+                                            : ack_every;
         ack_delay_ms = ev->welcome.ack_delay_ms ? ev->welcome.ack_delay_ms : ack_delay_ms;
         break;
     case PR_EV_JOINED:
@@ -253,6 +308,7 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
         break;
     case PR_EV_MSG: {
         st.deliveries++;
+        last_delivery_ns = now_ns();
         int64_t meant;
         if (ev->msg.body.data.n >= sizeof(meant)) {
             memcpy(&meant, ev->msg.body.data.p, sizeof(meant));
@@ -301,6 +357,7 @@ static void on_raw_frame(sess *s, const uint8_t *f, size_t n)
             return;
         }
     st.deliveries++;
+    last_delivery_ns = now_ns();
     if (s->id == 0)
         raw_first_received++;
     load_hist_add(&st.lat, (now_ns() - (int64_t)strtoull(hex, NULL, 16)) / 1000);
@@ -310,11 +367,29 @@ static void send_raw(sess *s, int64_t meant_ns, uint8_t *body)
 {
     char hex[17];
     snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)meant_ns);
+    vary_body(body);
     memcpy(body, hex, 16);
     if (gwc_send_raw(s->k, body, (size_t)cfg.body, true) != 0)
         st.errors++;
     st.sends++;
     st.confirmed++; /* no confirmation from a peer: a send is a send */
+}
+
+/* Signs a session in. Sent as soon as its handshake is done: with thousands of sessions
+ * still connecting, the first ones would otherwise outlive the server's hello timeout. */
+static bool send_hello(sess *s, msgpack_sbuffer *sb)
+{
+    char uid[32];
+    snprintf(uid, sizeof(uid), "%s%d", s->sender ? "s" : "u", s->id);
+    char *tok = NULL;
+    if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0, false,
+                       &tok) != 0)
+        return false;
+    pr_enc_hello(sb, PR_NO_RID, sl(tok));
+    send_frame(s, sb);
+    free(tok);
+    s->hello_sent = true;
+    return true;
 }
 
 /* Runs the loop once and hands every event to on_event. */
@@ -324,6 +399,8 @@ static void pump(gwc_ctx *c, int wait_ms, msgpack_sbuffer *sb)
     gwc_conn *k;
     while ((k = gwc_next_ready(c)) != NULL) {
         sess *s = gwc_user(k);
+        if (!cfg.raw_sub && !s->hello_sent && gwc_state(k) == GWC_OPEN && !send_hello(s, sb))
+            st.errors++;
         if (cfg.raw_sub) {
             const uint8_t *f;
             size_t n;
@@ -439,24 +516,21 @@ static bool setup_sessions(gwc_ctx *c, sess *ss, int n, msgpack_sbuffer *sb)
         return false;
     if (cfg.raw_sub)
         return true; /* a peer has no sign-in and no groups */
-    for (int i = 0; i < n; i++) {
-        char uid[32];
-        snprintf(uid, sizeof(uid), "%s%d", ss[i].sender ? "s" : "u", ss[i].id);
-        char *tok = NULL;
-        if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0,
-                           false, &tok) != 0)
+    for (int i = 0; i < n; i++)
+        if (!ss[i].hello_sent && !send_hello(&ss[i], sb))
             return false;
-        pr_enc_hello(sb, PR_NO_RID, sl(tok));
-        send_frame(&ss[i], sb);
-        free(tok);
-    }
     if (!wait_all(c, ss, n, is_welcomed, 60 + n / 500.0, "signing in", sb))
         return false;
     for (int i = 0; i < n; i++) {
         int first = ss[i].sender ? 0 : ss[i].group, last = ss[i].sender ? n_groups() : first + 1;
+        if (ss[i].sender && cfg.own_groups)
+            last = 1;
         for (int g = first; g < last; g++) {
             char gid[24];
-            snprintf(gid, sizeof(gid), "g%d", g);
+            if (ss[i].sender && cfg.own_groups)
+                own_gid(&ss[i], gid, sizeof(gid));
+            else
+                snprintf(gid, sizeof(gid), "g%d", g);
             pr_enc_join(sb, PR_NO_RID, sl(gid));
             send_frame(&ss[i], sb);
             ss[i].inflight += ss[i].sender;
@@ -468,16 +542,19 @@ static bool setup_sessions(gwc_ctx *c, sess *ss, int n, msgpack_sbuffer *sb)
 static void report(double secs, double cpu_self, double cpu_srv, long rss, int n)
 {
     double d = st.deliveries ? (double)st.deliveries : 1;
+    double active = last_delivery_ns > run_t0 ? (double)(last_delivery_ns - run_t0) / 1e9 : secs;
     if (cfg.json) {
         printf("{\"seconds\":%.2f,\"sessions\":%d,\"sends\":%lu,\"confirmed\":%lu,"
                "\"confirmed_per_s\":%.1f,\"deliveries\":%lu,\"deliveries_per_s\":%.1f,"
+               "\"active_s\":%.2f,\"deliveries_per_active_s\":%.1f,"
                "\"latency_us\":{\"p50\":%ld,\"p99\":%ld,\"p999\":%ld,\"max\":%ld},"
                "\"ack_frames\":%lu,\"notifies\":%lu,\"gaps\":%lu,\"errors\":%lu,"
                "\"load_cpu_s\":%.3f,\"server_cpu_s\":%.3f,\"server_rss_kib\":%ld,"
                "\"load_cpu_us_per_delivery\":%.3f,\"server_cpu_us_per_delivery\":%.3f}\n",
                secs, n, (unsigned long)st.sends, (unsigned long)st.confirmed,
                (double)st.confirmed / secs, (unsigned long)st.deliveries,
-               (double)st.deliveries / secs, (long)load_hist_quantile(&st.lat, 0.5),
+               (double)st.deliveries / secs, active, (double)st.deliveries / active,
+               (long)load_hist_quantile(&st.lat, 0.5),
                (long)load_hist_quantile(&st.lat, 0.99), (long)load_hist_quantile(&st.lat, 0.999),
                (long)st.lat.max, (unsigned long)st.ack_frames, (unsigned long)st.notifies,
                (unsigned long)st.gaps, (unsigned long)st.errors, cpu_self, cpu_srv, rss,
@@ -502,12 +579,173 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
     printf("\n");
 }
 
+/* ---- offline pull (--pull) ---------------------------------------------------------- */
+
+/* The next event of type t on k, skipping others; false on an err, a close or 30 s. */
+static bool wait_event(gwc_conn *k, enum pr_ev_type t, pr_event *ev)
+{
+    int64_t until = now_ns() + 30000000000LL;
+    while (now_ns() < until) {
+        int rc = gwc_next(k, 1000, ev);
+        if (rc == GWC_ETIMEDOUT)
+            continue;
+        if (rc != 0) {
+            fprintf(stderr, "gw_load: pull: %s\n", gwc_strerror(rc));
+            return false;
+        }
+        if (ev->t == PR_EV_ERR) {
+            st.errors++;
+            fprintf(stderr, "gw_load: pull: err %.*s: %.*s\n", (int)ev->err_name.n,
+                    ev->err_name.p, (int)ev->err_msg.n, ev->err_msg.p);
+            return false;
+        }
+        if (ev->t == t)
+            return true;
+    }
+    fprintf(stderr, "gw_load: pull: timed out\n");
+    return false;
+}
+
+/* Connects, signs in as uid and joins every group; NULL on failure. */
+static gwc_conn *pull_session(gwc_ctx *c, const char *uid, char (*gids)[32], bool join,
+                              msgpack_sbuffer *sb)
+{
+    gwc_conn *k = NULL;
+    pr_event ev;
+    char *tok = NULL;
+    if (gwc_connect(c, cfg.url, 10000, &k) != 0) {
+        fprintf(stderr, "gw_load: pull: connect: %s\n", gwc_ctx_last_error(c));
+        return NULL;
+    }
+    if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0,
+                       false, &tok) != 0)
+        goto fail;
+    pr_enc_hello(sb, PR_NO_RID, sl(tok));
+    free(tok);
+    if (gwc_send(k, sb->data, sb->size) != 0 || (sb->size = 0, !wait_event(k, PR_EV_WELCOME, &ev)))
+        goto fail;
+    for (int g = 0; join && g < cfg.pull_groups; g++) {
+        pr_enc_join(sb, PR_NO_RID, sl(gids[g]));
+        if (gwc_send(k, sb->data, sb->size) != 0 || (sb->size = 0, !wait_event(k, PR_EV_JOINED, &ev)))
+            goto fail;
+    }
+    return k;
+fail:
+    sb->size = 0;
+    gwc_close(k);
+    return NULL;
+}
+
+static int run_pull(gwc_ctx *c, msgpack_sbuffer *sb)
+{
+    char puller[32], filler[32], cid[32];
+    char (*gids)[32] = calloc((size_t)cfg.pull_groups, sizeof(*gids));
+    uint8_t *body = calloc(1, (size_t)cfg.body);
+    long count = cfg.count ? cfg.count : 25000;
+    int rc = 1;
+    pr_event ev;
+    if (!gids || !body)
+        goto out;
+    snprintf(puller, sizeof(puller), "puller-%x", run_id);
+    snprintf(filler, sizeof(filler), "filler-%x", run_id);
+    for (int g = 0; g < cfg.pull_groups; g++)
+        snprintf(gids[g], sizeof(gids[g]), "pull%x-%d", run_id, g);
+
+    /* 1. The user joins every group and goes offline. */
+    gwc_conn *k = pull_session(c, puller, gids, true, sb);
+    if (!k)
+        goto out;
+    gwc_close(k);
+
+    /* 2. Another member stores the messages, round robin over the groups. */
+    k = pull_session(c, filler, gids, true, sb);
+    if (!k)
+        goto out;
+    int64_t f0 = now_ns();
+    long sent = 0, confirmed = 0;
+    int inflight = 0;
+    while (confirmed < count) {
+        while (inflight < cfg.window && sent < count) {
+            int64_t t = now_ns();
+            vary_body(body);
+            memcpy(body, &t, sizeof(t));
+            snprintf(cid, sizeof(cid), "%x-%ld", run_id, sent);
+            pr_enc_send(sb, PR_NO_RID, sl(gids[sent % cfg.pull_groups]), sl(cid),
+                        (pr_body){{body, (size_t)cfg.body}, true});
+            if (gwc_send(k, sb->data, sb->size) != 0) {
+                gwc_close(k);
+                goto out;
+            }
+            sb->size = 0;
+            sent++;
+            inflight++;
+        }
+        if (!wait_event(k, PR_EV_SENT, &ev)) {
+            gwc_close(k);
+            goto out;
+        }
+        inflight--;
+        confirmed++;
+    }
+    double fill_s = (double)(now_ns() - f0) / 1e9;
+    gwc_close(k);
+
+    /* 3. The user comes back and reads every group in pages, one request in flight, and
+     * acks each group once it has read it. Timed from sign-in to the last page. */
+    double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
+    int64_t t0 = now_ns();
+    k = pull_session(c, puller, gids, false, sb);
+    if (!k)
+        goto out;
+    uint64_t msgs = 0, pages = 0;
+    for (int g = 0; g < cfg.pull_groups; g++) {
+        uint64_t after = 0;
+        pr_enc_enter(sb, PR_NO_RID, sl(gids[g]), (uint32_t)cfg.pull);
+        for (;;) {
+            if (gwc_send(k, sb->data, sb->size) != 0 || (sb->size = 0, !wait_event(k, PR_EV_PAGE, &ev))) {
+                gwc_close(k);
+                goto out;
+            }
+            pages++;
+            msgs += ev.n_items;
+            pr_message m;
+            if (ev.n_items && pr_event_message(&ev, ev.n_items - 1, &m) == 0)
+                after = m.mid;
+            if (!ev.more || !ev.n_items)
+                break;
+            pr_enc_pull(sb, PR_NO_RID, sl(gids[g]), false, after, (uint32_t)cfg.pull);
+        }
+        pr_ack a = {sl(gids[g]), after};
+        pr_enc_ack(sb, &a, 1);
+        send_frame(&(sess){.k = k}, sb);
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    double cpu_self = self_cpu_s() - cpu0;
+    double cpu_srv = cfg.server_pid ? proc_cpu_s(cfg.server_pid) - srv0 : 0;
+    gwc_close(k);
+    printf("{\"pull\":{\"limit\":%d,\"groups\":%d,\"messages\":%lu,\"pages\":%lu,"
+           "\"seconds\":%.3f,\"messages_per_s\":%.1f,\"pages_per_s\":%.1f},"
+           "\"stored\":%ld,\"fill_seconds\":%.2f,\"errors\":%lu,\"load_cpu_s\":%.3f,"
+           "\"server_cpu_s\":%.3f}\n",
+           cfg.pull, cfg.pull_groups, (unsigned long)msgs, (unsigned long)pages, secs,
+           (double)msgs / secs, (double)pages / secs, confirmed, fill_s,
+           (unsigned long)st.errors, cpu_self, cpu_srv);
+    rc = msgs == (uint64_t)count && !st.errors ? 0 : 1;
+    if (rc)
+        fprintf(stderr, "gw_load: pull: read %lu of %ld messages\n", (unsigned long)msgs, count);
+out:
+    free(gids);
+    free(body);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int prc = parse(argc, argv);
     if (prc)
         return prc > 0 ? 0 : 2;
     run_id = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    body_rng ^= run_id;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max; /* one socket per session */
@@ -532,6 +770,10 @@ int main(int argc, char **argv)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     int rc = 1;
+    if (cfg.pull) {
+        rc = run_pull(c, &sb);
+        goto out;
+    }
     if (!setup_sessions(c, ss, n, &sb))
         goto out;
     fprintf(stderr, "gw_load: %d sessions in %d groups, %d senders: running %.0f s\n", n,
@@ -539,6 +781,7 @@ int main(int argc, char **argv)
 
     double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
     int64_t t0 = now_ns(), until = t0 + (int64_t)(cfg.seconds * 1e9), last_print = t0;
+    run_t0 = t0;
     uint8_t *body = calloc(1, (size_t)cfg.body);
     int next_sender = 0;
     while (now_ns() < until && (!cfg.count || st.sends < (uint64_t)cfg.count)) {

@@ -1,0 +1,199 @@
+# Helpers for tools/bench/run.sh: start and stop the gateway and its peer servers on
+# 127.0.0.1. Sourced, not run. Every server started here is recorded and stopped by
+# bench_cleanup (installed on EXIT, INT and TERM by bench_init), so Ctrl-C leaves nothing.
+#
+#   bench_init                  temp folder in $BENCH_WORK, traps
+#   start_gw NAME [gw flags]    the gateway with a fresh store in $BENCH_WORK/NAME
+#   start_lws                   libwebsockets-test-server (mirror protocol)
+#   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
+#   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
+#   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
+# Each start_* sets SRV_PID (the process to measure) and SRV_PORT and returns once the
+# port answers; stop_srv stops the server (TERM, then KILL after 5 s) and waits for it.
+# nginx runs as a master and one worker: SRV_PID is the worker, SRV_STOP the master.
+
+bench_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BENCH_PIDS=()
+BENCH_WORK=
+SRV_PID= SRV_PORT= SRV_STOP=
+bench_next_port=$((20000 + RANDOM % 10000))
+
+bench_cleanup() {
+  local p
+  for p in "${BENCH_PIDS[@]}"; do
+    kill -TERM "$p" 2>/dev/null || true
+  done
+  for p in "${BENCH_PIDS[@]}"; do
+    bench_reap "$p"
+  done
+  BENCH_PIDS=()
+  if [ -n "$BENCH_WORK" ] && [ -z "${BENCH_KEEP:-}" ]; then
+    rm -rf "$BENCH_WORK"
+  fi
+}
+
+bench_init() {
+  BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/gw-bench-XXXXXX")
+  trap 'bench_cleanup' EXIT
+  trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
+}
+
+# Waits (at most 5 s) for pid $1 to end after a TERM, then KILLs it.
+bench_reap() {
+  local p=$1 i
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$p" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+}
+
+bench_forget() {
+  local p keep=()
+  for p in "${BENCH_PIDS[@]}"; do
+    [ "$p" = "$1" ] || keep+=("$p")
+  done
+  BENCH_PIDS=("${keep[@]}")
+}
+
+stop_srv() {
+  local p=${1:-${SRV_STOP:-$SRV_PID}}
+  [ -n "$p" ] || return 0
+  kill -TERM "$p" 2>/dev/null || true
+  bench_reap "$p"
+  bench_forget "$p"
+}
+
+# A port nobody listens on (tries at most 100), below the ephemeral range (32768-60999):
+# thousands of client sockets hold ports there, and a listener cannot bind to them.
+free_port() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    bench_next_port=$((bench_next_port + 1))
+    [ "$bench_next_port" -lt 32000 ] || bench_next_port=20001
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$bench_next_port") 2>/dev/null; then
+      echo "$bench_next_port"
+      return 0
+    fi
+  done
+  echo "bench: no free port" >&2
+  return 1
+}
+
+# wait_port PORT PID: until 127.0.0.1:PORT accepts (at most 15 s), while PID lives.
+wait_port() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+      return 0
+    fi
+    kill -0 "$2" 2>/dev/null || { echo "bench: server $2 exited before listening" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "bench: nothing answers on port $1" >&2
+  return 1
+}
+
+# bench_spawn LOG CMD...: runs CMD in the background, records its pid in SRV_PID.
+bench_spawn() {
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 &
+  SRV_PID=$!
+  SRV_STOP=
+  BENCH_PIDS+=("$SRV_PID")
+}
+
+start_gw() {
+  local name=$1
+  shift
+  rm -rf "${BENCH_WORK:?}/$name"
+  mkdir -p "$BENCH_WORK/$name"
+  bench_spawn "$BENCH_WORK/$name.log" "$bench_root/build/gw" --insecure --listen 127.0.0.1 \
+    --port 0 --port-file "$BENCH_WORK/$name/port" --data "$BENCH_WORK/$name/data" \
+    --log-level 1 "$@"
+  local i
+  for ((i = 0; i < 150; i++)); do
+    [ -s "$BENCH_WORK/$name/port" ] && break
+    kill -0 "$SRV_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  SRV_PORT=$(cat "$BENCH_WORK/$name/port" 2>/dev/null || true)
+  [ -n "$SRV_PORT" ] || { echo "bench: the gateway did not start:" >&2; tail -5 "$BENCH_WORK/$name.log" >&2; return 1; }
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
+start_lws() {
+  SRV_PORT=$(free_port)
+  # -i lo binds 127.0.0.1 (an address given to -i is ignored by this test server).
+  bench_spawn "$BENCH_WORK/lws.log" libwebsockets-test-server --port="$SRV_PORT" -i lo -d 1
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
+start_node() {
+  SRV_PORT=$(free_port)
+  bench_spawn "$BENCH_WORK/node.log" node "$bench_root/tools/bench/peers/ws-broadcast.mjs" \
+    "$SRV_PORT" 127.0.0.1
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
+start_nchan() {
+  SRV_PORT=$(free_port)
+  local d="$BENCH_WORK/nchan"
+  rm -rf "$d"
+  mkdir -p "$d"
+  sed -e "s#@PREFIX@#$d#g" -e "s#@PORT@#$SRV_PORT#g" \
+    "$bench_root/tools/bench/peers/nchan.conf.in" >"$d/nginx.conf"
+  bench_spawn "$BENCH_WORK/nchan.log" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
+  wait_port "$SRV_PORT" "$SRV_PID" || return 1
+  local i w=
+  for ((i = 0; i < 50; i++)); do
+    w=$(pgrep -P "$SRV_PID" | head -1 || true)
+    [ -n "$w" ] && break
+    sleep 0.1
+  done
+  [ -n "$w" ] || { echo "bench: no nginx worker" >&2; return 1; }
+  SRV_STOP=$SRV_PID SRV_PID=$w
+}
+
+start_mosquitto() {
+  local name=$1
+  SRV_PORT=$(free_port)
+  rm -rf "${BENCH_WORK:?}/$name"
+  mkdir -p "$BENCH_WORK/$name"
+  cat >"$BENCH_WORK/$name/mosquitto.conf" <<EOF
+listener $SRV_PORT 127.0.0.1
+allow_anonymous true
+# started as root, mosquitto would switch to its own user, who cannot write here
+user root
+persistence true
+persistence_location $BENCH_WORK/$name/
+autosave_interval 0
+max_queued_messages 0
+max_inflight_messages 0
+EOF
+  bench_spawn "$BENCH_WORK/$name.log" mosquitto -c "$BENCH_WORK/$name/mosquitto.conf"
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
+# rss_kib PID
+rss_kib() {
+  awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+# cpu_s PID: user+system CPU seconds so far.
+cpu_s() {
+  awk -v t="$(getconf CLK_TCK)" '{sub(/.*\) /, ""); print ($12 + $13) / t}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# jget FIELD[.SUB...] < JSON: one number or string from a JSON object.
+jget() {
+  python3 -c 'import json,sys
+v=json.load(sys.stdin)
+for k in sys.argv[1].split("."): v=v[k]
+print(v)' "$1"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; else print 0}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b>0)?a/b:0}'; }
