@@ -1,4 +1,5 @@
 #include "gwfx.h"
+#include "store.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -320,4 +321,16 @@ char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)
     fclose(b);
     unlink(out);
     return body;
+}
+
+st_store *gwfx_open_store(gwfx *f)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/data/store", f->dir);
+    st_options o;
+    st_options_init(&o);
+    o.path = path;
+    st_store *s = NULL;
+    cr_assert_eq(st_open(&o, &s, NULL, 0), 0, "cannot open the gateway's store %s", path);
+    return s;
 }

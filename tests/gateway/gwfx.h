@@ -44,6 +44,9 @@ bool gwfx_alive(gwfx *f);
 /* The gateway's resident memory in KiB (from /proc). */
 long gwfx_rss_kib(gwfx *f);
 
+/* Opens the store of a stopped gateway (its data folder), to check what it persisted. */
+struct st_store *gwfx_open_store(gwfx *f);
+
 /* A token for uid valid for an hour (malloc'd). */
 char *gwfx_token(const char *uid);
 

@@ -123,13 +123,7 @@ Test(acks, batched_acks_are_few_and_end_at_the_last_mid)
 
     /* A graceful stop flushes the coalesced acks; the store holds the last mid. */
     gwfx_stop(&f, SIGTERM);
-    char path[400];
-    snprintf(path, sizeof(path), "%s/data/store", f.dir);
-    st_options o;
-    st_options_init(&o);
-    o.path = path;
-    st_store *s = NULL;
-    cr_assert_eq(st_open(&o, &s, NULL, 0), 0);
+    st_store *s = gwfx_open_store(&f);
     uint64_t ack = 0, last = 0;
     cr_assert_eq(st_read_ack(s, st_id_str("g"), st_id_str("bob"), &ack), 0);
     cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), 0);

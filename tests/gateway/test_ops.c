@@ -275,13 +275,7 @@ Test(ops, graceful_stop_during_sends_and_acks, .fini = teardown, .timeout = 60)
     gwfx_wait_exit(&f);
 
     /* Every `sent` is stored under its mid; the stored ack is the last one sent. */
-    char path[400];
-    snprintf(path, sizeof(path), "%s/data/store", f.dir);
-    st_options o;
-    st_options_init(&o);
-    o.path = path;
-    st_store *s = NULL;
-    cr_assert_eq(st_open(&o, &s, NULL, 0), 0);
+    st_store *s = gwfx_open_store(&f);
     uint64_t stored_ack = 0, last_mid = 0;
     cr_assert_eq(st_read_ack(s, st_id_str("g"), st_id_str("reader"), &stored_ack), 0);
     cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last_mid), 0);
