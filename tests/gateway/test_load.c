@@ -11,9 +11,15 @@
 #include <string.h>
 #include <sys/wait.h>
 
-Test(load, three_seconds_of_fan_out, .timeout = 180)
+static gwfx f;
+
+static void teardown(void)
 {
-    gwfx f;
+    gwfx_cleanup(&f); /* SIGTERM: must exit 0; also when an assertion failed */
+}
+
+Test(load, three_seconds_of_fan_out, .fini = teardown, .timeout = 180)
+{
     gwfx_start(&f, NULL);
     char bin[512], dirbuf[512], cmd[1400], line[1024], report[1024] = "";
     snprintf(dirbuf, sizeof(dirbuf), "%s", GW_BINARY);
@@ -44,5 +50,4 @@ Test(load, three_seconds_of_fan_out, .timeout = 180)
      * join every group; the sending session itself gets no push). */
     cr_assert_eq(deliveries, 101 * confirmed, "deliveries %lu for %lu messages", deliveries,
                  confirmed);
-    gwfx_cleanup(&f); /* SIGTERM: must exit 0 */
 }
