@@ -156,7 +156,10 @@ Test(restart, sigkill_during_sends_loses_nothing_confirmed)
             after = m.mid;
             take(m.mid);
             /* The message under each confirmed mid is the one that was confirmed. */
-            int cid = atoi((const char *)m.body.data.p + 1);
+            /* The body is "m<cid>", not NUL-terminated: copy it before reading it. */
+            char text[16];
+            snprintf(text, sizeof(text), "%.*s", (int)m.body.data.n, m.body.data.p);
+            int cid = atoi(text + 1);
             cr_assert(cid >= 1 && cid <= last_sent);
             cr_assert_eq(confirmed[cid], m.mid, "m%d confirmed as %lu, stored as %lu", cid,
                          (unsigned long)confirmed[cid], (unsigned long)m.mid);
