@@ -117,10 +117,15 @@ typedef struct dctx {
 static int lookup(const dctx *c, const char *key, const msgpack_object **o)
 {
     const msgpack_object_map *m = &c->map->via.map;
+    size_t kn = strlen(key);
     *o = NULL;
+    /* Length and first byte before memcmp: this runs for every field against every key of
+     * every map, and a client decodes one map per message it receives. */
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
-        if (k->type != MSGPACK_OBJECT_STR || !slice_is(slice_of(k), key)) continue;
+        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size != kn || kn == 0 ||
+            k->via.str.ptr[0] != key[0] || memcmp(k->via.str.ptr, key, kn) != 0)
+            continue;
         if (*o)
             return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' appears more than once", c->what,
                         key);
