@@ -3,6 +3,7 @@
  * POST /demo/login (demo mode only) and the demo page's static files.
  */
 #include "gw_internal.h"
+#include "gw_tls.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -157,6 +158,9 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
         /* A WebSocket upgrade that did not ask for gw.v1 lands here: refuse it. */
         return 1;
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        /* Made once per vhost, on protocol 0: the moment to tune the server's SSL_CTX. */
+        return gw_tls_tune(user);
     case LWS_CALLBACK_HTTP: {
         const char *path = in;
         bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;

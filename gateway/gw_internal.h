@@ -119,6 +119,12 @@ struct gw_sess {
     uint64_t slow_since;  /* monotonic ms */
     gw_notify *notify;    /* coalesced notify per group while slow */
 
+    /* Liveness, checked by gw_sess_sweep once a second (see there for why not by timers). */
+    uint64_t born_ms;    /* monotonic ms at the handshake: the hello must come in time */
+    uint64_t last_rx_ms; /* monotonic ms of the last bytes or pong received */
+    bool ping_due;       /* a ping goes out at the next writeable */
+    bool ping_sent;      /* ... and was sent since last_rx_ms */
+
     unsigned inflight; /* store writes submitted, not yet completed */
     double err_score;  /* bad requests, decaying by one a second */
     uint64_t err_at;   /* monotonic ms of the last decay */
@@ -134,6 +140,8 @@ void gw_sess_free(gw_sess *s);
 gw_sess *gw_sess_find(gw_server *srv, uint64_t sid);
 /* One piece of a received WebSocket message. Returns -1 to close the connection now. */
 int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, bool binary);
+/* Something came from the peer (bytes or a pong): it is alive. */
+void gw_sess_alive(gw_sess *s);
 /* The socket can take more: write the next frame. Returns -1 to close. */
 int gw_sess_writeable(gw_sess *s);
 /* Queues a reply or a push (takes one reference of b). */

@@ -28,7 +28,7 @@ gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi)
     s->sid = ++srv->next_sid;
     snprintf(s->sid_str, sizeof(s->sid_str), "%lx-%lu", (unsigned long)srv->boot_id,
              (unsigned long)s->sid);
-    s->err_at = gw_mono_ms();
+    s->err_at = s->born_ms = s->last_rx_ms = gw_mono_ms();
     HASH_ADD(hh, srv->sessions, sid, sizeof(s->sid), s);
     srv->n_sessions++;
     return s;
@@ -276,6 +276,16 @@ int gw_sess_writeable(gw_sess *s)
     }
     uint8_t *out = NULL;
     size_t len = 0;
+    if (s->ping_due) { /* one write per writeable: the ping now, the queue next time */
+        s->ping_due = false;
+        /* Not empty: libwebsockets 4.1 does not report an empty pong to the protocol. */
+        srv->wbuf[LWS_PRE] = 'p';
+        if (lws_write(s->wsi, srv->wbuf + LWS_PRE, 1, LWS_WRITE_PING) < 1)
+            return -1;
+        if (s->q_len || s->notify)
+            lws_callback_on_writable(s->wsi);
+        return 0;
+    }
     if (s->q_len) {
         len = take_queued(s, &out);
     } else if (s->notify) {
@@ -298,10 +308,17 @@ int gw_sess_writeable(gw_sess *s)
 
 /* ---- receive ------------------------------------------------------------------------- */
 
+void gw_sess_alive(gw_sess *s)
+{
+    s->last_rx_ms = gw_mono_ms();
+    s->ping_sent = false;
+}
+
 int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, bool binary)
 {
     gw_server *srv = s->srv;
     srv->n.bytes_in += len;
+    gw_sess_alive(s);
     if (first) {
         s->rx_n = 0;
         s->rx_text = !binary;
@@ -325,21 +342,30 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         }
         return 0;
     }
-    if (s->rx_n + len > s->rx_cap) {
-        size_t ncap = s->rx_cap ? s->rx_cap : 4096;
-        while (ncap < s->rx_n + len)
-            ncap *= 2;
-        uint8_t *nb = realloc(s->rx, ncap);
-        if (!nb)
-            return -1;
-        s->rx = nb;
-        s->rx_cap = ncap;
+    /* A message that came whole is routed from libwebsockets' buffer as it is; only one
+     * in pieces is joined in s->rx, which is freed after it: an idle session holds no
+     * receive buffer of its own. */
+    const uint8_t *msg = in;
+    size_t msg_n = len;
+    if (!first || !final) {
+        if (s->rx_n + len > s->rx_cap) {
+            size_t ncap = s->rx_cap ? s->rx_cap : 4096;
+            while (ncap < s->rx_n + len)
+                ncap *= 2;
+            uint8_t *nb = realloc(s->rx, ncap);
+            if (!nb)
+                return -1;
+            s->rx = nb;
+            s->rx_cap = ncap;
+        }
+        if (len)
+            memcpy(s->rx + s->rx_n, in, len);
+        s->rx_n += len;
+        if (!final)
+            return 0;
+        msg = s->rx;
+        msg_n = s->rx_n;
     }
-    if (len)
-        memcpy(s->rx + s->rx_n, in, len);
-    s->rx_n += len;
-    if (!final)
-        return 0;
     srv->n.frames_in++;
     if (s->rx_text && !s->user) {
         srv->n.closes_4001++;
@@ -348,15 +374,11 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME, "binary frames only: send MessagePack",
                       (pr_slice){0});
     } else {
-        gw_route_frame(s, s->rx, s->rx_n);
+        gw_route_frame(s, msg, msg_n);
     }
-    /* Do not keep a large buffer for an idle session. */
-    if (s->rx_cap > 65536) {
-        free(s->rx);
-        s->rx = NULL;
-        s->rx_cap = 0;
-    }
-    s->rx_n = 0;
+    free(s->rx);
+    s->rx = NULL;
+    s->rx_n = s->rx_cap = 0;
     return 0;
 }
 
@@ -417,15 +439,41 @@ void gw_sess_flow(gw_sess *s)
     }
 }
 
+/*
+ * Once a second: the hello deadline, pings to quiet sessions and the hang-up of ones that
+ * answer nothing, and slow consumers that stay slow. These are not per-session
+ * libwebsockets timers on purpose: libwebsockets 4.1 keeps its timers in one sorted
+ * list, so every (re)armed timer walks the list, and with 10,000 sessions re-arming on
+ * every pong that walk was most of an idle gateway's CPU. One pass over the sessions a
+ * second costs a few microseconds per thousand sessions, and every ping of that second
+ * goes out in one wake-up instead of one wake-up (and one poll of every socket) each.
+ */
 void gw_sess_sweep(gw_server *srv, uint64_t now_ms)
 {
+    uint64_t ping_ms = (uint64_t)srv->cfg.ping_s * 1000u;
     gw_sess *s, *tmp;
     HASH_ITER(hh, srv->sessions, s, tmp)
     {
-        if (s->slow && now_ms - s->slow_since > (uint64_t)srv->cfg.slow_close_s * 1000u) {
+        if (s->close_code || !s->wsi)
+            continue;
+        if (!s->user && now_ms - s->born_ms >= (uint64_t)srv->cfg.hello_timeout_s * 1000u) {
+            srv->n.closes_4001++;
+            gw_sess_close(s, 4001, "unauthorized: no hello in time");
+        } else if (s->slow && now_ms - s->slow_since > (uint64_t)srv->cfg.slow_close_s * 1000u) {
             srv->n.closes_slow++;
             gw_sess_close(s, LWS_CLOSE_STATUS_POLICY_VIOLATION,
                           "slow consumer: not reading its messages");
+        } else if (s->paused) {
+            s->last_rx_ms = now_ms; /* we stopped reading it: its pongs wait unread */
+        } else if (now_ms - s->last_rx_ms >= 2 * ping_ms) {
+            /* Nothing for two ping intervals, not even a pong: the peer is gone, and a
+             * close frame would wait for it in vain. */
+            gw_info("session %s: no answer to ping in %u s: hanging up", s->sid_str,
+                    2 * srv->cfg.ping_s);
+            lws_set_timeout(s->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+        } else if (now_ms - s->last_rx_ms >= ping_ms && !s->ping_sent) {
+            s->ping_due = s->ping_sent = true;
+            lws_callback_on_writable(s->wsi);
         }
     }
 }

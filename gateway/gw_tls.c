@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
@@ -112,5 +113,20 @@ int gw_tls_self_signed(const char *data, char *cert, size_t cert_n, char *key, s
     gw_info("TLS: no --cert/--key given: made a self-signed certificate for localhost, "
             "%s (valid %d days; browsers will warn about it; give --cert and --key for a "
             "real one)", cert, VALID_DAYS);
+    return 0;
+}
+
+/*
+ * Sessions here live for hours, so resuming a TLS session saves little, while OpenSSL's
+ * server-side session cache keeps a copy of every session (up to 20,480) and TLS 1.3
+ * sends two tickets per handshake that cost CPU on both sides. Measured with 10,000 idle
+ * wss sessions: see docs/BENCHMARKS.md (W4).
+ */
+int gw_tls_tune(void *ssl_ctx)
+{
+    SSL_CTX *ctx = ssl_ctx;
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
     return 0;
 }
