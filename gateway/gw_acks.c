@@ -1,7 +1,7 @@
 /*
  * Ack coalescing. Clients ack cumulatively and in batches; the gateway keeps only the
  * highest ack per (group, user) in memory and hands them all to the store writer as one
- * op every ack_flush_ms (and at shutdown). A crash loses at most the last interval's acks,
+ * op ack_flush_ms after the first of them came (and at shutdown). A crash loses at most the last interval's acks,
  * which means re-delivery (absorbed by client dedup), never loss.
  */
 #include "gw_internal.h"
@@ -15,11 +15,27 @@ static size_t make_key(char *key, const char *gid, const char *uid)
     return (size_t)snprintf(key, 2 * PR_MAX_ID + 2, "%s\x01%s", gid, uid);
 }
 
+static void on_flush_timer(lws_sorted_usec_list_t *sul)
+{
+    gw_acks_flush(lws_container_of(sul, gw_server, sul_acks));
+}
+
+static void arm_flush(gw_server *srv)
+{
+    if (srv->ctx)
+        lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, on_flush_timer,
+                         (lws_usec_t)srv->cfg.ack_flush_ms * LWS_US_PER_MS);
+}
+
 void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid)
 {
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
     gw_ack_entry *e = NULL;
+    /* The flush timer runs only while acks wait: a gateway with nothing to flush is not
+     * woken five times a second (each wake-up polls every socket). */
+    if (!srv->acks)
+        arm_flush(srv);
     HASH_FIND(hh, srv->acks, key, n, e);
     if (!e) {
         e = calloc(1, sizeof(*e));
@@ -59,6 +75,7 @@ void gw_acks_flush(gw_server *srv)
         if (p)
             gw_pending_free(p);
         gw_err("acks: out of memory; %zu acks kept for the next flush", n);
+        arm_flush(srv);
         return;
     }
     msgpack_sbuffer_init(&p->record);

@@ -123,14 +123,6 @@ static void check_stop(gw_server *srv)
 
 /* ---- timers ------------------------------------------------------------------------- */
 
-static void on_ack_timer(lws_sorted_usec_list_t *sul)
-{
-    gw_server *srv = lws_container_of(sul, gw_server, sul_acks);
-    gw_acks_flush(srv);
-    lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, on_ack_timer,
-                     (lws_usec_t)srv->cfg.ack_flush_ms * LWS_US_PER_MS);
-}
-
 static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
@@ -274,10 +266,8 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
     }
     srv->vhost = lws_get_vhost_by_name(srv->ctx, "default");
     srv->port = srv->vhost ? lws_get_vhost_listen_port(srv->vhost) : cfg->port;
-    lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, on_ack_timer,
-                     (lws_usec_t)cfg->ack_flush_ms * LWS_US_PER_MS);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
-    *out = srv;
+    *out = srv; /* the ack flush timer is armed by the first ack (gw_acks_add) */
     return 0;
 fail:
     gw_server_free(srv);

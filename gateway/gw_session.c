@@ -86,7 +86,7 @@ void gw_sess_close(gw_sess *s, int code, const char *reason)
 static int ring_push(gw_sess *s, gw_buf *b, bool push)
 {
     if (s->q_len == s->q_cap) {
-        size_t ncap = s->q_cap ? s->q_cap * 2 : 16;
+        size_t ncap = s->q_cap ? s->q_cap * 2 : 4; /* most sessions idle: start small */
         gw_qitem *nq = malloc(ncap * sizeof(*nq));
         if (!nq)
             return -1;
