@@ -15,16 +15,18 @@ static size_t make_key(char *key, const char *gid, const char *uid)
     return (size_t)snprintf(key, 2 * PR_MAX_ID + 2, "%s\x01%s", gid, uid);
 }
 
-static void on_flush_timer(lws_sorted_usec_list_t *sul)
+static void on_flush_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    gw_acks_flush(lws_container_of(sul, gw_server, sul_acks));
+    (void)loop, (void)revents;
+    gw_acks_flush(lws_container_of(w, gw_server, ack_timer));
 }
 
 static void arm_flush(gw_server *srv)
 {
-    if (srv->ctx)
-        lws_sul_schedule(srv->ctx, 0, &srv->sul_acks, on_flush_timer,
-                         (lws_usec_t)srv->cfg.ack_flush_ms * LWS_US_PER_MS);
+    if (!srv->loop || ev_is_active(&srv->ack_timer))
+        return;
+    ev_timer_init(&srv->ack_timer, on_flush_timer, srv->cfg.ack_flush_ms / 1000.0, 0);
+    ev_timer_start(srv->loop, &srv->ack_timer);
 }
 
 void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid)

@@ -18,6 +18,7 @@
 #include "proto.h"
 #include "store.h"
 
+#include <ev.h>
 #include <libwebsockets.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -226,6 +227,7 @@ struct gw_server {
     gw_config cfg;
     st_store *store;
     struct lws_context *ctx;
+    struct ev_loop *loop; /* libev (epoll): libwebsockets runs on it, see gw_server_new */
     struct lws_vhost *vhost;
     pr_decoder *dec; /* one decoder: requests are handled one at a time */
     int port;        /* bound */
@@ -246,7 +248,12 @@ struct gw_server {
     pthread_mutex_t done_mu;
     gw_pending *done_head, *done_tail;
 
-    lws_sorted_usec_list_t sul_acks;  /* ack flush timer */
+    /* The ack flush timer is libev's: libwebsockets 4.1's libev glue cannot move its one
+     * timer earlier while it runs (ev_timer_set on an active watcher), so a libwebsockets
+     * timer due sooner than the one already set fires late. The sweep stays a
+     * libwebsockets timer: it makes that timer run at least once a second, which bounds
+     * how late libwebsockets' own timeouts can be. */
+    ev_timer ack_timer;
     lws_sorted_usec_list_t sul_sweep; /* once a second */
     bool stopping;
     uint64_t stop_deadline_ms; /* monotonic */

@@ -13,10 +13,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # store; msgpack-c the wire format; Criterion the tests; libjwt tokens; jansson JSON for
 # /stats; uthash the gateway's hash tables; rocksdb-tools gives db_bench, the store
 # benchmark's peer; curl and python3-prometheus-client (a real Prometheus text parser)
-# are used by the tests; wslay frames the load generator's lean WebSocket client.
+# are used by the tests; wslay frames the load generator's lean WebSocket client; libev
+# and libwebsockets' libev plugin are the gateway's event loop.
 packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
           libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools libwslay-dev
+          libev-dev libwebsockets-evlib-ev
           curl python3-prometheus-client)
 # The web demo and its browser tests: Debian's chromium, driven by playwright-core (no
 # browser is ever downloaded); Node.js and npm for their npm packages, only when no node
