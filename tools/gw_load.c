@@ -47,6 +47,7 @@ typedef struct config {
     const char *raw_sub;  /* raw mode: subscribers' URL (a peer server, not the gateway) */
     const char *raw_pub;  /* raw mode: the publisher's URL (default: raw_sub) */
     const char *raw_proto; /* raw mode: subprotocol to ask for ("" for none) */
+    double interval; /* > 0: a report line every this many seconds (soak runs) */
     bool json;
 } config;
 
@@ -68,6 +69,7 @@ typedef struct stats {
 
 static config cfg;
 static stats st;
+static load_hist lat_iv; /* --interval: latencies since the last interval line */
 static uint32_t ack_every = 50, ack_delay_ms = 1000;
 static unsigned run_id; /* makes cids unique across runs */
 /* The run's start and its last delivery: a run's drain waits up to 2 s for frames a peer
@@ -105,6 +107,8 @@ static void usage(FILE *f)
             "                   them, then the user signs in again and reads every group in\n"
             "                   pages of L (enter, then pull after), one request in flight\n"
             "  --pull-groups G  groups of the offline pull (default 40)\n"
+            "  --interval S     also print a line every S seconds with that interval's figures\n"
+            "                   (deliveries/s, latency, server CPU and RSS; JSON with --json)\n"
             "  --json           print the report as one JSON object\n"
             "Peers (for side-by-side benchmarks), no protocol v1: every session subscribes at\n"
             "  --raw URL        and the senders publish frames at --raw-pub URL (default the\n"
@@ -141,7 +145,7 @@ static int parse(int argc, char **argv)
         {"raw", required_argument, 0, 'R'},        {"raw-pub", required_argument, 0, 'P'},
         {"raw-protocol", required_argument, 0, 'o'}, {"own-groups", no_argument, 0, 'O'},
         {"ack-every", required_argument, 0, 'A'}, {"pull", required_argument, 0, 'L'},
-        {"pull-groups", required_argument, 0, 'G'},
+        {"pull-groups", required_argument, 0, 'G'}, {"interval", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
     };
     cfg = (config){.sessions = 100, .group_size = 100, .senders = 1, .window = 64, .body = 200,
@@ -165,6 +169,7 @@ static int parse(int argc, char **argv)
         case 'A': cfg.ack_every = atoi(optarg); break;
         case 'L': cfg.pull = atoi(optarg); break;
         case 'G': cfg.pull_groups = atoi(optarg); break;
+        case 'I': cfg.interval = atof(optarg); break;
         case 'R': cfg.raw_sub = optarg; break;
         case 'P': cfg.raw_pub = optarg; break;
         case 'o': cfg.raw_proto = optarg; break;
@@ -200,6 +205,7 @@ static int parse(int argc, char **argv)
                           ? "--pull >= 1, --pull-groups 1-10000"
                       : cfg.body < 16 || cfg.body > 60000            ? "--body 16-60000"
                       : cfg.seconds <= 0 || cfg.seconds > 3600       ? "--seconds 0-3600"
+                      : cfg.interval < 0 || cfg.interval > 3600      ? "--interval 0-3600"
                       : cfg.sources < 1 || cfg.sources > 250         ? "--sources 1-250"
                                                                      : NULL;
     if (bad) {
@@ -314,6 +320,8 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
         if (ev->msg.body.data.n >= sizeof(meant)) {
             memcpy(&meant, ev->msg.body.data.p, sizeof(meant));
             load_hist_add(&st.lat, (now - meant) / 1000);
+            if (cfg.interval > 0)
+                load_hist_add(&lat_iv, (now - meant) / 1000);
         }
         if (ev->msg.mid == s->held + 1) {
             if (s->held == s->acked)
@@ -571,6 +579,29 @@ static bool setup_sessions(lw_loop *c, sess *ss, int n)
     return wait_all(c, ss, n, is_joined, 60 + n / 200.0, "joining");
 }
 
+/* One --interval line: the figures of the last interval (and the run so far). */
+static void interval_line(double at_s, double iv_s, uint64_t deliveries, uint64_t confirmed,
+                          double srv_cpu, long rss)
+{
+    double d = (double)deliveries / iv_s, c = (double)confirmed / iv_s;
+    long p50 = (long)load_hist_quantile(&lat_iv, 0.5), p99 = (long)load_hist_quantile(&lat_iv, 0.99),
+         p999 = (long)load_hist_quantile(&lat_iv, 0.999);
+    if (cfg.json)
+        printf("{\"interval\":{\"at_s\":%.1f,\"seconds\":%.2f,\"confirmed_per_s\":%.1f,"
+               "\"deliveries_per_s\":%.1f,\"latency_us\":{\"p50\":%ld,\"p99\":%ld,\"p999\":%ld,"
+               "\"max\":%ld},\"server_cpu_s\":%.3f,\"server_rss_kib\":%ld,\"errors\":%lu,"
+               "\"notifies\":%lu,\"gaps\":%lu}}\n",
+               at_s, iv_s, c, d, p50, p99, p999, (long)lat_iv.max, srv_cpu, rss,
+               (unsigned long)st.errors, (unsigned long)st.notifies, (unsigned long)st.gaps);
+    else
+        printf("%7.0f s: %.0f confirmed/s, %.0f deliveries/s, p50 %.2f ms, p99 %.2f ms, "
+               "p99.9 %.2f ms, server CPU %.2f s, RSS %ld KiB, errors %lu\n",
+               at_s, c, d, (double)p50 / 1000.0, (double)p99 / 1000.0, (double)p999 / 1000.0,
+               srv_cpu, rss, (unsigned long)st.errors);
+    fflush(stdout);
+    memset(&lat_iv, 0, sizeof(lat_iv));
+}
+
 static void report(double secs, double cpu_self, double cpu_srv, long rss, int n)
 {
     double d = st.deliveries ? (double)st.deliveries : 1;
@@ -822,7 +853,9 @@ int main(int argc, char **argv)
 
     double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
     int64_t t0 = now_ns(), until = t0 + (int64_t)(cfg.seconds * 1e9), last_print = t0,
-            last_sweep = t0;
+            last_sweep = t0, last_iv = t0;
+    uint64_t iv_deliveries = 0, iv_confirmed = 0;
+    double iv_cpu = srv0;
     run_t0 = t0;
     uint8_t *body = calloc(1, (size_t)cfg.body);
     int next_sender = 0;
@@ -864,6 +897,16 @@ int main(int argc, char **argv)
             last_sweep = now;
             for (int i = 0; i < cfg.sessions && !cfg.raw_sub; i++)
                 maybe_ack(&ss[i], sb, false, now);
+        }
+        if (cfg.interval > 0 && now - last_iv >= (int64_t)(cfg.interval * 1e9)) {
+            double srv_cpu = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
+            interval_line((double)(now - t0) / 1e9, (double)(now - last_iv) / 1e9,
+                          st.deliveries - iv_deliveries, st.confirmed - iv_confirmed,
+                          srv_cpu - iv_cpu, cfg.server_pid ? proc_rss_kib(cfg.server_pid) : -1);
+            last_iv = now;
+            iv_deliveries = st.deliveries;
+            iv_confirmed = st.confirmed;
+            iv_cpu = srv_cpu;
         }
         if (now - last_print >= 1000000000) {
             last_print = now;

@@ -8,6 +8,8 @@
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
 #   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
+# With BENCH_TLS=1 the gateway, node and nchan serve wss:// (bench_cert makes the peers'
+# certificate: P-256, self-signed, like the one the gateway makes for itself).
 # Each start_* sets SRV_PID (the process to measure) and SRV_PORT and returns once the
 # port answers; stop_srv stops the server (TERM, then KILL after 5 s) and waits for it.
 # nginx runs as a master and one worker: SRV_PID is the worker, SRV_STOP the master.
@@ -105,12 +107,22 @@ bench_spawn() {
   BENCH_PIDS+=("$SRV_PID")
 }
 
+# The peers' TLS certificate and key in $BENCH_WORK/tls (made once a run).
+bench_cert() {
+  [ -s "$BENCH_WORK/tls/key.pem" ] && return 0
+  mkdir -p "$BENCH_WORK/tls"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=127.0.0.1 -keyout "$BENCH_WORK/tls/key.pem" -out "$BENCH_WORK/tls/cert.pem" \
+    2>/dev/null
+}
+
 start_gw() {
-  local name=$1
+  local name=$1 insecure=--insecure
   shift
+  [ -z "${BENCH_TLS:-}" ] || insecure=
   rm -rf "${BENCH_WORK:?}/$name"
   mkdir -p "$BENCH_WORK/$name"
-  bench_spawn "$BENCH_WORK/$name.log" "$bench_root/build/gw" --insecure --listen 127.0.0.1 \
+  bench_spawn "$BENCH_WORK/$name.log" "$bench_root/build/gw" $insecure --listen 127.0.0.1 \
     --port 0 --port-file "$BENCH_WORK/$name/port" --data "$BENCH_WORK/$name/data" \
     --log-level 1 "$@"
   local i
@@ -132,18 +144,28 @@ start_lws() {
 }
 
 start_node() {
+  local tls=()
   SRV_PORT=$(free_port)
+  [ -z "${BENCH_TLS:-}" ] || { bench_cert; tls=("$BENCH_WORK/tls/cert.pem" "$BENCH_WORK/tls/key.pem"); }
   bench_spawn "$BENCH_WORK/node.log" node "$bench_root/tools/bench/peers/ws-broadcast.mjs" \
-    "$SRV_PORT" 127.0.0.1
+    "$SRV_PORT" 127.0.0.1 ${tls[@]+"${tls[@]}"}
   wait_port "$SRV_PORT" "$SRV_PID"
 }
 
 start_nchan() {
   SRV_PORT=$(free_port)
   local d="$BENCH_WORK/nchan"
+  local ssl=
   rm -rf "$d"
   mkdir -p "$d"
-  sed -e "s#@PREFIX@#$d#g" -e "s#@PORT@#$SRV_PORT#g" \
+  : >"$d/tls.conf"
+  if [ -n "${BENCH_TLS:-}" ]; then
+    bench_cert
+    ssl=ssl
+    printf 'ssl_certificate %s;\nssl_certificate_key %s;\nssl_protocols TLSv1.2 TLSv1.3;\n' \
+      "$BENCH_WORK/tls/cert.pem" "$BENCH_WORK/tls/key.pem" >"$d/tls.conf"
+  fi
+  sed -e "s#@PREFIX@#$d#g" -e "s#@PORT@#$SRV_PORT#g" -e "s#@SSL@#$ssl#g" \
     "$bench_root/tools/bench/peers/nchan.conf.in" >"$d/nginx.conf"
   bench_spawn "$BENCH_WORK/nchan.log" nginx -p "$d" -c "$d/nginx.conf" -e "$d/error.log"
   wait_port "$SRV_PORT" "$SRV_PID" || return 1

@@ -75,11 +75,13 @@ med() { printf '%s\n' "$@" | awk 'NF' | median; }
 
 # Fan-out target per server kind: the gw_load arguments after the server started.
 target() {
+  local ws=ws
+  [ -z "${BENCH_TLS:-}" ] || ws=wss
   case "$1" in
-    gw) echo "--url ws://127.0.0.1:$SRV_PORT/ws" ;;
-    lws) echo "--raw ws://127.0.0.1:$SRV_PORT/ --raw-protocol lws-mirror-protocol" ;;
-    node) echo "--raw ws://127.0.0.1:$SRV_PORT/" ;;
-    nchan) echo "--raw ws://127.0.0.1:$SRV_PORT/sub --raw-pub ws://127.0.0.1:$SRV_PORT/pub" ;;
+    gw) echo "--url $ws://127.0.0.1:$SRV_PORT/ws" ;;
+    lws) echo "--raw $ws://127.0.0.1:$SRV_PORT/ --raw-protocol lws-mirror-protocol" ;;
+    node) echo "--raw $ws://127.0.0.1:$SRV_PORT/" ;;
+    nchan) echo "--raw $ws://127.0.0.1:$SRV_PORT/sub --raw-pub $ws://127.0.0.1:$SRV_PORT/pub" ;;
   esac
 }
 start_kind() {
@@ -102,8 +104,15 @@ if [ ${#w1_sizes[@]} -eq 0 ]; then
   [ -z "$quick" ] || w1_sizes=(100 1000)
 fi
 if [ ${#w4_sizes[@]} -eq 0 ]; then
-  w4_sizes=(10000 50000)
+  # 50,000 sessions need 50,000 sockets in one server process (and as many in gw_load).
+  # Where the open-files hard limit is lower and cannot be raised (no CAP_SYS_RESOURCE),
+  # the largest size is what the limit allows, with room for the process's other files.
+  w4_max=$(( $(ulimit -Hn) - 500 ))
+  [ "$w4_max" -lt 50000 ] || w4_max=50000
+  w4_sizes=(10000 "$w4_max")
+  [ "$w4_max" -gt 10000 ] || w4_sizes=("$w4_max")
   [ -z "$quick" ] || w4_sizes=(10000)
+  [ "$w4_max" -ge 50000 ] || say "w4: open-files hard limit $(ulimit -Hn): largest size $w4_max, not 50000"
 fi
 results="$root/tools/bench/results"
 w1() {
@@ -362,7 +371,7 @@ w6() {
 w4() {
   local m k r out base rss cpu t sizes=("${w4_sizes[@]}") idle=$((secs * 2))
   echo
-  echo "### W4 idle sessions (ws://, held ${idle} s after set-up; $runs runs, median)"
+  echo "### W4 idle sessions (wss://, held ${idle} s after set-up; $runs runs, median)"
   echo
   echo "| sessions | server | RSS per session (bytes) | server RSS (MiB) | CPU while idle (% of a core) | gw/peer RSS per session |"
   echo "|---|---|---|---|---|---|"
@@ -371,10 +380,10 @@ w4() {
     for k in gw node nchan; do
       local rl=() cl=() ml=()
       for ((r = 0; r < runs; r++)); do
-        start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
+        BENCH_TLS=1 start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
         base=$(rss_kib "$SRV_PID")
         # shellcheck disable=SC2046
-        out=$(gwload "w4 $k $m" $(target "$k") --idle --sessions "$m" --group-size 100 \
+        out=$(gwload "w4 $k $m" $(BENCH_TLS=1 target "$k") --idle --sessions "$m" --group-size 100 \
               --senders 0 --seconds "$idle" --sources "$(sources_for "$m")" --server-pid "$SRV_PID")
         stop_srv
         rss=$(field "$out" server_rss_kib) cpu=$(field "$out" server_cpu_s) t=$(field "$out" seconds)
