@@ -1,10 +1,13 @@
 /* A short load through the real load generator: 300 sessions in groups of 100, two
- * senders flat out for three seconds. Everything sent is confirmed and delivered to
- * every member, and the gateway then stops cleanly (under the sanitizer build: with no
- * report and no leak, since it must exit 0). */
+ * senders flat out for three seconds, over ws:// and over wss:// (the load generator's
+ * own WebSocket client, tools/load_ws.c, has a TLS path of its own). Everything sent is
+ * confirmed and delivered to every member, the generator's counts agree exactly with the
+ * gateway's /stats, and the gateway then stops cleanly (under the sanitizer build: with
+ * no report and no leak, since it must exit 0). */
 #include "gwfx.h"
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +21,25 @@ static void teardown(void)
     gwfx_cleanup(&f); /* SIGTERM: must exit 0; also when an assertion failed */
 }
 
-Test(load, three_seconds_of_fan_out, .fini = teardown, .timeout = 180)
+static unsigned long field(const char *report, const char *name)
 {
-    gwfx_start(&f, NULL);
+    char key[64];
+    unsigned long v = 0;
+    snprintf(key, sizeof(key), "\"%s\":", name);
+    const char *p = strstr(report, key);
+    cr_assert(p && sscanf(p + strlen(key), "%lu", &v) == 1, "no %s in: %s", name, report);
+    return v;
+}
+
+static long long stat_of(json_t *j, const char *group, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(j, group), key);
+    cr_assert(json_is_integer(v), "/stats has no %s.%s", group, key);
+    return json_integer_value(v);
+}
+
+static void run_load(void)
+{
     char bin[512], dirbuf[512], cmd[1400], line[1024], report[1024] = "";
     snprintf(dirbuf, sizeof(dirbuf), "%s", GW_BINARY);
     snprintf(bin, sizeof(bin), "%s/tools/gw_load", dirname(dirbuf));
@@ -33,21 +52,41 @@ Test(load, three_seconds_of_fan_out, .fini = teardown, .timeout = 180)
         if (line[0] == '{')
             snprintf(report, sizeof(report), "%s", line);
     int st = pclose(p);
-    cr_log_info("load: %s", report);
+    cr_log_info("load over %s: %s", f.tls ? "wss" : "ws", report);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_load failed: %s", report);
-    unsigned long sends = 0, confirmed = 0, deliveries = 0, errors = 1;
-    const char *s = strstr(report, "\"sends\":"), *c = strstr(report, "\"confirmed\":"),
-               *d = strstr(report, "\"deliveries\":"), *e = strstr(report, "\"errors\":");
-    cr_assert(s && c && d && e, "no report: %s", report);
-    sscanf(s, "\"sends\":%lu", &sends);
-    sscanf(c, "\"confirmed\":%lu", &confirmed);
-    sscanf(d, "\"deliveries\":%lu", &deliveries);
-    sscanf(e, "\"errors\":%lu", &errors);
+    unsigned long sends = field(report, "sends"), confirmed = field(report, "confirmed"),
+                  deliveries = field(report, "deliveries");
     cr_assert_gt(sends, 0);
     cr_assert_eq(confirmed, sends);
-    cr_assert_eq(errors, 0);
+    cr_assert_eq(field(report, "errors"), 0);
+    cr_assert_eq(field(report, "notifies"), 0);
     /* Each message goes to the 100 members of its group and to the other sender (senders
      * join every group; the sending session itself gets no push). */
     cr_assert_eq(deliveries, 101 * confirmed, "deliveries %lu for %lu messages", deliveries,
                  confirmed);
+
+    /* The gateway counted the same: every send stored and confirmed, every delivery. */
+    int status;
+    char *body = gwfx_http(&f, "/stats", NULL, &status);
+    cr_assert_eq(status, 200, "GET /stats: %d", status);
+    json_error_t jerr;
+    json_t *j = json_loads(body, 0, &jerr);
+    free(body);
+    cr_assert_not_null(j, "/stats is not JSON: %s", jerr.text);
+    cr_assert_eq(stat_of(j, "messages", "sends"), (long long)confirmed);
+    cr_assert_eq(stat_of(j, "messages", "stored"), (long long)confirmed);
+    cr_assert_eq(stat_of(j, "messages", "deliveries"), (long long)deliveries);
+    json_decref(j);
+}
+
+Test(load, three_seconds_of_fan_out, .fini = teardown, .timeout = 180)
+{
+    gwfx_start(&f, NULL);
+    run_load();
+}
+
+Test(load, three_seconds_of_fan_out_over_wss, .fini = teardown, .timeout = 180)
+{
+    gwfx_start_tls(&f, NULL);
+    run_load();
 }

@@ -217,5 +217,9 @@ for k in sys.argv[1].split("."): v=v[k]
 print(v)' "$1"
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; else print 0}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", (b>0)?a/b:0}'; }
+# The median of the numbers on stdin; "nan" when there are none (every run failed), which
+# row() prints as "failed" instead of a figure that looks measured.
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; else print "nan"}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a ~ /^[0-9.eE+-]+$/ && b ~ /^[0-9.eE+-]+$/ && b > 0) printf "%.2f", a/b; else printf "n/a"}'; }
+# row FORMAT ARGS...: printf for a table row, with a failed measurement shown as such.
+row() { printf "$@" | sed -E 's/(^|[| ])-?nan([| ]|$)/\1failed\2/g'; }

@@ -154,7 +154,7 @@ w1() {
     for k in "${peers[@]}"; do
       local rd="" rc=""
       [ "$k" = gw ] || { rd=$(ratio "${W1_D[gw,$m]}" "${W1_D[$k,$m]}"); rc=$(ratio "${W1_C[gw,$m]}" "${W1_C[$k,$m]}"); }
-      printf '| %d | %s | %.0f | %.0f | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
+      row '| %d | %s | %.0f | %.0f | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
         "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}"
     done
   done
@@ -289,7 +289,7 @@ w2() {
     done
     local om pm
     om=$(med "${o[@]}") pm=$(med "${p[@]}")
-    printf '| %d | %.0f | %.1f | %.0f | %s | %.2f |\n' "$n" "$om" "$(med "${f[@]}")" "$pm" \
+    row '| %d | %.0f | %.1f | %.0f | %s | %.2f |\n' "$n" "$om" "$(med "${f[@]}")" "$pm" \
       "$(ratio "$om" "$pm")" "$(med "${lc[@]}")"
   done
 }
@@ -322,7 +322,7 @@ w3() {
         a+=("$(field "$out" deliveries_per_s)") b+=("$(field "$out" latency_us.p50)")
         c+=("$(field "$out" latency_us.p99)") d+=("$(field "$out" latency_us.p999)")
       done
-      printf '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f |\n' "$frac" "${name[$k]}" "$rate" \
+      row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f |\n' "$frac" "${name[$k]}" "$rate" \
         "$(med "${a[@]}")" "$(awk -v v="$(med "${b[@]}")" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med "${c[@]}")" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med "${d[@]}")" 'BEGIN{print v/1000}')"
@@ -360,7 +360,7 @@ w6() {
       g+=("$(awk -v f="$(jget acks.entries_written <<<"$st1")" -v t="$t" 'BEGIN{print (t>0)?f/t:0}')")
       s+=("$(field "$out" server_cpu_us_per_delivery)")
     done
-    printf '| %s | %.0f | %.4f | %.0f | %.1f | %.0f | %.2f |\n' \
+    row '| %s | %.0f | %.4f | %.0f | %.1f | %.0f | %.2f |\n' \
       "$([ "$mode" = batched ] && echo "batched (ack_every 50, ack_delay 1 s)" || echo "one per message")" \
       "$(med "${a[@]}")" "$(med "${b[@]}")" "$(med "${c[@]}")" "$(med "${e[@]}")" \
       "$(med "${g[@]}")" "$(med "${s[@]}")"
@@ -396,7 +396,7 @@ w4() {
       R[$k]=$(med "${rl[@]}") C[$k]=$(med "${cl[@]}") M[$k]=$(med "${ml[@]}")
     done
     for k in gw node nchan; do
-      printf '| %d | %s | %.0f | %.1f | %.2f | %s |\n' "$m" "${name[$k]}" "${R[$k]}" "${M[$k]}" \
+      row '| %d | %s | %.0f | %.1f | %.2f | %s |\n' "$m" "${name[$k]}" "${R[$k]}" "${M[$k]}" \
         "${C[$k]}" "$([ "$k" = gw ] || ratio "${R[gw]}" "${R[$k]}")"
     done
   done
@@ -421,7 +421,7 @@ w5() {
       a+=("$(field "$out" pull.messages_per_s)") b+=("$(field "$out" pull.pages_per_s)")
       c+=("$(field "$out" pull.seconds)")
     done
-    printf '| %d | %.0f | %.0f | %.3f |\n' "$l" "$(med "${a[@]}")" "$(med "${b[@]}")" "$(med "${c[@]}")"
+    row '| %d | %.0f | %.0f | %.3f |\n' "$l" "$(med "${a[@]}")" "$(med "${b[@]}")" "$(med "${c[@]}")"
   done
 }
 

@@ -48,7 +48,7 @@ timeout $((minutes * 60 + 900)) "$root/build/tools/gw_load" --json \
   --url "$scheme://127.0.0.1:$SRV_PORT/ws" --sessions "$sessions" --group-size "$group" \
   --senders "$senders" --rate "$rate" --seconds $((minutes * 60)) --interval "$interval" \
   --sources "$((sessions / 5000 + 1))" --server-pid "$SRV_PID" \
-  2> >(grep -v '^gw_load: [0-9]* s:' >&2) | tee "$lines" || rc=$?
+  2> >(grep --line-buffered -v '^gw_load: [0-9]* s:' >&2) | tee "$lines" || rc=$?
 [ -z "$out" ] || cp "$lines" "$out"
 stats=$(curl -sk "${scheme/ws/http}://127.0.0.1:$SRV_PORT/stats" || true)
 stop_srv
