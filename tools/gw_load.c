@@ -323,6 +323,8 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
             if (cfg.interval > 0)
                 load_hist_add(&lat_iv, (now - meant) / 1000);
         }
+        if (s->sender)
+            break; /* a sender is a member of many groups: only receivers track and ack */
         if (ev->msg.mid == s->held + 1) {
             if (s->held == s->acked)
                 s->first_unacked_ns = now;
