@@ -25,13 +25,42 @@ static void set_err(char *buf, size_t len, const char *what, const char *detail)
         snprintf(buf, len, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
 }
 
-static void free_handles(st_store *s)
+void st_db_close(st_db *d)
 {
     for (int i = 0; i < ST_CF_COUNT; i++)
-        if (s->cf[i])
-            rocksdb_column_family_handle_destroy(s->cf[i]);
-    if (s->db)
-        rocksdb_close(s->db);
+        if (d->cf[i])
+            rocksdb_column_family_handle_destroy(d->cf[i]);
+    if (d->db)
+        rocksdb_close(d->db);
+    memset(d, 0, sizeof(*d));
+}
+
+int st_db_open(st_store *s, st_db *d, bool read_only, char *why, size_t why_len)
+{
+    const rocksdb_options_t *cf_opts[ST_CF_COUNT];
+    for (int i = 0; i < ST_CF_COUNT; i++)
+        cf_opts[i] = s->opts;
+    char *err = NULL;
+    memset(d, 0, sizeof(*d));
+    if (read_only)
+        d->db = rocksdb_open_for_read_only_column_families(s->opts, s->path, ST_CF_COUNT, cf_names,
+                                                           cf_opts, d->cf, 0, &err);
+    else
+        d->db = rocksdb_open_column_families(s->opts, s->path, ST_CF_COUNT, cf_names, cf_opts,
+                                             d->cf, &err);
+    if (err) {
+        set_err(why, why_len, err, NULL);
+        rocksdb_free(err);
+        memset(d, 0, sizeof(*d)); /* RocksDB leaves nothing open when it fails */
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+static void free_handles(st_store *s)
+{
+    st_db_close(&s->rw);
+    st_db_close(&s->ro);
     if (s->opts)
         rocksdb_options_destroy(s->opts);
     if (s->table)
@@ -59,17 +88,27 @@ static void make_options(st_store *s, const st_options *o)
     rocksdb_options_set_block_based_table_factory(s->opts, s->table);
     /* Two background threads: flushes and compactions must not wait on each other. */
     rocksdb_options_increase_parallelism(s->opts, 2);
+    /* RocksDB's own LOG stays empty. Debian's librocksdb 7.8 is built with assertions on,
+     * and once a write to LOG has failed (a full disk) the next one aborts the process
+     * (WritableFileWriter asserts that no earlier write failed): a diagnostics file would
+     * kill the gateway instead of the store refusing writes. At FATAL level nothing is
+     * written, not even the options dump at open. What matters is told through on_event.
+     * Each open rolls the empty LOG aside; keep few of those. */
+    rocksdb_options_set_info_log_level(s->opts, 4 /* FATAL_LEVEL */);
+    rocksdb_options_set_keep_log_file_num(s->opts, 2);
     s->wopts = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(s->wopts, o->sync);
     s->ropts = rocksdb_readoptions_create();
 }
 
 /* Messages and groups in the store: one scan of the groups (each row holds its last
- * mid, and mids are dense), once at open; the writer keeps both current after that. */
-static void count_contents(st_store *s)
+ * mid, and mids are dense), at open and after a recovery (a batch whose sync failed may
+ * have been stored after all); the writer keeps both current in between. */
+void st_count_contents(st_store *s)
 {
     uint64_t groups = 0, messages = 0;
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ropts, s->cf[ST_CF_GROUPS]);
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(s->rw.db, s->ropts, s->rw.cf[ST_CF_GROUPS]);
     for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t vn;
         const char *v = rocksdb_iter_value(it, &vn);
@@ -94,29 +133,37 @@ int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len
         set_err(errmsg, errmsg_len, "store: cannot create folder", strerror(errno));
         return ST_EIO;
     }
+    struct stat dir;
+    if (stat(o->path, &dir) != 0) {
+        set_err(errmsg, errmsg_len, "store: cannot read folder", strerror(errno));
+        return ST_EIO;
+    }
     st_store *s = calloc(1, sizeof(*s));
     if (!s)
         return ST_ENOMEM;
     s->path = strdup(o->path);
     s->open_groups = o->open_groups;
     s->max_batch = o->max_batch ? o->max_batch : 4096;
+    s->on_event = o->on_event;
+    s->event_ud = o->event_ud;
+    s->dev = dir.st_dev;
+    s->ino = dir.st_ino;
     make_options(s, o);
 
-    const rocksdb_options_t *cf_opts[ST_CF_COUNT];
-    for (int i = 0; i < ST_CF_COUNT; i++)
-        cf_opts[i] = s->opts;
-    char *err = NULL;
-    s->db = rocksdb_open_column_families(s->opts, o->path, ST_CF_COUNT, cf_names, cf_opts, s->cf,
-                                         &err);
-    if (err) {
-        set_err(errmsg, errmsg_len, "store: cannot open database", err);
-        rocksdb_free(err);
-        s->db = NULL;
-        memset(s->cf, 0, sizeof(s->cf));
+    char why[512];
+    if (st_db_open(s, &s->rw, false, why, sizeof(why)) != ST_OK) {
+        set_err(errmsg, errmsg_len, "store: cannot open database", why);
         goto fail;
     }
-    count_contents(s);
+    /* From now on an open (a reopen after disk trouble) must find this database: never
+     * put a new empty one in the place of a folder that went away. */
+    rocksdb_options_set_create_if_missing(s->opts, 0);
+    rocksdb_options_set_create_missing_column_families(s->opts, 0);
+    st_count_contents(s);
+    s->rd = &s->rw;
     atomic_store(&s->writable, true);
+    pthread_rwlock_init(&s->rd_lock, NULL);
+    pthread_mutex_init(&s->err_mu, NULL);
     pthread_mutex_init(&s->lat_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -125,6 +172,8 @@ int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->lat_mu);
+        pthread_mutex_destroy(&s->err_mu);
+        pthread_rwlock_destroy(&s->rd_lock);
         goto fail;
     }
     *out = s;
@@ -147,6 +196,8 @@ void st_close(st_store *s)
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->lat_mu);
+    pthread_mutex_destroy(&s->err_mu);
+    pthread_rwlock_destroy(&s->rd_lock);
     free_handles(s);
     free(s);
 }
@@ -320,6 +371,15 @@ bool st_writable(st_store *s)
     return atomic_load(&s->writable);
 }
 
+void st_write_error(st_store *s, char *buf, size_t len)
+{
+    if (!len)
+        return;
+    pthread_mutex_lock(&s->err_mu);
+    snprintf(buf, len, "%s", s->err);
+    pthread_mutex_unlock(&s->err_mu);
+}
+
 void st_read_stats(st_store *s, st_stats *out)
 {
     out->commits = atomic_load(&s->commits);
@@ -330,6 +390,10 @@ void st_read_stats(st_store *s, st_stats *out)
     out->groups = atomic_load(&s->groups);
     out->commit_us_sum = atomic_load(&s->commit_us_sum);
     out->writable = atomic_load(&s->writable);
+    out->write_errors = atomic_load(&s->write_errors);
+    out->recoveries = atomic_load(&s->recoveries);
+    uint64_t failed_at = atomic_load(&s->failed_at_ms), now = st_mono_ms();
+    out->unwritable_ms = failed_at && now > failed_at ? now - failed_at : 0;
     uint32_t lat[ST_LAT_N];
     pthread_mutex_lock(&s->lat_mu);
     size_t n = s->lat_n;

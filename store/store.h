@@ -16,6 +16,13 @@
  * (the sender's encoded fields) that the store keeps verbatim next to the mid and the
  * server timestamp it assigns, so readers can forward the stored bytes without re-encoding.
  *
+ * Disk trouble. When a write fails (the disk is full, the folder turned read-only or was
+ * removed), the store stops taking writes: every op gets ST_EIO until it has recovered,
+ * and nothing is confirmed that was not persisted. Reads go on meanwhile. The writer
+ * retries with a growing pause (1 s up to 5 s), reopening the database when the backend
+ * needs it, and is writable again once a write succeeds. It tells the caller through
+ * st_options.on_event (it never prints).
+ *
  * Errors are negative ST_E* codes; st_strerror() describes them.
  */
 #ifndef GW_STORE_H
@@ -33,7 +40,10 @@ enum st_err {
     ST_ENOGROUP = -2,    /* the group does not exist */
     ST_ENOTMEMBER = -3,  /* the user is not a member of the group */
     ST_ECONFLICT = -4,   /* the (uid, cid) was already used for another group */
-    ST_EIO = -5,         /* the backend failed (disk full, read-only, corruption) */
+    ST_EIO = -5,         /* the backend failed, or the store is not taking writes (disk
+                          * full, read-only, folder gone). Not confirmed, and almost always
+                          * not stored; but a sync that failed after the bytes were written
+                          * may have stored it: retry an append with the same cid. */
     ST_ENOMEM = -6,      /* allocation failed */
     ST_ECLOSED = -7,     /* the store is closing and takes no more writes */
 };
@@ -49,12 +59,33 @@ typedef struct st_id {
 /* Convenience: an st_id over a NUL-terminated string (borrowed). */
 st_id st_id_str(const char *s);
 
+/* What the store tells about disk trouble; see st_options.on_event. */
+enum st_event_kind {
+    ST_EV_WRITE_FAILED = 1, /* a write failed: from now on every write gets ST_EIO */
+    ST_EV_STILL_FAILING,    /* an attempt to recover failed; the next one comes later */
+    ST_EV_RECOVERED,        /* writes work again */
+};
+
+typedef struct st_event {
+    enum st_event_kind kind;
+    const char *reason; /* borrowed, valid during the call: the backend's message (the
+                         * first failure's, for RECOVERED) */
+    uint64_t down_ms;   /* since the first failed write */
+    uint64_t attempts;  /* recovery attempts so far */
+    uint64_t refused;   /* ops answered ST_EIO since the first failed write */
+} st_event;
+
+/* Called on the writer thread; must be quick and must not call the store. */
+typedef void (*st_event_fn)(void *ud, const st_event *ev);
+
 typedef struct st_options {
     const char *path;   /* folder of the database; created if missing */
     bool sync;          /* fsync each group commit (default true in the gateway) */
     bool open_groups;   /* join creates a group that does not exist */
     size_t max_batch;   /* most ops in one group commit; 0 = 4096 */
     size_t cache_bytes; /* block cache; 0 = 64 MiB */
+    st_event_fn on_event; /* disk trouble and recovery (NULL: not told) */
+    void *event_ud;       /* passed to on_event */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path stays NULL. */
@@ -66,10 +97,15 @@ typedef struct st_store st_store;
  * needs from *o. On error *out is NULL and errmsg (if not NULL) holds a reason. */
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len);
 
-/* True while the store accepts writes: the last commit succeeded, and so did the probe
- * write the writer makes when it has been idle for a second (so a disk that fills up
- * or turns read-only shows here within about a second, even without traffic). */
+/* True while the store accepts writes: false from a failed write (a commit, or the probe
+ * write the writer makes when it has been idle for a second, so that a disk that fills
+ * up or turns read-only shows here within about a second even without traffic) until
+ * the store has recovered. */
 bool st_writable(st_store *s);
+
+/* Copies into buf (always NUL-terminated) why the store does not take writes: the
+ * backend's message for the latest failure; "" while it is writable. */
+void st_write_error(st_store *s, char *buf, size_t len);
 
 /* Commits every op already submitted (their `done` runs), stops the writer and closes.
  * Ops submitted after close began get ST_ECLOSED. NULL is a no-op. */
@@ -146,7 +182,9 @@ int st_leave_sync(st_store *s, st_id gid, st_id uid);
 int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied);
 
 /* ---------------------------------------------------------------------------------------
- * Reads: synchronous, any thread, see only committed writes.
+ * Reads: synchronous, any thread, see only committed writes. While the writer reopens
+ * the database after disk trouble, reads are served from a read-only handle: a read
+ * never waits for a reopen, only for the writer to switch handles.
  */
 
 /* The last mid of a group (0 when empty). ST_ENOGROUP if it does not exist. */
@@ -205,13 +243,17 @@ typedef struct st_stats {
     uint64_t commits;         /* group commits done */
     uint64_t ops;             /* ops committed (all kinds) */
     uint64_t appends;         /* messages stored since open (duplicates excluded) */
-    uint64_t commit_failures; /* batches the backend refused */
+    uint64_t commit_failures; /* batches that failed (refused by the backend, or while the
+                               * store was not taking writes) */
+    uint64_t write_errors;    /* failed writes to the backend: commits, probes, reopens */
+    uint64_t recoveries;      /* times the store took writes again after failing */
+    uint64_t unwritable_ms;   /* how long it has not been taking writes (0 while it does) */
     uint64_t messages;        /* messages in the store, all groups, exact */
     uint64_t groups;          /* groups in the store, exact */
     uint64_t commit_p50_us;   /* commit latency (one synced write) over the last 1024 */
     uint64_t commit_p99_us;
     uint64_t commit_us_sum;   /* total time spent in commits since open */
-    bool writable;            /* the last write (a commit or the idle probe) succeeded */
+    bool writable;            /* as st_writable() */
     uint64_t disk_bytes;      /* bytes of every file in the store's folder */
 } st_stats;
 

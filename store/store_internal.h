@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 /* Column families, in the order they are opened. */
 enum st_cf {
@@ -22,9 +23,20 @@ enum st_cf {
     ST_CF_COUNT,
 };
 
-struct st_store {
+/* One open RocksDB handle and its column families (db NULL: not open). */
+typedef struct st_db {
     rocksdb_t *db;
     rocksdb_column_family_handle_t *cf[ST_CF_COUNT];
+} st_db;
+
+struct st_store {
+    st_db rw; /* the writer's handle; only the writer thread uses or changes it */
+    st_db ro; /* read-only handle that serves reads while rw is reopened (store_recover.c) */
+    /* The handle readers use (&rw, &ro, or NULL when neither is open). Readers hold
+     * rd_lock shared for a whole read; the writer takes it exclusively only to switch rd,
+     * and closes a handle only once no reader can be using it. */
+    st_db *rd;
+    pthread_rwlock_t rd_lock;
     rocksdb_options_t *opts;
     rocksdb_cache_t *cache;
     rocksdb_block_based_table_options_t *table;
@@ -33,6 +45,10 @@ struct st_store {
     char *path;
     bool open_groups;
     size_t max_batch;
+    st_event_fn on_event;
+    void *event_ud;
+    dev_t dev; /* the folder as opened: a folder removed or replaced is noticed */
+    ino_t ino;
 
     /* The write queue, filled by st_submit, drained by the writer. */
     pthread_mutex_t mu;
@@ -52,6 +68,19 @@ struct st_store {
     atomic_uint_fast64_t groups;
     atomic_uint_fast64_t commit_us_sum;
     atomic_bool writable;
+    atomic_uint_fast64_t write_errors;
+    atomic_uint_fast64_t recoveries;
+    atomic_uint_fast64_t failed_at_ms; /* monotonic ms of the first failed write; 0: none */
+
+    /* Disk trouble (store_recover.c): writer thread only, except err under err_mu. */
+    bool failed;          /* refuse ops until recovered */
+    uint64_t retry_at_ms; /* next recovery attempt (monotonic) */
+    uint64_t retry_ms;    /* pause before the attempt after that */
+    uint64_t attempts;
+    uint64_t refused;
+    char first_err[512];  /* the failure that started it, for the recovery's log line */
+    pthread_mutex_t err_mu;
+    char err[512]; /* the latest failure's message, "" while writable */
 
     /* Latency of the last ST_LAT_N commits (a ring, under lat_mu). */
     pthread_mutex_t lat_mu;
@@ -63,6 +92,26 @@ struct st_store {
 
 /* Writer thread body (store_writer.c). */
 void *st_writer_main(void *arg);
+
+/* Opens the database at s->path into *d with s->opts, read-write or read-only. Returns 0,
+ * or ST_EIO with the backend's message in why. */
+int st_db_open(st_store *s, st_db *d, bool read_only, char *why, size_t why_len);
+/* Closes *d (if open) and clears it. */
+void st_db_close(st_db *d);
+/* Counts the messages and groups in the store (at open, and after a recovery). */
+void st_count_contents(st_store *s);
+
+/* ---- disk trouble (store_recover.c), writer thread only ------------------------------ */
+
+/* A write failed (why: the backend's message): start refusing ops, schedule recovery. */
+void st_fail(st_store *s, const char *why);
+/* False while the store refuses ops. While failing, makes a recovery attempt when one
+ * is due (it may reopen the database) and returns true if that worked. */
+bool st_recover(st_store *s);
+/* One small synced write: does the backend take writes? false with why if not. */
+bool st_probe_write(st_store *s, char *why, size_t why_len);
+/* Is the folder still the one opened? false with why if it was removed or replaced. */
+bool st_folder_same(st_store *s, char *why, size_t why_len);
 
 /* ---- keys and values (store_keys.c) ---------------------------------------------------
  * Ids are length-prefixed (one byte), numbers big-endian, so one group's messages are one
@@ -84,7 +133,8 @@ bool st_key_prefix_end(const st_key *k, st_key *end);
 
 void st_put_be64(char *p, uint64_t v);
 uint64_t st_get_be64(const char *p);
-uint64_t st_now_ms(void);
+uint64_t st_now_ms(void);  /* wall clock, for timestamps */
+uint64_t st_mono_ms(void); /* monotonic, for durations */
 
 /* Fixed-size values. */
 #define ST_GROUP_VAL 16  /* be64 last_mid, be64 created_ms */

@@ -2,6 +2,10 @@
  * Reads: committed state only, from any thread. Each read that combines several rows
  * (a page and its group's last_mid, a user's groups with their acks) uses one snapshot so
  * the figures agree with each other.
+ *
+ * A read holds the store's rd_lock shared from start to end and uses the handle s->rd
+ * points to: the writer may reopen the database after disk trouble, and it switches rd
+ * (and closes the old handle) only under the lock held exclusively.
  */
 #include "store_internal.h"
 
@@ -18,22 +22,32 @@ struct st_page {
 
 typedef struct reader {
     st_store *s;
+    const st_db *d; /* the handle of this read, pinned by rd_lock */
     const rocksdb_snapshot_t *snap;
     rocksdb_readoptions_t *ro;
 } reader;
 
-static void reader_open(reader *r, st_store *s)
+/* ST_EIO when no handle is open (both the reopen and the read-only open failed). */
+static int reader_open(reader *r, st_store *s)
 {
+    pthread_rwlock_rdlock(&s->rd_lock);
     r->s = s;
-    r->snap = rocksdb_create_snapshot(s->db);
+    r->d = s->rd;
+    if (!r->d) {
+        pthread_rwlock_unlock(&s->rd_lock);
+        return ST_EIO;
+    }
+    r->snap = rocksdb_create_snapshot(r->d->db);
     r->ro = rocksdb_readoptions_create();
     rocksdb_readoptions_set_snapshot(r->ro, r->snap);
+    return ST_OK;
 }
 
 static void reader_close(reader *r)
 {
     rocksdb_readoptions_destroy(r->ro);
-    rocksdb_release_snapshot(r->s->db, r->snap);
+    rocksdb_release_snapshot(r->d->db, r->snap);
+    pthread_rwlock_unlock(&r->s->rd_lock);
 }
 
 /* Reads a fixed-size row into out. Returns 1 found, 0 absent, ST_EIO on error. */
@@ -41,7 +55,7 @@ static int get_row(reader *r, enum st_cf cf, const st_key *k, char *out, size_t 
 {
     char *err = NULL;
     size_t n = 0;
-    char *v = rocksdb_get_cf(r->s->db, r->ro, r->s->cf[cf], k->b, k->n, &n, &err);
+    char *v = rocksdb_get_cf(r->d->db, r->ro, r->d->cf[cf], k->b, k->n, &n, &err);
     if (err) {
         rocksdb_free(err);
         return ST_EIO;
@@ -86,8 +100,10 @@ int st_read_last_mid(st_store *s, st_id gid, uint64_t *last_mid)
     if (!st_id_ok(gid))
         return ST_EINVAL;
     reader r;
-    reader_open(&r, s);
-    int rc = read_last_mid(&r, gid, last_mid);
+    int rc = reader_open(&r, s);
+    if (rc != ST_OK)
+        return rc;
+    rc = read_last_mid(&r, gid, last_mid);
     reader_close(&r);
     return rc;
 }
@@ -97,8 +113,10 @@ int st_read_ack(st_store *s, st_id gid, st_id uid, uint64_t *ack)
     if (!st_id_ok(gid) || !st_id_ok(uid))
         return ST_EINVAL;
     reader r;
-    reader_open(&r, s);
-    int rc = read_ack(&r, gid, uid, ack);
+    int rc = reader_open(&r, s);
+    if (rc != ST_OK)
+        return rc;
+    rc = read_ack(&r, gid, uid, ack);
     reader_close(&r);
     return rc;
 }
@@ -112,11 +130,12 @@ int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_use
     st_key_id(&lo, uid);
     bool bounded = st_key_prefix_end(&lo, &hi);
     reader r;
-    reader_open(&r, s);
+    int rc = reader_open(&r, s);
+    if (rc != ST_OK)
+        return rc;
     if (bounded)
         rocksdb_readoptions_set_iterate_upper_bound(r.ro, hi.b, hi.n);
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, r.ro, s->cf[ST_CF_USER_GROUPS]);
-    int rc = ST_OK;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r.d->db, r.ro, r.d->cf[ST_CF_USER_GROUPS]);
     for (rocksdb_iter_seek(it, lo.b, lo.n); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kn;
         const char *kp = rocksdb_iter_key(it, &kn);
@@ -197,7 +216,7 @@ static int scan(reader *r, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir,
     }
     rocksdb_readoptions_set_iterate_lower_bound(r->ro, klo.b, klo.n);
     rocksdb_readoptions_set_iterate_upper_bound(r->ro, khi.b, khi.n);
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->s->db, r->ro, r->s->cf[ST_CF_MSGS]);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->d->db, r->ro, r->d->cf[ST_CF_MSGS]);
     bool back = dir == ST_BEFORE;
     if (back)
         rocksdb_iter_seek_to_last(it);
@@ -269,8 +288,12 @@ int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from,
     if (!p)
         return ST_ENOMEM;
     reader r;
-    reader_open(&r, s);
-    int rc = read_last_mid(&r, gid, &p->last_mid);
+    int rc = reader_open(&r, s);
+    if (rc != ST_OK) {
+        st_page_free(p);
+        return rc;
+    }
+    rc = read_last_mid(&r, gid, &p->last_mid);
     if (rc == ST_OK) {
         bool empty = dir == ST_AFTER ? from >= p->last_mid : (from <= 1 || p->last_mid == 0);
         if (!empty) {

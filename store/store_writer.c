@@ -7,6 +7,9 @@
  * sends with the same cid, a join then a send, mids handed out in the same batch). The
  * group's mid counter and the message are written together, so after a crash a mid is
  * never missing and never reused. Only then is each op's `done` called.
+ *
+ * After a failed write the store refuses ops (ST_EIO, nothing applied) until it has
+ * recovered; store_recover.c holds that side.
  */
 #include "store_internal.h"
 
@@ -27,8 +30,8 @@ typedef struct batch {
 static char *get(batch *b, enum st_cf cf, const st_key *k, size_t *vlen)
 {
     char *err = NULL;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(b->wb, b->s->db, b->s->ropts,
-                                                             b->s->cf[cf], k->b, k->n, vlen, &err);
+    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
+        b->wb, b->s->rw.db, b->s->ropts, b->s->rw.cf[cf], k->b, k->n, vlen, &err);
     if (err) {
         rocksdb_free(err);
         b->io_error = true;
@@ -39,7 +42,7 @@ static char *get(batch *b, enum st_cf cf, const st_key *k, size_t *vlen)
 
 static void put(batch *b, enum st_cf cf, const st_key *k, const char *v, size_t vlen)
 {
-    rocksdb_writebatch_wi_put_cf(b->wb, b->s->cf[cf], k->b, k->n, v, vlen);
+    rocksdb_writebatch_wi_put_cf(b->wb, b->s->rw.cf[cf], k->b, k->n, v, vlen);
 }
 
 /* The group's row; false if the group does not exist. created may be NULL. */
@@ -181,9 +184,9 @@ static int apply_leave(batch *b, st_op *op)
         return ST_ENOTMEMBER;
     st_key k;
     st_key_id2(&k, op->gid, op->uid);
-    rocksdb_writebatch_wi_delete_cf(b->wb, b->s->cf[ST_CF_MEMBERS], k.b, k.n);
+    rocksdb_writebatch_wi_delete_cf(b->wb, b->s->rw.cf[ST_CF_MEMBERS], k.b, k.n);
     st_key_id2(&k, op->uid, op->gid);
-    rocksdb_writebatch_wi_delete_cf(b->wb, b->s->cf[ST_CF_USER_GROUPS], k.b, k.n);
+    rocksdb_writebatch_wi_delete_cf(b->wb, b->s->rw.cf[ST_CF_USER_GROUPS], k.b, k.n);
     return ST_OK;
 }
 
@@ -270,14 +273,50 @@ static void record_latency(st_store *s, uint64_t us)
 /* Idle for a second: one small synced write tells whether the disk still takes writes. */
 static void probe(st_store *s)
 {
-    static const char key[] = "probe";
-    char val[8];
-    st_put_be64(val, st_now_ms());
+    char why[512];
+    if (!st_folder_same(s, why, sizeof(why)) || !st_probe_write(s, why, sizeof(why)))
+        st_fail(s, why);
+}
+
+/* The store is not taking writes: every op of the batch is answered ST_EIO at once. */
+static void refuse(st_store *s, st_op *ops)
+{
+    atomic_fetch_add(&s->commit_failures, 1);
+    for (st_op *op = ops, *next; op; op = next) {
+        next = op->next_;
+        s->refused++;
+        op->result = ST_EIO;
+        op->done(op);
+    }
+}
+
+/* One (synced) write of the whole batch. ST_EIO if it failed: the store is failing now. */
+static int write_batch(batch *b)
+{
+    st_store *s = b->s;
+    /* A folder removed or moved away: RocksDB would go on writing to its open files, no
+     * longer under the store's path and gone at the next start. So the folder is checked
+     * before the write (write nothing there) and after it (do not confirm a write it was
+     * moved during). */
+    char why[512];
+    if (!st_folder_same(s, why, sizeof(why))) {
+        st_fail(s, why);
+        return ST_EIO;
+    }
     char *err = NULL;
-    rocksdb_put_cf(s->db, s->wopts, s->cf[ST_CF_DEFAULT], key, sizeof(key) - 1, val, sizeof(val),
-                   &err);
-    atomic_store(&s->writable, err == NULL);
-    rocksdb_free(err);
+    uint64_t t0 = mono_us();
+    rocksdb_write_writebatch_wi(s->rw.db, s->wopts, b->wb, &err);
+    record_latency(s, mono_us() - t0);
+    if (err) {
+        st_fail(s, err);
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    if (!st_folder_same(s, why, sizeof(why))) {
+        st_fail(s, why);
+        return ST_EIO;
+    }
+    return ST_OK;
 }
 
 static void commit(batch *b, st_op *ops)
@@ -302,17 +341,8 @@ static void commit(batch *b, st_op *ops)
         n_ops++;
     }
     int failure = b->io_error ? ST_EIO : ST_OK;
-    if (!failure && rocksdb_writebatch_wi_count(b->wb) > 0) {
-        char *err = NULL;
-        uint64_t t0 = mono_us();
-        rocksdb_write_writebatch_wi(s->db, s->wopts, b->wb, &err);
-        record_latency(s, mono_us() - t0);
-        if (err) {
-            rocksdb_free(err);
-            failure = ST_EIO;
-        }
-        atomic_store(&s->writable, !failure);
-    }
+    if (!failure && rocksdb_writebatch_wi_count(b->wb) > 0)
+        failure = write_batch(b);
     rocksdb_writebatch_wi_clear(b->wb);
     if (failure) {
         atomic_fetch_add(&s->commit_failures, 1);
@@ -338,9 +368,12 @@ void *st_writer_main(void *arg)
     st_op *ops;
     bool idle;
     while ((ops = take(b.s, &idle)) != NULL || idle) {
-        if (ops)
+        bool writable = st_recover(b.s);
+        if (ops && writable)
             commit(&b, ops);
-        else
+        else if (ops)
+            refuse(b.s, ops);
+        else if (writable)
             probe(b.s);
     }
     rocksdb_writebatch_wi_destroy(b.wb);
