@@ -211,7 +211,7 @@ typedef struct gw_counters {
     uint64_t sends, sends_dup, pushes, deliveries, notifies, slow_switches;
     uint64_t acks_received, ack_frames, ack_writes, ack_entries_written;
     uint64_t pages, page_msgs;
-    uint64_t errors[12]; /* by -PR_E* code */
+    uint64_t errors[1 - PR_E_LAST]; /* by -PR_E* code */
     uint64_t closes_1008, closes_1009, closes_4001, closes_slow;
 } gw_counters;
 

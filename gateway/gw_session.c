@@ -400,7 +400,8 @@ void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice
     gw_sess_error_free(s, rid, code, msg, gid);
     /* The budget refills at one error a second; a client that keeps sending bad requests
      * faster than that is closed. Errors caused by the server are not charged. */
-    if (code == PR_E_INTERNAL || code == PR_E_OVERLOADED || code == PR_E_NOMEM)
+    if (code == PR_E_INTERNAL || code == PR_E_OVERLOADED || code == PR_E_UNAVAILABLE ||
+        code == PR_E_NOMEM)
         return;
     uint64_t now = gw_mono_ms();
     s->err_score -= (double)(now - s->err_at) / 1000.0;

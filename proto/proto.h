@@ -46,8 +46,9 @@ enum pr_err {
     PR_E_RATE_LIMITED = -9,
     PR_E_OVERLOADED = -10,
     PR_E_INTERNAL = -11,
+    PR_E_UNAVAILABLE = -12, /* the server cannot store writes now (disk trouble): retry */
 };
-#define PR_E_LAST PR_E_INTERNAL
+#define PR_E_LAST PR_E_UNAVAILABLE
 
 /* Protocol error code string for a PR_E* value ("bad_frame", ...). */
 const char *pr_err_name(int err);

@@ -30,6 +30,8 @@ const char *pr_err_name(int err)
         return "rate_limited";
     case PR_E_OVERLOADED:
         return "overloaded";
+    case PR_E_UNAVAILABLE:
+        return "unavailable";
     default:
         return "internal";
     }

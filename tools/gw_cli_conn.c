@@ -248,6 +248,7 @@ void cli_say_err(const pr_event *ev, const char *gid)
     case PR_E_NO_GROUP: hint = " (the gateway only joins groups that exist)"; break;
     case PR_E_RATE_LIMITED:
     case PR_E_OVERLOADED: hint = " (the gateway is busy: try again later)"; break;
+    case PR_E_UNAVAILABLE: hint = " (the gateway cannot store now: try again later)"; break;
     default: break;
     }
     char where[PR_MAX_ID + 3] = "";

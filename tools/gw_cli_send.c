@@ -19,7 +19,8 @@
 
 #define WINDOW       64    /* messages in flight */
 #define READ_CHUNK   65536 /* bytes read from stdin at a time */
-#define BUSY_WAIT_MS 200   /* first wait before sending again after overloaded */
+#define BUSY_WAIT_MS 200   /* first wait before sending again after overloaded/unavailable */
+#define BUSY_WAIT_MAX_MS 5000
 
 typedef struct send_item {
     uint64_t n; /* line number (1-based), also the request's rid */
@@ -30,7 +31,7 @@ typedef struct send_item {
     bool done;    /* `sent` came (or given up: mid 0) */
     uint64_t mid, ts;
     int64_t due, sent_at; /* cli_now_ms: send no earlier than due */
-    int busy_wait_ms;     /* doubles with every overloaded reply */
+    int busy_wait_ms;     /* doubles with every overloaded reply, up to BUSY_WAIT_MAX_MS */
 } send_item;
 
 typedef struct sender {
@@ -151,9 +152,11 @@ static void on_event(sender *s, const pr_event *ev)
         it->mid = ev->mid;
         it->ts = ev->ts;
     } else if (ev->t == PR_EV_ERR &&
-               (ev->err_code == PR_E_OVERLOADED || ev->err_code == PR_E_RATE_LIMITED)) {
+               (ev->err_code == PR_E_OVERLOADED || ev->err_code == PR_E_RATE_LIMITED ||
+                ev->err_code == PR_E_UNAVAILABLE)) {
         it->on_wire = false;
         it->busy_wait_ms = it->busy_wait_ms ? 2 * it->busy_wait_ms : BUSY_WAIT_MS;
+        if (it->busy_wait_ms > BUSY_WAIT_MAX_MS) it->busy_wait_ms = BUSY_WAIT_MAX_MS;
         it->due = cli_now_ms() + it->busy_wait_ms;
     } else if (ev->t == PR_EV_ERR) {
         char where[PR_MAX_ID + 40];
@@ -190,7 +193,13 @@ static int send_due(sender *s)
     int64_t now = cli_now_ms();
     for (size_t i = 0; i < s->count; i++) {
         send_item *it = at(s, i);
-        if (it->done || it->on_wire || it->due > now) continue;
+        if (it->done || it->on_wire) continue;
+        if (cli_stop) { /* interrupted: a message waiting to be retried is given up */
+            it->done = true;
+            s->failed = true;
+            continue;
+        }
+        if (it->due > now) continue;
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         pr_body body = {{it->body, it->len}, false};

@@ -27,7 +27,7 @@ typedef struct tailer {
     int64_t unacked_since; /* when w first passed acked (0: all acked) */
     uint64_t pull_rid;     /* the pull in flight (0: none) */
     int64_t pull_sent_at;
-    int64_t pull_due; /* no pull before this (after overloaded) */
+    int64_t pull_due; /* no pull before this (after overloaded or unavailable) */
     int busy_wait_ms;
     long printed;
 } tailer;
@@ -108,7 +108,8 @@ static int on_event(tailer *t, const pr_event *ev)
     } else if (ev->t == PR_EV_PAGE && t->pull_rid && ev->has_rid && ev->rid == t->pull_rid) {
         return on_page(t, ev);
     } else if (ev->t == PR_EV_ERR && t->pull_rid && ev->has_rid && ev->rid == t->pull_rid &&
-               (ev->err_code == PR_E_OVERLOADED || ev->err_code == PR_E_RATE_LIMITED)) {
+               (ev->err_code == PR_E_OVERLOADED || ev->err_code == PR_E_RATE_LIMITED ||
+                ev->err_code == PR_E_UNAVAILABLE)) {
         t->pull_rid = 0;
         t->busy_wait_ms = t->busy_wait_ms ? 2 * t->busy_wait_ms : 200;
         if (t->busy_wait_ms > 5000) t->busy_wait_ms = 5000;

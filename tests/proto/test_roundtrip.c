@@ -495,6 +495,7 @@ Test(roundtrip, err_names)
     cr_assert_str_eq(pr_err_name(PR_E_RATE_LIMITED), "rate_limited");
     cr_assert_str_eq(pr_err_name(PR_E_OVERLOADED), "overloaded");
     cr_assert_str_eq(pr_err_name(PR_E_INTERNAL), "internal");
+    cr_assert_str_eq(pr_err_name(PR_E_UNAVAILABLE), "unavailable");
     cr_assert_str_eq(pr_err_name(PR_E_NOMEM), "internal");
     cr_assert_str_eq(pr_err_name(0), "internal");
     cr_assert_str_eq(pr_err_name(12345), "internal");

@@ -37,7 +37,7 @@ const MAX_ACK_ENTRIES = 32; // per ack frame (protocol limit)
 // A group view that is left keeps its newest messages in memory, so that coming back
 // to it pulls only what arrived since (pull after the watermark) instead of everything.
 const KEEP_WHEN_LEFT = 500;
-const SEND_RETRY_CODES = new Set(['overloaded', 'internal', 'rate_limited']);
+const SEND_RETRY_CODES = new Set(['overloaded', 'unavailable', 'internal', 'rate_limited']);
 const SEND_MAX_RETRIES = 5;
 
 /** Delay before reconnect attempt number `attempt` (0 = first). */
@@ -721,7 +721,7 @@ export class GwClient extends EventTarget {
       const p = this.pending.get(info.cid);
       if (p) {
         if (SEND_RETRY_CODES.has(code) && p.tries < SEND_MAX_RETRIES) {
-          // The gateway is busy or stopping: the same cid again, a little later.
+          // The gateway is busy, stopping or cannot store now: the same cid again, later.
           setTimeout(() => {
             if (this.pending.get(p.cid) === p && p.state === 'pending' && this.state === 'online') this.transmitSend(p);
           }, 500 * 2 ** p.tries);
