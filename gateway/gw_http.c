@@ -70,9 +70,12 @@ static int healthz(gw_server *srv, struct lws *wsi)
 {
     if (srv->stopping)
         return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "stopping\n");
-    if (!st_writable(srv->store))
-        return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE,
-                            "store does not accept writes\n");
+    if (!st_writable(srv->store)) {
+        char why[512], body[600];
+        st_write_error(srv->store, why, sizeof(why));
+        snprintf(body, sizeof(body), "store does not accept writes: %s\n", why);
+        return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, body);
+    }
     return respond_text(wsi, HTTP_STATUS_OK, "ok\n");
 }
 

@@ -7,7 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <openssl/rand.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,30 @@ static int default_secret(gw_config *cfg)
     return 0;
 }
 
+/* Disk trouble, told by the store's writer thread (gw_log is safe from any thread). */
+static void on_store_event(void *ud, const st_event *ev)
+{
+    (void)ud;
+    switch (ev->kind) {
+    case ST_EV_WRITE_FAILED:
+        gw_err("store: write failed: %s; refusing writes (`unavailable`) until it recovers",
+               ev->reason);
+        break;
+    case ST_EV_STILL_FAILING:
+        /* Attempts come every few seconds: say so at the 1st, 2nd, 4th, 8th... only. */
+        if ((ev->attempts & (ev->attempts - 1)) == 0)
+            gw_warn("store: still not writable after %.1f s (attempt %" PRIu64 ", %" PRIu64
+                    " writes refused): %s",
+                    (double)ev->down_ms / 1000.0, ev->attempts, ev->refused, ev->reason);
+        break;
+    case ST_EV_RECOVERED:
+        gw_info("store: recovered after %.1f s (attempt %" PRIu64 ", %" PRIu64
+                " writes refused; the failure was: %s)",
+                (double)ev->down_ms / 1000.0, ev->attempts, ev->refused, ev->reason);
+        break;
+    }
+}
+
 int main(int argc, char **argv)
 {
     gw_config cfg;
@@ -60,6 +86,10 @@ int main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     gw_log_set_level((enum gw_log_level)cfg.log_level);
     gw_log_capture_lws();
+    /* A write past the file size limit (RLIMIT_FSIZE) raises SIGXFSZ, which by default
+     * kills the process. Ignored, the write fails with EFBIG like any other full disk:
+     * the store refuses writes and recovers once the limit is lifted. */
+    signal(SIGXFSZ, SIG_IGN);
     gw_info("gw starting: data %s, %s", cfg.data, cfg.insecure ? "no TLS (--insecure)" : "TLS");
 
     if (mkdir(cfg.data, 0700) != 0 && errno != EEXIST) {
@@ -83,6 +113,7 @@ int main(int argc, char **argv)
     so.path = store_path;
     so.sync = cfg.sync;
     so.open_groups = cfg.open_groups;
+    so.on_event = on_store_event;
     st_store *store = NULL;
     char err[512];
     if (st_open(&so, &store, err, sizeof(err)) != 0) {

@@ -30,6 +30,7 @@ static int store_err_code(int rc)
     case ST_ECONFLICT: return PR_E_BAD_FIELD;
     case ST_EINVAL: return PR_E_BAD_FIELD;
     case ST_ECLOSED: return PR_E_OVERLOADED;
+    case ST_EIO: return PR_E_UNAVAILABLE;
     default: return PR_E_INTERNAL;
     }
 }
@@ -40,7 +41,7 @@ static const char *store_err_msg(int rc)
     case ST_ENOGROUP: return "no such group";
     case ST_ENOTMEMBER: return "not a member of this group";
     case ST_ECONFLICT: return "this cid was already used for another group";
-    case ST_EIO: return "storage error: the request was not applied, try again";
+    case ST_EIO: return "storage unavailable (disk full or not writable): retry later";
     case ST_ECLOSED: return "server is shutting down";
     default: return "internal error";
     }
@@ -457,7 +458,12 @@ void gw_route_complete(gw_server *srv, gw_pending *p)
     case ST_OP_JOIN: complete_join(srv, p, s); break;
     case ST_OP_LEAVE: complete_leave(srv, p, s); break;
     case ST_OP_ACKS:
-        if (p->op.result != 0) {
+        if (p->op.result != 0 && srv->stopping) {
+            /* No next flush to keep them for: after the restart clients get those
+             * messages again (re-delivery, absorbed by their dedup), nothing is lost. */
+            gw_warn("ack batch of %zu not persisted: %s (dropped while stopping)",
+                    p->op.n_acks, st_strerror(p->op.result));
+        } else if (p->op.result != 0) {
             /* Keep them for the next flush; lost only if the gateway dies before. */
             gw_warn("ack batch of %zu not persisted: %s (kept for the next flush)",
                     p->op.n_acks, st_strerror(p->op.result));

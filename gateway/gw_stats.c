@@ -199,6 +199,14 @@ static void snapshot(gw_server *srv, table *t)
       st.disk_bytes);
     G("store", "writable", "gw_store_writable", "1 while the store accepts writes",
       st.writable ? 1 : 0);
+    C("store", "write_errors", "gw_store_write_errors_total",
+      "Failed writes to the store's disk (commits, idle probes, reopen attempts)",
+      st.write_errors);
+    C("store", "recoveries", "gw_store_recoveries_total",
+      "Times the store took writes again after failing", st.recoveries);
+    add(t, "store", "unwritable_s", "gw_store_unwritable_seconds", "gauge",
+        "How long the store has not been taking writes (0 while it does)",
+        (double)st.unwritable_ms / 1000.0, false);
     G("store", "queue", "gw_store_queue_length", "Writes waiting for the store's writer",
       st_pending(srv->store));
     G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
