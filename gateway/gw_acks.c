@@ -64,10 +64,13 @@ void gw_acks_flush(gw_server *srv)
     size_t n = HASH_COUNT(srv->acks);
     if (n == 0)
         return;
-    /* While the store takes no writes the acks wait here (each would fail and come back
-     * every flush); when stopping they go, and a failure drops them (re-delivery). */
-    if (!st_writable(srv->store) && !srv->stopping)
+    /* While the store takes no writes the acks wait here, and the timer looks again
+     * after the next interval (a batch would only fail and come back); when stopping
+     * they go, and a failure drops them (re-delivery). */
+    if (!st_writable(srv->store) && !srv->stopping) {
+        arm_flush(srv);
         return;
+    }
     gw_pending *p = calloc(1, sizeof(*p));
     size_t ids_n = 0;
     gw_ack_entry *e, *tmp;

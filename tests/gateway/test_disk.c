@@ -270,11 +270,29 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     cr_assert_geq(metric("gw_store_write_errors_total"), 2, "no recovery attempt was made");
     cr_assert_eq(health(NULL), 503);
     send_unavailable(alice, "m6", 110);
+    /* An ack (it has no reply: a ping after it tells it was taken) waits in the gateway
+     * while the store is failing. */
+    msgpack_sbuffer_init(&sb);
+    pr_ack a = {S("g"), N_BEFORE};
+    pr_enc_ack(&sb, &a, 1);
+    gwfx_send(alice, &sb);
+    sb.size = 0;
+    pr_enc_ping(&sb, 111);
+    gwfx_request(alice, &sb, PR_EV_PONG);
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert_eq(metric("gw_acks_received_total"), 1);
+    usleep(600 * 1000); /* past the ack flush interval (200 ms) */
+    cr_assert_eq(metric("gw_ack_writes_total"), 0);
 
     /* Space returns: the gateway recovers by itself. */
     gateway_file_limit(RLIM_INFINITY);
     wait_healthy();
     cr_assert_eq(metric("gw_store_recoveries_total"), 1);
+    /* The ack that waited is written now, not only at the stop. */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (metric("gw_ack_writes_total") < 1 && ms_since(&t0) < GWFX_WAIT)
+        usleep(50 * 1000);
+    cr_assert_eq(metric("gw_ack_writes_total"), 1, "the waiting ack was not written");
     /* The refused messages are sent again (same cids) and stored once; new ones too. */
     for (int i = N_BEFORE + 1; i <= N_BEFORE + 4; i++) {
         pr_event ev = send_m(alice, i);
@@ -283,6 +301,11 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     }
     gwfx_join(alice, "h");
     check_all_stored_once(N_BEFORE + 4);
+    st_store *s = gwfx_open_store(&f);
+    uint64_t ack = 0;
+    cr_assert_eq(st_read_ack(s, st_id_str("g"), st_id_str("alice"), &ack), 0);
+    cr_assert_eq(ack, N_BEFORE, "the ack sent while the disk was full is stored");
+    st_close(s);
 }
 
 /* ---- really full: a small tmpfs filled up (needs the right to mount) ---------------- */
