@@ -4,13 +4,18 @@
  * for four client connections. Each message goes through gw_sess_rx (reassembly, limits,
  * auth state) and gw_route_frame into the real registry and a real RocksDB store (a temp
  * folder, opened once per process); store completions are run here, in commit order, as
- * the service thread runs them; replies and pushes come out of gw_sess_writeable.
+ * the service thread runs them; replies and pushes come out of gw_sess_writeable. Time
+ * steps run the once-a-second sweep (hello deadline, pings, hang-ups, slow consumers) and
+ * the ack flush; a ping written is answered with a pong, and a connection given a
+ * timeout (lws_set_timeout) is dropped when the fake clock passes it.
  *
  * The seam is the link: this file defines the few libwebsockets functions the session
  * layer calls (lws_write hands each frame to the checks below) and the gateway's clock
  * (gw_mono_ms, gw_now_ms: a fake one the script moves), and it is linked with the session,
  * route, registry, acks, auth, config, buffer and log sources but not with gw_server.c or
- * libwebsockets. The gateway's sources are the ones the server runs, unchanged.
+ * libwebsockets. The gateway's sources are the ones the server runs, unchanged. What
+ * gw_server_new sets up for them is set up here the same way (without a context or an
+ * event loop: the ack timer is never armed, the time steps flush instead).
  *
  * The store lives as long as the process, so groups, messages and used cids carry over
  * from one input to the next; memberships do not (every user leaves every group after
@@ -63,6 +68,8 @@ static struct slot {
     gw_sess *s;       /* NULL: not connected */
     bool choked;      /* lws_send_pipe_choked says so, and no WRITEABLE comes */
     bool rx_off;      /* lws_rx_flow_control(wsi, 0) in effect */
+    bool pong_due;    /* a ping went out: the client answers it */
+    uint64_t kill_at; /* lws_set_timeout: libwebsockets drops the connection then (0: no) */
     mid_seen *pushed; /* per group: the last mid pushed to this connection */
 } slots[FS_SLOTS];
 static char wsi_mem[FS_SLOTS];
@@ -131,7 +138,11 @@ int lws_callback_on_writable(struct lws *wsi)
 
 void lws_set_timeout(struct lws *wsi, enum pending_timeout reason, int secs)
 {
-    slot_of(wsi);
+    struct slot *sl = slot_of(wsi);
+    if (secs == LWS_TO_KILL_ASYNC)
+        sl->kill_at = clock_ms;
+    else
+        sl->kill_at = secs ? clock_ms + (uint64_t)secs * 1000u : 0;
 }
 
 int lws_send_pipe_choked(struct lws *wsi)
@@ -265,7 +276,13 @@ static int check_event(void *ud, const pr_event *ev)
 int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol protocol)
 {
     frame_seen f = {slot_of(wsi), 0, 0};
-    CHECK(in_writeable && protocol == LWS_WRITE_BINARY && len > 0);
+    CHECK(in_writeable && len > 0);
+    if (protocol == LWS_WRITE_PING) {
+        CHECK(len <= 125); /* a control frame's payload */
+        f.sl->pong_due = true;
+        return (int)len;
+    }
+    CHECK(protocol == LWS_WRITE_BINARY);
     pr_error err;
     CHECK(pr_decode_events(out_dec, buf, len, check_event, &f, &err) == 0 && f.n > 0);
     /* Within the frame limit, but for a lone welcome or groups list (sent whole). */
@@ -323,7 +340,8 @@ static void conn_closed(struct slot *sl)
     sl->s->wsi = NULL;
     gw_sess_free(sl->s);
     sl->s = NULL;
-    sl->rx_off = false;
+    sl->rx_off = sl->pong_due = false;
+    sl->kill_at = 0;
     seen_clear(&sl->pushed);
 }
 
@@ -472,11 +490,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     pr_limits lim = {.max_frame = cfg.max_frame, .max_body = cfg.max_body,
                      .page_default = cfg.page_default, .page_max = cfg.page_max};
     srv->dec = pr_decoder_new(&lim);
+    srv->wbuf_cap = LWS_PRE + cfg.max_frame + 16;
+    srv->wbuf = malloc(srv->wbuf_cap);
     /* Frames from the server may be larger (a welcome is sent whole). */
     pr_limits out_lim = {.max_frame = 16u << 20, .max_body = cfg.max_body,
                          .page_default = cfg.page_default, .page_max = cfg.page_max};
     out_dec = pr_decoder_new(&out_lim);
-    CHECK(srv->dec && out_dec);
+    CHECK(srv->dec && srv->wbuf && out_dec);
     atexit(at_exit);
 
     /* Tokens by number: users with any group, one with a groups claim, and three that must
@@ -523,7 +543,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         case FS_SPLIT: deliver(sl, msg, len, len * arg / 8, true); break;
         case FS_TEXT: deliver(sl, msg, len, 0, false); break;
         case FS_HELLO: hello(sl, arg); break;
-        case FS_WRITE: write_out(sl); break;
+        case FS_WRITE:
+            conn_open(sl); /* also a connection that has sent nothing yet */
+            write_out(sl);
+            break;
         case FS_CLOSE:
             if (sl->s)
                 conn_closed(sl);
@@ -537,6 +560,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         }
         if (wait)
             drain();
+        for (int k = 0; k < FS_SLOTS; k++) {
+            struct slot *c = &slots[k];
+            if (c->s && c->kill_at && clock_ms >= c->kill_at)
+                conn_closed(c); /* libwebsockets' timeout fired */
+            if (c->s && c->pong_due) {
+                c->pong_due = false; /* the client's pong (LWS_CALLBACK_RECEIVE_PONG) */
+                gw_sess_alive(c->s);
+            }
+        }
     }
 
     /* The end: every reply goes out, acks are persisted, every client leaves. */

@@ -16,7 +16,8 @@ enum fs_step {
     FS_SPLIT = 1, /* the same message in two pieces, cut at len * arg / 8 */
     FS_TEXT = 2,  /* a text message */
     FS_HELLO = 3, /* hello with the harness's token number arg (see tokens in fuzz_session.c) */
-    FS_WRITE = 4, /* the socket is writable: write until the queue is empty (not if choked) */
+    FS_WRITE = 4, /* the socket is writable: write until the queue is empty (not if choked);
+                   * connects first if the slot has no connection */
     FS_CLOSE = 5, /* the client vanishes (libwebsockets' CLOSED) */
     FS_TICK = 6,  /* the clock moves (arg + 1) * 250 ms: sweep, ack flush, completions */
     FS_CHOKE = 7, /* the socket backs up, or drains again (a toggle) */

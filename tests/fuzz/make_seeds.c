@@ -156,6 +156,19 @@ static void session_seeds(const char *dir)
     step(&sc, FS_WRITE, 2, 0);
     step(&sc, FS_WRITE, 3, 0);
     put(dir, "refusals", &sc);
+
+    /* Time passing: pings answered, a backed-up client hung up, no hello in time. */
+    step(&sc, FS_HELLO, 0, 0);
+    step(&sc, FS_HELLO, 1, 1);
+    step(&sc, FS_CHOKE, 1, 0);
+    step(&sc, FS_WRITE, 2, 0); /* connects, says nothing */
+    for (int i = 0; i < 20; i++)
+        step(&sc, FS_TICK, 0, 7); /* 2 s each */
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 2, 0);
+    for (int i = 0; i < 20; i++)
+        step(&sc, FS_TICK, 0, 7);
+    put(dir, "idle", &sc);
     msgpack_sbuffer_destroy(&sc);
     msgpack_sbuffer_destroy(&sb);
 }
