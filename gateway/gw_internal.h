@@ -45,6 +45,7 @@ struct gw_user {
     gw_sess *sessions; /* utlist DL through gw_sess.user_prev/next */
     unsigned n_sessions;
     gw_member *groups; /* by gid */
+    unsigned joins_inflight; /* joins submitted and not completed: they count for max_groups */
     UT_hash_handle hh; /* in gw_server.users, by uid */
 };
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Bounded fuzzing with libFuzzer (clang): the request decoder, the server-event decoder
-# and the token check, each for N seconds (default 60), from a seed corpus of valid frames,
-# after replaying every saved regression input. Exits non-zero on any crash, and keeps
-# the crashing input in tests/fuzz/regressions/<target>/ to be committed as a test.
+# Bounded fuzzing with libFuzzer (clang): the request decoder, the server-event decoder,
+# the token check and whole requests through the gateway's session path (fuzz_session: a
+# real store in a temp folder, no sockets), each for N seconds (default 60), from a seed
+# corpus of valid frames, after replaying every saved regression input. Exits non-zero on
+# any crash, and keeps the crashing input in tests/fuzz/regressions/<target>/ to be
+# committed as a test.
 #   tools/fuzz.sh [SECONDS]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,18 +12,19 @@ secs=${1:-60}
 build="$root/build-fuzz"
 CC=clang cmake -S "$root" -B "$build" -DGW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null ||
   { echo "fuzz: configure failed"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target fuzz_req fuzz_events fuzz_token make_seeds \
-  >/dev/null || { echo "fuzz: build failed"; exit 1; }
+cmake --build "$build" -j "$(nproc)" \
+  --target fuzz_req fuzz_events fuzz_token fuzz_session make_seeds >/dev/null || { echo "fuzz: build failed"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gw-fuzz-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-"$build/tests/fuzz/make_seeds" "$work/fuzz_req" "$work/fuzz_events"
+export TMPDIR="$work" # fuzz_session's store goes there, and away with it
+"$build/tests/fuzz/make_seeds" "$work/fuzz_req" "$work/fuzz_events" "$work/fuzz_session"
 mkdir -p "$work/fuzz_token"
 printf 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhIiwiZXhwIjoxODAwMDAwMDAwfQ.c2ln' \
   > "$work/fuzz_token/seed"
 
 passed=0 failed=0
-for t in fuzz_req fuzz_events fuzz_token; do
+for t in fuzz_req fuzz_events fuzz_token fuzz_session; do
   reg="$root/tests/fuzz/regressions/$t"
   if compgen -G "$reg/*" >/dev/null; then
     if "$build/tests/fuzz/$t" "$reg"/* >"$work/$t-reg.log" 2>&1; then

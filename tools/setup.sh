@@ -26,6 +26,8 @@ packages=(build-essential cmake pkg-config git
 packages+=(chromium)
 # Fuzzing: clang with its libFuzzer and sanitizer runtimes.
 packages+=(clang libclang-rt-14-dev)
+# The TLS scan in tests/gateway/test_tls.c.
+packages+=(sslscan)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 

@@ -1,4 +1,6 @@
-/* Writes a seed corpus of valid frames for the fuzz targets: one file per message. */
+/* Writes a seed corpus of valid frames for the fuzz targets: one file per message, and
+ * for fuzz_session scripts of requests in its format (fuzz_session.h). */
+#include "fuzz_session.h"
 #include "proto.h"
 
 #include <stdio.h>
@@ -19,12 +21,166 @@ static void put(const char *dir, const char *name, msgpack_sbuffer *sb)
     sb->size = 0;
 }
 
+/* A session script being written: steps appended to one sbuffer. */
+static void step(msgpack_sbuffer *script, enum fs_step st, int slot, int arg)
+{
+    unsigned char op = FS_OP(st, slot, arg);
+    msgpack_sbuffer_write(script, (const char *)&op, 1);
+}
+
+/* A frame step carrying the frame in sb (then emptied). */
+static void frame(msgpack_sbuffer *script, enum fs_step st, int slot, int arg, msgpack_sbuffer *sb)
+{
+    step(script, st, slot, arg);
+    unsigned char len[2] = {(unsigned char)(sb->size >> 8), (unsigned char)sb->size};
+    msgpack_sbuffer_write(script, (const char *)len, 2);
+    msgpack_sbuffer_write(script, sb->data, sb->size);
+    sb->size = 0;
+}
+
+/* Scripts for fuzz_session: users signed in with the harness's tokens (0 alice, 1 bob,
+ * 2 carol, 3 dave who may join only room and r2) doing what clients do. */
+static void session_seeds(const char *dir)
+{
+    mkdir(dir, 0755);
+    msgpack_sbuffer sc, sb;
+    msgpack_sbuffer_init(&sc);
+    msgpack_sbuffer_init(&sb);
+    pr_body hi = {S("hi"), false}, bin = {S("\x01\x02"), true};
+
+    /* One user: join, send twice, read back every way, ack, leave. */
+    step(&sc, FS_HELLO, 0, 0);
+    pr_enc_join(&sb, 1, S("room"));
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_send(&sb, 2, S("room"), S("c1"), hi);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_send(&sb, 3, S("room"), S("c2"), bin);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_enter(&sb, 4, S("room"), 0);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_pull(&sb, 5, S("room"), true, 3, 1);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_pull(&sb, 6, S("room"), false, 0, 20);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_ack a1 = {S("room"), 2};
+    pr_enc_ack(&sb, &a1, 1);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_groups_req(&sb, 7);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_TICK, 0, 0);
+    pr_enc_leave(&sb, 8, S("room"));
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_ping(&sb, 9);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    put(dir, "one-user", &sc);
+
+    /* One user joining three groups at once (joins pipelined, as a client does at start),
+     * a send to each, its group list. */
+    step(&sc, FS_HELLO, 1, 0);
+    static const char *const three[] = {"room", "r2", "busy"};
+    for (int i = 0; i < 3; i++) {
+        pr_enc_join(&sb, (uint64_t)i, S(three[i]));
+        frame(&sc, FS_FRAME, 1, i < 2, &sb);
+    }
+    for (int i = 0; i < 3; i++) {
+        pr_enc_send(&sb, 10 + (uint64_t)i, S(three[i]), S(three[i]), hi);
+        frame(&sc, FS_FRAME, 1, 0, &sb);
+    }
+    pr_enc_groups_req(&sb, 20);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    step(&sc, FS_WRITE, 1, 0);
+    put(dir, "three-groups", &sc);
+
+    /* Two users: pushes, a resend, a reconnect that enters after its ack. */
+    step(&sc, FS_HELLO, 0, 0);
+    step(&sc, FS_HELLO, 1, 1);
+    pr_enc_join(&sb, 1, S("r2"));
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_join(&sb, 1, S("r2"));
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_send(&sb, 2, S("r2"), S("m1"), hi);
+    frame(&sc, FS_FRAME, 0, 1, &sb); /* pipelined with the next */
+    pr_enc_send(&sb, 3, S("r2"), S("m2"), hi);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_send(&sb, 4, S("r2"), S("m1"), hi); /* resend: the first mid again */
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 1, 0);
+    pr_ack a2 = {S("r2"), 1};
+    pr_enc_ack(&sb, &a2, 1);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    step(&sc, FS_TICK, 0, 0);
+    step(&sc, FS_CLOSE, 1, 0);
+    step(&sc, FS_HELLO, 1, 1);
+    pr_enc_enter(&sb, 5, S("r2"), 0);
+    frame(&sc, FS_SPLIT, 1, 4, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    put(dir, "two-users", &sc);
+
+    /* A slow consumer: its socket backs up while sends pile up, then it drains. */
+    step(&sc, FS_HELLO, 0, 2);
+    step(&sc, FS_HELLO, 2, 0);
+    pr_enc_join(&sb, 1, S("busy"));
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_join(&sb, 1, S("busy"));
+    frame(&sc, FS_FRAME, 2, 0, &sb);
+    step(&sc, FS_WRITE, 2, 0);
+    step(&sc, FS_CHOKE, 2, 0);
+    for (int i = 0; i < 12; i++) {
+        char cid[16];
+        snprintf(cid, sizeof(cid), "s%d", i);
+        pr_enc_send(&sb, (uint64_t)i, S("busy"), S(cid), hi);
+        frame(&sc, FS_FRAME, 0, 0, &sb);
+    }
+    step(&sc, FS_CHOKE, 2, 0);
+    step(&sc, FS_WRITE, 2, 0);
+    pr_enc_pull(&sb, 20, S("busy"), false, 0, 20);
+    frame(&sc, FS_FRAME, 2, 0, &sb);
+    put(dir, "slow-consumer", &sc);
+
+    /* A restricted token, a text frame, a bad frame, a request before hello. */
+    pr_enc_join(&sb, 1, S("room"));
+    frame(&sc, FS_FRAME, 3, 0, &sb);
+    step(&sc, FS_HELLO, 2, 3);
+    pr_enc_join(&sb, 1, S("room"));
+    frame(&sc, FS_FRAME, 2, 0, &sb);
+    pr_enc_join(&sb, 2, S("elsewhere"));
+    frame(&sc, FS_FRAME, 2, 0, &sb);
+    pr_enc_ping(&sb, 3);
+    frame(&sc, FS_TEXT, 2, 0, &sb);
+    msgpack_sbuffer_write(&sb, "\x81\xa1t", 3);
+    frame(&sc, FS_FRAME, 2, 0, &sb);
+    step(&sc, FS_HELLO, 1, 4); /* an expired token */
+    step(&sc, FS_WRITE, 1, 0);
+    step(&sc, FS_WRITE, 2, 0);
+    step(&sc, FS_WRITE, 3, 0);
+    put(dir, "refusals", &sc);
+
+    /* Time passing: pings answered, a backed-up client hung up, no hello in time. */
+    step(&sc, FS_HELLO, 0, 0);
+    step(&sc, FS_HELLO, 1, 1);
+    step(&sc, FS_CHOKE, 1, 0);
+    step(&sc, FS_WRITE, 2, 0); /* connects, says nothing */
+    for (int i = 0; i < 20; i++)
+        step(&sc, FS_TICK, 0, 7); /* 2 s each */
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 2, 0);
+    for (int i = 0; i < 20; i++)
+        step(&sc, FS_TICK, 0, 7);
+    put(dir, "idle", &sc);
+    msgpack_sbuffer_destroy(&sc);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: make_seeds REQ_DIR EVENTS_DIR\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: make_seeds REQ_DIR EVENTS_DIR [SESSION_DIR]\n");
         return 2;
     }
+    if (argc == 4)
+        session_seeds(argv[3]);
     mkdir(argv[1], 0755);
     mkdir(argv[2], 0755);
     msgpack_sbuffer sb, rec;

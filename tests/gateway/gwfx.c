@@ -33,12 +33,12 @@ static void spawn(gwfx *f)
     const char *argv[40] = {GW_BINARY, "--listen", "127.0.0.1", "--port", "0",
                             "--port-file", port_file, "--data", data, "--log-level", "3"};
     int n = 11;
-    if (f->tls) {
+    if (f->tls && !f->own_cert) {
         argv[n++] = "--cert";
         argv[n++] = cert;
         argv[n++] = "--key";
         argv[n++] = key;
-    } else {
+    } else if (!f->tls) {
         argv[n++] = "--insecure";
     }
     for (int i = 0; i < f->n_args; i++)
@@ -80,10 +80,11 @@ static void spawn(gwfx *f)
     cr_assert_fail("gateway did not start listening within 20 s (see %s)", log_file);
 }
 
-static void start(gwfx *f, const char *const *extra, bool tls)
+static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
 {
     memset(f, 0, sizeof(*f));
     f->tls = tls;
+    f->own_cert = own_cert;
     const char *base = getenv("TMPDIR");
     snprintf(f->dir, sizeof(f->dir), "%s/gw-test-XXXXXX", base && *base ? base : "/tmp");
     cr_assert_not_null(mkdtemp(f->dir));
@@ -93,7 +94,7 @@ static void start(gwfx *f, const char *const *extra, bool tls)
     }
     gwc_options o = {0};
     char cert[300];
-    if (tls) {
+    if (tls && !own_cert) {
         char cmd[1200];
         snprintf(cert, sizeof(cert), "%s/cert.pem", f->dir);
         snprintf(cmd, sizeof(cmd),
@@ -110,12 +111,17 @@ static void start(gwfx *f, const char *const *extra, bool tls)
 
 void gwfx_start(gwfx *f, const char *const *extra)
 {
-    start(f, extra, false);
+    start(f, extra, false, false);
 }
 
 void gwfx_start_tls(gwfx *f, const char *const *extra)
 {
-    start(f, extra, true);
+    start(f, extra, true, false);
+}
+
+void gwfx_start_tls_own(gwfx *f, const char *const *extra)
+{
+    start(f, extra, true, true);
 }
 
 bool gwfx_alive(gwfx *f)

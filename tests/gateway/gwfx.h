@@ -22,6 +22,7 @@ typedef struct gwfx {
     char url[96];    /* ws://127.0.0.1:PORT/ws */
     char args[16][300]; /* extra gateway flags, kept across restarts */
     bool tls;           /* wss:// with a self-signed certificate made for the test */
+    bool own_cert;      /* ... or with the one the gateway makes itself (not trusted here) */
     int n_args;
     gwc_ctx *ctx;
 } gwfx;
@@ -31,6 +32,9 @@ void gwfx_start(gwfx *f, const char *const *extra);
 /* The same over TLS: makes a self-signed certificate for 127.0.0.1 and localhost in the
  * data folder (dir/cert.pem, dir/key.pem); the clients trust exactly that certificate. */
 void gwfx_start_tls(gwfx *f, const char *const *extra);
+/* TLS as a default start serves it: no --cert, so the gateway makes its own self-signed
+ * certificate (dir/data/tls/); the fixture's clients do not trust it. */
+void gwfx_start_tls_own(gwfx *f, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
 /* Waits for a gateway told to stop to exit, and checks it exited 0. */

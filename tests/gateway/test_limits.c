@@ -1,7 +1,7 @@
 /*
  * Limits that protect the server: replies larger than a frame, the number of groups per
- * user, a client that pipelines requests without reading the replies, empty and text
- * frames before hello, and a graceful stop with writes in flight.
+ * user (also with joins pipelined), a client that pipelines requests without reading the
+ * replies, empty and text frames before hello, and a graceful stop with writes in flight.
  */
 #include "gwfx.h"
 
@@ -48,6 +48,38 @@ Test(limits, replies_larger_than_a_frame_and_the_group_cap, .fini = teardown, .t
     k = gwfx_login(&f, "joiner", &w);
     cr_assert_eq(w.n_items, 40);
     cr_assert(gwfx_alive(&f));
+}
+
+Test(limits, pipelined_joins_stay_within_the_group_cap, .fini = teardown, .timeout = 60)
+{
+    /* Found by tests/fuzz/fuzz_session: joins sent back to back were each checked against
+     * the memberships already committed, so all of them passed. */
+    static const char *const args[] = {"--max-groups", "3", NULL};
+    gwfx_start(&f, args);
+    gwc_conn *k = gwfx_login(&f, "piper", NULL);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    char gid[16];
+    for (int i = 0; i < 8; i++) { /* none waits for its reply */
+        snprintf(gid, sizeof(gid), "pipe%d", i);
+        pr_enc_join(&sb, (uint64_t)i, S(gid));
+        gwfx_send(k, &sb);
+        sb.size = 0;
+    }
+    int joined = 0, refused = 0;
+    for (int i = 0; i < 8; i++) {
+        pr_event ev;
+        cr_assert_eq(gwc_next(k, GWFX_WAIT, &ev), 0);
+        if (ev.t == PR_EV_JOINED)
+            joined++;
+        else if (ev.t == PR_EV_ERR && gwfx_slice_is(ev.err_name, "too_large"))
+            refused++;
+    }
+    cr_assert_eq(joined, 3, "%d joined, %d refused", joined, refused);
+    cr_assert_eq(refused, 5);
+    pr_enc_groups_req(&sb, 9);
+    cr_assert_eq(gwfx_request(k, &sb, PR_EV_GROUPS).n_items, 3);
+    msgpack_sbuffer_destroy(&sb);
 }
 
 Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardown,
