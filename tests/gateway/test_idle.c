@@ -10,7 +10,9 @@ static gwfx f;
 
 static void setup(void)
 {
-    static const char *const args[] = {"--ping", "1", NULL};
+    /* Ping after 2 s: a live client then has at least a second (one sweep) to answer,
+     * which a loaded test machine needs. */
+    static const char *const args[] = {"--ping", "2", NULL};
     gwfx_start(&f, args);
 }
 
@@ -26,9 +28,9 @@ Test(idle, silent_sessions_are_closed_live_ones_stay)
     gwc_conn *live = gwfx_login(&f, "live", NULL);
     gwc_conn *gone = gwfx_login(&f, "gone", NULL);
     cr_assert_eq(gwc_pause(gone, true), 0);
-    /* Ping after 1 s idle, hang up after 2 s without a pong: wait well past that while
-     * the live session's loop keeps answering pings. */
-    gwc_service(f.ctx, 5000);
+    /* Ping after 2 s idle, hang up after 4 s without a pong (checked once a second): wait
+     * well past that while the live session's loop keeps answering pings. */
+    gwc_service(f.ctx, 8000);
     cr_assert_eq(gwc_pause(gone, false), 0);
     gwc_service(f.ctx, 500);
     cr_assert_not(gwc_is_open(gone), "a session that never answered pings is still open");
