@@ -275,6 +275,18 @@ static void on_send(gw_sess *s, const pr_req *r)
 {
     if (!need_member(s, r, r->gid))
         return;
+    const char *why = NULL;
+    uint64_t retry_ms = gw_throttle_send(s, &why);
+    if (retry_ms) {
+        /* Not charged to the error budget: see gw_throttle.c. */
+        s->srv->n.errors[-PR_E_RATE_LIMITED]++;
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        if (pr_enc_err_retry(&sb, r->rid, PR_E_RATE_LIMITED, why, r->gid, retry_ms) == 0)
+            gw_sess_reply(s, &sb);
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
     gw_pending *p = pending_new(s, r->rid);
     if (!p || pr_enc_record(&p->record, cstr(s->user->uid), r->body) != 0) {
         if (p)
