@@ -47,6 +47,7 @@ struct gw_user {
     gw_sess *sessions; /* utlist DL through gw_sess.user_prev/next */
     unsigned n_sessions;
     gw_member *groups; /* by gid */
+    unsigned joins_inflight; /* joins submitted, not completed: count towards --max-groups */
     UT_hash_handle hh; /* in gw_server.users, by uid */
 };
 
@@ -196,6 +197,7 @@ typedef struct gw_pending {
     char gid[PR_MAX_ID + 1];
     char uid[PR_MAX_ID + 1];
     char cid[PR_MAX_ID + 1];
+    bool counted;           /* JOIN: counted in its user's joins_inflight */
     msgpack_sbuffer record; /* APPEND: the encoded from/body */
     st_ack *acks;           /* ACKS: the batch (ids point into ack_ids) */
     char *ack_ids;

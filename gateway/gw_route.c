@@ -235,18 +235,20 @@ static gw_member *need_member(gw_sess *s, const pr_req *r, pr_slice gid)
     return m;
 }
 
-static void submit_simple(gw_sess *s, const pr_req *r, enum st_op_kind kind)
+/* Submits a join or leave of r->gid; 0 if it is on its way (an error was replied if not). */
+static int submit_simple(gw_sess *s, const pr_req *r, enum st_op_kind kind)
 {
     gw_pending *p = pending_new(s, r->rid);
     if (!p) {
         gw_sess_error(s, r->rid, PR_E_INTERNAL, "out of memory", r->gid);
-        return;
+        return -1;
     }
     slice_cpy(p->gid, r->gid);
     p->op.kind = kind;
     p->op.gid = st_id_str(p->gid);
     p->op.uid = st_id_str(p->uid);
-    gw_route_submit(s->srv, p);
+    p->counted = kind == ST_OP_JOIN && !gw_member_find(s->user, r->gid);
+    return gw_route_submit(s->srv, p);
 }
 
 static void on_join(gw_sess *s, const pr_req *r)
@@ -256,13 +258,17 @@ static void on_join(gw_sess *s, const pr_req *r)
                       r->gid);
         return;
     }
-    if (!gw_member_find(s->user, r->gid) &&
-        HASH_COUNT(s->user->groups) >= s->srv->cfg.max_groups) {
+    gw_user *u = s->user;
+    bool member = gw_member_find(u, r->gid) != NULL;
+    /* Joins still in flight count too: a client that pipelines joins would otherwise get
+     * up to --inflight-max of them past the limit before the first one completes. */
+    if (!member && HASH_COUNT(u->groups) + u->joins_inflight >= s->srv->cfg.max_groups) {
         gw_sess_error(s, r->rid, PR_E_TOO_LARGE, "member of too many groups: leave one first",
                       r->gid);
         return;
     }
-    submit_simple(s, r, ST_OP_JOIN);
+    if (submit_simple(s, r, ST_OP_JOIN) == 0 && !member)
+        u->joins_inflight++; /* undone in complete_join */
 }
 
 static void on_leave(gw_sess *s, const pr_req *r)
@@ -417,6 +423,9 @@ static void complete_join(gw_server *srv, gw_pending *p, gw_sess *s)
     const st_op *op = &p->op;
     gw_user *u = gw_user_find(srv, p->uid);
     uint64_t ack = op->ack;
+    /* A user dropped and signed in again meanwhile starts from 0: never below it. */
+    if (p->counted && u && u->joins_inflight)
+        u->joins_inflight--;
     if (op->result == 0 && u) {
         gw_member *m = gw_member_add(srv, u, p->gid, op->ack, op->last_mid);
         if (m)

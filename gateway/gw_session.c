@@ -271,7 +271,10 @@ static size_t take_queued(gw_sess *s, uint8_t **out)
 int gw_sess_writeable(gw_sess *s)
 {
     gw_server *srv = s->srv;
-    if (s->close_code) {
+    /* What was queued before the close goes out first (nothing is queued after it): a
+     * client that pipelined requests reads the answers to them, the errors that spent its
+     * budget among them, before the close. gw_sess_close's timeout bounds the wait. */
+    if (s->close_code && !s->q_len) {
         lws_close_reason(s->wsi, (enum lws_close_status)s->close_code,
                          (unsigned char *)s->close_reason, strlen(s->close_reason));
         return -1;
@@ -301,7 +304,7 @@ int gw_sess_writeable(gw_sess *s)
         if (lws_write(s->wsi, out, len, LWS_WRITE_BINARY) < (int)len)
             return -1;
     }
-    if (s->q_len || s->notify)
+    if (s->q_len || s->notify || s->close_code)
         lws_callback_on_writable(s->wsi);
     if (s->paused)
         gw_sess_flow(s);
