@@ -51,6 +51,7 @@ typedef struct attack {
 
 static void start(const char *const *args)
 {
+    watch_prepare();
     gwfx_start(&f, args);
     watch_start(&w, &f);
 }

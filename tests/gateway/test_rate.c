@@ -36,6 +36,7 @@ static long now_ms(void)
 
 static void start(const char *const *args)
 {
+    watch_prepare();
     gwfx_start(&f, args);
     watch_start(&w, &f);
 }

@@ -71,6 +71,17 @@ bool watch_sessions_at_most(gwfx *f, double n, int ms)
     return false;
 }
 
+void watch_prepare(void)
+{
+    const char *cur = getenv("ASAN_OPTIONS");
+    if (cur && strstr(cur, "quarantine_size_mb"))
+        return;
+    char opts[1024];
+    snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=8", cur ? cur : "",
+             cur && *cur ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+}
+
 void watch_start(watch *w, gwfx *f)
 {
     memset(w, 0, sizeof(*w));

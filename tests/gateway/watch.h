@@ -21,6 +21,10 @@ typedef struct watch {
     long rss_peak_kib;
 } watch;
 
+/* Call before gwfx_start: under the sanitizer build, keeps AddressSanitizer's quarantine of
+ * freed memory small in the gateway, so that its RSS shows what the gateway holds rather
+ * than the freed blocks ASan keeps back (256 MiB by default) to catch a use after free. */
+void watch_prepare(void);
 /* Signs the bystander in (users by-tx and by-rx, group calm) and takes the baseline. */
 void watch_start(watch *w, gwfx *f);
 /* One probe: by-tx sends, by-rx must receive it (within 15 s). Samples the RSS too. */
