@@ -313,3 +313,55 @@ int rawws_next(rawws *c, int timeout_ms, pr_event *ev)
     *ev = c->evs[c->next_ev++];
     return 0;
 }
+
+int rawws_request(rawws *c, const msgpack_sbuffer *sb, bool bytewise)
+{
+    return rawws_send(c, sb->data, sb->size, bytewise);
+}
+
+int rawws_expect(rawws *c, enum pr_ev_type t, pr_event *ev)
+{
+    while (rawws_next(c, 5000, ev) == 0)
+        if (ev->t == t)
+            return 0;
+    return -1;
+}
+
+int rawws_hello(rawws *c, const char *token, bool bytewise)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)token, strlen(token)});
+    int rc = rawws_request(c, &sb, bytewise);
+    msgpack_sbuffer_destroy(&sb);
+    pr_event ev;
+    return rc ? rc : rawws_expect(c, PR_EV_WELCOME, &ev);
+}
+
+int rawws_join(rawws *c, const char *gid)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_join(&sb, 2, (pr_slice){(const uint8_t *)gid, strlen(gid)});
+    int rc = rawws_request(c, &sb, false);
+    msgpack_sbuffer_destroy(&sb);
+    pr_event ev;
+    return rc ? rc : rawws_expect(c, PR_EV_JOINED, &ev);
+}
+
+void rawws_padded_ping(msgpack_sbuffer *sb, uint64_t rid, size_t n)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "t", 1);
+    msgpack_pack_str_with_body(&pk, "ping", 4);
+    msgpack_pack_str_with_body(&pk, "rid", 3);
+    msgpack_pack_uint64(&pk, rid);
+    msgpack_pack_str_with_body(&pk, "pad", 3);
+    msgpack_pack_str(&pk, (uint32_t)n);
+    for (size_t i = 0; i < n; i += 4096) {
+        static const char pad[4096] = {0};
+        msgpack_pack_str_body(&pk, pad, n - i < 4096 ? n - i : 4096);
+    }
+}

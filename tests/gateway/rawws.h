@@ -61,6 +61,16 @@ int rawws_read_frame(rawws *c, int timeout_ms, int *opcode, const uint8_t **payl
 /* Protocol v1: the next message from the server (a batch yields its messages one by one;
  * *ev borrows from c until the next read). 0, -1 closed, -2 timeout, -3 undecodable. */
 int rawws_next(rawws *c, int timeout_ms, pr_event *ev);
+/* Sends one encoded request (sb holds one message). */
+int rawws_request(rawws *c, const msgpack_sbuffer *sb, bool bytewise);
+/* Waits (5 s at most) for the next message of type t, skipping others; 0 or -1. */
+int rawws_expect(rawws *c, enum pr_ev_type t, pr_event *ev);
+/* `hello` with token, then waits for `welcome`; 0 or -1. */
+int rawws_hello(rawws *c, const char *token, bool bytewise);
+/* `join` gid, then waits for `joined`; 0 or -1. */
+int rawws_join(rawws *c, const char *gid);
+/* A valid `ping` made large by an unknown key of n bytes (unknown keys are ignored). */
+void rawws_padded_ping(msgpack_sbuffer *sb, uint64_t rid, size_t n);
 
 /* Waits until the server ends the connection (EOF, reset, or a close frame), reading and
  * dropping whatever comes; true if it did within timeout_ms. */

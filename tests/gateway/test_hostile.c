@@ -58,46 +58,26 @@ static void start(const char *const *args)
 
 /* ---- raw protocol helpers (thread-safe: no Criterion) ------------------------------- */
 
-static int raw_frame(rawws *c, const msgpack_sbuffer *sb, bool bytewise)
-{
-    return rawws_send(c, sb->data, sb->size, bytewise);
-}
-
-/* The next event of type t, skipping others; -1 if it does not come. */
-static int raw_wait(rawws *c, enum pr_ev_type t, pr_event *ev)
-{
-    int rc;
-    while ((rc = rawws_next(c, GWFX_WAIT, ev)) == 0)
-        if (ev->t == t)
-            return 0;
-    return -1;
-}
-
-static int raw_hello(rawws *c, const char *uid, bool bytewise)
+/* A token for uid, valid for an hour (malloc'd; NULL on failure). */
+static char *mint(const char *uid)
 {
     char *tok = NULL;
-    if (gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600, NULL,
-                       0, false, &tok) != 0)
-        return -1;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, S(tok));
-    free(tok);
-    int rc = raw_frame(c, &sb, bytewise);
-    msgpack_sbuffer_destroy(&sb);
-    pr_event ev;
-    return rc ? rc : raw_wait(c, PR_EV_WELCOME, &ev);
+    gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600, NULL, 0,
+                   false, &tok);
+    return tok;
 }
 
+/* Connects from src and signs in as uid; 0 or -1. */
 static int raw_login(rawws *c, int port, const char *src, const char *uid)
 {
     if (rawws_open(c, port, src, GWFX_WAIT) != 0)
         return -1;
-    if (raw_hello(c, uid, false) != 0) {
+    char *tok = mint(uid);
+    int rc = tok ? rawws_hello(c, tok, false) : -1;
+    free(tok);
+    if (rc != 0)
         rawws_close(c);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 static void send_timeout(rawws *c, int ms)
@@ -278,10 +258,13 @@ static void *one_byte_writes(void *p)
     if (rawws_connect(&c, a->port, "127.0.0.5") != 0 ||
         rawws_handshake(&c, a->port, true, GWFX_WAIT) != 0)
         return FAIL(a, "bytewise upgrade failed"), NULL;
-    if (raw_hello(&c, "trickler", true) != 0)
+    char *tok = mint("trickler");
+    int hello = rawws_hello(&c, tok, true);
+    free(tok);
+    if (hello != 0)
         return FAIL(a, "bytewise hello: no welcome"), NULL;
     pr_enc_join(&sb, 2, S("calm"));
-    if (raw_frame(&c, &sb, true) || raw_wait(&c, PR_EV_JOINED, &ev) || ev.rid != 2)
+    if (rawws_request(&c, &sb, true) || rawws_expect(&c, PR_EV_JOINED, &ev) || ev.rid != 2)
         return FAIL(a, "bytewise join: no joined"), NULL;
     /* A send of 300 bytes: the 16-bit length form, split too. */
     char body[301];
@@ -289,7 +272,7 @@ static void *one_byte_writes(void *p)
     body[300] = 0;
     sb.size = 0;
     pr_enc_send(&sb, 3, S("calm"), S("split-1"), (pr_body){S(body), false});
-    if (raw_frame(&c, &sb, true) || raw_wait(&c, PR_EV_SENT, &ev) || ev.rid != 3)
+    if (rawws_request(&c, &sb, true) || rawws_expect(&c, PR_EV_SENT, &ev) || ev.rid != 3)
         return FAIL(a, "bytewise send: no sent"), NULL;
     a->n[0] = (long)ev.mid;
     /* One message in three fragments with a WebSocket ping between two of them, all of it
@@ -303,23 +286,13 @@ static void *one_byte_writes(void *p)
     n += rawws_frame(out + n, sizeof(out) - n, RAWWS_CONT, false, sb.data + third, third);
     n += rawws_frame(out + n, sizeof(out) - n, RAWWS_CONT, true, sb.data + 2 * third,
                      sb.size - 2 * third);
-    if (rawws_write(&c, out, n, true) || raw_wait(&c, PR_EV_SENT, &ev) || ev.rid != 4)
+    if (rawws_write(&c, out, n, true) || rawws_expect(&c, PR_EV_SENT, &ev) || ev.rid != 4)
         return FAIL(a, "fragmented send: no sent"), NULL;
     a->n[1] = (long)ev.mid;
     /* A 100 KiB frame (64-bit length form): its header a byte at a time, then the rest in
      * uneven pieces. A ping with a large unknown key is valid: unknown keys are ignored. */
     sb.size = 0;
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    msgpack_pack_str_with_body(&pk, "t", 1);
-    msgpack_pack_str_with_body(&pk, "ping", 4);
-    msgpack_pack_str_with_body(&pk, "rid", 3);
-    msgpack_pack_uint64(&pk, 5);
-    msgpack_pack_str_with_body(&pk, "pad", 3);
-    static char pad[100 * 1024];
-    memset(pad, 'p', sizeof(pad));
-    msgpack_pack_str_with_body(&pk, pad, sizeof(pad));
+    rawws_padded_ping(&sb, 5, 100 * 1024);
     static uint8_t big[110 * 1024];
     n = rawws_frame(big, sizeof(big), RAWWS_BIN, true, sb.data, sb.size);
     size_t off = rawws_write(&c, big, 14, true) == 0 ? 14 : n;
@@ -329,7 +302,7 @@ static void *one_byte_writes(void *p)
             break;
         off += k;
     }
-    if (off != n || raw_wait(&c, PR_EV_PONG, &ev) || ev.rid != 5)
+    if (off != n || rawws_expect(&c, PR_EV_PONG, &ev) || ev.rid != 5)
         return FAIL(a, "large split frame: no pong"), NULL;
     msgpack_sbuffer_destroy(&sb);
     rawws_close(&c);
@@ -353,15 +326,8 @@ static void *never_reads(void *p)
 {
     attack *a = p;
     rawws c;
-    pr_event ev;
-    if (raw_login(&c, a->port, "127.0.0.6", "deaf") != 0)
-        return FAIL(a, "cannot sign in"), NULL;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 2, S("calm"));
-    if (raw_frame(&c, &sb, false) || raw_wait(&c, PR_EV_JOINED, &ev))
-        return FAIL(a, "cannot join"), NULL;
-    msgpack_sbuffer_destroy(&sb);
+    if (raw_login(&c, a->port, "127.0.0.6", "deaf") != 0 || rawws_join(&c, "calm") != 0)
+        return FAIL(a, "cannot sign in and join"), NULL;
     __atomic_store_n(&a->n[0], 1, __ATOMIC_RELEASE); /* joined: the blaster may start */
     while (__atomic_load_n(&a->n[1], __ATOMIC_ACQUIRE) == 0)
         usleep(10 * 1000);
@@ -507,16 +473,14 @@ static void *wild_acks(void *p)
     char gids[ACK_GROUPS][8];
     for (int g = 0; g < ACK_GROUPS; g++) {
         snprintf(gids[g], sizeof(gids[g]), "w%d", g);
-        sb.size = 0;
-        pr_enc_join(&sb, (uint64_t)g, S(gids[g]));
-        if (raw_frame(&c, &sb, false) || raw_wait(&c, PR_EV_JOINED, &ev))
+        if (rawws_join(&c, gids[g]) != 0)
             return FAIL(a, "join %s failed", gids[g]), NULL;
         for (uint64_t m = 1; m <= last_of(g); m++) {
             char cid[24];
-            snprintf(cid, sizeof(cid), "%s-%lu", gids[g], (unsigned long)m);
+            snprintf(cid, sizeof(cid), "w%d-%lu", g, (unsigned long)m);
             sb.size = 0;
             pr_enc_send(&sb, m, S(gids[g]), S(cid), (pr_body){S("x"), false});
-            if (raw_frame(&c, &sb, false) || raw_wait(&c, PR_EV_SENT, &ev) || ev.mid != m)
+            if (rawws_request(&c, &sb, false) || rawws_expect(&c, PR_EV_SENT, &ev) || ev.mid != m)
                 return FAIL(a, "send to %s failed", gids[g]), NULL;
         }
     }
@@ -547,7 +511,7 @@ static void *wild_acks(void *p)
     /* Every ack is capped at its group's last mid. */
     sb.size = 0;
     pr_enc_groups_req(&sb, 77);
-    if (raw_frame(&c, &sb, false) || raw_wait(&c, PR_EV_GROUPS, &ev) || ev.n_items != ACK_GROUPS)
+    if (rawws_request(&c, &sb, false) || rawws_expect(&c, PR_EV_GROUPS, &ev) || ev.n_items != ACK_GROUPS)
         return FAIL(a, "no groups reply after the acks"), NULL;
     for (size_t i = 0; i < ev.n_items; i++) {
         pr_group g;
@@ -739,7 +703,7 @@ static int hello_close_code(int port, const char *src, const char *tok, char *re
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_enc_hello(&sb, 1, S(tok));
-    int rc = raw_frame(&c, &sb, false);
+    int rc = rawws_request(&c, &sb, false);
     msgpack_sbuffer_destroy(&sb);
     pr_event ev;
     while (rc == 0 && (rc = rawws_next(&c, GWFX_WAIT, &ev)) == 0)
@@ -757,13 +721,10 @@ static void *bad_ids(void *p)
     attack *a = p;
     rawws c;
     pr_event ev;
-    if (raw_login(&c, a->port, "127.0.0.13", "idtester") != 0)
-        return FAIL(a, "cannot sign in"), NULL;
+    if (raw_login(&c, a->port, "127.0.0.13", "idtester") != 0 || rawws_join(&c, "ok") != 0)
+        return FAIL(a, "cannot sign in and join"), NULL;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 1, S("ok"));
-    if (raw_frame(&c, &sb, false) || raw_wait(&c, PR_EV_JOINED, &ev))
-        return FAIL(a, "cannot join"), NULL;
     uint8_t long_id[65];
     memset(long_id, 'a', sizeof(long_id));
     for (int b = -2; b < 256; b++) {
@@ -777,17 +738,17 @@ static void *bad_ids(void *p)
         static const char *const field[] = {"gid", "cid", "acks", "gid"};
         sb.size = 0;
         pr_enc_join(&sb, 1, id);
-        raw_frame(&c, &sb, false);
+        rawws_request(&c, &sb, false);
         sb.size = 0;
         pr_enc_send(&sb, 2, S("ok"), cid, (pr_body){S("x"), false});
-        raw_frame(&c, &sb, false);
+        rawws_request(&c, &sb, false);
         sb.size = 0;
         pr_ack ack = {id, 1};
         pr_enc_ack(&sb, &ack, 1);
-        raw_frame(&c, &sb, false);
+        rawws_request(&c, &sb, false);
         sb.size = 0;
         pr_enc_pull(&sb, 4, id, false, 0, 10);
-        raw_frame(&c, &sb, false);
+        rawws_request(&c, &sb, false);
         for (int k = 0; k < 4; k++) {
             if (rawws_next(&c, GWFX_WAIT, &ev) != 0)
                 return FAIL(a, "byte %d: no answer to request %d (closed %d)", b, k,
@@ -893,13 +854,13 @@ static void *bad_tokens(void *p)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_enc_hello(&sb, 2, S(tok));
-    raw_frame(&c, &sb, false);
+    rawws_request(&c, &sb, false);
     if (rawws_next(&c, GWFX_WAIT, &ev) || ev.t != PR_EV_ERR || ev.err_code != PR_E_BAD_TYPE)
         return FAIL(a, "a second hello was not refused"), NULL;
     sb.size = 0;
     pr_enc_groups_req(&sb, 3);
-    raw_frame(&c, &sb, false);
-    if (raw_wait(&c, PR_EV_GROUPS, &ev) || ev.n_items != 0)
+    rawws_request(&c, &sb, false);
+    if (rawws_expect(&c, PR_EV_GROUPS, &ev) || ev.n_items != 0)
         return FAIL(a, "after a second hello the session sees another user's groups"), NULL;
     rawws_close(&c);
     a->n[1]++;
@@ -910,8 +871,8 @@ static void *bad_tokens(void *p)
             return FAIL(a, "replay %d: cannot connect", i), NULL;
         sb.size = 0;
         pr_enc_hello(&sb, 1, S(tok));
-        raw_frame(&r[i], &sb, false);
-        if (raw_wait(&r[i], PR_EV_WELCOME, &ev))
+        rawws_request(&r[i], &sb, false);
+        if (rawws_expect(&r[i], PR_EV_WELCOME, &ev))
             return FAIL(a, "replay %d: no welcome", i), NULL;
         a->n[2]++;
     }
@@ -926,8 +887,8 @@ static void *bad_tokens(void *p)
         return FAIL(a, "cannot connect"), NULL;
     sb.size = 0;
     pr_enc_hello(&sb, 1, S(tok));
-    raw_frame(&c, &sb, false);
-    if (raw_wait(&c, PR_EV_WELCOME, &ev))
+    rawws_request(&c, &sb, false);
+    if (rawws_expect(&c, PR_EV_WELCOME, &ev))
         return FAIL(a, "short-lived token refused before its expiry"), NULL;
     while (time(NULL) <= exp)
         usleep(100 * 1000);
@@ -936,8 +897,8 @@ static void *bad_tokens(void *p)
         return FAIL(a, "expired token: close %d (%s)", code, reason), NULL;
     sb.size = 0;
     pr_enc_ping(&sb, 9);
-    raw_frame(&c, &sb, false);
-    if (raw_wait(&c, PR_EV_PONG, &ev))
+    rawws_request(&c, &sb, false);
+    if (rawws_expect(&c, PR_EV_PONG, &ev))
         return FAIL(a, "the session opened before the expiry was dropped"), NULL;
     a->n[3]++;
     free(tok);

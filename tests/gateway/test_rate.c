@@ -2,7 +2,8 @@
  * Rate limits: sends and bytes per session (`err rate_limited` with `retry_ms`, reading
  * paused meanwhile, the session goes on), new connections per source address (closed at
  * accept; other addresses unaffected), the address table's bound under a flood from
- * thousands of addresses, the defaults that a normal client never meets, the flags.
+ * thousands of addresses, the defaults that a normal client never meets. (The flags are
+ * checked with the others in test_ops.c.)
  * The bounds asserted are the buckets' own arithmetic over the time the test measured
  * (a slow machine only lowers what gets through), never how fast something happened.
  */
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,20 +46,9 @@ static void raw_member(rawws *c, const char *src, const char *uid, const char *g
 {
     cr_assert_eq(rawws_open(c, f.port, src, GWFX_WAIT), 0);
     char *tok = gwfx_token(uid);
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, S(tok));
+    cr_assert_eq(rawws_hello(c, tok, false), 0);
     free(tok);
-    cr_assert_eq(rawws_send(c, sb.data, sb.size, false), 0);
-    pr_event ev;
-    cr_assert_eq(rawws_next(c, GWFX_WAIT, &ev), 0);
-    cr_assert_eq(ev.t, PR_EV_WELCOME);
-    sb.size = 0;
-    pr_enc_join(&sb, 2, S(gid));
-    cr_assert_eq(rawws_send(c, sb.data, sb.size, false), 0);
-    cr_assert_eq(rawws_next(c, GWFX_WAIT, &ev), 0);
-    cr_assert_eq(ev.t, PR_EV_JOINED);
-    msgpack_sbuffer_destroy(&sb);
+    cr_assert_eq(rawws_join(c, gid), 0);
 }
 
 /* Pipelines n sends (rid i, cid "c<i>") of a body of body_n bytes in one write. */
@@ -210,20 +199,10 @@ Test(rate, bytes_over_the_rate_slow_the_session_and_refuse_sends, .fini = teardo
     /* Other frames are never refused for bytes, only slowed: 20 pings of 30 KiB. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    static char pad[30 * 1024];
-    memset(pad, 'p', sizeof(pad));
     for (int i = 0; i < 20; i++) {
         sb.size = 0;
-        msgpack_pack_map(&pk, 3);
-        msgpack_pack_str_with_body(&pk, "t", 1);
-        msgpack_pack_str_with_body(&pk, "ping", 4);
-        msgpack_pack_str_with_body(&pk, "rid", 3);
-        msgpack_pack_uint64(&pk, (uint64_t)i);
-        msgpack_pack_str_with_body(&pk, "pad", 3);
-        msgpack_pack_str_with_body(&pk, pad, sizeof(pad));
-        cr_assert_eq(rawws_send(&c, sb.data, sb.size, false), 0);
+        rawws_padded_ping(&sb, (uint64_t)i, 30 * 1024);
+        cr_assert_eq(rawws_request(&c, &sb, false), 0);
     }
     msgpack_sbuffer_destroy(&sb);
     for (int i = 0; i < 20; i++) {
@@ -321,40 +300,4 @@ Test(rate, defaults_let_a_burst_of_500_through, .fini = teardown, .timeout = 120
     cr_assert_eq(n_refused, 0);
     rawws_close(&c);
     watch_report(&w, "defaults, a burst of 500 sends", 64 * 1024);
-}
-
-/* Runs gw with args; returns its exit code and what it printed on stderr and stdout. */
-static int run_gw(const char *args, char *out, size_t n)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", GW_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    size_t got = fread(out, 1, n - 1, p);
-    out[got] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-Test(rate, flags_are_checked)
-{
-    static const struct { const char *args, *says; } cases[] = {
-        {"--rate-sends -1", "--rate-sends"},
-        {"--rate-sends lots", "--rate-sends"},
-        {"--rate-burst 0", "--rate-burst"},
-        {"--rate-bytes 1000", "--rate-bytes"}, /* 10 s of it is less than one frame */
-        {"--rate-conns 2000000", "--rate-conns"},
-        {"--handshake-timeout 0", "--handshake-timeout"},
-    };
-    char out[8192];
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc = run_gw(cases[i].args, out, sizeof(out));
-        cr_assert_eq(rc, 2, "gw %s: exit %d", cases[i].args, rc);
-        cr_assert_not_null(strstr(out, cases[i].says), "gw %s said: %s", cases[i].args, out);
-    }
-    cr_assert_eq(run_gw("--help", out, sizeof(out)), 0);
-    for (const char *const *fl = (const char *const[]){"--rate-sends", "--rate-bytes",
-                                                       "--rate-conns", "--rate-burst",
-                                                       "--handshake-timeout", NULL};
-         *fl; fl++)
-        cr_assert_not_null(strstr(out, *fl), "--help does not mention %s", *fl);
 }
