@@ -10,7 +10,8 @@ enum {
     O_LISTEN = 256, O_PORT, O_PORT_FILE, O_DATA, O_INSECURE, O_CERT, O_KEY, O_SECRET_FILE,
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
-    O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_LOG_LEVEL, O_HELP,
+    O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
+    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP,
 };
 
 static const struct option options[] = {
@@ -41,6 +42,11 @@ static const struct option options[] = {
     {"error-budget", required_argument, 0, O_ERROR_BUDGET},
     {"ping", required_argument, 0, O_PING},
     {"inflight-max", required_argument, 0, O_INFLIGHT},
+    {"rate-sends", required_argument, 0, O_RATE_SENDS},
+    {"rate-bytes", required_argument, 0, O_RATE_BYTES},
+    {"rate-conns", required_argument, 0, O_RATE_CONNS},
+    {"rate-burst", required_argument, 0, O_RATE_BURST},
+    {"handshake-timeout", required_argument, 0, O_HANDSHAKE_TIMEOUT},
     {"log-level", required_argument, 0, O_LOG_LEVEL},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
@@ -84,10 +90,21 @@ static void help(void)
         "  --page-default N     page size when a request gives none (default 100)\n"
         "  --page-max N         larger page requests are clamped (default 500)\n"
         "  --hello-timeout S    close sessions that send no hello (default 10)\n"
+        "  --handshake-timeout S  close connections whose TLS handshake and HTTP request or\n"
+        "                       WebSocket upgrade take longer (default 10)\n"
         "  --error-budget N     bad requests in a burst before closing with 1008 (default 20)\n"
         "  --ping S             ping idle sessions after S, close after 2*S (default 30)\n"
         "  --inflight-max N     writes in flight per session before reading it pauses\n"
         "                       (default 256)\n"
+        "Rate limits (token buckets; 0 = no limit; see docs/PROTOCOL.md)\n"
+        "  --rate-sends N       sends per second per session; more get err rate_limited\n"
+        "                       (default 200)\n"
+        "  --rate-bytes BYTES   bytes per second a session may send (default 1048576)\n"
+        "  --rate-conns N       new connections per second per source address; more are\n"
+        "                       closed at once (default 1000; behind a proxy every client\n"
+        "                       has the proxy's address: raise it, or 0)\n"
+        "  --rate-burst S       each limit allows bursts of S seconds' worth (default 10)\n"
+        "Logging\n"
         "  --log-level N        0 error, 1 warn, 2 info (default), 3 debug\n"
         "  --help               this text\n");
 }
@@ -157,6 +174,17 @@ static void defaults(gw_config *c)
     c->error_budget = 20;
     c->ping_s = 30;
     c->inflight_max = 256;
+    /* Far above a person at a keyboard, a bot, or the web demo pasting hundreds of lines
+     * (all within one burst); a flat-out load generator is not a normal client and runs
+     * with the limits off (tools/bench, tests/gateway/test_load.c). */
+    c->rate_sends = 200;
+    c->rate_bytes = 1u << 20;
+    /* Generous: a NAT of many users reconnecting at once after a restart, or a load
+     * generator's thousands of sessions from a few 127.x addresses, fit in one burst; a
+     * single address flooding faster than the server can do TLS handshakes does not. */
+    c->rate_conns = 1000;
+    c->rate_burst_s = 10;
+    c->handshake_timeout_s = 10;
     c->store_high = 20000;
     c->store_overload = 200000;
     c->log_level = 2;
@@ -200,6 +228,11 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_ERROR_BUDGET: rc = number(name, optarg, 1, 100000, &v), c->error_budget = (unsigned)v; break;
         case O_PING: rc = number(name, optarg, 1, 3600, &v), c->ping_s = (unsigned)v; break;
         case O_INFLIGHT: rc = number(name, optarg, 1, 100000, &v), c->inflight_max = (unsigned)v; break;
+        case O_RATE_SENDS: rc = number(name, optarg, 0, 1000000, &v), c->rate_sends = (unsigned)v; break;
+        case O_RATE_BYTES: rc = number(name, optarg, 0, 1ll << 32, &v), c->rate_bytes = (size_t)v; break;
+        case O_RATE_CONNS: rc = number(name, optarg, 0, 1000000, &v), c->rate_conns = (unsigned)v; break;
+        case O_RATE_BURST: rc = number(name, optarg, 1, 3600, &v), c->rate_burst_s = (unsigned)v; break;
+        case O_HANDSHAKE_TIMEOUT: rc = number(name, optarg, 1, 3600, &v), c->handshake_timeout_s = (unsigned)v; break;
         case O_LOG_LEVEL: rc = number(name, optarg, 0, 3, &v), c->log_level = (int)v; break;
         case O_HELP: help(); return 1;
         default: fprintf(stderr, "gw: see --help\n"); return -1;
@@ -228,6 +261,14 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
     if (c->max_body + 1024 > c->max_frame) {
         fprintf(stderr, "gw: --max-body %zu leaves no room in --max-frame %zu for the other "
                         "fields (need 1024 bytes more)\n", c->max_body, c->max_frame);
+        return -1;
+    }
+    /* A frame is paid for from the byte bucket; one that can never fit in it would make
+     * every full-size send wait forever. */
+    if (c->rate_bytes && (uint64_t)c->rate_bytes * c->rate_burst_s < c->max_frame) {
+        fprintf(stderr, "gw: --rate-bytes %zu with --rate-burst %u holds less than one "
+                        "--max-frame (%zu bytes): a full-size frame could never be sent\n",
+                c->rate_bytes, c->rate_burst_s, c->max_frame);
         return -1;
     }
     const char *env = getenv("GW_SECRET");

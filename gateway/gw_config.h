@@ -36,6 +36,11 @@ typedef struct gw_config {
     unsigned error_budget; /* bad requests tolerated in a burst before closing with 1008 */
     unsigned ping_s;       /* idle sessions are pinged after this, closed after twice it */
     unsigned inflight_max; /* store writes in flight per session before its reads pause */
+    unsigned rate_sends;   /* `send`s per second per session (0: no limit) */
+    size_t rate_bytes;     /* bytes per second a session may send (0: no limit) */
+    unsigned rate_conns;   /* new connections per second per source address (0: no limit) */
+    unsigned rate_burst_s; /* each rate's bucket holds this many seconds' worth */
+    unsigned handshake_timeout_s; /* TLS handshake and HTTP request (or upgrade) must finish */
     size_t store_high;     /* writer queue length that pauses reading from senders */
     size_t store_overload; /* writer queue length past which writes get `overloaded` */
     int log_level;         /* 0 error .. 3 debug */

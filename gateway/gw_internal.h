@@ -6,7 +6,8 @@
  * Files: gw_server.c (libwebsockets callbacks, timers, the completion bridge, shutdown),
  * gw_session.c (one WebSocket session: receive, queue, write, close), gw_route.c (requests
  * and their completions), gw_registry.c (online users, their groups, fan-out), gw_acks.c
- * (ack coalescing), gw_auth.c (tokens), gw_config.c, gw_log.c, gw_buf.c.
+ * (ack coalescing), gw_auth.c (tokens), gw_throttle.c (rate limits applied; the buckets are
+ * gw_rate.c and gw_addrs.c), gw_config.c, gw_log.c, gw_buf.c.
  */
 #ifndef GW_INTERNAL_H
 #define GW_INTERNAL_H
@@ -15,6 +16,7 @@
 #include "gw_buf.h"
 #include "gw_config.h"
 #include "gw_log.h"
+#include "gw_rate.h"
 #include "proto.h"
 #include "store.h"
 
@@ -45,7 +47,7 @@ struct gw_user {
     gw_sess *sessions; /* utlist DL through gw_sess.user_prev/next */
     unsigned n_sessions;
     gw_member *groups; /* by gid */
-    unsigned joins_inflight; /* joins submitted and not completed: they count for max_groups */
+    unsigned joins_inflight; /* joins submitted, not completed: count towards --max-groups */
     UT_hash_handle hh; /* in gw_server.users, by uid */
 };
 
@@ -128,6 +130,11 @@ struct gw_sess {
     bool ping_sent;      /* ... and was sent since last_rx_ms */
 
     unsigned inflight; /* store writes submitted, not yet completed */
+    gw_bucket rate_sends, rate_bytes; /* rate limits (gw_throttle.c) */
+    uint64_t rate_until;              /* monotonic ms: reading is paused until then */
+    lws_sorted_usec_list_t sul_rate;  /* resumes reading at rate_until */
+    size_t frame_len;                 /* the frame being handled ... */
+    bool frame_over_bytes;            /* ... and whether it overdrew the byte bucket */
     double err_score;  /* bad requests, decaying by one a second */
     uint64_t err_at;   /* monotonic ms of the last decay */
     int close_code;    /* non-zero: close with it at the next writeable */
@@ -163,6 +170,22 @@ void gw_sess_flow(gw_sess *s);
 /* Sweep: closes sessions stuck in notify mode for too long. */
 void gw_sess_sweep(gw_server *srv, uint64_t now_ms);
 
+/* ---- rate limits (gw_throttle.c) ------------------------------------------------------ */
+
+/* Fills a new session's buckets. */
+void gw_throttle_init(gw_sess *s);
+/* Cancels the session's pending resume (before it is freed). */
+void gw_throttle_release(gw_sess *s);
+/* A complete frame of len bytes arrived: pays for it (pausing reading while in debt). */
+void gw_throttle_frame(gw_sess *s, size_t len);
+/* May the frame being handled, a `send`, go? 0: yes. Else the ms the client should wait
+ * (reading is paused that long) and *why, the text of the `rate_limited` error. */
+uint64_t gw_throttle_send(gw_sess *s, const char **why);
+/* True while a rate limit pauses reading the session. */
+bool gw_throttle_paused(const gw_sess *s, uint64_t now_ms);
+/* LWS_CALLBACK_FILTER_NETWORK_CONNECTION: 0 to accept, 1 to refuse (over --rate-conns). */
+int gw_throttle_connection(gw_server *srv, const struct lws_filter_network_conn_args *a);
+
 /* ---- requests (gw_route.c) ---------------------------------------------------------- */
 
 /* A store write in flight for a session (or the ack flusher). */
@@ -174,6 +197,7 @@ typedef struct gw_pending {
     char gid[PR_MAX_ID + 1];
     char uid[PR_MAX_ID + 1];
     char cid[PR_MAX_ID + 1];
+    bool counted;           /* JOIN: counted in its user's joins_inflight */
     msgpack_sbuffer record; /* APPEND: the encoded from/body */
     st_ack *acks;           /* ACKS: the batch (ids point into ack_ids) */
     char *ack_ids;
@@ -214,6 +238,7 @@ typedef struct gw_counters {
     uint64_t pages, page_msgs;
     uint64_t errors[1 - PR_E_LAST]; /* by -PR_E* code */
     uint64_t closes_1008, closes_1009, closes_4001, closes_slow;
+    uint64_t rate_sends_refused, rate_bytes_refused, rate_byte_pauses, rate_conns_refused;
 } gw_counters;
 
 /* A sample of the counters that have a rate in /stats. */
@@ -244,6 +269,9 @@ struct gw_server {
     gw_group *groups;
     gw_ack_entry *acks;
     unsigned ops_inflight; /* store ops submitted and not yet completed */
+    gw_limit lim_sends, lim_bytes; /* per session (gw_throttle.c) */
+    gw_addrs *addrs;               /* per source address; NULL with --rate-conns 0 */
+    uint64_t conns_refused_unlogged, conns_refused_logged_ms;
 
     /* Completions from the writer thread, taken on the service thread. */
     pthread_mutex_t done_mu;

@@ -236,17 +236,19 @@ static gw_member *need_member(gw_sess *s, const pr_req *r, pr_slice gid)
     return m;
 }
 
+/* Submits a join or leave of r->gid; 0 if it is on its way (an error was replied if not). */
 static int submit_simple(gw_sess *s, const pr_req *r, enum st_op_kind kind)
 {
     gw_pending *p = pending_new(s, r->rid);
     if (!p) {
         gw_sess_error(s, r->rid, PR_E_INTERNAL, "out of memory", r->gid);
-        return ST_ENOMEM;
+        return -1;
     }
     slice_cpy(p->gid, r->gid);
     p->op.kind = kind;
     p->op.gid = st_id_str(p->gid);
     p->op.uid = st_id_str(p->uid);
+    p->counted = kind == ST_OP_JOIN && !gw_member_find(s->user, r->gid);
     return gw_route_submit(s->srv, p);
 }
 
@@ -257,17 +259,17 @@ static void on_join(gw_sess *s, const pr_req *r)
                       r->gid);
         return;
     }
-    /* Joins still in flight count too: a client that pipelines joins would otherwise pass
-     * the check with every one of them before the first completes. */
     gw_user *u = s->user;
-    if (!gw_member_find(u, r->gid) &&
-        HASH_COUNT(u->groups) + u->joins_inflight >= s->srv->cfg.max_groups) {
+    bool member = gw_member_find(u, r->gid) != NULL;
+    /* Joins still in flight count too: a client that pipelines joins would otherwise get
+     * up to --inflight-max of them past the limit before the first one completes. */
+    if (!member && HASH_COUNT(u->groups) + u->joins_inflight >= s->srv->cfg.max_groups) {
         gw_sess_error(s, r->rid, PR_E_TOO_LARGE, "member of too many groups: leave one first",
                       r->gid);
         return;
     }
-    if (submit_simple(s, r, ST_OP_JOIN) == 0)
-        u->joins_inflight++;
+    if (submit_simple(s, r, ST_OP_JOIN) == 0 && !member)
+        u->joins_inflight++; /* undone in complete_join */
 }
 
 static void on_leave(gw_sess *s, const pr_req *r)
@@ -280,6 +282,18 @@ static void on_send(gw_sess *s, const pr_req *r)
 {
     if (!need_member(s, r, r->gid))
         return;
+    const char *why = NULL;
+    uint64_t retry_ms = gw_throttle_send(s, &why);
+    if (retry_ms) {
+        /* Not charged to the error budget: see gw_throttle.c. */
+        s->srv->n.errors[-PR_E_RATE_LIMITED]++;
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        if (pr_enc_err_retry(&sb, r->rid, PR_E_RATE_LIMITED, why, r->gid, retry_ms) == 0)
+            gw_sess_reply(s, &sb);
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
     gw_pending *p = pending_new(s, r->rid);
     if (!p || pr_enc_record(&p->record, cstr(s->user->uid), r->body) != 0) {
         if (p)
@@ -410,9 +424,8 @@ static void complete_join(gw_server *srv, gw_pending *p, gw_sess *s)
     const st_op *op = &p->op;
     gw_user *u = gw_user_find(srv, p->uid);
     uint64_t ack = op->ack;
-    /* (After the user logged out and in again, this may be an earlier login's join: the
-     * count is then off by it until the joins in flight complete.) */
-    if (u && u->joins_inflight)
+    /* A user dropped and signed in again meanwhile starts from 0: never below it. */
+    if (p->counted && u && u->joins_inflight)
         u->joins_inflight--;
     if (op->result == 0 && u) {
         gw_member *m = gw_member_add(srv, u, p->gid, op->ack, op->last_mid);

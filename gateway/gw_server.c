@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include <utlist.h>
@@ -196,9 +197,19 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     }
 }
 
+/* Protocol 0: plain HTTP (gw_http.c), and the first look at every new connection, which
+ * libwebsockets gives to protocol 0 only, before TLS or HTTP. */
+static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                         void *in, size_t len)
+{
+    if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
+        return gw_throttle_connection(server_of(wsi), user);
+    return gw_http_callback(wsi, reason, user, in, len);
+}
+
 /* Not const: the HTTP entry's state size is known to gw_http.c only (set at start). */
 static struct lws_protocols protocols[] = {
-    {"http", gw_http_callback, 0, 0, 0, NULL, 0},
+    {"http", http_callback, 0, 0, 0, NULL, 0},
     /* rx_buffer_size: libwebsockets keeps a buffer this big per session for the whole
      * session, and hands a larger message over in pieces of it (gw_sess_rx joins them).
      * 1 KiB holds a typical request whole and keeps an idle session's memory small:
@@ -229,6 +240,18 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
     srv->wbuf = malloc(srv->wbuf_cap);
     if (!srv->dec || !srv->wbuf)
         goto fail;
+    srv->lim_sends = gw_limit_make(cfg->rate_sends, cfg->rate_burst_s);
+    srv->lim_bytes = gw_limit_make((double)cfg->rate_bytes, cfg->rate_burst_s);
+    if (cfg->rate_conns) {
+        /* Whoever connects picks the addresses: keep the table's hash unpredictable. */
+        uint64_t seed = srv->started_ms;
+        if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
+            seed ^= (uint64_t)getpid() << 32;
+        gw_limit l = gw_limit_make(cfg->rate_conns, cfg->rate_burst_s);
+        srv->addrs = gw_addrs_new(&l, seed);
+        if (!srv->addrs)
+            goto fail;
+    }
 
     /* No libwebsockets validity timers (a hang-up time of 0 turns them off): gw_sess_sweep
      * pings and hangs up instead, see there. */
@@ -246,7 +269,11 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
      * WebSocket on that connection (RFC 8441), which this libwebsockets serves poorly. */
     info.alpn = "http/1.1";
     info.options = LWS_SERVER_OPTION_DISABLE_IPV6;
-    info.timeout_secs = 10; /* handshakes and HTTP requests that stall */
+    /* A TLS handshake, and then the HTTP request or WebSocket upgrade (however slowly its
+     * bytes come: the clock starts when the connection is accepted), must finish in
+     * time; a connection that sends nothing at all is closed after the same time. */
+    info.timeout_secs = cfg->handshake_timeout_s;
+    info.timeout_secs_ah_idle = cfg->handshake_timeout_s;
     if (!cfg->insecure) {
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
         info.ssl_cert_filepath = cfg->cert;
@@ -326,6 +353,7 @@ void gw_server_free(gw_server *srv)
     gw_registry_free(srv);
     gw_acks_free(srv);
     pr_decoder_free(srv->dec);
+    gw_addrs_free(srv->addrs);
     free(srv->wbuf);
     pthread_mutex_destroy(&srv->done_mu);
     free(srv);

@@ -29,6 +29,7 @@ gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi)
     snprintf(s->sid_str, sizeof(s->sid_str), "%lx-%lu", (unsigned long)srv->boot_id,
              (unsigned long)s->sid);
     s->err_at = s->born_ms = s->last_rx_ms = gw_mono_ms();
+    gw_throttle_init(s);
     HASH_ADD(hh, srv->sessions, sid, sizeof(s->sid), s);
     srv->n_sessions++;
     return s;
@@ -56,6 +57,7 @@ void gw_sess_free(gw_sess *s)
     gw_server *srv = s->srv;
     gw_user_detach(srv, s);
     gw_identity_release(&s->id);
+    gw_throttle_release(s);
     if (s->paused)
         DL_DELETE2(srv->paused, s, paused_prev, paused_next);
     HASH_DEL(srv->sessions, s);
@@ -269,7 +271,10 @@ static size_t take_queued(gw_sess *s, uint8_t **out)
 int gw_sess_writeable(gw_sess *s)
 {
     gw_server *srv = s->srv;
-    if (s->close_code) {
+    /* What was queued before the close goes out first (nothing is queued after it): a
+     * client that pipelined requests reads the answers to them, the errors that spent its
+     * budget among them, before the close. gw_sess_close's timeout bounds the wait. */
+    if (s->close_code && !s->q_len) {
         lws_close_reason(s->wsi, (enum lws_close_status)s->close_code,
                          (unsigned char *)s->close_reason, strlen(s->close_reason));
         return -1;
@@ -299,7 +304,7 @@ int gw_sess_writeable(gw_sess *s)
         if (lws_write(s->wsi, out, len, LWS_WRITE_BINARY) < (int)len)
             return -1;
     }
-    if (s->q_len || s->notify)
+    if (s->q_len || s->notify || s->close_code)
         lws_callback_on_writable(s->wsi);
     if (s->paused)
         gw_sess_flow(s);
@@ -367,6 +372,7 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         msg_n = s->rx_n;
     }
     srv->n.frames_in++;
+    gw_throttle_frame(s, msg_n);
     if (s->rx_text && !s->user) {
         srv->n.closes_4001++;
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
@@ -424,11 +430,13 @@ void gw_sess_flow(gw_sess *s)
         return;
     size_t pending = st_pending(srv->store);
     size_t reply_budget = REPLY_FRAMES * srv->cfg.max_frame;
-    bool busy = s->inflight >= srv->cfg.inflight_max ||
-                pending >= srv->cfg.store_high || s->q_reply_bytes > reply_budget;
+    bool limited = gw_throttle_paused(s, gw_mono_ms());
+    bool busy = s->inflight >= srv->cfg.inflight_max || pending >= srv->cfg.store_high ||
+                s->q_reply_bytes > reply_budget || limited;
     /* Resume with hysteresis, so a session does not flap at the threshold. */
     bool calm = s->inflight <= srv->cfg.inflight_max / 2 &&
-                pending <= srv->cfg.store_high / 2 && s->q_reply_bytes <= reply_budget / 2;
+                pending <= srv->cfg.store_high / 2 && s->q_reply_bytes <= reply_budget / 2 &&
+                !limited;
     if (!s->paused && busy) {
         s->paused = true;
         DL_APPEND2(srv->paused, s, paused_prev, paused_next);

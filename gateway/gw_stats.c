@@ -24,7 +24,7 @@ typedef struct fig {
     bool integer; /* JSON: an integer, not a real */
 } fig;
 
-#define MAX_FIGS 96
+#define MAX_FIGS 128
 
 typedef struct table {
     fig f[MAX_FIGS];
@@ -177,6 +177,22 @@ static void snapshot(gw_server *srv, table *t)
         add_label(t, "closes", closes[i].key, "gw_session_closes_total", "counter",
                   "Sessions the gateway closed, by reason", "reason", closes[i].key,
                   (double)*(const uint64_t *)((const char *)n + closes[i].off));
+    static const struct { const char *key; size_t off; } limited[] = {
+        {"sends", offsetof(gw_counters, rate_sends_refused)},
+        {"bytes", offsetof(gw_counters, rate_bytes_refused)},
+        {"connections", offsetof(gw_counters, rate_conns_refused)},
+    };
+    for (size_t i = 0; i < sizeof(limited) / sizeof(limited[0]); i++)
+        add_label(t, "rate_limits", limited[i].key, "gw_rate_limited_total", "counter",
+                  "Sends refused with rate_limited (by the send or the byte rate) and "
+                  "connections refused (per source address)", "limit", limited[i].key,
+                  (double)*(const uint64_t *)((const char *)n + limited[i].off));
+    C("rate_limits", "byte_pauses", "gw_rate_byte_pauses_total",
+      "Frames that overdrew a session's byte rate (reading paused until paid)",
+      n->rate_byte_pauses);
+    G("rate_limits", "addresses", "gw_rate_addresses",
+      "Source addresses in the connection-rate table (at most 4096)",
+      srv->addrs ? gw_addrs_count(srv->addrs) : 0);
     C("store", "commits", "gw_store_commits_total", "Group commits (one synced write each)",
       st.commits);
     C("store", "commit_failures", "gw_store_commit_failures_total",

@@ -231,6 +231,10 @@ int pr_enc_notify(msgpack_sbuffer *b, pr_slice gid, uint64_t last_mid);
 int pr_enc_pong(msgpack_sbuffer *b, uint64_t rid, uint64_t ts);
 /* gid may be empty (n == 0): then it is left out. */
 int pr_enc_err(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid);
+/* The same with `retry_ms` (left out when 0): how long the client should wait before it
+ * sends again (rate_limited). */
+int pr_enc_err_retry(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid,
+                     uint64_t retry_ms);
 
 /* A batch frame: an array header for n messages, each then encoded as usual. The sbuffer
  * must hold nothing else; messages already encoded elsewhere can be appended as bytes. */
@@ -253,6 +257,7 @@ typedef struct pr_event {
     int err_code;       /* err: PR_E* for the protocol codes it knows, else 0 */
     pr_slice err_name;  /* err: the `code` string as sent */
     pr_slice err_msg;   /* err */
+    uint64_t retry_ms;  /* err: wait this long before sending again (0: not given) */
     size_t n_items;     /* welcome, groups: groups; page: msgs */
     const void *items_; /* private: read with pr_event_group / pr_event_message */
 } pr_event;

@@ -383,6 +383,7 @@ static const field f_err[] = {
     {"code", K_STR, EV(err_name), false},
     {"msg", K_STR, EV(err_msg), false},
     {"gid", K_STR, EV(gid), true},
+    {"retry_ms", K_U64, EV(retry_ms), true},
 };
 static const field f_group[] = {
     {"gid", K_ID, offsetof(pr_group, gid), false},

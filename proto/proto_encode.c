@@ -352,14 +352,21 @@ int pr_enc_pong(msgpack_sbuffer *b, uint64_t rid, uint64_t ts)
 
 int pr_enc_err(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid)
 {
+    return pr_enc_err_retry(b, rid, code, msg, gid, 0);
+}
+
+int pr_enc_err_retry(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid,
+                     uint64_t retry_ms)
+{
     enc e = enc_start(b);
     /* Not head(): the protocol lists code and msg first, rid and gid after. */
-    map(&e, 3 + (rid != PR_NO_RID) + (gid.n != 0));
+    map(&e, 3 + (rid != PR_NO_RID) + (gid.n != 0) + (retry_ms != 0));
     kv_cstr(&e, "t", "err");
     kv_cstr(&e, "code", pr_err_name(code));
     kv_cstr(&e, "msg", msg ? msg : "");
     if (rid != PR_NO_RID) kv_u64(&e, "rid", rid);
     if (gid.n) kv_str(&e, "gid", gid);
+    if (retry_ms) kv_u64(&e, "retry_ms", retry_ms);
     return enc_end(&e);
 }
 

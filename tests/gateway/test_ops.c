@@ -217,6 +217,11 @@ Test(ops, bad_flags_are_refused_with_a_reason)
         {"--queue-cap 0", "--queue-cap"},
         {"--frobnicate", "--help"},
         {"stray-argument", "stray-argument"},
+        {"--rate-sends -1", "--rate-sends"},
+        {"--rate-burst 0", "--rate-burst"},
+        {"--rate-bytes 1000", "--rate-bytes"}, /* ten seconds of it hold less than a frame */
+        {"--rate-conns 2000000", "--rate-conns"},
+        {"--handshake-timeout 0", "--handshake-timeout"},
     };
     char err[2048];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

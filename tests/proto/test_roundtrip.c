@@ -449,6 +449,21 @@ Test(roundtrip, err)
     cr_assert_eq(got.ev[0].gid.n, 0);
 }
 
+Test(roundtrip, err_with_retry_hint)
+{
+    cr_assert_eq(pr_enc_err_retry(&sb, 3, PR_E_RATE_LIMITED, "too many sends", S("g1"), 250), 0);
+    decode_events(1);
+    cr_assert_eq(got.ev[0].err_code, PR_E_RATE_LIMITED);
+    cr_assert_eq(got.ev[0].retry_ms, 250);
+    cr_assert(slice_is(got.ev[0].gid, "g1"));
+    /* 0 leaves the field out; an err without it decodes with retry_ms 0. */
+    sb.size = 0;
+    got.n = 0;
+    cr_assert_eq(pr_enc_err_retry(&sb, PR_NO_RID, PR_E_OVERLOADED, "busy", S(""), 0), 0);
+    decode_events(1);
+    cr_assert_eq(got.ev[0].retry_ms, 0);
+}
+
 Test(roundtrip, err_unknown_code)
 {
     cr_assert_eq(pr_enc_err(&sb, PR_NO_RID, -99, "boom", (pr_slice){NULL, 0}), 0);

@@ -3,7 +3,8 @@
 # bench_cleanup (installed on EXIT, INT and TERM by bench_init), so Ctrl-C leaves nothing.
 #
 #   bench_init                  temp folder in $BENCH_WORK, traps
-#   start_gw NAME [gw flags]    the gateway with a fresh store in $BENCH_WORK/NAME
+#   start_gw NAME [gw flags]    the gateway with a fresh store in $BENCH_WORK/NAME (rate
+#                               limits off)
 #   start_lws                   libwebsockets-test-server (mirror protocol)
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
@@ -122,9 +123,11 @@ start_gw() {
   [ -z "${BENCH_TLS:-}" ] || insecure=
   rm -rf "${BENCH_WORK:?}/$name"
   mkdir -p "$BENCH_WORK/$name"
+  # The rate limits off: a flat-out sender and thousands of sessions from a few addresses
+  # are what the benchmarks measure, and far over the defaults (--gw-flags can set them).
   bench_spawn "$BENCH_WORK/$name.log" "$bench_root/build/gw" $insecure --listen 127.0.0.1 \
     --port 0 --port-file "$BENCH_WORK/$name/port" --data "$BENCH_WORK/$name/data" \
-    --log-level 1 "$@"
+    --log-level 1 --rate-sends 0 --rate-bytes 0 --rate-conns 0 "$@"
   local i
   for ((i = 0; i < 150; i++)); do
     [ -s "$BENCH_WORK/$name/port" ] && break
