@@ -184,6 +184,19 @@ void lws_set_log_level(int level, void (*log_emit_function)(int level, const cha
 {
 }
 
+/* Timers (a rate-limited session's pause): never fire here. A paused session stays
+ * paused for the rest of the input, which the checks above allow. */
+void lws_sul_schedule(struct lws_context *ctx, int tsi, lws_sorted_usec_list_t *sul,
+                      sul_cb_t cb, lws_usec_t us)
+{
+    (void)ctx, (void)tsi, (void)sul, (void)cb, (void)us;
+}
+
+void lws_sul_cancel(lws_sorted_usec_list_t *sul)
+{
+    (void)sul;
+}
+
 /* The largest mid the store holds for gid: nothing the gateway says may go beyond it. */
 static uint64_t stored_last(pr_slice gid)
 {
