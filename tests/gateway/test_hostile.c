@@ -401,8 +401,10 @@ static void *connect_and_vanish(void *p)
     attack *a = p;
     static rawws live[AT_ONCE];
     static const char *const srcs[] = {"127.0.0.7", "127.0.0.8", "127.0.0.9", "127.0.0.10"};
-    uint8_t half[8];
+    uint8_t half[16]; /* a frame's header and the start of its payload: cut short below */
     size_t hn = rawws_frame(half, sizeof(half), RAWWS_BIN, true, "\x81\xa1t", 3);
+    if (hn < 8)
+        return FAIL(a, "the half frame does not fit"), NULL;
     for (int i = 0; i < VANISH; i++) {
         rawws *c = &live[i % AT_ONCE];
         if (i >= AT_ONCE) {
