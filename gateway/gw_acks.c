@@ -1,8 +1,8 @@
 /*
  * Ack coalescing. Clients ack cumulatively and in batches; the gateway keeps only the
  * highest ack per (group, user) in memory and hands them all to the store writer as one
- * op ack_flush_ms after the first of them came (and at shutdown). A crash loses at most the last interval's acks,
- * which means re-delivery (absorbed by client dedup), never loss.
+ * op ack_flush_ms after the first of them came (and at shutdown). A crash loses at most the
+ * last interval's acks, which means re-delivery (absorbed by client dedup), never loss.
  */
 #include "gw_internal.h"
 
@@ -50,13 +50,33 @@ void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid)
         e->mid = mid;
 }
 
+/* A user who signs in again while its acks are being written must see them: its groups
+ * come from the store, which does not hold them yet (a second `tail` would otherwise
+ * print again what the first one acked). */
 uint64_t gw_acks_pending(gw_server *srv, const char *gid, const char *uid)
 {
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
-    gw_ack_entry *e = NULL;
+    gw_ack_entry *e = NULL, *w = NULL;
     HASH_FIND(hh, srv->acks, key, n, e);
-    return e ? e->mid : 0;
+    HASH_FIND(hh, srv->acks_writing, key, n, w);
+    uint64_t a = e ? e->mid : 0, b = w ? w->mid : 0;
+    return a > b ? a : b;
+}
+
+void gw_acks_written(gw_server *srv, const st_ack *acks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char key[2 * PR_MAX_ID + 2];
+        int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)acks[i].gid.n, acks[i].gid.p,
+                          (int)acks[i].uid.n, acks[i].uid.p);
+        gw_ack_entry *w = NULL;
+        HASH_FIND(hh, srv->acks_writing, key, (size_t)kn, w);
+        if (w && w->mid <= acks[i].mid) { /* a later batch may carry a higher one */
+            HASH_DEL(srv->acks_writing, w);
+            free(w);
+        }
+    }
 }
 
 void gw_acks_flush(gw_server *srv)
@@ -102,7 +122,15 @@ void gw_acks_flush(gw_server *srv)
                                 .mid = e->mid};
         off += kl + 1;
         HASH_DEL(srv->acks, e);
-        free(e);
+        gw_ack_entry *w = NULL; /* visible to gw_acks_pending until written */
+        HASH_FIND(hh, srv->acks_writing, e->key, kl, w);
+        if (w) {
+            if (e->mid > w->mid)
+                w->mid = e->mid;
+            free(e);
+        } else {
+            HASH_ADD(hh, srv->acks_writing, key, kl, e);
+        }
     }
     p->op.kind = ST_OP_ACKS;
     p->op.urgent = true; /* a backlog of sends must not hold acks back */
@@ -117,6 +145,11 @@ void gw_acks_free(gw_server *srv)
     HASH_ITER(hh, srv->acks, e, tmp)
     {
         HASH_DEL(srv->acks, e);
+        free(e);
+    }
+    HASH_ITER(hh, srv->acks_writing, e, tmp)
+    {
+        HASH_DEL(srv->acks_writing, e);
         free(e);
     }
 }

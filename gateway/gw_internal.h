@@ -222,10 +222,12 @@ typedef struct gw_ack_entry {
 
 /* Remembers uid's ack of gid (the highest wins) until the next flush. */
 void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid);
-/* The not yet persisted ack of (gid, uid), or 0. */
+/* The not yet persisted ack of (gid, uid), or 0: waiting for a flush or being written. */
 uint64_t gw_acks_pending(gw_server *srv, const char *gid, const char *uid);
 /* Hands every remembered ack to the store writer as one op. */
 void gw_acks_flush(gw_server *srv);
+/* An ack batch's write completed (ok or not): its acks are no longer in flight. */
+void gw_acks_written(gw_server *srv, const st_ack *acks, size_t n);
 void gw_acks_free(gw_server *srv);
 
 /* ---- the server (gw_server.c) ------------------------------------------------------ */
@@ -267,7 +269,8 @@ struct gw_server {
     gw_sess *paused;   /* DL list */
     gw_user *users;
     gw_group *groups;
-    gw_ack_entry *acks;
+    gw_ack_entry *acks;          /* waiting for the next flush */
+    gw_ack_entry *acks_writing;  /* flushed, the write not completed yet */
     unsigned ops_inflight; /* store ops submitted and not yet completed */
     gw_limit lim_sends, lim_bytes; /* per session (gw_throttle.c) */
     gw_addrs *addrs;               /* per source address; NULL with --rate-conns 0 */

@@ -479,6 +479,7 @@ void gw_route_complete(gw_server *srv, gw_pending *p)
     case ST_OP_JOIN: complete_join(srv, p, s); break;
     case ST_OP_LEAVE: complete_leave(srv, p, s); break;
     case ST_OP_ACKS:
+        gw_acks_written(srv, p->acks, p->op.n_acks);
         if (p->op.result != 0 && srv->stopping) {
             /* No next flush to keep them for: after the restart clients get those
              * messages again (re-delivery, absorbed by their dedup), nothing is lost. */
