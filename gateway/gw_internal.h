@@ -132,7 +132,7 @@ struct gw_sess {
     unsigned inflight; /* store writes submitted, not yet completed */
     gw_bucket rate_sends, rate_bytes; /* rate limits (gw_throttle.c) */
     uint64_t rate_until;              /* monotonic ms: reading is paused until then */
-    lws_sorted_usec_list_t sul_rate;  /* resumes reading at rate_until */
+    ev_timer rate_timer;              /* resumes reading at rate_until (libev: see ack_timer) */
     size_t frame_len;                 /* the frame being handled ... */
     bool frame_over_bytes;            /* ... and whether it overdrew the byte bucket */
     double err_score;  /* bad requests, decaying by one a second */

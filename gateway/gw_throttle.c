@@ -28,21 +28,36 @@ void gw_throttle_init(gw_sess *s)
     gw_bucket_init(&s->rate_bytes, &srv->lim_bytes, now);
 }
 
-static void on_rate_timer(lws_sorted_usec_list_t *sul)
+/* A libev timer, not a libwebsockets one: libwebsockets 4.1's libev glue can fire a timer
+ * up to a second late (gw_internal.h, ack_timer), and a 100 ms pause must end in time. */
+static void arm(gw_sess *s, uint64_t ms);
+
+static void on_rate_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    gw_sess *s = lws_container_of(sul, gw_sess, sul_rate);
+    (void)loop, (void)revents;
+    gw_sess *s = lws_container_of(w, gw_sess, rate_timer);
     uint64_t now = gw_mono_ms();
-    if (now < s->rate_until) { /* the two clocks disagree by a little: wait the rest */
-        lws_sul_schedule(s->srv->ctx, 0, &s->sul_rate, on_rate_timer,
-                         (lws_usec_t)(s->rate_until - now) * LWS_US_PER_MS);
+    if (now < s->rate_until) { /* libev's cached clock runs a little behind: wait the rest */
+        arm(s, s->rate_until - now);
         return;
     }
     gw_sess_flow(s);
 }
 
+static void arm(gw_sess *s, uint64_t ms)
+{
+    struct ev_loop *loop = s->srv->loop;
+    if (!loop)
+        return; /* no loop (the fuzz harness): the pause is still checked by time */
+    ev_timer_stop(loop, &s->rate_timer);
+    ev_timer_init(&s->rate_timer, on_rate_timer, (double)ms / 1000.0, 0);
+    ev_timer_start(loop, &s->rate_timer);
+}
+
 void gw_throttle_release(gw_sess *s)
 {
-    lws_sul_cancel(&s->sul_rate);
+    if (s->srv->loop)
+        ev_timer_stop(s->srv->loop, &s->rate_timer);
 }
 
 bool gw_throttle_paused(const gw_sess *s, uint64_t now_ms)
@@ -57,7 +72,7 @@ static void pause_for(gw_sess *s, uint64_t ms)
     if (ms == 0 || until <= s->rate_until)
         return;
     s->rate_until = until;
-    lws_sul_schedule(s->srv->ctx, 0, &s->sul_rate, on_rate_timer, (lws_usec_t)ms * LWS_US_PER_MS);
+    arm(s, ms);
     gw_sess_flow(s);
 }
 
