@@ -1,23 +1,16 @@
 // Nothing lost while you are away, unread counts without downloading history, and the
 // lazy paged pull when the group is opened.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGateway } from './lib/gateway.js';
 import * as B from './lib/browser.js';
 
 const N = 250;
 let gw;
 let browser;
-
-before(async () => {
-  gw = await startGateway();
-  browser = await B.launch();
-});
-
-after(async () => {
-  if (browser) await browser.close();
-  if (gw) await gw.cleanup();
+B.withGatewayAndBrowser(undefined, (g, b) => {
+  gw = g;
+  browser = b;
 });
 
 test(`away while ${N} messages are sent: unread ${N} without a pull, then pages on opening, then 0 after reload`, async () => {

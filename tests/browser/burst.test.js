@@ -2,23 +2,17 @@
 // says (after ack_every new messages, or ack_delay_ms after the first unacked one), only
 // ever its contiguous watermark, and the gateway counts the same ack frames.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGateway, waitFor } from './lib/gateway.js';
+import { waitFor } from './lib/gateway.js';
 import * as B from './lib/browser.js';
 
 const N = 500;
 let gw;
 let browser;
-
-before(async () => {
-  gw = await startGateway();
-  browser = await B.launch();
-});
-
-after(async () => {
-  if (browser) await browser.close();
-  if (gw) await gw.cleanup();
+B.withGatewayAndBrowser(undefined, (g, b) => {
+  gw = g;
+  browser = b;
 });
 
 test(`a burst of ${N} messages: ack frames stay within the protocol's batching`, async () => {

@@ -1,9 +1,8 @@
 // Live chat between two people, HTML as text, dedup/holes/notify, several tabs of one
 // user, join/create/leave, the figures panel, and screenshots at desktop and phone sizes.
 
-import { test, before, after } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGateway } from './lib/gateway.js';
 import * as B from './lib/browser.js';
 
 let gw;
@@ -12,9 +11,9 @@ let alice; // desktop
 let bob; // phone
 const people = [];
 
-before(async () => {
-  gw = await startGateway();
-  browser = await B.launch();
+B.withGatewayAndBrowser(undefined, async (g, b) => {
+  gw = g;
+  browser = b;
   alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
   bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
   people.push(alice, bob);
@@ -25,9 +24,7 @@ before(async () => {
   await B.signIn(bob, gw.origin, 'bob');
 });
 
-after(async () => {
-  if (browser) await browser.close();
-  if (gw) await gw.cleanup();
+after(() => {
   console.log(`screenshots in ${B.SCREENSHOTS}`);
 });
 

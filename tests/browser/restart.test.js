@@ -1,22 +1,16 @@
 // The gateway dies (SIGKILL) and comes back while pages are open: they reconnect by
 // themselves, messages written meanwhile are stored once, and everything shows once.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGateway, waitFor } from './lib/gateway.js';
+import { waitFor } from './lib/gateway.js';
 import * as B from './lib/browser.js';
 
 let gw;
 let browser;
-
-before(async () => {
-  gw = await startGateway();
-  browser = await B.launch();
-});
-
-after(async () => {
-  if (browser) await browser.close();
-  if (gw) await gw.cleanup();
+B.withGatewayAndBrowser(undefined, (g, b) => {
+  gw = g;
+  browser = b;
 });
 
 // While the gateway is down on purpose, the browser itself logs its failed connection

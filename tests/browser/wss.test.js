@@ -6,22 +6,15 @@
 // (RFC 8441), which the gateway refused; a second window or a reload never connected.
 // The gateway now offers only http/1.1.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startGateway } from './lib/gateway.js';
 import * as B from './lib/browser.js';
 
 let gw;
 let browser;
-
-before(async () => {
-  gw = await startGateway({ tls: true });
-  browser = await B.launch();
-});
-
-after(async () => {
-  if (browser) await browser.close();
-  if (gw) await gw.cleanup();
+B.withGatewayAndBrowser({ tls: true }, (g, b) => {
+  gw = g;
+  browser = b;
 });
 
 test('over https: sign in, chat over wss://, same mids on both sides', async () => {

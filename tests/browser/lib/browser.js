@@ -2,10 +2,13 @@
 // steps a person takes on the demo page. Every page is watched for console errors and
 // uncaught exceptions: a test fails on any it did not expect.
 
+import { before, after } from 'node:test';
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { startGateway } from './gateway.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const SCREENSHOTS = process.env.GW_SCREENSHOTS || join(here, '..', 'screenshots');
@@ -184,4 +187,22 @@ export async function waitState(p, gid, fn, arg, timeout = WAIT) {
 export function assertNoErrors(assert, ...people) {
   const errors = people.flatMap((p) => p.errors);
   assert.deepEqual(errors, [], 'console errors or page errors');
+}
+
+// A test file's set-up: a fresh gateway (gwOpts as for startGateway) and one browser,
+// started before its tests and stopped after them, also when one failed. ready(gw,
+// browser) hands them to the file's own variables, and may do (and await) the file's
+// further set-up.
+export function withGatewayAndBrowser(gwOpts, ready) {
+  let gw;
+  let browser;
+  before(async () => {
+    gw = await startGateway(gwOpts);
+    browser = await launch();
+    await ready(gw, browser);
+  });
+  after(async () => {
+    if (browser) await browser.close();
+    if (gw) await gw.cleanup();
+  });
 }
