@@ -1,16 +1,9 @@
-/* Opening and closing the store, the write queue, and the blocking helpers. */
+/* Opening and closing the store, the queue, the blocking helpers, and the figures. */
 #include "store_internal.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-static const char *const cf_names[ST_CF_COUNT] = {
-    "default", "groups", "members", "user_groups", "msgs", "sends",
-};
 
 void st_options_init(st_options *o)
 {
@@ -25,163 +18,69 @@ static void set_err(char *buf, size_t len, const char *what, const char *detail)
         snprintf(buf, len, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
 }
 
-void st_db_close(st_db *d)
+static void core_destroy(st_store *s)
 {
-    for (int i = 0; i < ST_CF_COUNT; i++)
-        if (d->cf[i])
-            rocksdb_column_family_handle_destroy(d->cf[i]);
-    if (d->db)
-        rocksdb_close(d->db);
-    memset(d, 0, sizeof(*d));
-}
-
-int st_db_open(st_store *s, st_db *d, bool read_only, char *why, size_t why_len)
-{
-    const rocksdb_options_t *cf_opts[ST_CF_COUNT];
-    for (int i = 0; i < ST_CF_COUNT; i++)
-        cf_opts[i] = s->opts;
-    char *err = NULL;
-    memset(d, 0, sizeof(*d));
-    if (read_only)
-        d->db = rocksdb_open_for_read_only_column_families(s->opts, s->path, ST_CF_COUNT, cf_names,
-                                                           cf_opts, d->cf, 0, &err);
-    else
-        d->db = rocksdb_open_column_families(s->opts, s->path, ST_CF_COUNT, cf_names, cf_opts,
-                                             d->cf, &err);
-    if (err) {
-        set_err(why, why_len, err, NULL);
-        rocksdb_free(err);
-        memset(d, 0, sizeof(*d)); /* RocksDB leaves nothing open when it fails */
-        return ST_EIO;
-    }
-    return ST_OK;
-}
-
-static void free_handles(st_store *s)
-{
-    st_db_close(&s->rw);
-    st_db_close(&s->ro);
-    if (s->opts)
-        rocksdb_options_destroy(s->opts);
-    if (s->table)
-        rocksdb_block_based_options_destroy(s->table);
-    if (s->cache)
-        rocksdb_cache_destroy(s->cache);
-    if (s->wopts)
-        rocksdb_writeoptions_destroy(s->wopts);
-    if (s->ropts)
-        rocksdb_readoptions_destroy(s->ropts);
-    free(s->path);
-}
-
-/* Options shared by every column family: a bloom filter (most writer lookups, such as the
- * idempotency check of a new cid, are misses) and a shared block cache. */
-static void make_options(st_store *s, const st_options *o)
-{
-    s->cache = rocksdb_cache_create_lru(o->cache_bytes ? o->cache_bytes : 64u << 20);
-    s->table = rocksdb_block_based_options_create();
-    rocksdb_block_based_options_set_block_cache(s->table, s->cache);
-    rocksdb_block_based_options_set_filter_policy(s->table, rocksdb_filterpolicy_create_bloom(10));
-    s->opts = rocksdb_options_create();
-    rocksdb_options_set_create_if_missing(s->opts, 1);
-    rocksdb_options_set_create_missing_column_families(s->opts, 1);
-    rocksdb_options_set_block_based_table_factory(s->opts, s->table);
-    /* Two background threads: flushes and compactions must not wait on each other. */
-    rocksdb_options_increase_parallelism(s->opts, 2);
-    /* RocksDB's own LOG stays empty. Debian's librocksdb 7.8 is built with assertions on,
-     * and once a write to LOG has failed (a full disk) the next one aborts the process
-     * (WritableFileWriter asserts that no earlier write failed): a diagnostics file would
-     * kill the gateway instead of the store refusing writes. At FATAL level nothing is
-     * written, not even the options dump at open. What matters is told through on_event.
-     * Each open rolls the empty LOG aside; keep few of those. */
-    rocksdb_options_set_info_log_level(s->opts, 4 /* FATAL_LEVEL */);
-    rocksdb_options_set_keep_log_file_num(s->opts, 2);
-    s->wopts = rocksdb_writeoptions_create();
-    rocksdb_writeoptions_set_sync(s->wopts, o->sync);
-    s->ropts = rocksdb_readoptions_create();
-}
-
-/* Messages and groups in the store: one scan of the groups (each row holds its last
- * mid, and mids are dense), at open and after a recovery (a batch whose sync failed may
- * have been stored after all); the writer keeps both current in between. */
-void st_count_contents(st_store *s)
-{
-    uint64_t groups = 0, messages = 0;
-    rocksdb_iterator_t *it =
-        rocksdb_create_iterator_cf(s->rw.db, s->ropts, s->rw.cf[ST_CF_GROUPS]);
-    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-        size_t vn;
-        const char *v = rocksdb_iter_value(it, &vn);
-        if (vn == ST_GROUP_VAL) {
-            groups++;
-            messages += st_get_be64(v);
-        }
-    }
-    rocksdb_iter_destroy(it);
-    atomic_store(&s->groups, groups);
-    atomic_store(&s->messages, messages);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->err_mu);
+    st_lat_destroy(&s->commit_lat);
+    st_lat_destroy(&s->read_lat);
+    free(s);
 }
 
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len)
 {
     *out = NULL;
-    if (!o || !o->path || !*o->path) {
-        set_err(errmsg, errmsg_len, "store: no path given", NULL);
+    bool pg = o && o->url && *o->url;
+    if (!o || (!pg && (!o->path || !*o->path))) {
+        set_err(errmsg, errmsg_len, "store: no folder or database URL given", NULL);
         return ST_EINVAL;
-    }
-    if (mkdir(o->path, 0700) != 0 && errno != EEXIST) {
-        set_err(errmsg, errmsg_len, "store: cannot create folder", strerror(errno));
-        return ST_EIO;
-    }
-    struct stat dir;
-    if (stat(o->path, &dir) != 0) {
-        set_err(errmsg, errmsg_len, "store: cannot read folder", strerror(errno));
-        return ST_EIO;
     }
     st_store *s = calloc(1, sizeof(*s));
     if (!s)
         return ST_ENOMEM;
-    s->path = strdup(o->path);
+    s->be_ops = pg ? &st_pg_backend : &st_rocks_backend;
     s->open_groups = o->open_groups;
     s->max_batch = o->max_batch ? o->max_batch : 4096;
     s->on_event = o->on_event;
     s->event_ud = o->event_ud;
-    s->dev = dir.st_dev;
-    s->ino = dir.st_ino;
-    make_options(s, o);
-
-    char why[512];
-    if (st_db_open(s, &s->rw, false, why, sizeof(why)) != ST_OK) {
-        set_err(errmsg, errmsg_len, "store: cannot open database", why);
-        goto fail;
-    }
-    /* From now on an open (a reopen after disk trouble) must find this database: never
-     * put a new empty one in the place of a folder that went away. */
-    rocksdb_options_set_create_if_missing(s->opts, 0);
-    rocksdb_options_set_create_missing_column_families(s->opts, 0);
-    st_count_contents(s);
-    s->rd = &s->rw;
-    atomic_store(&s->writable, true);
-    pthread_rwlock_init(&s->rd_lock, NULL);
-    pthread_mutex_init(&s->err_mu, NULL);
-    pthread_mutex_init(&s->lat_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->writer, NULL, st_writer_main, s) != 0) {
-        set_err(errmsg, errmsg_len, "store: cannot start writer thread", strerror(errno));
-        pthread_cond_destroy(&s->cv);
-        pthread_mutex_destroy(&s->mu);
-        pthread_mutex_destroy(&s->lat_mu);
-        pthread_mutex_destroy(&s->err_mu);
-        pthread_rwlock_destroy(&s->rd_lock);
-        goto fail;
+    pthread_mutex_init(&s->err_mu, NULL);
+    st_lat_init(&s->commit_lat);
+    st_lat_init(&s->read_lat);
+
+    char why[512] = "";
+    int rc = s->be_ops->open(o, &s->be, why, sizeof(why));
+    if (rc != ST_OK && rc != ST_EDOWN) {
+        set_err(errmsg, errmsg_len, "store", why);
+        core_destroy(s);
+        return rc == ST_ENOMEM ? rc : ST_EIO;
+    }
+    atomic_store(&s->writable, true);
+    if (rc == ST_EDOWN) {
+        /* Reachable later, perhaps: start failing; the store thread connects when it can
+         * and tells on_event meanwhile. */
+        st_fail(s, why);
+    } else {
+        uint64_t groups = 0, messages = 0;
+        s->be_ops->count(s->be, &groups, &messages);
+        atomic_store(&s->groups, groups);
+        atomic_store(&s->messages, messages);
+    }
+    if (pthread_create(&s->thread, NULL, st_thread_main, s) != 0) {
+        set_err(errmsg, errmsg_len, "store: cannot start its thread", NULL);
+        s->be_ops->close(s->be);
+        core_destroy(s);
+        return ST_EIO;
     }
     *out = s;
     return ST_OK;
-fail:
-    free_handles(s);
-    free(s);
-    return ST_EIO;
+}
+
+const char *st_backend_name(const st_store *s)
+{
+    return s->be_ops->name;
 }
 
 void st_close(st_store *s)
@@ -192,14 +91,14 @@ void st_close(st_store *s)
     s->closing = true;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->writer, NULL);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    pthread_mutex_destroy(&s->lat_mu);
-    pthread_mutex_destroy(&s->err_mu);
-    pthread_rwlock_destroy(&s->rd_lock);
-    free_handles(s);
-    free(s);
+    pthread_join(s->thread, NULL);
+    s->be_ops->close(s->be);
+    core_destroy(s);
+}
+
+static bool is_read(enum st_op_kind k)
+{
+    return k == ST_OP_READ_PAGE || k == ST_OP_READ_GROUPS || k == ST_OP_READ_GROUP;
 }
 
 static bool op_valid(const st_op *op)
@@ -218,19 +117,43 @@ static bool op_valid(const st_op *op)
             if (!st_id_ok(op->acks[i].gid) || !st_id_ok(op->acks[i].uid))
                 return false;
         return op->acks || op->n_acks == 0;
+    case ST_OP_READ_PAGE:
+        return st_id_ok(op->gid) && op->limit > 0 &&
+               (op->dir == ST_AFTER || op->dir == ST_BEFORE);
+    case ST_OP_READ_GROUPS:
+        return st_id_ok(op->uid);
+    case ST_OP_READ_GROUP:
+        return st_id_ok(op->gid) && (op->uid.n == 0 || st_id_ok(op->uid));
     }
     return false;
 }
 
-int st_submit(st_store *s, st_op *op)
+static void reset_outputs(st_op *op)
 {
-    if (!op_valid(op))
-        return ST_EINVAL;
     op->result = 0;
     op->mid = op->ts = op->last_mid = op->ack = 0;
     op->duplicate = op->created = op->joined = false;
     op->applied = 0;
+    op->page = NULL;
+    op->groups = NULL;
     op->next_ = NULL;
+}
+
+int st_submit(st_store *s, st_op *op)
+{
+    /* The store thread needs `done`; a read answered at once does not, but one rule for
+     * every op keeps callers honest about backends that queue their reads. */
+    if (!op_valid(op))
+        return ST_EINVAL;
+    reset_outputs(op);
+    op->queued_us_ = st_mono_us();
+    if (is_read(op->kind) && s->be_ops->inline_reads) {
+        char why[256];
+        s->be_ops->read(s->be, op, why, sizeof(why));
+        st_lat_add(&s->read_lat, st_mono_us() - op->queued_us_);
+        atomic_fetch_add(&s->reads, 1);
+        return ST_DONE;
+    }
     pthread_mutex_lock(&s->mu);
     if (s->closing) {
         pthread_mutex_unlock(&s->mu);
@@ -285,7 +208,9 @@ static int submit_wait(st_store *s, st_op *op)
     op->done = waiter_done;
     op->ud = &w;
     int rc = st_submit(s, op);
-    if (rc == 0) {
+    if (rc == ST_DONE) {
+        rc = op->result;
+    } else if (rc == 0) {
         pthread_mutex_lock(&w.mu);
         while (!w.done)
             pthread_cond_wait(&w.cv, &w.mu);
@@ -338,32 +263,98 @@ int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied)
     return rc;
 }
 
+int st_read_last_mid(st_store *s, st_id gid, uint64_t *last_mid)
+{
+    st_op op = {.kind = ST_OP_READ_GROUP, .gid = gid};
+    int rc = submit_wait(s, &op);
+    if (rc == 0)
+        *last_mid = op.last_mid;
+    return rc;
+}
+
+int st_read_ack(st_store *s, st_id gid, st_id uid, uint64_t *ack)
+{
+    if (!st_id_ok(uid))
+        return ST_EINVAL;
+    st_op op = {.kind = ST_OP_READ_GROUP, .gid = gid, .uid = uid};
+    int rc = submit_wait(s, &op);
+    if (rc == ST_ENOGROUP)
+        rc = ST_ENOTMEMBER;
+    if (rc == 0)
+        *ack = op.ack;
+    return rc;
+}
+
+int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_user_group *g),
+                        void *ud)
+{
+    if (!cb)
+        return ST_EINVAL;
+    st_op op = {.kind = ST_OP_READ_GROUPS, .uid = uid};
+    int rc = submit_wait(s, &op);
+    for (size_t i = 0; rc == 0 && i < st_groups_count(op.groups); i++)
+        rc = cb(ud, st_groups_at(op.groups, i));
+    st_groups_free(op.groups);
+    return rc;
+}
+
+int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
+                 st_page **out)
+{
+    return st_read_page_bounded(s, gid, dir, from, limit, 0, out);
+}
+
+int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
+                         size_t max_bytes, st_page **out)
+{
+    st_op op = {.kind = ST_OP_READ_PAGE, .gid = gid, .dir = dir, .from = from, .limit = limit,
+                .max_bytes = max_bytes};
+    int rc = submit_wait(s, &op);
+    *out = rc == 0 ? op.page : NULL;
+    if (rc != 0)
+        st_page_free(op.page);
+    return rc;
+}
+
 /* ---- figures ------------------------------------------------------------------------- */
 
-/* Bytes of every file in the database folder: SST files, WAL, manifest. What an operator
- * sees with du, which is what matters when a disk fills up. */
-static uint64_t folder_bytes(const char *path)
+void st_lat_init(st_lat *l)
 {
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    uint64_t total = 0;
-    struct dirent *e;
-    char buf[4096];
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        snprintf(buf, sizeof(buf), "%s/%s", path, e->d_name);
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
-            total += (uint64_t)st.st_size;
-    }
-    closedir(d);
-    return total;
+    memset(l, 0, sizeof(*l));
+    pthread_mutex_init(&l->mu, NULL);
+}
+
+void st_lat_destroy(st_lat *l)
+{
+    pthread_mutex_destroy(&l->mu);
+}
+
+void st_lat_add(st_lat *l, uint64_t us)
+{
+    pthread_mutex_lock(&l->mu);
+    l->us[l->next] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+    l->next = (l->next + 1) % ST_LAT_N;
+    if (l->n < ST_LAT_N)
+        l->n++;
+    pthread_mutex_unlock(&l->mu);
 }
 
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
+}
+
+void st_lat_quantiles(st_lat *l, uint64_t *p50, uint64_t *p99)
+{
+    uint32_t lat[ST_LAT_N];
+    pthread_mutex_lock(&l->mu);
+    size_t n = l->n;
+    memcpy(lat, l->us, n * sizeof(lat[0]));
+    pthread_mutex_unlock(&l->mu);
+    qsort(lat, n, sizeof(lat[0]), cmp_u32);
+    *p50 = n ? lat[(n - 1) / 2] : 0;
+    *p99 = n ? lat[(n * 99 - 1) / 100] : 0;
 }
 
 bool st_writable(st_store *s)
@@ -382,25 +373,23 @@ void st_write_error(st_store *s, char *buf, size_t len)
 
 void st_read_stats(st_store *s, st_stats *out)
 {
+    memset(out, 0, sizeof(*out));
+    out->backend = s->be_ops->name;
     out->commits = atomic_load(&s->commits);
     out->ops = atomic_load(&s->ops);
     out->appends = atomic_load(&s->appends);
     out->commit_failures = atomic_load(&s->commit_failures);
+    out->commit_retries = atomic_load(&s->commit_retries);
     out->messages = atomic_load(&s->messages);
     out->groups = atomic_load(&s->groups);
     out->commit_us_sum = atomic_load(&s->commit_us_sum);
+    out->reads = atomic_load(&s->reads);
     out->writable = atomic_load(&s->writable);
     out->write_errors = atomic_load(&s->write_errors);
     out->recoveries = atomic_load(&s->recoveries);
     uint64_t failed_at = atomic_load(&s->failed_at_ms), now = st_mono_ms();
     out->unwritable_ms = failed_at && now > failed_at ? now - failed_at : 0;
-    uint32_t lat[ST_LAT_N];
-    pthread_mutex_lock(&s->lat_mu);
-    size_t n = s->lat_n;
-    memcpy(lat, s->lat_us, n * sizeof(lat[0]));
-    pthread_mutex_unlock(&s->lat_mu);
-    qsort(lat, n, sizeof(lat[0]), cmp_u32);
-    out->commit_p50_us = n ? lat[(n - 1) / 2] : 0;
-    out->commit_p99_us = n ? lat[(n * 99 - 1) / 100] : 0;
-    out->disk_bytes = folder_bytes(s->path);
+    st_lat_quantiles(&s->commit_lat, &out->commit_p50_us, &out->commit_p99_us);
+    st_lat_quantiles(&s->read_lat, &out->read_p50_us, &out->read_p99_us);
+    s->be_ops->figures(s->be, out);
 }

@@ -3,24 +3,31 @@
  *
  * Read diffusion: a group's messages are stored once, each with a dense per-group id
  * (`mid` 1, 2, 3, ... with no gaps); a member is one row holding its cumulative `ack`.
- * The embedded backend is RocksDB (see docs/ARCHITECTURE.md for the schema).
+ * Two backends stand behind it: RocksDB in a local folder (the embedded default) and
+ * PostgreSQL (several gateways on one database). See docs/ARCHITECTURE.md for both
+ * schemas. Nothing below depends on which one runs.
  *
- * Threads. Writes (append, join, leave, acks) are asynchronous: st_submit() queues an
- * st_op and returns at once; one writer thread drains every queued op into a single batch
- * and commits it with one synced write (group commit), then calls each op's `done` on the
- * writer thread. Reads (st_read_*) are synchronous, safe from any thread, and never write.
- * The *_sync helpers submit and wait; they are for tools, tests and start-up, not for an
- * event loop.
+ * Threads. Every request is an st_op handed to st_submit(), which never blocks on disk or
+ * network. One store thread takes every queued op at once: it applies the writes (append,
+ * join, leave, acks) in queue order and commits them together (group commit: one synced
+ * write, or one transaction), then runs the reads queued with them, then calls each op's
+ * `done` on the store thread. A backend whose reads are cheap and safe from any thread
+ * (RocksDB) answers a read at once on the caller's thread instead: st_submit() then
+ * returns ST_DONE and does not call `done`. The *_sync helpers submit and wait; they are
+ * for tools, tests and start-up, not for an event loop.
  *
  * Message bytes. The store does not know the wire format: a message is an opaque "record"
  * (the sender's encoded fields) that the store keeps verbatim next to the mid and the
  * server timestamp it assigns, so readers can forward the stored bytes without re-encoding.
  *
- * Disk trouble. When a write fails (the disk is full, the folder turned read-only or was
- * removed), the store stops taking writes: every op gets ST_EIO until it has recovered,
- * and nothing is confirmed that was not persisted. Reads go on meanwhile. The writer
- * retries with a growing pause (1 s up to 5 s), reopening the database when the backend
- * needs it, and is writable again once a write succeeds. It tells the caller through
+ * Trouble. When a write fails (a disk full or read-only, a folder removed, a database
+ * unreachable or gone read-only), the store stops taking writes: every op gets ST_EIO
+ * until it has recovered, and nothing is confirmed that was not committed. The store
+ * thread retries with a growing pause (1 s up to 5 s), reopening or reconnecting as the
+ * backend needs, and is writable again once a write can be made. Reads go on where the
+ * backend can serve them (RocksDB, from a read-only handle) and get ST_EIO where it
+ * cannot (PostgreSQL while the database is unreachable). A store whose database cannot be
+ * reached at start opens anyway, in that failing state. It tells the caller through
  * st_options.on_event (it never prints).
  *
  * Errors are negative ST_E* codes; st_strerror() describes them.
@@ -32,25 +39,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ST_MAX_ID 255u /* longest id the key layout can hold (the protocol allows 64) */
+#define ST_MAX_ID 255u /* longest id the store holds (the protocol allows 64) */
 
 enum st_err {
     ST_OK = 0,
-    ST_EINVAL = -1,      /* bad argument (empty or overlong id, NULL, zero limit) */
+    ST_EINVAL = -1,      /* bad argument (empty, overlong or unprintable id, NULL, zero
+                          * limit) */
     ST_ENOGROUP = -2,    /* the group does not exist */
     ST_ENOTMEMBER = -3,  /* the user is not a member of the group */
     ST_ECONFLICT = -4,   /* the (uid, cid) was already used for another group */
     ST_EIO = -5,         /* the backend failed, or the store is not taking writes (disk
-                          * full, read-only, folder gone). Not confirmed, and almost always
-                          * not stored; but a sync that failed after the bytes were written
-                          * may have stored it: retry an append with the same cid. */
+                          * full, read-only, folder gone, database unreachable). Not
+                          * confirmed, and almost always not stored; but a commit whose
+                          * answer was lost may have stored it: retry an append with the
+                          * same cid, which stores it at most once. */
     ST_ENOMEM = -6,      /* allocation failed */
     ST_ECLOSED = -7,     /* the store is closing and takes no more writes */
 };
 
+/* st_submit's answer for a read answered at once on the caller's thread. */
+#define ST_DONE 1
+
 const char *st_strerror(int err);
 
-/* A borrowed id: not NUL-terminated; 1..ST_MAX_ID bytes. */
+/* A borrowed id: not NUL-terminated; 1..ST_MAX_ID bytes, each printable ASCII other than
+ * space (0x21..0x7e): what every backend can key on as it is. */
 typedef struct st_id {
     const char *p;
     size_t n;
@@ -59,7 +72,7 @@ typedef struct st_id {
 /* Convenience: an st_id over a NUL-terminated string (borrowed). */
 st_id st_id_str(const char *s);
 
-/* What the store tells about disk trouble; see st_options.on_event. */
+/* What the store tells about trouble; see st_options.on_event. */
 enum st_event_kind {
     ST_EV_WRITE_FAILED = 1, /* a write failed: from now on every write gets ST_EIO */
     ST_EV_STILL_FAILING,    /* an attempt to recover failed; the next one comes later */
@@ -75,51 +88,66 @@ typedef struct st_event {
     uint64_t refused;   /* ops answered ST_EIO since the first failed write */
 } st_event;
 
-/* Called on the writer thread; must be quick and must not call the store. */
+/* Called on the store thread; must be quick and must not call the store. */
 typedef void (*st_event_fn)(void *ud, const st_event *ev);
 
 typedef struct st_options {
-    const char *path;   /* folder of the database; created if missing */
-    bool sync;          /* fsync each group commit (default true in the gateway) */
+    const char *path;   /* RocksDB: folder of the database; created if missing */
+    const char *url;    /* PostgreSQL: a libpq connection URI (postgresql://...; multi-host
+                         * allowed; no password in it: libpq's password file, service
+                         * file or environment give it). Set, it is used and path is not */
+    bool sync;          /* commits are durable before they are confirmed (RocksDB: fsync;
+                         * PostgreSQL: synchronous_commit on). Default true */
     bool open_groups;   /* join creates a group that does not exist */
     size_t max_batch;   /* most ops in one group commit; 0 = 4096 */
-    size_t cache_bytes; /* block cache; 0 = 64 MiB */
-    st_event_fn on_event; /* disk trouble and recovery (NULL: not told) */
+    size_t cache_bytes; /* RocksDB block cache; 0 = 64 MiB */
+    st_event_fn on_event; /* trouble and recovery (NULL: not told) */
     void *event_ud;       /* passed to on_event */
 } st_options;
 
-/* Fills *o with the defaults (sync on, open groups on). path stays NULL. */
+/* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
 void st_options_init(st_options *o);
 
 typedef struct st_store st_store;
 
-/* Opens (creating if missing) and starts the writer thread. The store copies what it
- * needs from *o. On error *out is NULL and errmsg (if not NULL) holds a reason. */
+/* Opens (creating the database or schema if missing) and starts the store thread. The
+ * store copies what it needs from *o. A database that cannot be reached now is not an
+ * error: the store opens in the failing state and connects when it can (on_event tells).
+ * A folder that cannot be opened, a malformed URL or a database whose schema is newer
+ * than this build's are errors: *out is NULL and errmsg (if not NULL) holds a reason. */
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len);
 
+/* The backend's name: "rocksdb" or "postgres". */
+const char *st_backend_name(const st_store *s);
+
 /* True while the store accepts writes: false from a failed write (a commit, or the probe
- * write the writer makes when it has been idle for a second, so that a disk that fills
- * up or turns read-only shows here within about a second even without traffic) until
- * the store has recovered. */
+ * the store thread makes when it has been idle for a second, so that a disk that fills
+ * up or a database that went away shows here within about a second even without
+ * traffic) until the store has recovered. */
 bool st_writable(st_store *s);
 
 /* Copies into buf (always NUL-terminated) why the store does not take writes: the
  * backend's message for the latest failure; "" while it is writable. */
 void st_write_error(st_store *s, char *buf, size_t len);
 
-/* Commits every op already submitted (their `done` runs), stops the writer and closes.
- * Ops submitted after close began get ST_ECLOSED. NULL is a no-op. */
+/* Commits every op already submitted (their `done` runs), stops the store thread and
+ * closes. Ops submitted after close began get ST_ECLOSED. NULL is a no-op. */
 void st_close(st_store *s);
 
 /* ---------------------------------------------------------------------------------------
- * Writes
+ * Requests
  */
 
 enum st_op_kind {
+    /* Writes. */
     ST_OP_APPEND = 1, /* store a message; idempotent by (uid, cid) */
     ST_OP_JOIN,       /* make uid a member of gid (ack = last_mid); create gid if allowed */
     ST_OP_LEAVE,      /* remove the membership */
     ST_OP_ACKS,       /* apply a batch of cumulative acks */
+    /* Reads: they see every write committed before they were submitted. */
+    ST_OP_READ_PAGE,   /* a page of gid's messages: dir, from, limit, max_bytes -> page */
+    ST_OP_READ_GROUPS, /* the groups of uid with their unread counts -> groups */
+    ST_OP_READ_GROUP,  /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
 };
 
 /* One cumulative ack: uid holds every message of gid up to mid. */
@@ -129,28 +157,46 @@ typedef struct st_ack {
     uint64_t mid;
 } st_ack;
 
+enum st_dir {
+    ST_AFTER = 1, /* messages with mid > from, ascending */
+    ST_BEFORE,    /* the messages just below from (mid < from), still ascending */
+};
+
+/* A page of stored messages; owns copies of the records. Free with st_page_free. */
+typedef struct st_page st_page;
+/* A user's groups as listed at login; owns its ids. Free with st_groups_free. */
+typedef struct st_groups st_groups;
+
 typedef struct st_op st_op;
 
-/* Called once per op on the writer thread after its batch committed (or failed). It must
- * be quick and must not call back into the store's write API synchronously (*_sync). */
+/* Called once per op on the store thread when its batch committed (or failed) or its
+ * read was answered. It must be quick and must not call the store's *_sync helpers. */
 typedef void (*st_done_fn)(st_op *op);
 
 /*
- * A write request, allocated by the caller (for example inside a session's request) and
- * owned by the caller. Between st_submit() and the call of `done` the store reads the
- * inputs and writes the outputs: the caller must keep the op and every byte its inputs
- * point to alive and unchanged until then.
+ * A request, allocated by the caller (for example inside a session's request) and owned
+ * by the caller. Between st_submit() and the call of `done` the store reads the inputs
+ * and writes the outputs: the caller must keep the op and every byte its inputs point to
+ * alive and unchanged until then. Outputs that own memory (page, groups) pass to the
+ * caller with the result.
  */
 struct st_op {
     enum st_op_kind kind; /* in */
-    st_id gid;            /* in: APPEND, JOIN, LEAVE */
-    st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE */
+    st_id gid;            /* in: APPEND, JOIN, LEAVE, READ_PAGE, READ_GROUP */
+    st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE, READ_GROUPS; READ_GROUP
+                           * (optional: n == 0 for none) */
     st_id cid;            /* in: APPEND, the client's message id */
     const void *record;   /* in: APPEND, the encoded message fields (opaque to the store) */
     size_t record_n;      /* in */
     const st_ack *acks;   /* in: ACKS */
     size_t n_acks;        /* in */
-    st_done_fn done;      /* in: completion, on the writer thread */
+    enum st_dir dir;      /* in: READ_PAGE */
+    uint64_t from;        /* in: READ_PAGE, the mid the page starts after or before */
+    size_t limit;         /* in: READ_PAGE, most messages (at least 1) */
+    size_t max_bytes;     /* in: READ_PAGE, most record bytes (0: no bound); at least one
+                           * message is always given, and a page cut short keeps the
+                           * messages nearest to `from` and says more */
+    st_done_fn done;      /* in: completion, on the store thread */
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
@@ -158,20 +204,24 @@ struct st_op {
     uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate) */
     uint64_t ts;       /* out: APPEND, server time in ms assigned at commit */
     bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored */
-    uint64_t last_mid; /* out: APPEND (after it), JOIN */
-    uint64_t ack;      /* out: JOIN, the member's ack */
+    uint64_t last_mid; /* out: APPEND (after it), JOIN, READ_GROUP */
+    uint64_t ack;      /* out: JOIN, the member's ack; READ_GROUP with uid */
     bool created;      /* out: JOIN created the group */
     bool joined;       /* out: JOIN made a new membership (false: was already a member) */
     size_t applied;    /* out: ACKS, acks that moved a stored ack forward */
+    st_page *page;     /* out: READ_PAGE, owned by the caller (st_page_free) */
+    st_groups *groups; /* out: READ_GROUPS, owned by the caller (st_groups_free) */
 
-    st_op *next_; /* private: queue link */
+    st_op *next_;       /* private: queue link */
+    uint64_t queued_us_; /* private: when it was submitted, for the read latency */
 };
 
-/* Queues op for the writer. Returns 0 (done will be called exactly once) or a negative
- * code (done will not be called): ST_EINVAL for a malformed op, ST_ECLOSED. */
+/* Queues op for the store thread. Returns 0 (done will be called exactly once), ST_DONE
+ * (a read answered at once: result and outputs are filled, done is not called), or a
+ * negative code (done will not be called): ST_EINVAL for a malformed op, ST_ECLOSED. */
 int st_submit(st_store *s, st_op *op);
 
-/* Number of ops queued and not yet taken by the writer: for backpressure. */
+/* Number of ops queued and not yet taken by the store thread: for backpressure. */
 size_t st_pending(const st_store *s);
 
 /* Blocking helpers: submit one op and wait for it. Return op result. */
@@ -182,9 +232,7 @@ int st_leave_sync(st_store *s, st_id gid, st_id uid);
 int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied);
 
 /* ---------------------------------------------------------------------------------------
- * Reads: synchronous, any thread, see only committed writes. While the writer reopens
- * the database after disk trouble, reads are served from a read-only handle: a read
- * never waits for a reopen, only for the writer to switch handles.
+ * Blocking reads (helpers over the read ops): they see only committed writes.
  */
 
 /* The last mid of a group (0 when empty). ST_ENOGROUP if it does not exist. */
@@ -195,19 +243,20 @@ int st_read_ack(st_store *s, st_id gid, st_id uid, uint64_t *ack);
 
 /* One group of a user, as listed at login. */
 typedef struct st_user_group {
-    st_id gid; /* borrowed: valid during the callback only */
+    st_id gid; /* borrowed from its st_groups (or valid during the callback only) */
     uint64_t last_mid;
     uint64_t ack;
     uint64_t unread; /* last_mid - ack */
 } st_user_group;
 
-/* Calls cb for each group uid belongs to, once each, in the store's order (not sorted). cb returns non-zero to stop; that
- * value is returned. */
+/* Calls cb for each group uid belongs to, once each, in the store's order (not sorted).
+ * cb returns non-zero to stop; that value is returned. */
 int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_user_group *g),
                         void *ud);
 
-/* A page of stored messages; owns copies of the records. Free with st_page_free. */
-typedef struct st_page st_page;
+size_t st_groups_count(const st_groups *g);
+const st_user_group *st_groups_at(const st_groups *g, size_t i);
+void st_groups_free(st_groups *g);
 
 /* One message of a page; `record` is borrowed from the page. */
 typedef struct st_msg {
@@ -217,14 +266,9 @@ typedef struct st_msg {
     size_t record_n;
 } st_msg;
 
-enum st_dir {
-    ST_AFTER = 1, /* messages with mid > from, ascending */
-    ST_BEFORE,    /* the messages just below from (mid < from), still ascending */
-};
-
 /*
- * Reads up to `limit` messages of gid in direction dir from `from`, as one bounded scan of
- * a consistent snapshot. ST_ENOGROUP if the group does not exist. *out owns the result.
+ * Reads up to `limit` messages of gid in direction dir from `from`, from one consistent
+ * snapshot. ST_ENOGROUP if the group does not exist. *out owns the result.
  */
 int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
                  st_page **out);
@@ -240,21 +284,32 @@ void st_page_free(st_page *p);
 
 /* Figures for monitoring. Counters count since open, except messages and groups. */
 typedef struct st_stats {
+    const char *backend;      /* "rocksdb" or "postgres" (static) */
+    bool connected;           /* the backend is reachable (RocksDB: the database is open) */
+    uint64_t reconnects;      /* times the backend was opened or connected again */
     uint64_t commits;         /* group commits done */
-    uint64_t ops;             /* ops committed (all kinds) */
+    uint64_t ops;             /* write ops committed (all kinds) */
     uint64_t appends;         /* messages stored since open (duplicates excluded) */
     uint64_t commit_failures; /* batches that failed (refused by the backend, or while the
                                * store was not taking writes) */
+    uint64_t commit_retries;  /* batches applied again after a conflict with another
+                               * writer of the same database */
     uint64_t write_errors;    /* failed writes to the backend: commits, probes, reopens */
     uint64_t recoveries;      /* times the store took writes again after failing */
     uint64_t unwritable_ms;   /* how long it has not been taking writes (0 while it does) */
-    uint64_t messages;        /* messages in the store, all groups, exact */
-    uint64_t groups;          /* groups in the store, exact */
-    uint64_t commit_p50_us;   /* commit latency (one synced write) over the last 1024 */
+    uint64_t messages;        /* messages in the store, all groups (exact for one writer;
+                               * with several, as of the last count: see ARCHITECTURE) */
+    uint64_t groups;          /* groups in the store (the same) */
+    uint64_t commit_p50_us;   /* commit latency (one synced write or transaction) over the
+                               * last 1024 commits */
     uint64_t commit_p99_us;
     uint64_t commit_us_sum;   /* total time spent in commits since open */
+    uint64_t reads;           /* reads answered since open */
+    uint64_t read_p50_us;     /* read latency, submit to answer, over the last 1024 */
+    uint64_t read_p99_us;
     bool writable;            /* as st_writable() */
-    uint64_t disk_bytes;      /* bytes of every file in the store's folder */
+    uint64_t disk_bytes;      /* RocksDB: bytes of every file in its folder; PostgreSQL:
+                               * the database's size (refreshed every few seconds) */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

@@ -1,6 +1,13 @@
 /*
- * Private to the store module: the RocksDB handles, the write queue, and the key and
- * value layouts shared by the writer (store_writer.c) and the readers (store_read.c).
+ * Private to the store module: the core (the queue, the store thread, the trouble policy,
+ * the figures) and the table of operations a backend provides.
+ *
+ * The core owns what is the same whatever holds the data: the queue st_submit fills, the
+ * store thread that drains it in batches, the meaning of each write (store_apply.c, over
+ * the backend's rows), retries, the trouble policy (store_recover.c) and the figures. A
+ * backend owns its handles and how rows are read and written: RocksDB (store_rocks*.c)
+ * or PostgreSQL (store_pg*.c). It is called on the store thread only, except `read` when
+ * `inline_reads` is set (then from any thread, concurrently).
  */
 #ifndef GW_STORE_INTERNAL_H
 #define GW_STORE_INTERNAL_H
@@ -8,71 +15,124 @@
 #include "store.h"
 
 #include <pthread.h>
-#include <rocksdb/c.h>
 #include <stdatomic.h>
-#include <sys/types.h>
 
-/* Column families, in the order they are opened. */
-enum st_cf {
-    ST_CF_DEFAULT = 0, /* unused, RocksDB requires it */
-    ST_CF_GROUPS,      /* gid -> last_mid, created */
-    ST_CF_MEMBERS,     /* gid | uid -> ack, joined */
-    ST_CF_USER_GROUPS, /* uid | gid -> (empty) */
-    ST_CF_MSGS,        /* gid | be64(mid) -> ts, record */
-    ST_CF_SENDS,       /* uid | cid -> mid, ts, gid */
-    ST_CF_COUNT,
-};
+/* ---- rows, as the meaning of the writes sees them ------------------------------------ */
 
-/* One open RocksDB handle and its column families (db NULL: not open). */
-typedef struct st_db {
-    rocksdb_t *db;
-    rocksdb_column_family_handle_t *cf[ST_CF_COUNT];
-} st_db;
+typedef struct st_group_row {
+    uint64_t last_mid;
+    uint64_t created_ms;
+} st_group_row;
+
+typedef struct st_member_row {
+    uint64_t ack;
+    uint64_t joined_ms;
+} st_member_row;
+
+typedef struct st_send_row {
+    uint64_t mid;
+    uint64_t ts;
+    char gid[ST_MAX_ID];
+    size_t gid_n;
+} st_send_row;
+
+/* What a backend's commit may answer besides 0 and ST_EIO. */
+#define ST_EAGAIN (-100) /* another writer of the same database got in the way (a unique
+                          * key taken, a deadlock): nothing was stored; apply again */
+#define ST_EDOWN (-101)  /* open: the database cannot be reached now (start failing) */
+
+/*
+ * A backend. `be` is its own state, made by open. Row reads (get_*) answer 1 (found, *r
+ * filled), 0 (absent) or ST_EIO, and see the writes of the batch so far; row writes are
+ * kept in the batch until commit. Functions that can fail fill why (NUL-terminated).
+ */
+typedef struct st_backend {
+    const char *name;  /* "rocksdb", "postgres" */
+    bool inline_reads; /* read() may run on any thread at once: st_submit answers ST_DONE */
+
+    /* Opens with the options; 0, ST_EDOWN (opened, but the database is unreachable: the
+     * store starts failing and recovers later), or another code (cannot run). */
+    int (*open)(const st_options *o, void **be, char *why, size_t why_len);
+    void (*close)(void *be);
+
+    /* A batch of writes (linked by next_): begin, the rows, then commit or rollback. */
+    int (*begin)(void *be, st_op *writes, char *why, size_t why_len);
+    int (*get_group)(void *be, st_id gid, st_group_row *r);
+    void (*put_group)(void *be, st_id gid, const st_group_row *r);
+    int (*get_member)(void *be, st_id gid, st_id uid, st_member_row *r);
+    void (*add_member)(void *be, st_id gid, st_id uid, const st_member_row *r); /* new */
+    void (*put_member)(void *be, st_id gid, st_id uid, const st_member_row *r); /* update */
+    void (*del_member)(void *be, st_id gid, st_id uid);
+    int (*get_send)(void *be, st_id uid, st_id cid, st_send_row *r);
+    void (*put_send)(void *be, st_id uid, st_id cid, const st_send_row *r);
+    void (*put_msg)(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n);
+    /* 0 (committed), ST_EIO (failed: the store starts failing), ST_EAGAIN. */
+    int (*commit)(void *be, char *why, size_t why_len);
+    void (*rollback)(void *be);
+
+    /* Answers reads (linked by next_): each op's result and outputs. ST_EIO (with why)
+     * when the backend itself failed (the database went away): the store starts
+     * failing. */
+    int (*read)(void *be, st_op *reads, char *why, size_t why_len);
+
+    /* The store thread was idle for a second: can it still write? 0 or ST_EIO. */
+    int (*probe)(void *be, char *why, size_t why_len);
+    /* After a failure: make writes work again (reopen, reconnect). 0 or ST_EIO. */
+    int (*recover)(void *be, char *why, size_t why_len);
+    /* Groups and messages in the store (at open, and after a recovery). */
+    int (*count)(void *be, uint64_t *groups, uint64_t *messages);
+    /* Figures of its own: connected, reconnects, disk_bytes. Any thread. */
+    void (*figures)(void *be, st_stats *out);
+} st_backend;
+
+extern const st_backend st_rocks_backend;
+extern const st_backend st_pg_backend;
+
+/* ---- the core ------------------------------------------------------------------------- */
+
+#define ST_LAT_N 1024
+
+/* Latencies of the last ST_LAT_N events (commits, reads), for p50 and p99. */
+typedef struct st_lat {
+    pthread_mutex_t mu;
+    uint32_t us[ST_LAT_N];
+    size_t n, next;
+} st_lat;
 
 struct st_store {
-    st_db rw; /* the writer's handle; only the writer thread uses or changes it */
-    st_db ro; /* read-only handle that serves reads while rw is reopened (store_recover.c) */
-    /* The handle readers use (&rw, &ro, or NULL when neither is open). Readers hold
-     * rd_lock shared for a whole read; the writer takes it exclusively only to switch rd,
-     * and closes a handle only once no reader can be using it. */
-    st_db *rd;
-    pthread_rwlock_t rd_lock;
-    rocksdb_options_t *opts;
-    rocksdb_cache_t *cache;
-    rocksdb_block_based_table_options_t *table;
-    rocksdb_writeoptions_t *wopts; /* sync per options */
-    rocksdb_readoptions_t *ropts;  /* plain reads on the writer thread */
-    char *path;
+    const st_backend *be_ops;
+    void *be;
     bool open_groups;
     size_t max_batch;
     st_event_fn on_event;
     void *event_ud;
-    dev_t dev; /* the folder as opened: a folder removed or replaced is noticed */
-    ino_t ino;
 
-    /* The write queue, filled by st_submit, drained by the writer. */
+    /* The queue, filled by st_submit, drained by the store thread. */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     st_op *head;
     st_op *tail;
     atomic_size_t pending; /* ops queued, not yet taken */
     bool closing;          /* under mu: refuse new ops, drain and stop */
-    pthread_t writer;
+    pthread_t thread;
 
-    /* Figures (written by the writer, read by anyone). */
+    /* Figures (written by the store thread, read by anyone). */
     atomic_uint_fast64_t commits;
     atomic_uint_fast64_t ops;
     atomic_uint_fast64_t appends;
     atomic_uint_fast64_t commit_failures;
-    atomic_uint_fast64_t messages; /* counted at open, then kept by the writer */
+    atomic_uint_fast64_t commit_retries;
+    atomic_uint_fast64_t messages; /* counted at open, then kept by the store thread */
     atomic_uint_fast64_t groups;
     atomic_uint_fast64_t commit_us_sum;
+    atomic_uint_fast64_t reads;
     atomic_bool writable;
     atomic_uint_fast64_t write_errors;
     atomic_uint_fast64_t recoveries;
     atomic_uint_fast64_t failed_at_ms; /* monotonic ms of the first failed write; 0: none */
+    st_lat commit_lat, read_lat;
 
-    /* Disk trouble (store_recover.c): writer thread only, except err under err_mu. */
+    /* Trouble (store_recover.c): store thread only, except err under err_mu. */
     bool failed;          /* refuse ops until recovered */
     uint64_t retry_at_ms; /* next recovery attempt (monotonic) */
     uint64_t retry_ms;    /* pause before the attempt after that */
@@ -81,65 +141,54 @@ struct st_store {
     char first_err[512];  /* the failure that started it, for the recovery's log line */
     pthread_mutex_t err_mu;
     char err[512]; /* the latest failure's message, "" while writable */
-
-    /* Latency of the last ST_LAT_N commits (a ring, under lat_mu). */
-    pthread_mutex_t lat_mu;
-    uint32_t lat_us[1024];
-    size_t lat_n, lat_next;
 };
 
-#define ST_LAT_N 1024
+/* The store thread's body (store_writer.c). */
+void *st_thread_main(void *arg);
 
-/* Writer thread body (store_writer.c). */
-void *st_writer_main(void *arg);
+/* The meaning of one write, applied through the backend's rows at server time now
+ * (store_apply.c). Returns the op's result; ST_EIO when a row could not be read. A write
+ * is checked before it changes anything, so a refused one leaves nothing behind. */
+int st_apply(st_store *s, st_op *op, uint64_t now);
 
-/* Opens the database at s->path into *d with s->opts, read-write or read-only. Returns 0,
- * or ST_EIO with the backend's message in why. */
-int st_db_open(st_store *s, st_db *d, bool read_only, char *why, size_t why_len);
-/* Closes *d (if open) and clears it. */
-void st_db_close(st_db *d);
-/* Counts the messages and groups in the store (at open, and after a recovery). */
-void st_count_contents(st_store *s);
+/* Latency rings. */
+void st_lat_init(st_lat *l);
+void st_lat_add(st_lat *l, uint64_t us);
+void st_lat_quantiles(st_lat *l, uint64_t *p50, uint64_t *p99);
+void st_lat_destroy(st_lat *l);
 
-/* ---- disk trouble (store_recover.c), writer thread only ------------------------------ */
+/* ---- trouble (store_recover.c), store thread only ------------------------------------ */
 
 /* A write failed (why: the backend's message): start refusing ops, schedule recovery. */
 void st_fail(st_store *s, const char *why);
 /* False while the store refuses ops. While failing, makes a recovery attempt when one
- * is due (it may reopen the database) and returns true if that worked. */
+ * is due and returns true if that worked. */
 bool st_recover(st_store *s);
-/* One small synced write: does the backend take writes? false with why if not. */
-bool st_probe_write(st_store *s, char *why, size_t why_len);
-/* Is the folder still the one opened? false with why if it was removed or replaced. */
-bool st_folder_same(st_store *s, char *why, size_t why_len);
 
-/* ---- keys and values (store_keys.c) ---------------------------------------------------
- * Ids are length-prefixed (one byte), numbers big-endian, so one group's messages are one
- * contiguous ordered range and a user's rows sort together. */
-#define ST_KEY_MAX (2 * (1 + ST_MAX_ID) + 8)
+/* ---- pages and group lists, built by the backends' reads (store_page.c) -------------- */
 
-typedef struct st_key {
-    char b[ST_KEY_MAX];
-    size_t n;
-} st_key;
+/* The mids [lo, hi] a page covers, from its direction, start, limit and the group's
+ * last mid (mids are dense, so the range is known before reading). False: empty. */
+bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid,
+                   uint64_t *lo, uint64_t *hi);
+st_page *st_page_new(uint64_t last_mid);
+/* Adds one message (records are copied); in reading order. ST_ENOMEM. */
+int st_page_add(st_page *p, uint64_t mid, uint64_t ts, const void *rec, size_t n);
+/* The page is complete: read newest first (ST_BEFORE) is turned around, and more set. */
+void st_page_finish(st_page *p, bool reversed, bool more);
+/* Record bytes added so far. */
+size_t st_page_bytes(const st_page *p);
+
+st_groups *st_groups_new(void);
+int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack);
+
+/* ---- small shared helpers (store_util.c) --------------------------------------------- */
 
 bool st_id_ok(st_id id);
-void st_key_id(st_key *k, st_id a);                   /* groups */
-void st_key_id2(st_key *k, st_id a, st_id b);         /* members, user_groups, sends */
-void st_key_msg(st_key *k, st_id gid, uint64_t mid);  /* msgs */
-/* The smallest key greater than every key starting with k (for an upper bound). Returns
- * false when there is none (all bytes 0xff). */
-bool st_key_prefix_end(const st_key *k, st_key *end);
-
 void st_put_be64(char *p, uint64_t v);
 uint64_t st_get_be64(const char *p);
 uint64_t st_now_ms(void);  /* wall clock, for timestamps */
 uint64_t st_mono_ms(void); /* monotonic, for durations */
-
-/* Fixed-size values. */
-#define ST_GROUP_VAL 16  /* be64 last_mid, be64 created_ms */
-#define ST_MEMBER_VAL 16 /* be64 ack, be64 joined_ms */
-#define ST_MSG_HDR 8     /* be64 ts, then the record */
-#define ST_SEND_HDR 16   /* be64 mid, be64 ts, then the gid bytes */
+uint64_t st_mono_us(void);
 
 #endif

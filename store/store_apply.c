@@ -1,0 +1,134 @@
+/*
+ * The meaning of each write, written once for every backend: the rules of an append, a
+ * join, a leave and a batch of acks, over the rows the backend reads and writes. Rows
+ * read here include the writes of earlier ops of the same batch, so ops in one batch see
+ * each other (two sends with the same cid, a join then a send, mids handed out in one
+ * batch).
+ *
+ * Every op checks everything before it writes anything: a refused op leaves nothing in
+ * the batch. The group's last_mid, the message and the (uid, cid) row are written by the
+ * same op, so they commit together: after a crash a mid is never missing nor reused, and
+ * an idempotent resend finds the original mid.
+ */
+#include "store_internal.h"
+
+#include <string.h>
+
+static int apply_append(st_store *s, st_op *op, uint64_t now)
+{
+    const st_backend *b = s->be_ops;
+    st_send_row sent;
+    int rc = b->get_send(s->be, op->uid, op->cid, &sent);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        /* Seen before: answer with the first result, store nothing. */
+        if (sent.gid_n != op->gid.n || memcmp(sent.gid, op->gid.p, op->gid.n) != 0)
+            return ST_ECONFLICT;
+        st_group_row g = {0};
+        if ((rc = b->get_group(s->be, op->gid, &g)) < 0)
+            return rc;
+        op->mid = sent.mid;
+        op->ts = sent.ts;
+        op->duplicate = true;
+        op->last_mid = g.last_mid;
+        return ST_OK;
+    }
+    st_group_row g;
+    st_member_row m;
+    if ((rc = b->get_group(s->be, op->gid, &g)) <= 0)
+        return rc < 0 ? rc : ST_ENOGROUP;
+    if ((rc = b->get_member(s->be, op->gid, op->uid, &m)) <= 0)
+        return rc < 0 ? rc : ST_ENOTMEMBER;
+
+    uint64_t mid = g.last_mid + 1;
+    b->put_msg(s->be, op->gid, mid, now, op->record, op->record_n);
+    g.last_mid = mid;
+    b->put_group(s->be, op->gid, &g);
+    st_send_row row = {.mid = mid, .ts = now, .gid_n = op->gid.n};
+    memcpy(row.gid, op->gid.p, op->gid.n);
+    b->put_send(s->be, op->uid, op->cid, &row);
+
+    op->mid = mid;
+    op->ts = now;
+    op->last_mid = mid;
+    return ST_OK;
+}
+
+static int apply_join(st_store *s, st_op *op, uint64_t now)
+{
+    const st_backend *b = s->be_ops;
+    st_group_row g = {0};
+    int rc = b->get_group(s->be, op->gid, &g);
+    if (rc < 0)
+        return rc;
+    st_member_row m;
+    int member = rc == 1 ? b->get_member(s->be, op->gid, op->uid, &m) : 0;
+    if (member < 0)
+        return member;
+    if (rc == 0) {
+        if (!s->open_groups)
+            return ST_ENOGROUP;
+        g = (st_group_row){.last_mid = 0, .created_ms = now};
+        b->put_group(s->be, op->gid, &g);
+        op->created = true;
+    }
+    op->last_mid = g.last_mid;
+    if (member == 1) {
+        op->ack = m.ack;
+        return ST_OK;
+    }
+    /* A new member sees messages from now on: its ack starts at last_mid. */
+    m = (st_member_row){.ack = g.last_mid, .joined_ms = now};
+    b->add_member(s->be, op->gid, op->uid, &m);
+    op->ack = g.last_mid;
+    op->joined = true;
+    return ST_OK;
+}
+
+static int apply_leave(st_store *s, st_op *op)
+{
+    st_member_row m;
+    int rc = s->be_ops->get_member(s->be, op->gid, op->uid, &m);
+    if (rc <= 0)
+        return rc < 0 ? rc : ST_ENOTMEMBER;
+    s->be_ops->del_member(s->be, op->gid, op->uid);
+    return ST_OK;
+}
+
+/* ack = max(old, min(M, last_mid)); acks of non-members are skipped, not errors: the
+ * membership may have ended between the client's ack and this batch. */
+static int apply_acks(st_store *s, st_op *op)
+{
+    const st_backend *b = s->be_ops;
+    for (size_t i = 0; i < op->n_acks; i++) {
+        const st_ack *a = &op->acks[i];
+        st_group_row g;
+        st_member_row m;
+        int rc = b->get_group(s->be, a->gid, &g);
+        if (rc == 1)
+            rc = b->get_member(s->be, a->gid, a->uid, &m);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            continue;
+        uint64_t want = a->mid < g.last_mid ? a->mid : g.last_mid;
+        if (want > m.ack) {
+            m.ack = want;
+            b->put_member(s->be, a->gid, a->uid, &m);
+            op->applied++;
+        }
+    }
+    return ST_OK;
+}
+
+int st_apply(st_store *s, st_op *op, uint64_t now)
+{
+    switch (op->kind) {
+    case ST_OP_APPEND: return apply_append(s, op, now);
+    case ST_OP_JOIN: return apply_join(s, op, now);
+    case ST_OP_LEAVE: return apply_leave(s, op);
+    case ST_OP_ACKS: return apply_acks(s, op);
+    default: return ST_EINVAL;
+    }
+}

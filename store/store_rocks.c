@@ -1,0 +1,488 @@
+/*
+ * The RocksDB backend: the embedded default, one process owning a local folder.
+ *
+ * Writes: a batch is one indexed write batch (WriteBatchWithIndex), so the rows the
+ * batch reads come from the batch first and then the database; the commit is one write,
+ * synced when the store's sync option is on. Reads (store_rocks_read.c) are answered at
+ * once on the caller's thread: RocksDB is thread-safe, and they read the memtable and the
+ * block cache.
+ *
+ * Trouble. RocksDB, once a write to its WAL or a flush has failed, keeps a background
+ * error and refuses every later write; the C API of Debian's RocksDB 7.8 has no
+ * rocksdb_resume, so the only way back is to close the database and open it again.
+ * recover() first tries a probe write on the open handle (enough when RocksDB did not
+ * keep the error), and otherwise reopens, which replays the WAL. Before the first reopen,
+ * readers are moved to a read-only handle (which writes nothing, so it opens on a full
+ * disk), so that no read waits for the reopen and none ever sees a handle being closed.
+ * A reopen never creates a database: a folder that went away must not come back as an
+ * empty store. The folder is checked (device and inode, as opened) before and after
+ * every commit and at each probe: RocksDB would go on writing into files of a removed or
+ * moved folder, gone at the next start, so such a write is not confirmed.
+ */
+#include "store_rocks.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const cf_names[RK_CF_COUNT] = {
+    "default", "groups", "members", "user_groups", "msgs", "sends",
+};
+
+static void set_why(char *why, size_t len, const char *what, const char *detail)
+{
+    snprintf(why, len, "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+}
+
+static void db_close(rk_db *d)
+{
+    for (int i = 0; i < RK_CF_COUNT; i++)
+        if (d->cf[i])
+            rocksdb_column_family_handle_destroy(d->cf[i]);
+    if (d->db)
+        rocksdb_close(d->db);
+    memset(d, 0, sizeof(*d));
+}
+
+/* Opens the database at r->path into *d, read-write or read-only. 0 or ST_EIO. */
+static int db_open(rk *r, rk_db *d, bool read_only, char *why, size_t why_len)
+{
+    const rocksdb_options_t *cf_opts[RK_CF_COUNT];
+    for (int i = 0; i < RK_CF_COUNT; i++)
+        cf_opts[i] = r->opts;
+    char *err = NULL;
+    memset(d, 0, sizeof(*d));
+    if (read_only)
+        d->db = rocksdb_open_for_read_only_column_families(r->opts, r->path, RK_CF_COUNT,
+                                                           cf_names, cf_opts, d->cf, 0, &err);
+    else
+        d->db = rocksdb_open_column_families(r->opts, r->path, RK_CF_COUNT, cf_names, cf_opts,
+                                             d->cf, &err);
+    if (err) {
+        snprintf(why, why_len, "%s", err);
+        rocksdb_free(err);
+        memset(d, 0, sizeof(*d)); /* RocksDB leaves nothing open when it fails */
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+static void rk_close(void *be)
+{
+    rk *r = be;
+    if (!r)
+        return;
+    db_close(&r->rw);
+    db_close(&r->ro);
+    if (r->wb)
+        rocksdb_writebatch_wi_destroy(r->wb);
+    if (r->opts)
+        rocksdb_options_destroy(r->opts);
+    if (r->table)
+        rocksdb_block_based_options_destroy(r->table);
+    if (r->cache)
+        rocksdb_cache_destroy(r->cache);
+    if (r->wopts)
+        rocksdb_writeoptions_destroy(r->wopts);
+    if (r->ropts)
+        rocksdb_readoptions_destroy(r->ropts);
+    pthread_rwlock_destroy(&r->rd_lock);
+    free(r->path);
+    free(r);
+}
+
+/* Options shared by every column family: a bloom filter (most lookups of a batch, such as
+ * the idempotency check of a new cid, are misses) and a shared block cache. */
+static void make_options(rk *r, const st_options *o)
+{
+    r->cache = rocksdb_cache_create_lru(o->cache_bytes ? o->cache_bytes : 64u << 20);
+    r->table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_cache(r->table, r->cache);
+    rocksdb_block_based_options_set_filter_policy(r->table, rocksdb_filterpolicy_create_bloom(10));
+    r->opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(r->opts, 1);
+    rocksdb_options_set_create_missing_column_families(r->opts, 1);
+    rocksdb_options_set_block_based_table_factory(r->opts, r->table);
+    /* Two background threads: flushes and compactions must not wait on each other. */
+    rocksdb_options_increase_parallelism(r->opts, 2);
+    /* RocksDB's own LOG stays empty. Debian's librocksdb 7.8 is built with assertions on,
+     * and once a write to LOG has failed (a full disk) the next one aborts the process
+     * (WritableFileWriter asserts that no earlier write failed): a diagnostics file would
+     * kill the gateway instead of the store refusing writes. At FATAL level nothing is
+     * written, not even the options dump at open. What matters is told through on_event.
+     * Each open rolls the empty LOG aside; keep few of those. */
+    rocksdb_options_set_info_log_level(r->opts, 4 /* FATAL_LEVEL */);
+    rocksdb_options_set_keep_log_file_num(r->opts, 2);
+    r->wopts = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(r->wopts, o->sync);
+    r->ropts = rocksdb_readoptions_create();
+}
+
+static int rk_open(const st_options *o, void **be, char *why, size_t why_len)
+{
+    *be = NULL;
+    if (mkdir(o->path, 0700) != 0 && errno != EEXIST) {
+        set_why(why, why_len, "cannot create folder", strerror(errno));
+        return ST_EIO;
+    }
+    struct stat dir;
+    if (stat(o->path, &dir) != 0) {
+        set_why(why, why_len, "cannot read folder", strerror(errno));
+        return ST_EIO;
+    }
+    rk *r = calloc(1, sizeof(*r));
+    if (!r)
+        return ST_ENOMEM;
+    pthread_rwlock_init(&r->rd_lock, NULL);
+    r->path = strdup(o->path);
+    r->dev = dir.st_dev;
+    r->ino = dir.st_ino;
+    make_options(r, o);
+    r->wb = rocksdb_writebatch_wi_create(0, 1);
+    char err[512];
+    if (!r->path || db_open(r, &r->rw, false, err, sizeof(err)) != ST_OK) {
+        set_why(why, why_len, "cannot open database", r->path ? err : "out of memory");
+        rk_close(r);
+        return ST_EIO;
+    }
+    /* From now on an open (a reopen after disk trouble) must find this database: never
+     * put a new empty one in the place of a folder that went away. */
+    rocksdb_options_set_create_if_missing(r->opts, 0);
+    rocksdb_options_set_create_missing_column_families(r->opts, 0);
+    r->rd = &r->rw;
+    *be = r;
+    return ST_OK;
+}
+
+/* ---- a batch ---------------------------------------------------------------------------- */
+
+static int rk_begin(void *be, st_op *writes, char *why, size_t why_len)
+{
+    rk *r = be;
+    r->unreadable = false;
+    return ST_OK;
+}
+
+/* Reads key from the batch, then the database, into out (want bytes, or at least want
+ * when more is set). Returns 1 found, 0 absent, ST_EIO. */
+static int get(rk *r, enum rk_cf cf, const rk_key *k, char *out, size_t want, size_t *got)
+{
+    char *err = NULL;
+    size_t n = 0;
+    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(r->wb, r->rw.db, r->ropts,
+                                                             r->rw.cf[cf], k->b, k->n, &n, &err);
+    if (err) {
+        rocksdb_free(err);
+        r->unreadable = true;
+        return ST_EIO;
+    }
+    int found = v && (got ? n >= want && n - want <= ST_MAX_ID : n == want);
+    if (found) {
+        memcpy(out, v, got ? n : want);
+        if (got)
+            *got = n;
+    }
+    rocksdb_free(v);
+    return found;
+}
+
+static void put(rk *r, enum rk_cf cf, const rk_key *k, const char *v, size_t vlen)
+{
+    rocksdb_writebatch_wi_put_cf(r->wb, r->rw.cf[cf], k->b, k->n, v, vlen);
+}
+
+static int rk_get_group(void *be, st_id gid, st_group_row *g)
+{
+    rk_key k;
+    char v[RK_GROUP_VAL];
+    rk_key_id(&k, gid);
+    int rc = get(be, RK_CF_GROUPS, &k, v, sizeof(v), NULL);
+    if (rc == 1)
+        *g = (st_group_row){st_get_be64(v), st_get_be64(v + 8)};
+    return rc;
+}
+
+static void rk_put_group(void *be, st_id gid, const st_group_row *g)
+{
+    rk_key k;
+    char v[RK_GROUP_VAL];
+    rk_key_id(&k, gid);
+    st_put_be64(v, g->last_mid);
+    st_put_be64(v + 8, g->created_ms);
+    put(be, RK_CF_GROUPS, &k, v, sizeof(v));
+}
+
+static int rk_get_member(void *be, st_id gid, st_id uid, st_member_row *m)
+{
+    rk_key k;
+    char v[RK_MEMBER_VAL];
+    rk_key_id2(&k, gid, uid);
+    int rc = get(be, RK_CF_MEMBERS, &k, v, sizeof(v), NULL);
+    if (rc == 1)
+        *m = (st_member_row){st_get_be64(v), st_get_be64(v + 8)};
+    return rc;
+}
+
+static void rk_put_member(void *be, st_id gid, st_id uid, const st_member_row *m)
+{
+    rk_key k;
+    char v[RK_MEMBER_VAL];
+    rk_key_id2(&k, gid, uid);
+    st_put_be64(v, m->ack);
+    st_put_be64(v + 8, m->joined_ms);
+    put(be, RK_CF_MEMBERS, &k, v, sizeof(v));
+}
+
+static void rk_add_member(void *be, st_id gid, st_id uid, const st_member_row *m)
+{
+    rk_put_member(be, gid, uid, m);
+    rk_key k;
+    rk_key_id2(&k, uid, gid);
+    put(be, RK_CF_USER_GROUPS, &k, "", 0);
+}
+
+static void rk_del_member(void *be, st_id gid, st_id uid)
+{
+    rk *r = be;
+    rk_key k;
+    rk_key_id2(&k, gid, uid);
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MEMBERS], k.b, k.n);
+    rk_key_id2(&k, uid, gid);
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USER_GROUPS], k.b, k.n);
+}
+
+static int rk_get_send(void *be, st_id uid, st_id cid, st_send_row *row)
+{
+    rk_key k;
+    char v[RK_SEND_HDR + ST_MAX_ID];
+    size_t n = 0;
+    rk_key_id2(&k, uid, cid);
+    int rc = get(be, RK_CF_SENDS, &k, v, RK_SEND_HDR, &n);
+    if (rc == 1) {
+        row->mid = st_get_be64(v);
+        row->ts = st_get_be64(v + 8);
+        row->gid_n = n - RK_SEND_HDR;
+        memcpy(row->gid, v + RK_SEND_HDR, row->gid_n);
+    }
+    return rc;
+}
+
+static void rk_put_send(void *be, st_id uid, st_id cid, const st_send_row *row)
+{
+    rk_key k;
+    char v[RK_SEND_HDR + ST_MAX_ID];
+    rk_key_id2(&k, uid, cid);
+    st_put_be64(v, row->mid);
+    st_put_be64(v + 8, row->ts);
+    memcpy(v + RK_SEND_HDR, row->gid, row->gid_n);
+    put(be, RK_CF_SENDS, &k, v, RK_SEND_HDR + row->gid_n);
+}
+
+static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
+                       size_t n)
+{
+    rk *r = be;
+    rk_key k;
+    rk_key_msg(&k, gid, mid);
+    /* The value is the timestamp and the record: given to RocksDB in two slices. */
+    char hdr[RK_MSG_HDR];
+    st_put_be64(hdr, ts);
+    const char *parts[2] = {hdr, rec ? rec : ""};
+    size_t sizes[2] = {RK_MSG_HDR, n};
+    const char *kp[1] = {k.b};
+    size_t ks[1] = {k.n};
+    rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
+}
+
+/* Is the folder still the one opened? false with why if it was removed or replaced. */
+static bool folder_same(rk *r, char *why, size_t why_len)
+{
+    struct stat st;
+    if (stat(r->path, &st) != 0) {
+        snprintf(why, why_len, "the store's folder %s is gone: %s", r->path, strerror(errno));
+        return false;
+    }
+    if (st.st_dev != r->dev || st.st_ino != r->ino) {
+        snprintf(why, why_len, "the store's folder %s was replaced by another one", r->path);
+        return false;
+    }
+    return true;
+}
+
+static void rk_rollback(void *be)
+{
+    rocksdb_writebatch_wi_clear(((rk *)be)->wb);
+}
+
+/* One (synced) write of the whole batch. The folder is checked before the write (write
+ * nothing into a folder that moved) and after it (do not confirm a write it was moved
+ * during). */
+static int rk_commit(void *be, char *why, size_t why_len)
+{
+    rk *r = be;
+    int rc = ST_OK;
+    if (rocksdb_writebatch_wi_count(r->wb) == 0)
+        return ST_OK;
+    char *err = NULL;
+    if (!folder_same(r, why, why_len)) {
+        rc = ST_EIO;
+    } else {
+        rocksdb_write_writebatch_wi(r->rw.db, r->wopts, r->wb, &err);
+        if (err) {
+            snprintf(why, why_len, "%s", err);
+            rocksdb_free(err);
+            rc = ST_EIO;
+        } else if (!folder_same(r, why, why_len)) {
+            rc = ST_EIO;
+        }
+    }
+    rocksdb_writebatch_wi_clear(r->wb);
+    return rc;
+}
+
+/* ---- trouble ------------------------------------------------------------------------------ */
+
+/* One small synced write: does the database take writes? */
+static bool probe_write(rk *r, char *why, size_t why_len)
+{
+    static const char key[] = "probe";
+    char val[8];
+    st_put_be64(val, st_now_ms());
+    char *err = NULL;
+    rocksdb_put_cf(r->rw.db, r->wopts, r->rw.cf[RK_CF_DEFAULT], key, sizeof(key) - 1, val,
+                   sizeof(val), &err);
+    if (!err)
+        return true;
+    snprintf(why, why_len, "%s", err);
+    rocksdb_free(err);
+    return false;
+}
+
+static int rk_probe(void *be, char *why, size_t why_len)
+{
+    rk *r = be;
+    return folder_same(r, why, why_len) && probe_write(r, why, why_len) ? ST_OK : ST_EIO;
+}
+
+/* Points readers at d (or at nothing). Waits for the reads under way to end, so that
+ * the handle they used can be closed afterwards. */
+static void set_readers(rk *r, rk_db *d)
+{
+    pthread_rwlock_wrlock(&r->rd_lock);
+    r->rd = d;
+    pthread_rwlock_unlock(&r->rd_lock);
+}
+
+/* Closes the writer's handle and opens it again; readers meanwhile use a read-only
+ * handle. False with why if the database does not open (yet). */
+static bool reopen(rk *r, char *why, size_t why_len)
+{
+    char ro_why[512];
+    if (r->rd == &r->rw) {
+        bool ro = db_open(r, &r->ro, true, ro_why, sizeof(ro_why)) == ST_OK;
+        /* Without a read-only handle reads fail (ST_EIO) until one opens: better than
+         * waiting for the reopen. */
+        set_readers(r, ro ? &r->ro : NULL);
+    }
+    db_close(&r->rw);
+    atomic_fetch_add(&r->reopens, 1);
+    if (db_open(r, &r->rw, false, why, why_len) == ST_OK)
+        return true;
+    if (!r->rd && db_open(r, &r->ro, true, ro_why, sizeof(ro_why)) == ST_OK)
+        set_readers(r, &r->ro);
+    return false;
+}
+
+static int rk_recover(void *be, char *why, size_t why_len)
+{
+    rk *r = be;
+    /* A folder that went away is not reopened (that would find nothing, or another
+     * database); the handles stay as they are until it is back. */
+    bool ok = folder_same(r, why, why_len);
+    if (ok && !(r->rw.db && probe_write(r, why, why_len)))
+        ok = reopen(r, why, why_len) && probe_write(r, why, why_len);
+    if (!ok)
+        return ST_EIO;
+    if (r->rd != &r->rw) {
+        set_readers(r, &r->rw);
+        db_close(&r->ro);
+    }
+    return ST_OK;
+}
+
+/* Messages and groups in the store: one scan of the groups (each row holds its last
+ * mid, and mids are dense). */
+static int rk_count(void *be, uint64_t *groups, uint64_t *messages)
+{
+    rk *r = be;
+    *groups = *messages = 0;
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS]);
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t vn;
+        const char *v = rocksdb_iter_value(it, &vn);
+        if (vn == RK_GROUP_VAL) {
+            (*groups)++;
+            *messages += st_get_be64(v);
+        }
+    }
+    rocksdb_iter_destroy(it);
+    return ST_OK;
+}
+
+/* Bytes of every file in the database folder: SST files, WAL, manifest. What an operator
+ * sees with du, which is what matters when a disk fills up. */
+static uint64_t folder_bytes(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    char buf[4096];
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(buf, sizeof(buf), "%s/%s", path, e->d_name);
+        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+static void rk_figures(void *be, st_stats *out)
+{
+    rk *r = be;
+    pthread_rwlock_rdlock(&r->rd_lock);
+    out->connected = r->rd != NULL;
+    pthread_rwlock_unlock(&r->rd_lock);
+    out->reconnects = atomic_load(&r->reopens);
+    out->disk_bytes = folder_bytes(r->path);
+}
+
+const st_backend st_rocks_backend = {
+    .name = "rocksdb",
+    .inline_reads = true,
+    .open = rk_open,
+    .close = rk_close,
+    .begin = rk_begin,
+    .get_group = rk_get_group,
+    .put_group = rk_put_group,
+    .get_member = rk_get_member,
+    .add_member = rk_add_member,
+    .put_member = rk_put_member,
+    .del_member = rk_del_member,
+    .get_send = rk_get_send,
+    .put_send = rk_put_send,
+    .put_msg = rk_put_msg,
+    .commit = rk_commit,
+    .rollback = rk_rollback,
+    .read = rk_read,
+    .probe = rk_probe,
+    .recover = rk_recover,
+    .count = rk_count,
+    .figures = rk_figures,
+};

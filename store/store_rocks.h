@@ -1,0 +1,77 @@
+/*
+ * Private to the RocksDB backend (store_rocks*.c): its handles and the key and value
+ * layouts shared by its writes (store_rocks.c) and its reads (store_rocks_read.c).
+ */
+#ifndef GW_STORE_ROCKS_H
+#define GW_STORE_ROCKS_H
+
+#include "store_internal.h"
+
+#include <rocksdb/c.h>
+#include <sys/types.h>
+
+/* Column families, in the order they are opened. */
+enum rk_cf {
+    RK_CF_DEFAULT = 0, /* the probe's row only; RocksDB requires it */
+    RK_CF_GROUPS,      /* gid -> last_mid, created */
+    RK_CF_MEMBERS,     /* gid | uid -> ack, joined */
+    RK_CF_USER_GROUPS, /* uid | gid -> (empty) */
+    RK_CF_MSGS,        /* gid | be64(mid) -> ts, record */
+    RK_CF_SENDS,       /* uid | cid -> mid, ts, gid */
+    RK_CF_COUNT,
+};
+
+/* One open RocksDB handle and its column families (db NULL: not open). */
+typedef struct rk_db {
+    rocksdb_t *db;
+    rocksdb_column_family_handle_t *cf[RK_CF_COUNT];
+} rk_db;
+
+typedef struct rk {
+    rk_db rw; /* the store thread's handle; only that thread uses or changes it */
+    rk_db ro; /* read-only handle that serves reads while rw is reopened */
+    /* The handle readers use (&rw, &ro, or NULL when neither is open). Readers hold
+     * rd_lock shared for a whole read; the store thread takes it exclusively only to
+     * switch rd, and closes a handle only once no reader can be using it. */
+    rk_db *rd;
+    pthread_rwlock_t rd_lock;
+    rocksdb_options_t *opts;
+    rocksdb_cache_t *cache;
+    rocksdb_block_based_table_options_t *table;
+    rocksdb_writeoptions_t *wopts; /* sync per options */
+    rocksdb_readoptions_t *ropts;  /* plain reads on the store thread */
+    rocksdb_writebatch_wi_t *wb;   /* the batch being applied (reads see it first) */
+    bool unreadable;               /* a read of the batch failed: refuse it */
+    char *path;
+    dev_t dev; /* the folder as opened: a folder removed or replaced is noticed */
+    ino_t ino;
+    atomic_uint_fast64_t reopens;
+} rk;
+
+/* Reads (store_rocks_read.c): any thread, concurrently. */
+int rk_read(void *be, st_op *reads, char *why, size_t why_len);
+
+/* ---- keys and values (store_rocks_keys.c) ---------------------------------------------
+ * Ids are length-prefixed (one byte), numbers big-endian, so one group's messages are one
+ * contiguous ordered range and a user's rows sort together. */
+#define RK_KEY_MAX (2 * (1 + ST_MAX_ID) + 8)
+
+typedef struct rk_key {
+    char b[RK_KEY_MAX];
+    size_t n;
+} rk_key;
+
+void rk_key_id(rk_key *k, st_id a);                  /* groups */
+void rk_key_id2(rk_key *k, st_id a, st_id b);        /* members, user_groups, sends */
+void rk_key_msg(rk_key *k, st_id gid, uint64_t mid); /* msgs */
+/* The smallest key greater than every key starting with k (for an upper bound). Returns
+ * false when there is none (all bytes 0xff). */
+bool rk_key_prefix_end(const rk_key *k, rk_key *end);
+
+/* Fixed-size values. */
+#define RK_GROUP_VAL 16  /* be64 last_mid, be64 created_ms */
+#define RK_MEMBER_VAL 16 /* be64 ack, be64 joined_ms */
+#define RK_MSG_HDR 8     /* be64 ts, then the record */
+#define RK_SEND_HDR 16   /* be64 mid, be64 ts, then the gid bytes */
+
+#endif

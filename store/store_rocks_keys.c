@@ -1,0 +1,46 @@
+/* Key layouts of the RocksDB backend (see store_rocks.h). */
+#include "store_rocks.h"
+
+#include <string.h>
+
+static void key_append_id(rk_key *k, st_id a)
+{
+    k->b[k->n++] = (char)(unsigned char)a.n;
+    memcpy(k->b + k->n, a.p, a.n);
+    k->n += a.n;
+}
+
+void rk_key_id(rk_key *k, st_id a)
+{
+    k->n = 0;
+    key_append_id(k, a);
+}
+
+void rk_key_id2(rk_key *k, st_id a, st_id b)
+{
+    k->n = 0;
+    key_append_id(k, a);
+    key_append_id(k, b);
+}
+
+void rk_key_msg(rk_key *k, st_id gid, uint64_t mid)
+{
+    k->n = 0;
+    key_append_id(k, gid);
+    st_put_be64(k->b + k->n, mid);
+    k->n += 8;
+}
+
+bool rk_key_prefix_end(const rk_key *k, rk_key *end)
+{
+    *end = *k;
+    while (end->n > 0) {
+        unsigned char c = (unsigned char)end->b[end->n - 1];
+        if (c != 0xff) {
+            end->b[end->n - 1] = (char)(c + 1);
+            return true;
+        }
+        end->n--;
+    }
+    return false;
+}

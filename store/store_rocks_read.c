@@ -1,0 +1,223 @@
+/*
+ * Reads of the RocksDB backend: committed state only, from any thread, answered at once.
+ * Each read that combines several rows (a page and its group's last_mid, a user's groups
+ * with their acks) uses one snapshot so the figures agree with each other.
+ *
+ * A read holds rd_lock shared from start to end and uses the handle rd points to: the
+ * store thread may reopen the database after disk trouble, and it switches rd (and
+ * closes the old handle) only under the lock held exclusively.
+ */
+#include "store_rocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct reader {
+    rk *r;
+    const rk_db *d; /* the handle of this read, pinned by rd_lock */
+    const rocksdb_snapshot_t *snap;
+    rocksdb_readoptions_t *ro;
+} reader;
+
+/* ST_EIO when no handle is open (both the reopen and the read-only open failed). */
+static int reader_open(reader *rd, rk *r)
+{
+    pthread_rwlock_rdlock(&r->rd_lock);
+    rd->r = r;
+    rd->d = r->rd;
+    if (!rd->d) {
+        pthread_rwlock_unlock(&r->rd_lock);
+        return ST_EIO;
+    }
+    rd->snap = rocksdb_create_snapshot(rd->d->db);
+    rd->ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_snapshot(rd->ro, rd->snap);
+    return ST_OK;
+}
+
+static void reader_close(reader *rd)
+{
+    rocksdb_readoptions_destroy(rd->ro);
+    rocksdb_release_snapshot(rd->d->db, rd->snap);
+    pthread_rwlock_unlock(&rd->r->rd_lock);
+}
+
+/* Reads a fixed-size row into out. Returns 1 found, 0 absent, ST_EIO on error. */
+static int get_row(reader *rd, enum rk_cf cf, const rk_key *k, char *out, size_t want)
+{
+    char *err = NULL;
+    size_t n = 0;
+    char *v = rocksdb_get_cf(rd->d->db, rd->ro, rd->d->cf[cf], k->b, k->n, &n, &err);
+    if (err) {
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    int found = v && n == want;
+    if (found)
+        memcpy(out, v, want);
+    rocksdb_free(v);
+    return found;
+}
+
+static int read_last_mid(reader *rd, st_id gid, uint64_t *last_mid)
+{
+    rk_key k;
+    char v[RK_GROUP_VAL];
+    rk_key_id(&k, gid);
+    int rc = get_row(rd, RK_CF_GROUPS, &k, v, sizeof(v));
+    if (rc < 0)
+        return rc;
+    if (rc == 0)
+        return ST_ENOGROUP;
+    *last_mid = st_get_be64(v);
+    return ST_OK;
+}
+
+static int read_ack(reader *rd, st_id gid, st_id uid, uint64_t *ack)
+{
+    rk_key k;
+    char v[RK_MEMBER_VAL];
+    rk_key_id2(&k, gid, uid);
+    int rc = get_row(rd, RK_CF_MEMBERS, &k, v, sizeof(v));
+    if (rc < 0)
+        return rc;
+    if (rc == 0)
+        return ST_ENOTMEMBER;
+    *ack = st_get_be64(v);
+    return ST_OK;
+}
+
+static int read_group(reader *rd, st_op *op)
+{
+    int rc = read_last_mid(rd, op->gid, &op->last_mid);
+    if (rc == ST_OK && op->uid.n)
+        rc = read_ack(rd, op->gid, op->uid, &op->ack);
+    return rc;
+}
+
+static int read_groups(reader *rd, st_op *op)
+{
+    rk_key lo, hi;
+    rk_key_id(&lo, op->uid);
+    bool bounded = rk_key_prefix_end(&lo, &hi);
+    if (!(op->groups = st_groups_new()))
+        return ST_ENOMEM;
+    if (bounded)
+        rocksdb_readoptions_set_iterate_upper_bound(rd->ro, hi.b, hi.n);
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_USER_GROUPS]);
+    int rc = ST_OK;
+    for (rocksdb_iter_seek(it, lo.b, lo.n); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kn;
+        const char *kp = rocksdb_iter_key(it, &kn);
+        if (kn <= lo.n + 1 || memcmp(kp, lo.b, lo.n) != 0)
+            break; /* past this user's rows (only reached when unbounded) */
+        st_id gid = {kp + lo.n + 1, (unsigned char)kp[lo.n]};
+        uint64_t last_mid, ack;
+        if (read_last_mid(rd, gid, &last_mid) != ST_OK || read_ack(rd, gid, op->uid, &ack) != ST_OK)
+            continue; /* a row left over from a half-applied leave cannot exist (one batch) */
+        if ((rc = st_groups_add(op->groups, gid, last_mid, ack)) != ST_OK)
+            break;
+    }
+    if (rc == ST_OK) {
+        char *err = NULL;
+        rocksdb_iter_get_error(it, &err);
+        if (err) {
+            rocksdb_free(err);
+            rc = ST_EIO;
+        }
+    }
+    rocksdb_iter_destroy(it);
+    return rc;
+}
+
+/*
+ * One bounded scan over mids [lo, hi] in the direction of reading (ascending after a mid,
+ * descending before one), so that when max_bytes cuts the page short it keeps the
+ * messages nearest to where the client is reading. At least one message is always kept.
+ */
+static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir,
+                size_t max_bytes, st_page *p, bool *cut)
+{
+    rk_key klo, khi;
+    rk_key_msg(&klo, gid, lo);
+    rk_key_msg(&khi, gid, hi + 1);
+    size_t cap = (size_t)(hi - lo + 1), n = 0;
+    rocksdb_readoptions_set_iterate_lower_bound(rd->ro, klo.b, klo.n);
+    rocksdb_readoptions_set_iterate_upper_bound(rd->ro, khi.b, khi.n);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MSGS]);
+    bool back = dir == ST_BEFORE;
+    if (back)
+        rocksdb_iter_seek_to_last(it);
+    else
+        rocksdb_iter_seek_to_first(it);
+    int rc = ST_OK;
+    *cut = false;
+    for (; rocksdb_iter_valid(it) && n < cap; back ? rocksdb_iter_prev(it) : rocksdb_iter_next(it)) {
+        size_t kn, vn;
+        const char *kp = rocksdb_iter_key(it, &kn);
+        const char *vp = rocksdb_iter_value(it, &vn);
+        if (kn != klo.n || vn < RK_MSG_HDR)
+            continue;
+        size_t rn = vn - RK_MSG_HDR;
+        if (n > 0 && st_page_bytes(p) + rn > max_bytes) {
+            *cut = true;
+            break;
+        }
+        if ((rc = st_page_add(p, st_get_be64(kp + kn - 8), st_get_be64(vp), vp + RK_MSG_HDR, rn)))
+            break;
+        n++;
+    }
+    if (rc == ST_OK) {
+        char *err = NULL;
+        rocksdb_iter_get_error(it, &err);
+        if (err) {
+            rocksdb_free(err);
+            rc = ST_EIO;
+        }
+    }
+    rocksdb_iter_destroy(it);
+    return rc;
+}
+
+static int read_page(reader *rd, st_op *op)
+{
+    uint64_t last_mid = 0, lo, hi;
+    int rc = read_last_mid(rd, op->gid, &last_mid);
+    if (rc != ST_OK)
+        return rc;
+    if (!(op->page = st_page_new(last_mid)))
+        return ST_ENOMEM;
+    bool cut = false, more = false;
+    if (st_page_range(op->dir, op->from, op->limit, last_mid, &lo, &hi)) {
+        rc = scan(rd, op->gid, lo, hi, op->dir, op->max_bytes ? op->max_bytes : SIZE_MAX,
+                  op->page, &cut);
+        more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > 1);
+    }
+    st_page_finish(op->page, op->dir == ST_BEFORE, more);
+    return rc;
+}
+
+int rk_read(void *be, st_op *reads, char *why, size_t why_len)
+{
+    for (st_op *op = reads; op; op = op->next_) {
+        reader rd;
+        op->result = reader_open(&rd, be);
+        if (op->result != ST_OK)
+            continue;
+        switch (op->kind) {
+        case ST_OP_READ_PAGE: op->result = read_page(&rd, op); break;
+        case ST_OP_READ_GROUPS: op->result = read_groups(&rd, op); break;
+        case ST_OP_READ_GROUP: op->result = read_group(&rd, op); break;
+        default: op->result = ST_EINVAL; break;
+        }
+        reader_close(&rd);
+        if (op->result != ST_OK) { /* nothing half-made goes back */
+            st_page_free(op->page);
+            op->page = NULL;
+            st_groups_free(op->groups);
+            op->groups = NULL;
+        }
+    }
+    return ST_OK; /* a failed read says so in its result; the store is not in trouble */
+}

@@ -1,0 +1,75 @@
+/* Small helpers every part of the store uses: ids, big-endian numbers, clocks, errors. */
+#include "store_internal.h"
+
+#include <string.h>
+#include <time.h>
+
+bool st_id_ok(st_id id)
+{
+    if (id.p == NULL || id.n < 1 || id.n > ST_MAX_ID)
+        return false;
+    /* Printable ASCII without space: a key as it is for RocksDB, and text that no
+     * PostgreSQL encoding or collation treats specially. */
+    for (size_t i = 0; i < id.n; i++)
+        if ((unsigned char)id.p[i] < 0x21 || (unsigned char)id.p[i] > 0x7e)
+            return false;
+    return true;
+}
+
+st_id st_id_str(const char *s)
+{
+    return (st_id){s, s ? strlen(s) : 0};
+}
+
+void st_put_be64(char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+uint64_t st_get_be64(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | (unsigned char)p[i];
+    return v;
+}
+
+static uint64_t clock_us(clockid_t c)
+{
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+uint64_t st_now_ms(void)
+{
+    return clock_us(CLOCK_REALTIME) / 1000u;
+}
+
+uint64_t st_mono_ms(void)
+{
+    return clock_us(CLOCK_MONOTONIC) / 1000u;
+}
+
+uint64_t st_mono_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
+}
+
+const char *st_strerror(int err)
+{
+    switch (err) {
+    case ST_OK: return "ok";
+    case ST_EINVAL: return "invalid argument";
+    case ST_ENOGROUP: return "no such group";
+    case ST_ENOTMEMBER: return "not a member of the group";
+    case ST_ECONFLICT: return "client message id already used for another group";
+    case ST_EIO: return "storage error";
+    case ST_ENOMEM: return "out of memory";
+    case ST_ECLOSED: return "store is closing";
+    default: return "unknown error";
+    }
+}
