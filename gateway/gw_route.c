@@ -499,6 +499,8 @@ void gw_route_complete(gw_server *srv, gw_pending *p)
         else
             srv->n.ack_writes++, srv->n.ack_entries_written += p->op.n_acks;
         break;
+    default:
+        break;
     }
     if (s && s->paused)
         gw_sess_flow(s);

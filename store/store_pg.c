@@ -1,9 +1,637 @@
-/* placeholder while the RocksDB side is checked */
-#include "store_internal.h"
+/*
+ * The PostgreSQL backend: several gateways over one database.
+ *
+ * A batch is one transaction in two round trips, whatever the number of ops:
+ *   1. BEGIN; lock the rows of every group the batch touches and read them, lock and read
+ *      every membership it names, read every (uid, cid) its appends name;
+ *   2. the batch's changes as a few statements over arrays (insert the messages and the
+ *      sends, update the groups' last_mid, insert, update or delete memberships); COMMIT.
+ * Between the two, the ops are applied in C (store_apply.c) to the rows read in 1, kept
+ * here by key with what the batch did to them; so the rules are the RocksDB backend's,
+ * written once. Groups are locked in key order and memberships after them in key order,
+ * so two gateways writing one database take their locks in one order (no deadlock) and a
+ * group's last_mid cannot move under a batch: mids stay dense and are never reused. What
+ * can still collide is a row that did not exist when read (the same (uid, cid) sent
+ * through two gateways at once, a group created by two): the insert fails on its key,
+ * the transaction rolls back, and the core applies the batch again (ST_EAGAIN), which
+ * then finds the other's row.
+ *
+ * A connection lost or timed out during a batch makes its outcome unknown when it was
+ * lost during the COMMIT: every op gets ST_EIO (`unavailable`), and a resend with the
+ * same cid is stored at most once (sends). The store then reconnects (recover).
+ *
+ * Reads (store_pg_read.c) run on the store thread after the batch's commit, all of them
+ * in one round trip.
+ */
+#include "store_pg.h"
+
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the batch's rows ------------------------------------------------------------------- */
+
+static size_t make_key(char *key, char kind, st_id a, st_id b)
+{
+    size_t n = 0;
+    key[n++] = kind;
+    key[n++] = (char)a.n;
+    memcpy(key + n, a.p, a.n);
+    n += a.n;
+    if (b.n) {
+        key[n++] = (char)b.n;
+        memcpy(key + n, b.p, b.n);
+        n += b.n;
+    }
+    return n;
+}
+
+static pg_row *row_find(pg *p, char kind, st_id a, st_id b)
+{
+    char key[sizeof(((pg_row *)0)->key)];
+    size_t n = make_key(key, kind, a, b);
+    pg_row *r = NULL;
+    HASH_FIND(hh, p->rows, key, n, r);
+    return r;
+}
+
+/* The row for (kind, a, b), added (not existing, not present) if new. NULL: no memory. */
+static pg_row *row_want(pg *p, char kind, st_id a, st_id b)
+{
+    pg_row *r = row_find(p, kind, a, b);
+    if (r)
+        return r;
+    if (!(r = calloc(1, sizeof(*r))))
+        return NULL;
+    r->kind = kind;
+    r->key_n = make_key(r->key, kind, a, b);
+    r->a = (st_id){r->key + 2, a.n};
+    r->b = b.n ? (st_id){r->key + 3 + a.n, b.n} : (st_id){NULL, 0};
+    HASH_ADD(hh, p->rows, key, r->key_n, r);
+    return r;
+}
+
+static void rows_clear(pg *p)
+{
+    pg_row *r, *tmp;
+    HASH_ITER(hh, p->rows, r, tmp)
+    {
+        HASH_DEL(p->rows, r);
+        free(r);
+    }
+    p->n_msgs = 0;
+}
+
+/* Every row the ops may read, by key. False: out of memory. */
+static bool want_rows(pg *p, st_op *writes)
+{
+    static const st_id none = {NULL, 0};
+    for (st_op *op = writes; op; op = op->next_) {
+        bool ok = true;
+        switch (op->kind) {
+        case ST_OP_APPEND:
+            ok = row_want(p, 's', op->uid, op->cid) != NULL;
+            __attribute__((fallthrough)); /* an append also reads its group, membership */
+        case ST_OP_JOIN:
+        case ST_OP_LEAVE:
+            ok = ok && row_want(p, 'g', op->gid, none) && row_want(p, 'm', op->gid, op->uid);
+            break;
+        case ST_OP_ACKS:
+            for (size_t i = 0; ok && i < op->n_acks; i++)
+                ok = row_want(p, 'g', op->acks[i].gid, none) &&
+                     row_want(p, 'm', op->acks[i].gid, op->acks[i].uid);
+            break;
+        default: break;
+        }
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* ---- round trip 1: lock and read ------------------------------------------------------- */
+
+static void rollback_now(pg *p);
+
+static int fail_tx(pg *p, PGresult *r, const char *what, char *why, size_t why_len)
+{
+    int rc = pg_retryable(r) ? ST_EAGAIN : ST_EIO;
+    pg_why(p, r, what, why, why_len);
+    PQclear(r);
+    return rc;
+}
+
+/* Takes the results of round trip 1 into the rows. */
+static int take_reads(pg *p, int n_stmts, char *why, size_t why_len)
+{
+    int rc = ST_OK;
+    for (int i = 0; i < n_stmts; i++) {
+        PGresult *r = pg_result(p, why, why_len);
+        if (!r)
+            return ST_EIO;
+        ExecStatusType st = PQresultStatus(r);
+        if (rc == ST_OK && st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+            rc = fail_tx(p, r, "reading the batch's rows failed", why, why_len);
+            continue;
+        }
+        if (st != PGRES_TUPLES_OK) {
+            PQclear(r);
+            continue;
+        }
+        int cols = PQnfields(r);
+        for (int row = 0; row < PQntuples(r); row++) {
+            pg_row *x = NULL;
+            if (cols == 3) { /* groups: gid, last_mid, created_ms */
+                x = row_find(p, 'g', pg_get_id(r, row, 0), (st_id){NULL, 0});
+                if (x)
+                    x->v.g = (st_group_row){pg_get_int8(r, row, 1), pg_get_int8(r, row, 2)};
+            } else if (cols == 4) { /* members: gid, uid, ack, joined_ms */
+                x = row_find(p, 'm', pg_get_id(r, row, 0), pg_get_id(r, row, 1));
+                if (x)
+                    x->v.m = (st_member_row){pg_get_int8(r, row, 2), pg_get_int8(r, row, 3)};
+            } else if (cols == 5) { /* sends: uid, cid, gid, mid, ts */
+                x = row_find(p, 's', pg_get_id(r, row, 0), pg_get_id(r, row, 1));
+                st_id gid = pg_get_id(r, row, 2);
+                if (x && gid.n <= ST_MAX_ID) {
+                    x->v.s.mid = pg_get_int8(r, row, 3);
+                    x->v.s.ts = pg_get_int8(r, row, 4);
+                    x->v.s.gid_n = gid.n;
+                    memcpy(x->v.s.gid, gid.p, gid.n);
+                }
+            }
+            if (x)
+                x->existed = x->present = true;
+        }
+        PQclear(r);
+    }
+    int end = pg_end(p, why, why_len);
+    return rc != ST_OK ? rc : end;
+}
+
+static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
+{
+    pg *p = be;
+    rows_clear(p);
+    if (!p->conn) {
+        snprintf(why, why_len, "not connected to the database (%s)", p->where);
+        return ST_EIO;
+    }
+    if (!want_rows(p, writes)) {
+        snprintf(why, why_len, "out of memory");
+        return ST_EIO;
+    }
+    /* The keys, as arrays: groups; memberships (gid, uid); sends (uid, cid). */
+    size_t ng = 0, nm = 0, ns = 0;
+    pg_row *r, *tmp;
+    HASH_ITER(hh, p->rows, r, tmp)
+        r->kind == 'g' ? ng++ : r->kind == 'm' ? nm++ : ns++;
+    pg_buf g = {0}, mg = {0}, mu = {0}, su = {0}, sc = {0};
+    pg_arr_begin(&g, PG_OID_TEXT, ng);
+    pg_arr_begin(&mg, PG_OID_TEXT, nm);
+    pg_arr_begin(&mu, PG_OID_TEXT, nm);
+    pg_arr_begin(&su, PG_OID_TEXT, ns);
+    pg_arr_begin(&sc, PG_OID_TEXT, ns);
+    HASH_ITER(hh, p->rows, r, tmp)
+    {
+        if (r->kind == 'g') {
+            pg_arr_bytes(&g, r->a.p, r->a.n);
+        } else if (r->kind == 'm') {
+            pg_arr_bytes(&mg, r->a.p, r->a.n);
+            pg_arr_bytes(&mu, r->b.p, r->b.n);
+        } else {
+            pg_arr_bytes(&su, r->a.p, r->a.n);
+            pg_arr_bytes(&sc, r->b.p, r->b.n);
+        }
+    }
+    int n = 0, rc = pg_send(p, PG_BEGIN, NULL, 0);
+    p->in_tx = true;
+    n++;
+    pg_buf *pgr[] = {&g}, *pmem[] = {&mg, &mu}, *psnd[] = {&su, &sc};
+    if (rc == ST_OK && ng && (rc = pg_send(p, PG_LOCK_GROUPS, pgr, 1)) == ST_OK)
+        n++;
+    if (rc == ST_OK && nm && (rc = pg_send(p, PG_LOCK_MEMBERS, pmem, 2)) == ST_OK)
+        n++;
+    if (rc == ST_OK && ns && (rc = pg_send(p, PG_GET_SENDS, psnd, 2)) == ST_OK)
+        n++;
+    pg_buf_free(&g), pg_buf_free(&mg), pg_buf_free(&mu), pg_buf_free(&su), pg_buf_free(&sc);
+    if (rc == ST_OK)
+        rc = pg_sync(p, why, why_len);
+    else
+        pg_why(p, NULL, "sending to the database failed", why, why_len);
+    if (rc == ST_OK)
+        rc = take_reads(p, n, why, why_len);
+    if (rc != ST_OK)
+        rollback_now(p);
+    return rc;
+}
+
+/* ---- the rows as the ops see them ------------------------------------------------------- */
+
+static int get_row(pg *p, char kind, st_id a, st_id b, pg_row **out)
+{
+    pg_row *r = row_find(p, kind, a, b);
+    if (!r)
+        return ST_EIO; /* not read at begin: cannot happen (want_rows names every key) */
+    *out = r;
+    return r->present ? 1 : 0;
+}
+
+static pg_row *changed(pg *p, char kind, st_id a, st_id b)
+{
+    pg_row *r = row_find(p, kind, a, b); /* always there: read by the op before */
+    if (r)
+        r->present = r->dirty = true;
+    return r;
+}
+
+static int pg_get_group(void *be, st_id gid, st_group_row *g)
+{
+    pg_row *r;
+    int rc = get_row(be, 'g', gid, (st_id){NULL, 0}, &r);
+    if (rc == 1)
+        *g = r->v.g;
+    return rc;
+}
+
+static void pg_put_group(void *be, st_id gid, const st_group_row *g)
+{
+    pg_row *r = changed(be, 'g', gid, (st_id){NULL, 0});
+    if (r)
+        r->v.g = *g;
+}
+
+static int pg_get_member(void *be, st_id gid, st_id uid, st_member_row *m)
+{
+    pg_row *r;
+    int rc = get_row(be, 'm', gid, uid, &r);
+    if (rc == 1)
+        *m = r->v.m;
+    return rc;
+}
+
+static void pg_put_member(void *be, st_id gid, st_id uid, const st_member_row *m)
+{
+    pg_row *r = changed(be, 'm', gid, uid);
+    if (r)
+        r->v.m = *m;
+}
+
+static void pg_del_member(void *be, st_id gid, st_id uid)
+{
+    pg_row *r = row_find(be, 'm', gid, uid);
+    if (r) {
+        r->present = false;
+        r->dirty = true;
+    }
+}
+
+static int pg_get_send(void *be, st_id uid, st_id cid, st_send_row *s)
+{
+    pg_row *r;
+    int rc = get_row(be, 's', uid, cid, &r);
+    if (rc == 1)
+        *s = r->v.s;
+    return rc;
+}
+
+static void pg_put_send(void *be, st_id uid, st_id cid, const st_send_row *s)
+{
+    pg_row *r = changed(be, 's', uid, cid);
+    if (r)
+        r->v.s = *s;
+}
+
+static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
+                       size_t n)
+{
+    pg *p = be;
+    if (p->n_msgs == p->cap_msgs) {
+        size_t cap = p->cap_msgs ? p->cap_msgs * 2 : 64;
+        pg_msg *nm = realloc(p->msgs, cap * sizeof(*nm));
+        if (!nm)
+            abort(); /* a few dozen bytes per message: no way to go on without them */
+        p->msgs = nm;
+        p->cap_msgs = cap;
+    }
+    p->msgs[p->n_msgs++] = (pg_msg){gid, mid, ts, rec, n};
+}
+
+/* ---- round trip 2: write and commit ----------------------------------------------------- */
+
+/* What a row's change means at the end of the batch. */
+enum change { NONE, INSERT, UPDATE, DELETE };
+
+static enum change change_of(const pg_row *r)
+{
+    if (!r->dirty)
+        return NONE;
+    if (r->present)
+        return r->existed ? UPDATE : INSERT;
+    return r->existed ? DELETE : NONE;
+}
+
+/* Queues one statement over the rows of kind with the given change; 0 if none. */
+static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n_stmts)
+{
+    size_t n = 0;
+    pg_row *r, *tmp;
+    HASH_ITER(hh, p->rows, r, tmp)
+        n += r->kind == kind && change_of(r) == want;
+    if (!n)
+        return ST_OK;
+    pg_buf a[5] = {{0}};
+    int np = kind == 'g' ? (want == INSERT ? 3 : 2) : kind == 's' ? 5 : (want == DELETE ? 2 : 4);
+    static const unsigned oids[3][5] = {
+        {PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, 0, 0},                     /* groups */
+        {PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, 0},           /* members */
+        {PG_OID_TEXT, PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8}, /* sends */
+    };
+    int k = kind == 'g' ? 0 : kind == 'm' ? 1 : 2;
+    for (int i = 0; i < np; i++)
+        pg_arr_begin(&a[i], oids[k][i], n);
+    HASH_ITER(hh, p->rows, r, tmp)
+    {
+        if (r->kind != kind || change_of(r) != want)
+            continue;
+        pg_arr_bytes(&a[0], r->a.p, r->a.n);
+        if (kind == 'g') {
+            pg_arr_int8(&a[1], r->v.g.last_mid);
+            if (want == INSERT)
+                pg_arr_int8(&a[2], r->v.g.created_ms);
+        } else if (kind == 'm') {
+            pg_arr_bytes(&a[1], r->b.p, r->b.n);
+            if (want != DELETE) {
+                pg_arr_int8(&a[2], r->v.m.ack);
+                pg_arr_int8(&a[3], r->v.m.joined_ms);
+            }
+        } else {
+            pg_arr_bytes(&a[1], r->b.p, r->b.n);
+            pg_arr_bytes(&a[2], r->v.s.gid, r->v.s.gid_n);
+            pg_arr_int8(&a[3], r->v.s.mid);
+            pg_arr_int8(&a[4], r->v.s.ts);
+        }
+    }
+    pg_buf *params[5] = {&a[0], &a[1], &a[2], &a[3], &a[4]};
+    int rc = pg_send(p, st, params, np);
+    for (int i = 0; i < 5; i++)
+        pg_buf_free(&a[i]);
+    if (rc == ST_OK)
+        (*n_stmts)++;
+    return rc;
+}
+
+static int send_msgs(pg *p, int *n_stmts)
+{
+    if (!p->n_msgs)
+        return ST_OK;
+    pg_buf a[4] = {{0}};
+    pg_arr_begin(&a[0], PG_OID_TEXT, p->n_msgs);
+    pg_arr_begin(&a[1], PG_OID_INT8, p->n_msgs);
+    pg_arr_begin(&a[2], PG_OID_INT8, p->n_msgs);
+    pg_arr_begin(&a[3], PG_OID_BYTEA, p->n_msgs);
+    for (size_t i = 0; i < p->n_msgs; i++) {
+        const pg_msg *m = &p->msgs[i];
+        pg_arr_bytes(&a[0], m->gid.p, m->gid.n);
+        pg_arr_int8(&a[1], m->mid);
+        pg_arr_int8(&a[2], m->ts);
+        pg_arr_bytes(&a[3], m->rec, m->n);
+    }
+    pg_buf *params[4] = {&a[0], &a[1], &a[2], &a[3]};
+    int rc = pg_send(p, PG_INS_MSGS, params, 4);
+    for (int i = 0; i < 4; i++)
+        pg_buf_free(&a[i]);
+    if (rc == ST_OK)
+        (*n_stmts)++;
+    return rc;
+}
+
+/* Sends ROLLBACK of an open transaction and waits for it; the connection may be gone. */
+static void rollback_now(pg *p)
+{
+    char why[256];
+    if (p->conn && p->in_tx && pg_send(p, PG_ROLLBACK, NULL, 0) == ST_OK &&
+        pg_sync(p, why, sizeof(why)) == ST_OK) {
+        PQclear(pg_result(p, why, sizeof(why)));
+        pg_end(p, why, sizeof(why));
+    }
+    p->in_tx = false;
+}
+
+static void pg_rollback(void *be)
+{
+    rollback_now(be);
+    rows_clear(be);
+}
+
+static int pg_commit(void *be, char *why, size_t why_len)
+{
+    pg *p = be;
+    int n = 0, rc = ST_OK;
+    /* Messages and sends first: a (uid, cid) taken meanwhile by another gateway fails
+     * here, before anything else is sent. */
+    if (rc == ST_OK)
+        rc = send_msgs(p, &n);
+    if (rc == ST_OK)
+        rc = send_rows(p, PG_INS_SENDS, 's', INSERT, &n);
+    if (rc == ST_OK)
+        rc = send_rows(p, PG_INS_GROUPS, 'g', INSERT, &n);
+    if (rc == ST_OK)
+        rc = send_rows(p, PG_UPD_GROUPS, 'g', UPDATE, &n);
+    if (rc == ST_OK)
+        rc = send_rows(p, PG_DEL_MEMBERS, 'm', DELETE, &n);
+    if (rc == ST_OK)
+        rc = send_rows(p, PG_INS_MEMBERS, 'm', INSERT, &n);
+    if (rc == ST_OK)
+        rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
+    if (rc == ST_OK && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
+        n++;
+    rows_clear(p);
+    if (rc == ST_ENOMEM) {
+        snprintf(why, why_len, "out of memory for the batch");
+        return ST_EIO;
+    }
+    if (rc == ST_OK)
+        rc = pg_sync(p, why, why_len);
+    else
+        pg_why(p, NULL, "sending to the database failed", why, why_len);
+    if (rc != ST_OK) {
+        p->in_tx = false;
+        return ST_EIO; /* nothing was committed: the connection is gone before COMMIT */
+    }
+    int out = ST_OK;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = pg_result(p, why, why_len);
+        if (!r) {
+            /* Lost while the server had the COMMIT: it may or may not have happened. */
+            snprintf(why + strlen(why), why_len - strlen(why),
+                     "; the batch's commit outcome is unknown");
+            p->in_tx = false;
+            return ST_EIO;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (out == ST_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            out = fail_tx(p, r, "writing the batch failed", why, why_len);
+        else
+            PQclear(r);
+    }
+    int end = pg_end(p, why, why_len);
+    if (end != ST_OK) {
+        p->in_tx = false;
+        return ST_EIO;
+    }
+    /* A statement that failed left the transaction aborted (its COMMIT was skipped). */
+    if (out != ST_OK || PQtransactionStatus(p->conn) != PQTRANS_IDLE)
+        rollback_now(p);
+    p->in_tx = false;
+    return out;
+}
+
+/* ---- life cycle, trouble, figures ----------------------------------------------------- */
+
+static void pg_close(void *be)
+{
+    pg *p = be;
+    if (!p)
+        return;
+    pg_disconnect(p);
+    rows_clear(p);
+    free(p->msgs);
+    free(p->url);
+    free(p->kw);
+    free(p->val);
+    free(p);
+}
+
+/* One statement without parameters in a round trip of its own; its result, or NULL. */
+static PGresult *one(pg *p, enum pg_stmt st, char *why, size_t why_len)
+{
+    if (pg_send(p, st, NULL, 0) != ST_OK || pg_sync(p, why, why_len) != ST_OK) {
+        if (!why[0])
+            pg_why(p, NULL, "sending to the database failed", why, why_len);
+        return NULL;
+    }
+    PGresult *r = pg_result(p, why, why_len);
+    if (pg_end(p, why, why_len) != ST_OK) {
+        PQclear(r);
+        return NULL;
+    }
+    if (r && PQresultStatus(r) != PGRES_TUPLES_OK) {
+        pg_why(p, r, "a query failed", why, why_len);
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void refresh_size(pg *p)
+{
+    char why[256] = "";
+    PGresult *r = p->conn ? one(p, PG_SIZE, why, sizeof(why)) : NULL;
+    if (r && PQntuples(r) == 1)
+        atomic_store(&p->disk_bytes, pg_get_int8(r, 0, 0));
+    PQclear(r);
+}
+
+static int pg_count(void *be, uint64_t *groups, uint64_t *messages)
+{
+    pg *p = be;
+    char why[256] = "";
+    PGresult *r = p->conn ? one(p, PG_COUNT, why, sizeof(why)) : NULL;
+    int rc = r && PQntuples(r) == 1 ? ST_OK : ST_EIO;
+    if (rc == ST_OK) {
+        *groups = pg_get_int8(r, 0, 0);
+        *messages = pg_get_int8(r, 0, 1);
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Idle for a second: is the connection there, and on a server that takes writes? (After
+ * a failover the old primary may come back as a standby.) Every ten probes the
+ * database's size is taken again for the figures. */
+static int pg_probe(void *be, char *why, size_t why_len)
+{
+    pg *p = be;
+    if (!p->conn) {
+        snprintf(why, why_len, "not connected to the database (%s)", p->where);
+        return ST_EIO;
+    }
+    PGresult *r = one(p, PG_RECOVERY, why, why_len);
+    if (!r)
+        return ST_EIO;
+    bool standby = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0];
+    PQclear(r);
+    if (standby) {
+        snprintf(why, why_len, "the database is a standby now and takes no writes (%s)",
+                 p->where);
+        return ST_EIO;
+    }
+    if (++p->probe_n % 10 == 0)
+        refresh_size(p);
+    return ST_OK;
+}
+
+/* After trouble: a new connection (the old one's state is unknown), then the probe. */
+static int pg_recover(void *be, char *why, size_t why_len)
+{
+    pg *p = be;
+    atomic_fetch_add(&p->reconnects, 1);
+    int rc = pg_connect(p, why, why_len);
+    if (rc == ST_OK)
+        rc = pg_probe(p, why, why_len);
+    if (rc == ST_OK)
+        refresh_size(p);
+    return rc == ST_OK ? ST_OK : ST_EIO;
+}
+
 static int pg_open(const st_options *o, void **be, char *why, size_t why_len)
 {
-    snprintf(why, why_len, "postgres backend not built");
-    return ST_EINVAL;
+    *be = NULL;
+    pg *p = calloc(1, sizeof(*p));
+    if (!p)
+        return ST_ENOMEM;
+    p->sync = o->sync;
+    int rc = pg_parse_url(p, o->url, why, why_len);
+    if (rc == ST_OK)
+        rc = pg_connect(p, why, why_len);
+    if (rc == ST_OK)
+        refresh_size(p);
+    if (rc != ST_OK && rc != ST_EIO) {
+        pg_close(p);
+        return rc;
+    }
+    *be = p;
+    return rc == ST_EIO ? ST_EDOWN : ST_OK;
 }
-const st_backend st_pg_backend = {.name = "postgres", .open = pg_open};
+
+static void pg_figures(void *be, st_stats *out)
+{
+    pg *p = be;
+    out->connected = atomic_load(&p->connected);
+    out->reconnects = atomic_load(&p->reconnects);
+    out->disk_bytes = atomic_load(&p->disk_bytes);
+}
+
+const st_backend st_pg_backend = {
+    .name = "postgres",
+    .inline_reads = false,
+    .open = pg_open,
+    .close = pg_close,
+    .begin = pg_begin,
+    .get_group = pg_get_group,
+    .put_group = pg_put_group,
+    .get_member = pg_get_member,
+    .add_member = pg_put_member,
+    .put_member = pg_put_member,
+    .del_member = pg_del_member,
+    .get_send = pg_get_send,
+    .put_send = pg_put_send,
+    .put_msg = pg_put_msg,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .read = pg_read,
+    .probe = pg_probe,
+    .recover = pg_recover,
+    .count = pg_count,
+    .figures = pg_figures,
+};

@@ -1,4 +1,5 @@
 #include "fixture.h"
+#include "pgfx.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
@@ -10,6 +11,8 @@
 
 char *fx_tmpdir(void)
 {
+    if (pgfx_on())
+        return pgfx_db_new();
     const char *base = getenv("TMPDIR");
     char buf[512];
     snprintf(buf, sizeof(buf), "%s/gw-store-test-XXXXXX", base && *base ? base : "/tmp");
@@ -24,6 +27,10 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 
 void fx_rmtree(const char *path)
 {
+    if (fx_is_url(path)) {
+        pgfx_db_drop(path);
+        return;
+    }
     nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -31,13 +38,26 @@ st_store *fx_open(const char *path, bool sync)
 {
     st_options o;
     st_options_init(&o);
-    o.path = path;
+    fx_locate(&o, path);
     o.sync = sync;
     st_store *s = NULL;
     char err[256] = "";
     int rc = st_open(&o, &s, err, sizeof(err));
     cr_assert_eq(rc, 0, "st_open: %s (%s)", st_strerror(rc), err);
     return s;
+}
+
+bool fx_is_url(const char *where)
+{
+    return strncmp(where, "postgresql://", 13) == 0;
+}
+
+void fx_locate(st_options *o, const char *where)
+{
+    if (fx_is_url(where))
+        o->url = where;
+    else
+        o->path = where;
 }
 
 void fx_join(st_store *s, const char *gid, const char *uid)
@@ -55,8 +75,28 @@ uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *ci
     return mid;
 }
 
+/* The tables' rows and the bytes of their tuples (the groups' rows are updated in place,
+ * and keep their size). */
+static void count_pg_rows(const char *url, uint64_t *rows, uint64_t *bytes)
+{
+    static const char *const tables[] = {"groups", "members", "msgs", "sends"};
+    *rows = *bytes = 0;
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        char sql[160];
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM gw.%s", tables[i]);
+        *rows += (uint64_t)pgfx_scalar(url, sql);
+        snprintf(sql, sizeof(sql), "SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM gw.%s t",
+                 tables[i]);
+        *bytes += (uint64_t)pgfx_scalar(url, sql);
+    }
+}
+
 void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes)
 {
+    if (fx_is_url(path)) {
+        count_pg_rows(path, rows, bytes);
+        return;
+    }
     rocksdb_options_t *o = rocksdb_options_create();
     char *err = NULL;
     size_t n_cf = 0;

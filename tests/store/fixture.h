@@ -1,4 +1,8 @@
-/* Shared by the store tests: a real RocksDB store in a fresh temporary folder. */
+/*
+ * Shared by the store tests: a real store in a fresh place of its own. The suite runs
+ * twice: on RocksDB in a temporary folder, and (GW_TEST_STORE=postgres) on PostgreSQL in a
+ * new database of the suite's server. A "place" is the folder or the database's URL.
+ */
 #ifndef GW_TEST_STORE_FIXTURE_H
 #define GW_TEST_STORE_FIXTURE_H
 
@@ -6,10 +10,15 @@
 
 #include <stdint.h>
 
-/* A new empty folder under $TMPDIR (or /tmp); the caller frees the string. */
+/* A new empty place: a folder under $TMPDIR (or /tmp), or a new database; the caller
+ * frees the string. */
 char *fx_tmpdir(void);
-/* Removes a folder and everything in it. */
+/* Removes a place and everything in it. */
 void fx_rmtree(const char *path);
+/* True when the place is a database's URL. */
+bool fx_is_url(const char *where);
+/* Points the options at the place (path or url). */
+void fx_locate(st_options *o, const char *where);
 /* Opens a store at path (sync as given, open groups on) or fails the test. */
 st_store *fx_open(const char *path, bool sync);
 /* Joins uid to gid or fails the test. */
@@ -17,9 +26,10 @@ void fx_join(st_store *s, const char *gid, const char *uid);
 /* Appends a message whose record is the text "<cid>" and returns its mid, or fails. */
 uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *cid);
 
-/* Backend figures read straight from the database folder (the store must be closed):
- * the number of entries and the bytes of keys plus values, over every column family that
- * holds data (not `default`, where the writer's health probe lives). */
+/* Backend figures read straight from the place (the store must be closed): the number of
+ * entries and the bytes of keys plus values, over every column family that holds data
+ * (not `default`, where the health probe lives); or the rows and their bytes over the
+ * database's tables. */
 void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes);
 
 #endif

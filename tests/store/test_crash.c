@@ -2,7 +2,7 @@
  * Crash safety: a child process appends with sync on and reports every completed append
  * on a pipe; it is killed with SIGKILL at a random moment. After reopening, every reported
  * append is there under its mid with its record, mids are dense, and appending continues
- * from the next mid. Several rounds on the same folder.
+ * from the next mid. Several rounds on the same folder (or database).
  */
 #include "fixture.h"
 
@@ -64,7 +64,7 @@ static void child_main(const char *dir, int round, int fd)
 {
     st_options o;
     st_options_init(&o);
-    o.path = dir;
+    fx_locate(&o, dir);
     st_store *s = NULL;
     if (st_open(&o, &s, NULL, 0) != 0)
         _exit(2);

@@ -1,5 +1,5 @@
 /* Read diffusion: a message costs the same rows and bytes in a group of 500 members as in
- * a group of one. Counted straight from the RocksDB folder. */
+ * a group of one. Counted straight from the RocksDB folder, or the database's tables. */
 #include "fixture.h"
 
 #include <criterion/criterion.h>

@@ -102,7 +102,7 @@ Test(user_groups, closed_groups)
     st_close(s);
     st_options o;
     st_options_init(&o);
-    o.path = dir;
+    fx_locate(&o, dir);
     o.open_groups = false;
     cr_assert_eq(st_open(&o, &s, NULL, 0), 0);
     cr_assert_eq(st_join_sync(s, st_id_str("new"), st_id_str("a"), NULL, NULL), ST_ENOGROUP);

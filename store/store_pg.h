@@ -1,0 +1,124 @@
+/*
+ * Private to the PostgreSQL backend (store_pg*.c): the connection, the rows of the batch
+ * being applied, and the helpers that speak libpq's pipeline mode with binary arrays.
+ */
+#ifndef GW_STORE_PG_H
+#define GW_STORE_PG_H
+
+#include "store_internal.h"
+
+#include <libpq-fe.h>
+#include <uthash.h>
+
+#define PG_SCHEMA_VERSION 1 /* what this build creates and understands */
+
+/* A growable byte buffer (parameters in PostgreSQL's binary format). */
+typedef struct pg_buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} pg_buf;
+
+/* A row of the batch: read at begin (existed) and changed by the ops (present, dirty). */
+typedef struct pg_row {
+    UT_hash_handle hh;
+    char key[1 + 2 * (1 + ST_MAX_ID)]; /* kind, then the ids, each length-prefixed */
+    size_t key_n;
+    char kind;       /* 'g' group, 'm' member, 's' send */
+    st_id a, b;      /* the ids, pointing into key: gid | gid, uid | uid, cid */
+    bool existed;    /* in the database when the batch began */
+    bool present;    /* in it now, as the batch has changed it */
+    bool dirty;      /* changed by the batch */
+    union {
+        st_group_row g;
+        st_member_row m;
+        st_send_row s;
+    } v;
+} pg_row;
+
+/* A message of the batch; the record is borrowed from its op. */
+typedef struct pg_msg {
+    st_id gid;
+    uint64_t mid, ts;
+    const void *rec;
+    size_t n;
+} pg_msg;
+
+typedef struct pg {
+    char *url;        /* as given (may hold a password: never logged) */
+    char **kw, **val; /* the connection's parameters: defaults, then the URL */
+    char where[256];  /* hosts, ports, database and user, for log lines: never a password */
+    bool sync;
+    PGconn *conn; /* NULL: not connected */
+    pg_row *rows; /* the batch's rows, by key */
+    pg_msg *msgs; /* the batch's new messages */
+    size_t n_msgs, cap_msgs;
+    bool in_tx;   /* a transaction is open on conn */
+    uint64_t probe_n; /* idle probes, for the slower refreshes */
+    atomic_bool connected;
+    atomic_uint_fast64_t reconnects;
+    atomic_uint_fast64_t disk_bytes;
+} pg;
+
+/* ---- connection and schema (store_pg_schema.c) -------------------------------------- */
+
+/* Parses the URL into p's parameters; refuses a malformed one and one with a password.
+ * 0 or ST_EINVAL with why. */
+int pg_parse_url(pg *p, const char *url, char *why, size_t why_len);
+/* Connects, creates or checks the schema, prepares the statements. 0, ST_EIO (cannot
+ * reach or use the database now), ST_EINVAL (its schema is newer: never retried as is). */
+int pg_connect(pg *p, char *why, size_t why_len);
+void pg_disconnect(pg *p);
+
+/* ---- talking in pipeline mode (store_pg_wire.c) ------------------------------------- */
+
+/* Statements, prepared at connect. */
+enum pg_stmt {
+    PG_LOCK_GROUPS, PG_LOCK_MEMBERS, PG_GET_SENDS,
+    PG_UPD_GROUPS, PG_INS_GROUPS, PG_INS_MEMBERS, PG_UPD_MEMBERS, PG_DEL_MEMBERS,
+    PG_INS_SENDS, PG_INS_MSGS,
+    PG_PAGE_AFTER, PG_PAGE_BEFORE, PG_USER_GROUPS, PG_GROUP,
+    PG_COUNT, PG_SIZE, PG_RECOVERY,
+    PG_BEGIN, PG_COMMIT, PG_ROLLBACK,
+    PG_N_STMTS,
+};
+extern const char *const pg_stmt_sql[PG_N_STMTS];
+extern const char *const pg_stmt_name[PG_N_STMTS];
+
+/* Queues a prepared statement with up to 4 binary parameters (NULL bufs end the list). */
+int pg_send(pg *p, enum pg_stmt st, pg_buf *const *params, int n);
+/* Ends the round trip (Sync) and sends it all. 0 or ST_EIO. */
+int pg_sync(pg *p, char *why, size_t why_len);
+/* The next statement's result (the caller PQclears it), having taken the NULL that ends
+ * it; NULL when the connection failed or timed out (why says so). */
+PGresult *pg_result(pg *p, char *why, size_t why_len);
+/* Takes the Sync's result. 0 or ST_EIO. */
+int pg_end(pg *p, char *why, size_t why_len);
+
+/* Did a failed statement lose to another writer (a unique key, a deadlock, a
+ * serialization failure): worth applying the batch again? */
+bool pg_retryable(const PGresult *r);
+/* why: the statement's error, or the connection's. */
+void pg_why(pg *p, const PGresult *r, const char *what, char *why, size_t why_len);
+
+/* Binary parameters: arrays of text, int8 or bytea, and scalars. */
+void pg_buf_reset(pg_buf *b);
+void pg_buf_free(pg_buf *b);
+void pg_arr_begin(pg_buf *b, unsigned elem_oid, size_t n);
+void pg_arr_bytes(pg_buf *b, const void *p, size_t n);
+void pg_arr_int8(pg_buf *b, uint64_t v);
+void pg_text(pg_buf *b, const void *p, size_t n);
+void pg_int8(pg_buf *b, uint64_t v);
+/* Result fields in binary format. */
+uint64_t pg_get_int8(const PGresult *r, int row, int col);
+st_id pg_get_id(const PGresult *r, int row, int col);
+
+#define PG_OID_BYTEA 17
+#define PG_OID_INT8 20
+#define PG_OID_TEXT 25
+
+/* ---- reads (store_pg_read.c) --------------------------------------------------------- */
+
+int pg_read(void *be, st_op *reads, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,124 @@
+/*
+ * Reads of the PostgreSQL backend. They run on the store thread after the batch taken
+ * with them has committed, every read of the batch in one round trip: each is a single
+ * statement, so it reads one snapshot (a page and its group's last_mid agree).
+ */
+#include "store_pg.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int page_of(const PGresult *r, st_op *op)
+{
+    if (PQntuples(r) == 0)
+        return ST_ENOGROUP;
+    uint64_t last_mid = pg_get_int8(r, 0, 0), lo = 0, hi = 0;
+    if (!(op->page = st_page_new(last_mid)))
+        return ST_ENOMEM;
+    size_t n = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetisnull(r, i, 1))
+            continue; /* the group, with no message in the range */
+        int rc = st_page_add(op->page, pg_get_int8(r, i, 1), pg_get_int8(r, i, 2),
+                             PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3));
+        if (rc != ST_OK)
+            return rc;
+        n++;
+    }
+    bool more = false;
+    if (st_page_range(op->dir, op->from, op->limit, last_mid, &lo, &hi)) {
+        /* Mids are dense: fewer than the range holds means the bytes cut it short. */
+        bool cut = n < hi - lo + 1;
+        more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > 1);
+    }
+    st_page_finish(op->page, op->dir == ST_BEFORE, more);
+    return ST_OK;
+}
+
+static int groups_of(const PGresult *r, st_op *op)
+{
+    if (!(op->groups = st_groups_new()))
+        return ST_ENOMEM;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int rc = st_groups_add(op->groups, pg_get_id(r, i, 0), pg_get_int8(r, i, 1),
+                               pg_get_int8(r, i, 2));
+        if (rc != ST_OK)
+            return rc;
+    }
+    return ST_OK;
+}
+
+static int group_of(const PGresult *r, st_op *op)
+{
+    if (PQntuples(r) == 0)
+        return ST_ENOGROUP;
+    op->last_mid = pg_get_int8(r, 0, 0);
+    if (op->uid.n == 0)
+        return ST_OK;
+    if (PQgetisnull(r, 0, 1))
+        return ST_ENOTMEMBER;
+    op->ack = pg_get_int8(r, 0, 1);
+    return ST_OK;
+}
+
+/* Queues the statement of one read. */
+static int send_read(pg *p, st_op *op, pg_buf *b)
+{
+    pg_buf *params[4] = {&b[0], &b[1], &b[2], &b[3]};
+    switch (op->kind) {
+    case ST_OP_READ_PAGE:
+        pg_text(&b[0], op->gid.p, op->gid.n);
+        pg_int8(&b[1], op->from);
+        pg_int8(&b[2], op->limit);
+        pg_int8(&b[3], op->max_bytes ? op->max_bytes : INT64_MAX);
+        return pg_send(p, op->dir == ST_AFTER ? PG_PAGE_AFTER : PG_PAGE_BEFORE, params, 4);
+    case ST_OP_READ_GROUPS:
+        pg_text(&b[0], op->uid.p, op->uid.n);
+        return pg_send(p, PG_USER_GROUPS, params, 1);
+    case ST_OP_READ_GROUP:
+        pg_text(&b[0], op->gid.p, op->gid.n);
+        pg_text(&b[1], op->uid.p ? op->uid.p : "", op->uid.n);
+        return pg_send(p, PG_GROUP, params, 2);
+    default:
+        return ST_EINVAL;
+    }
+}
+
+int pg_read(void *be, st_op *reads, char *why, size_t why_len)
+{
+    pg *p = be;
+    pg_buf b[4] = {{0}};
+    int rc = p->conn ? ST_OK : ST_EIO;
+    for (st_op *op = reads; rc == ST_OK && op; op = op->next_)
+        rc = send_read(p, op, b);
+    for (int i = 0; i < 4; i++)
+        pg_buf_free(&b[i]);
+    if (rc == ST_OK)
+        rc = pg_sync(p, why, why_len);
+    else
+        pg_why(p, NULL, "sending to the database failed", why, why_len);
+    for (st_op *op = reads; op; op = op->next_) {
+        PGresult *r = rc == ST_OK ? pg_result(p, why, why_len) : NULL;
+        if (!r) {
+            rc = ST_EIO;
+            op->result = ST_EIO;
+            continue;
+        }
+        switch (PQresultStatus(r) == PGRES_TUPLES_OK ? op->kind : 0) {
+        case ST_OP_READ_PAGE: op->result = page_of(r, op); break;
+        case ST_OP_READ_GROUPS: op->result = groups_of(r, op); break;
+        case ST_OP_READ_GROUP: op->result = group_of(r, op); break;
+        default: op->result = ST_EIO; break; /* the statement failed, or was skipped */
+        }
+        PQclear(r);
+        if (op->result != ST_OK) {
+            st_page_free(op->page);
+            op->page = NULL;
+            st_groups_free(op->groups);
+            op->groups = NULL;
+        }
+    }
+    if (rc == ST_OK)
+        rc = pg_end(p, why, why_len);
+    return rc; /* ST_EIO: the connection failed; the store starts failing */
+}

@@ -1,0 +1,202 @@
+/*
+ * Connecting to PostgreSQL: the connection's parameters (libpq's own URL and its ways of
+ * giving a password: never the URL, which shows in ps and in logs), the schema, created
+ * on first start and checked at every connect, and the statements prepared for batches.
+ *
+ * The schema (version 1), in a schema `gw` of its own so that it shares a database with
+ * anything else without clashing, and drops with one statement:
+ *   groups  (gid, last_mid, created_ms)           one row per group
+ *   members (gid, uid, ack, joined_ms)            one row per membership, and an index
+ *                                                 on (uid, gid) for a user's groups
+ *   msgs    (gid, mid, ts, record)                each message once, by (gid, mid)
+ *   sends   (uid, cid, gid, mid, ts)              idempotent send, by (uid, cid)
+ *   schema_version (version, applied_ms)
+ * Ids are text in the "C" collation: byte order, the order RocksDB keeps too, and the
+ * cheapest comparisons. groups and members are updated in place all the time (last_mid,
+ * ack), so their pages keep room for HOT updates (fillfactor): no index is touched.
+ */
+#include "store_pg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Defaults that the URL may override (libpq keeps the last value of a keyword), then the
+ * URL itself, expanded by libpq. */
+static const char *const defaults_kw[] = {"connect_timeout", "application_name", "keepalives",
+                                          "keepalives_idle", "keepalives_interval",
+                                          "keepalives_count"};
+static const char *const defaults_val[] = {"5", "gw", "1", "10", "5", "3"};
+#define N_DEFAULTS (sizeof(defaults_kw) / sizeof(defaults_kw[0]))
+
+static const char schema_v1[] =
+    "CREATE TABLE gw.groups (gid text COLLATE \"C\" PRIMARY KEY, last_mid bigint NOT NULL,"
+    " created_ms bigint NOT NULL) WITH (fillfactor = 50);"
+    "CREATE TABLE gw.members (gid text COLLATE \"C\" NOT NULL, uid text COLLATE \"C\" NOT NULL,"
+    " ack bigint NOT NULL, joined_ms bigint NOT NULL, PRIMARY KEY (gid, uid))"
+    " WITH (fillfactor = 80);"
+    "CREATE INDEX members_by_uid ON gw.members (uid, gid);"
+    "CREATE TABLE gw.msgs (gid text COLLATE \"C\" NOT NULL, mid bigint NOT NULL,"
+    " ts bigint NOT NULL, record bytea NOT NULL, PRIMARY KEY (gid, mid));"
+    "CREATE TABLE gw.sends (uid text COLLATE \"C\" NOT NULL, cid text COLLATE \"C\" NOT NULL,"
+    " gid text COLLATE \"C\" NOT NULL, mid bigint NOT NULL, ts bigint NOT NULL,"
+    " PRIMARY KEY (uid, cid));";
+
+int pg_parse_url(pg *p, const char *url, char *why, size_t why_len)
+{
+    char *err = NULL;
+    PQconninfoOption *opts = PQconninfoParse(url, &err);
+    if (!opts) {
+        snprintf(why, why_len, "the database URL is not valid: %s", err ? err : "out of memory");
+        PQfreemem(err);
+        return ST_EINVAL;
+    }
+    const char *host = NULL, *port = NULL, *db = NULL, *user = NULL;
+    bool password = false;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !*o->val)
+            continue;
+        if (strcmp(o->keyword, "password") == 0)
+            password = true;
+        else if (strcmp(o->keyword, "host") == 0 || (strcmp(o->keyword, "hostaddr") == 0 && !host))
+            host = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+        else if (strcmp(o->keyword, "dbname") == 0)
+            db = o->val;
+        else if (strcmp(o->keyword, "user") == 0)
+            user = o->val;
+    }
+    snprintf(p->where, sizeof(p->where), "postgres host %s port %s database %s user %s",
+             host ? host : "(default)", port ? port : "(default)", db ? db : "(default)",
+             user ? user : "(default)");
+    PQconninfoFree(opts);
+    if (password) {
+        snprintf(why, why_len,
+                 "the database URL holds a password, which would show in ps and in logs: "
+                 "give it with a password file (PGPASSFILE or ~/.pgpass), a service file "
+                 "(PGSERVICEFILE) or PGPASSWORD instead");
+        return ST_EINVAL;
+    }
+    p->kw = calloc(N_DEFAULTS + 2, sizeof(char *));
+    p->val = calloc(N_DEFAULTS + 2, sizeof(char *));
+    if (!p->kw || !p->val)
+        return ST_ENOMEM;
+    for (size_t i = 0; i < N_DEFAULTS; i++) {
+        p->kw[i] = (char *)defaults_kw[i];
+        p->val[i] = (char *)defaults_val[i];
+    }
+    p->kw[N_DEFAULTS] = "dbname";
+    p->val[N_DEFAULTS] = p->url = strdup(url);
+    return p->url ? ST_OK : ST_ENOMEM;
+}
+
+void pg_disconnect(pg *p)
+{
+    if (p->conn)
+        PQfinish(p->conn);
+    p->conn = NULL;
+    p->in_tx = false;
+    atomic_store(&p->connected, false);
+}
+
+/* One statement outside pipeline mode; false with why. */
+static bool exec(pg *p, const char *sql, PGresult **keep, char *why, size_t why_len)
+{
+    PGresult *r = PQexec(p->conn, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        pg_why(p, r, "preparing the database failed", why, why_len);
+        PQclear(r);
+        return false;
+    }
+    if (keep)
+        *keep = r;
+    else
+        PQclear(r);
+    return true;
+}
+
+/* Creates the schema on an empty database, or checks the version of the one there. Two
+ * gateways starting at once on an empty database take turns (an advisory lock). */
+static int schema(pg *p, char *why, size_t why_len)
+{
+    PGresult *r = NULL;
+    if (!exec(p, "BEGIN; SELECT pg_advisory_xact_lock(7220400);"
+                 "CREATE SCHEMA IF NOT EXISTS gw;"
+                 "CREATE TABLE IF NOT EXISTS gw.schema_version (version int NOT NULL,"
+                 " applied_ms bigint NOT NULL);",
+              NULL, why, why_len) ||
+        !exec(p, "SELECT coalesce(max(version), 0) FROM gw.schema_version", &r, why, why_len)) {
+        PQclear(PQexec(p->conn, "ROLLBACK"));
+        return ST_EIO;
+    }
+    int version = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    if (version > PG_SCHEMA_VERSION) {
+        PQclear(PQexec(p->conn, "ROLLBACK"));
+        snprintf(why, why_len,
+                 "the database's schema is version %d, newer than this gateway's (%d): run "
+                 "the newer gateway that made it, or point this one at another database (%s)",
+                 version, PG_SCHEMA_VERSION, p->where);
+        return ST_EINVAL;
+    }
+    if (version == 0 &&
+        (!exec(p, schema_v1, NULL, why, why_len) ||
+         !exec(p, "INSERT INTO gw.schema_version VALUES (1, (extract(epoch from now()) * 1000)::bigint)",
+               NULL, why, why_len))) {
+        PQclear(PQexec(p->conn, "ROLLBACK"));
+        return ST_EIO;
+    }
+    return exec(p, "COMMIT", NULL, why, why_len) ? ST_OK : ST_EIO;
+}
+
+/* The store never prints: the server's notices ("schema gw already exists") are not
+ * for the gateway's log. */
+static void no_notices(void *arg, const char *message)
+{
+    (void)arg, (void)message;
+}
+
+int pg_connect(pg *p, char *why, size_t why_len)
+{
+    pg_disconnect(p);
+    p->conn = PQconnectdbParams((const char *const *)p->kw, (const char *const *)p->val, 1);
+    if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
+        pg_why(p, NULL, "cannot connect to the database", why, why_len);
+        pg_disconnect(p);
+        return ST_EIO;
+    }
+    PQsetNoticeProcessor(p->conn, no_notices, NULL);
+    int rc = schema(p, why, why_len);
+    if (rc != ST_OK) {
+        pg_disconnect(p);
+        return rc;
+    }
+    /* Durable before confirmed: synchronous_commit on (with a synchronous standby, on
+     * two disks), or off with --no-sync (a crash of the database may lose the last
+     * commits; a crash of the gateway loses nothing). */
+    if (!exec(p, p->sync ? "SET synchronous_commit = on" : "SET synchronous_commit = off", NULL,
+              why, why_len)) {
+        pg_disconnect(p);
+        return ST_EIO;
+    }
+    for (int i = 0; i < PG_N_STMTS; i++) {
+        PGresult *r = PQprepare(p->conn, pg_stmt_name[i], pg_stmt_sql[i], 0, NULL);
+        bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        if (!ok)
+            pg_why(p, r, "preparing the store's statements failed", why, why_len);
+        PQclear(r);
+        if (!ok) {
+            pg_disconnect(p);
+            return ST_EIO;
+        }
+    }
+    if (PQsetnonblocking(p->conn, 1) != 0 || PQenterPipelineMode(p->conn) != 1) {
+        pg_why(p, NULL, "cannot use the connection's pipeline mode", why, why_len);
+        pg_disconnect(p);
+        return ST_EIO;
+    }
+    atomic_store(&p->connected, true);
+    return ST_OK;
+}

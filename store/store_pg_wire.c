@@ -1,0 +1,336 @@
+/*
+ * Talking to PostgreSQL in pipeline mode: the statements (prepared once per connection),
+ * sending them with binary parameters, and reading their results, with every wait on
+ * the socket bounded so that a server that stops answering cannot hold the store thread.
+ *
+ * A batch is a few round trips, each a run of statements ended by one Sync; parameters
+ * are whole arrays in PostgreSQL's binary format (unnest turns them into rows), so the
+ * number of statements does not grow with the number of ops.
+ */
+#include "store_pg.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IO_TIMEOUT_MS 15000 /* one round trip; past it the connection is dropped */
+
+/* Pages: the messages after (or just before) a mid, at most $3 of them and at most $4
+ * record bytes (but at least one), with the group's last mid from the same snapshot; no
+ * row at all when the group does not exist. Read nearest to $2 first, so that a page
+ * cut short by bytes keeps the messages nearest to where the client reads. */
+#define PAGE_SQL(cmp, order)                                                                \
+    "SELECT g.last_mid, p.mid, p.ts, p.record FROM gw.groups g LEFT JOIN LATERAL ("       \
+    " SELECT mid, ts, record FROM ("                                                      \
+    "  SELECT mid, ts, record, sum(octet_length(record)) OVER w AS run,"                  \
+    "         row_number() OVER w AS rn FROM ("                                           \
+    "   SELECT mid, ts, record FROM gw.msgs WHERE gid = g.gid AND mid " cmp " $2::int8"    \
+    "   ORDER BY mid " order " LIMIT $3::int8) x"                                         \
+    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"                  \
+    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                         \
+    " WHERE g.gid = $1::text ORDER BY p.mid " order
+
+const char *const pg_stmt_sql[PG_N_STMTS] = {
+    /* A batch locks every group it touches, then every membership, each in key order:
+     * two writers (two gateways) then always lock in one order and cannot deadlock, and
+     * a group's last_mid cannot move under the batch: mids stay dense. */
+    [PG_LOCK_GROUPS] = "SELECT gid, last_mid, created_ms FROM gw.groups"
+                       " WHERE gid = ANY($1::text[]) ORDER BY gid FOR UPDATE",
+    [PG_LOCK_MEMBERS] = "SELECT m.gid, m.uid, m.ack, m.joined_ms FROM gw.members m"
+                        " JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
+                        " ON m.gid = k.gid AND m.uid = k.uid"
+                        " ORDER BY m.gid, m.uid FOR UPDATE OF m",
+    [PG_GET_SENDS] = "SELECT s.uid, s.cid, s.gid, s.mid, s.ts FROM gw.sends s"
+                     " JOIN unnest($1::text[], $2::text[]) AS k(uid, cid)"
+                     " ON s.uid = k.uid AND s.cid = k.cid",
+    [PG_UPD_GROUPS] = "UPDATE gw.groups g SET last_mid = v.last_mid"
+                      " FROM unnest($1::text[], $2::int8[]) AS v(gid, last_mid)"
+                      " WHERE g.gid = v.gid",
+    [PG_INS_GROUPS] = "INSERT INTO gw.groups (gid, last_mid, created_ms)"
+                      " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])",
+    [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms)"
+                       " SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])",
+    [PG_UPD_MEMBERS] = "UPDATE gw.members m SET ack = v.ack, joined_ms = v.joined_ms"
+                       " FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])"
+                       " AS v(gid, uid, ack, joined_ms) WHERE m.gid = v.gid AND m.uid = v.uid",
+    [PG_DEL_MEMBERS] = "DELETE FROM gw.members m USING unnest($1::text[], $2::text[])"
+                       " AS v(gid, uid) WHERE m.gid = v.gid AND m.uid = v.uid",
+    [PG_INS_SENDS] = "INSERT INTO gw.sends (uid, cid, gid, mid, ts) SELECT * FROM"
+                     " unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[])",
+    [PG_INS_MSGS] = "INSERT INTO gw.msgs (gid, mid, ts, record)"
+                    " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::bytea[])",
+    [PG_PAGE_AFTER] = PAGE_SQL(">", "ASC"),
+    [PG_PAGE_BEFORE] = PAGE_SQL("<", "DESC"),
+    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack FROM gw.members m"
+                       " JOIN gw.groups g ON g.gid = m.gid WHERE m.uid = $1::text",
+    [PG_GROUP] = "SELECT g.last_mid, m.ack FROM gw.groups g LEFT JOIN gw.members m"
+                 " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
+    [PG_COUNT] = "SELECT count(*)::int8, coalesce(sum(last_mid), 0)::int8 FROM gw.groups",
+    [PG_SIZE] = "SELECT pg_database_size(current_database())::int8",
+    [PG_RECOVERY] = "SELECT pg_is_in_recovery()",
+    [PG_BEGIN] = "BEGIN",
+    [PG_COMMIT] = "COMMIT",
+    [PG_ROLLBACK] = "ROLLBACK",
+};
+
+const char *const pg_stmt_name[PG_N_STMTS] = {
+    [PG_LOCK_GROUPS] = "gw_lock_groups", [PG_LOCK_MEMBERS] = "gw_lock_members",
+    [PG_GET_SENDS] = "gw_get_sends",     [PG_UPD_GROUPS] = "gw_upd_groups",
+    [PG_INS_GROUPS] = "gw_ins_groups",   [PG_INS_MEMBERS] = "gw_ins_members",
+    [PG_UPD_MEMBERS] = "gw_upd_members", [PG_DEL_MEMBERS] = "gw_del_members",
+    [PG_INS_SENDS] = "gw_ins_sends",     [PG_INS_MSGS] = "gw_ins_msgs",
+    [PG_PAGE_AFTER] = "gw_page_after",   [PG_PAGE_BEFORE] = "gw_page_before",
+    [PG_USER_GROUPS] = "gw_user_groups", [PG_GROUP] = "gw_group",
+    [PG_COUNT] = "gw_count",             [PG_SIZE] = "gw_size",
+    [PG_RECOVERY] = "gw_recovery",       [PG_BEGIN] = "gw_begin",
+    [PG_COMMIT] = "gw_commit",           [PG_ROLLBACK] = "gw_rollback",
+};
+
+/* ---- buffers and binary formats ------------------------------------------------------- */
+
+static void buf_room(pg_buf *b, size_t n)
+{
+    if (b->n + n <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap * 2 : 256;
+    while (cap < b->n + n)
+        cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) {
+        b->oom = true;
+        return;
+    }
+    b->p = np;
+    b->cap = cap;
+}
+
+static void buf_put(pg_buf *b, const void *p, size_t n)
+{
+    buf_room(b, n);
+    if (b->oom)
+        return;
+    if (n)
+        memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static void buf_u32(pg_buf *b, uint32_t v)
+{
+    char x[4] = {(char)(v >> 24), (char)(v >> 16), (char)(v >> 8), (char)v};
+    buf_put(b, x, 4);
+}
+
+void pg_buf_reset(pg_buf *b)
+{
+    b->n = 0;
+    b->oom = false;
+}
+
+void pg_buf_free(pg_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+/* PostgreSQL's binary array: dimensions, a has-nulls flag, the element type, the length
+ * and lower bound of the one dimension, then each element as a length and its bytes. */
+void pg_arr_begin(pg_buf *b, unsigned elem_oid, size_t n)
+{
+    pg_buf_reset(b);
+    buf_u32(b, n ? 1 : 0);
+    buf_u32(b, 0);
+    buf_u32(b, elem_oid);
+    if (n) {
+        buf_u32(b, (uint32_t)n);
+        buf_u32(b, 1);
+    }
+}
+
+void pg_arr_bytes(pg_buf *b, const void *p, size_t n)
+{
+    buf_u32(b, (uint32_t)n);
+    buf_put(b, p, n);
+}
+
+void pg_arr_int8(pg_buf *b, uint64_t v)
+{
+    char x[8];
+    st_put_be64(x, v);
+    pg_arr_bytes(b, x, 8);
+}
+
+void pg_text(pg_buf *b, const void *p, size_t n)
+{
+    pg_buf_reset(b);
+    buf_put(b, p, n);
+}
+
+void pg_int8(pg_buf *b, uint64_t v)
+{
+    char x[8];
+    st_put_be64(x, v);
+    pg_buf_reset(b);
+    buf_put(b, x, 8);
+}
+
+uint64_t pg_get_int8(const PGresult *r, int row, int col)
+{
+    if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 8)
+        return 0;
+    return st_get_be64(PQgetvalue(r, row, col));
+}
+
+st_id pg_get_id(const PGresult *r, int row, int col)
+{
+    return (st_id){PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col)};
+}
+
+/* ---- round trips ------------------------------------------------------------------------ */
+
+/* Waits until the socket is ready for what libpq needs; false on timeout or error. */
+static bool wait_socket(pg *p, short events, char *why, size_t why_len)
+{
+    struct pollfd pfd = {.fd = PQsocket(p->conn), .events = events};
+    if (pfd.fd < 0) {
+        snprintf(why, why_len, "connection to the database closed");
+        return false;
+    }
+    int rc;
+    do
+        rc = poll(&pfd, 1, IO_TIMEOUT_MS);
+    while (rc < 0 && errno == EINTR);
+    if (rc > 0)
+        return true;
+    snprintf(why, why_len, rc == 0 ? "the database did not answer within %d s"
+                                   : "waiting for the database failed",
+             IO_TIMEOUT_MS / 1000);
+    return false;
+}
+
+/* A connection that failed or timed out is closed: its state is unknown. */
+static void lost(pg *p)
+{
+    PQfinish(p->conn);
+    p->conn = NULL;
+    p->in_tx = false;
+    atomic_store(&p->connected, false);
+}
+
+int pg_send(pg *p, enum pg_stmt st, pg_buf *const *params, int n)
+{
+    const char *values[5];
+    int lengths[5], formats[5];
+    for (int i = 0; i < n; i++) {
+        if (params[i]->oom)
+            return ST_ENOMEM;
+        values[i] = params[i]->p ? params[i]->p : "";
+        lengths[i] = (int)params[i]->n;
+        formats[i] = 1;
+    }
+    if (!p->conn)
+        return ST_EIO;
+    return PQsendQueryPrepared(p->conn, pg_stmt_name[st], n, values, lengths, formats, 1) == 1
+               ? ST_OK
+               : ST_EIO;
+}
+
+int pg_sync(pg *p, char *why, size_t why_len)
+{
+    if (!p->conn || PQpipelineSync(p->conn) != 1) {
+        pg_why(p, NULL, "sending to the database failed", why, why_len);
+        if (p->conn)
+            lost(p);
+        return ST_EIO;
+    }
+    int rc;
+    while ((rc = PQflush(p->conn)) == 1) {
+        /* The server may be answering while we still send: read, or both could wait. */
+        if (!wait_socket(p, POLLIN | POLLOUT, why, why_len) || PQconsumeInput(p->conn) != 1) {
+            if (!*why)
+                pg_why(p, NULL, "sending to the database failed", why, why_len);
+            lost(p);
+            return ST_EIO;
+        }
+    }
+    if (rc < 0) {
+        pg_why(p, NULL, "sending to the database failed", why, why_len);
+        lost(p);
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+/* PQgetResult once libpq holds a whole result, so that it never blocks unbounded. */
+static bool get(pg *p, PGresult **out, char *why, size_t why_len)
+{
+    while (PQisBusy(p->conn)) {
+        why[0] = 0;
+        if (!wait_socket(p, POLLIN, why, why_len) || PQconsumeInput(p->conn) != 1) {
+            if (!why[0])
+                pg_why(p, NULL, "connection to the database lost", why, why_len);
+            lost(p);
+            return false;
+        }
+    }
+    *out = PQgetResult(p->conn);
+    return true;
+}
+
+PGresult *pg_result(pg *p, char *why, size_t why_len)
+{
+    PGresult *r = NULL, *end = NULL;
+    if (!p->conn) {
+        snprintf(why, why_len, "not connected to the database");
+        return NULL;
+    }
+    if (!get(p, &r, why, why_len))
+        return NULL;
+    if (!r) {
+        pg_why(p, NULL, "connection to the database lost", why, why_len);
+        lost(p);
+        return NULL;
+    }
+    /* Each statement's results end with a NULL. */
+    if (!get(p, &end, why, why_len)) {
+        PQclear(r);
+        return NULL;
+    }
+    PQclear(end);
+    return r;
+}
+
+int pg_end(pg *p, char *why, size_t why_len)
+{
+    PGresult *r = NULL;
+    if (!p->conn || !get(p, &r, why, why_len))
+        return ST_EIO;
+    bool ok = r && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+    PQclear(r);
+    if (!ok) {
+        pg_why(p, NULL, "the database's answers went out of step", why, why_len);
+        lost(p);
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+bool pg_retryable(const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return state && (strcmp(state, "23505") == 0 /* unique_violation */ ||
+                     strcmp(state, "40P01") == 0 /* deadlock_detected */ ||
+                     strcmp(state, "40001") == 0 /* serialization_failure */);
+}
+
+void pg_why(pg *p, const PGresult *r, const char *what, char *why, size_t why_len)
+{
+    const char *msg = r ? PQresultErrorMessage(r) : NULL;
+    if (!msg || !*msg)
+        msg = p->conn ? PQerrorMessage(p->conn) : "";
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    snprintf(why, why_len, "%s%s%.*s (%s)", what, n ? ": " : "", (int)n, msg, p->where);
+}

@@ -1,0 +1,152 @@
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PG_SERVER GW_SOURCE_DIR "/tools/pg_server.sh"
+
+bool pgfx_on(void)
+{
+    const char *s = getenv("GW_TEST_STORE");
+    return s && strcmp(s, "postgres") == 0;
+}
+
+static const char *base_url(void)
+{
+    const char *u = getenv("GW_TEST_PG");
+    cr_assert(u && *u, "GW_TEST_PG is not set: run the suite through tools/test.sh, or "
+                       "tools/pg_server.sh with <test binary>");
+    return u;
+}
+
+/* The URL of database `name` on the server of url (URLs here end in /DBNAME). */
+static char *url_with_db(const char *url, const char *name)
+{
+    const char *slash = strrchr(url, '/');
+    cr_assert_not_null(slash);
+    size_t n = (size_t)(slash - url) + 1;
+    char *out = malloc(n + strlen(name) + 1);
+    memcpy(out, url, n);
+    strcpy(out + n, name);
+    return out;
+}
+
+static void exec_on(const char *url, const char *sql)
+{
+    PGconn *c = PQconnectdb(url);
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect %s: %s", url, PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    cr_assert(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", sql,
+              PQresultErrorMessage(r));
+    PQclear(r);
+    PQfinish(c);
+}
+
+static char *db_new_on(const char *base)
+{
+    static unsigned n;
+    char name[64], sql[128];
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    snprintf(name, sizeof(name), "gwt_%d_%u_%lx", (int)getpid(), ++n, (unsigned long)t.tv_nsec);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+    exec_on(base, sql);
+    return url_with_db(base, name);
+}
+
+char *pgfx_db_new(void)
+{
+    return db_new_on(base_url());
+}
+
+void pgfx_db_drop(const char *url)
+{
+    const char *name = strrchr(url, '/') + 1;
+    char sql[160];
+    snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);
+    char *admin = url_with_db(url, "postgres");
+    exec_on(admin, sql);
+    free(admin);
+}
+
+int64_t pgfx_scalar(const char *url, const char *sql)
+{
+    PGconn *c = PQconnectdb(url);
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "connect %s: %s", url, PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQresultErrorMessage(r));
+    int64_t v = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? atoll(PQgetvalue(r, 0, 0)) : 0;
+    PQclear(r);
+    PQfinish(c);
+    return v;
+}
+
+static void run(pgfx_server *s, const char *what)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s %s %s", PG_SERVER, what, s->dir);
+    cr_assert_eq(system(cmd), 0, "%s failed (see %s/server.log)", cmd, s->dir);
+}
+
+void pgfx_server_start(pgfx_server *s)
+{
+    memset(s, 0, sizeof(*s));
+    /* Under /tmp: the postgres user must reach it (the suite's TMPDIR is root's only). */
+    snprintf(s->dir, sizeof(s->dir), "/tmp/gw-pgt-XXXXXX");
+    cr_assert_not_null(mkdtemp(s->dir));
+    pgfx_server_restart(s);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "%s url %s", PG_SERVER, s->dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p && fgets(s->url, sizeof(s->url), p));
+    pclose(p);
+    s->url[strcspn(s->url, "\n")] = 0;
+}
+
+void pgfx_server_restart(pgfx_server *s)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s start %s >/dev/null", PG_SERVER, s->dir);
+    cr_assert_eq(system(cmd), 0, "%s failed (see %s/server.log)", cmd, s->dir);
+}
+
+void pgfx_server_stop(pgfx_server *s)
+{
+    run(s, "stop");
+}
+
+void pgfx_server_restart_immediate(pgfx_server *s)
+{
+    run(s, "restart-immediate");
+}
+
+void pgfx_server_kill(pgfx_server *s)
+{
+    run(s, "kill");
+    /* The postmaster is gone; its children notice within moments. Wait until the
+     * folder can be started again (the pid file no longer names a live process). */
+    usleep(300 * 1000);
+}
+
+void pgfx_server_cleanup(pgfx_server *s)
+{
+    if (!s->dir[0])
+        return;
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s stop %s >/dev/null 2>&1; rm -rf %s", PG_SERVER, s->dir,
+             s->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "pgfx: cleanup of %s failed\n", s->dir);
+    s->dir[0] = 0;
+}
+
+char *pgfx_server_db_new(pgfx_server *s)
+{
+    return db_new_on(s->url);
+}

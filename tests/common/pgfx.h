@@ -1,0 +1,45 @@
+/*
+ * PostgreSQL for the tests: the backend they run on (GW_TEST_STORE=postgres runs the store
+ * and gateway suites on it; tools/test.sh does both), fresh databases on the suite's
+ * server (GW_TEST_PG, started by tools/pg_server.sh), and servers of a test's own for the
+ * tests that stop, restart or kill the database.
+ */
+#ifndef GW_TEST_PGFX_H
+#define GW_TEST_PGFX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* True when the suite runs on PostgreSQL. */
+bool pgfx_on(void);
+
+/* A new empty database on the suite's server; its URL (malloc'd). Fails the test when
+ * GW_TEST_PG is not set (run through tools/test.sh or tools/pg_server.sh with). */
+char *pgfx_db_new(void);
+/* Drops a database made by pgfx_db_new (its sessions are ended first). */
+void pgfx_db_drop(const char *url);
+
+/* Runs one statement on the database at url; returns the first field of the first row
+ * as a number (0 if none). Fails the test on error. */
+int64_t pgfx_scalar(const char *url, const char *sql);
+
+/* A server of the test's own, in a folder of its own. */
+typedef struct pgfx_server {
+    char dir[256];
+    char url[300]; /* of its `postgres` database */
+} pgfx_server;
+
+void pgfx_server_start(pgfx_server *s);
+/* Starts it again after stop or kill (same folder, same port). */
+void pgfx_server_restart(pgfx_server *s);
+void pgfx_server_stop(pgfx_server *s);
+/* pg_ctl restart -m immediate: no checkpoint, as after a crash. */
+void pgfx_server_restart_immediate(pgfx_server *s);
+/* SIGKILL of the postmaster (its children end with it). */
+void pgfx_server_kill(pgfx_server *s);
+/* Stops it and removes its folder. */
+void pgfx_server_cleanup(pgfx_server *s);
+/* The URL of a new database on it (malloc'd). */
+char *pgfx_server_db_new(pgfx_server *s);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * PostgreSQL as the store's database: two writers on one database, a database that is
+ * down at start or goes away under load, and what is refused at open. Each test runs a
+ * server of its own (it stops, restarts or kills it), so they run in the suite's
+ * PostgreSQL pass only.
+ */
+#include "fixture.h"
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WAIT_MS 30000
+
+static void need_pg(void)
+{
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static bool wait_writable(st_store *s, bool want)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (st_writable(s) != want && ms_since(&t0) < WAIT_MS)
+        usleep(20 * 1000);
+    return st_writable(s) == want;
+}
+
+/* Two processes, each with its own store on one database, append to one group at once:
+ * every confirmed append has its own mid, and the mids are 1..N without a hole. */
+#define PER_WRITER 1500
+
+static void writer_process(const char *url, int id, int fd)
+{
+    st_store *s = fx_open(url, true);
+    char uid[8], cid[16];
+    snprintf(uid, sizeof(uid), "w%d", id);
+    for (int i = 0; i < PER_WRITER; i++) {
+        snprintf(cid, sizeof(cid), "c%d", i);
+        uint64_t mid = 0;
+        char rec[32];
+        int n = snprintf(rec, sizeof(rec), "%s:%s", uid, cid);
+        /* Several at once, as a gateway's sessions do: submit a window, then wait. */
+        if (st_append_sync(s, st_id_str("room"), st_id_str(uid), st_id_str(cid), rec,
+                           (size_t)n, &mid, NULL, NULL) != 0)
+            _exit(3);
+        if (write(fd, &mid, sizeof(mid)) != sizeof(mid))
+            _exit(4);
+    }
+    st_close(s);
+    _exit(0);
+}
+
+Test(database, two_writers_on_one_group_keep_mids_dense, .timeout = 180)
+{
+    need_pg();
+    char *url = fx_tmpdir();
+    st_store *s = fx_open(url, true);
+    fx_join(s, "room", "w0");
+    fx_join(s, "room", "w1");
+    st_close(s);
+    int fds[2][2];
+    pid_t pids[2];
+    for (int w = 0; w < 2; w++) {
+        cr_assert_eq(pipe(fds[w]), 0);
+        pids[w] = fork();
+        cr_assert_neq(pids[w], -1);
+        if (pids[w] == 0) {
+            close(fds[w][0]);
+            writer_process(url, w, fds[w][1]);
+        }
+        close(fds[w][1]);
+    }
+    uint8_t *seen = calloc(2 * PER_WRITER + 1, 1);
+    for (int w = 0; w < 2; w++) {
+        uint64_t mid;
+        int got = 0;
+        while (read(fds[w][0], &mid, sizeof(mid)) == sizeof(mid)) {
+            cr_assert(mid >= 1 && mid <= 2 * PER_WRITER, "mid %lu out of range", (unsigned long)mid);
+            cr_assert_eq(seen[mid], 0, "mid %lu given twice", (unsigned long)mid);
+            seen[mid] = 1;
+            got++;
+        }
+        cr_assert_eq(got, PER_WRITER, "writer %d confirmed %d of %d", w, got, PER_WRITER);
+        int status;
+        waitpid(pids[w], &status, 0);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    s = fx_open(url, true);
+    uint64_t last = 0;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("room"), &last), 0);
+    cr_assert_eq(last, 2 * PER_WRITER);
+    /* Both wrote all the time: their appends interleave in the group. */
+    st_page *p = NULL;
+    cr_assert_eq(st_read_page(s, st_id_str("room"), ST_AFTER, 0, 500, &p), 0);
+    int from_w0 = 0;
+    for (size_t i = 0; i < st_page_count(p); i++)
+        from_w0 += memcmp(st_page_at(p, i)->record, "w0:", 3) == 0;
+    st_page_free(p);
+    cr_assert(from_w0 > 0 && from_w0 < 500, "the first 500 mids: %d from w0", from_w0);
+    st_close(s);
+    cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs"), 2 * PER_WRITER);
+    cr_assert_eq(pgfx_scalar(url, "SELECT count(DISTINCT mid) FROM gw.msgs"), 2 * PER_WRITER);
+    free(seen);
+    fx_rmtree(url);
+    free(url);
+}
+
+/* What on_event told, from the store thread. */
+typedef struct events {
+    atomic_int failed, recovered;
+} events;
+
+static void on_event(void *ud, const st_event *ev)
+{
+    events *e = ud;
+    if (ev->kind == ST_EV_WRITE_FAILED)
+        atomic_fetch_add(&e->failed, 1);
+    else if (ev->kind == ST_EV_RECOVERED)
+        atomic_fetch_add(&e->recovered, 1);
+}
+
+static st_store *open_events(const char *url, events *e)
+{
+    st_options o;
+    st_options_init(&o);
+    o.url = url;
+    o.on_event = on_event;
+    o.event_ud = e;
+    st_store *s = NULL;
+    char err[512] = "";
+    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "st_open: %s", err);
+    return s;
+}
+
+Test(database, down_at_open_then_recovers, .timeout = 120)
+{
+    need_pg();
+    pgfx_server srv;
+    pgfx_server_start(&srv);
+    char *url = pgfx_server_db_new(&srv);
+    pgfx_server_stop(&srv);
+    events e = {0};
+    st_store *s = open_events(url, &e);
+    cr_assert(!st_writable(s), "a database that is down: not writable");
+    char why[512];
+    st_write_error(s, why, sizeof(why));
+    cr_assert(strstr(why, "cannot connect"), "the reason: %s", why);
+    cr_assert(!strstr(why, "password"), "nothing about passwords: %s", why);
+    cr_assert_eq(atomic_load(&e.failed), 1);
+    cr_assert_eq(st_join_sync(s, st_id_str("g"), st_id_str("u"), NULL, NULL), ST_EIO);
+    uint64_t last;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), ST_EIO, "reads too");
+    st_stats st;
+    st_read_stats(s, &st);
+    cr_assert(!st.connected);
+    cr_assert_str_eq(st.backend, "postgres");
+
+    pgfx_server_restart(&srv);
+    cr_assert(wait_writable(s, true), "recovered once the database is up");
+    cr_assert_eq(atomic_load(&e.recovered), 1);
+    fx_join(s, "g", "u");
+    cr_assert_eq(fx_append(s, "g", "u", "c1"), 1);
+    st_read_stats(s, &st);
+    cr_assert(st.connected);
+    cr_assert_geq(st.reconnects, 1);
+    st_close(s);
+    free(url);
+    pgfx_server_cleanup(&srv);
+}
+
+/* Senders append until told to stop; an append answered ST_EIO is sent again with the
+ * same cid until it is confirmed, as a client does. */
+#define SENDERS 4
+
+typedef struct sender {
+    st_store *s;
+    int id;
+    atomic_bool *stop;
+    unsigned confirmed, retried;
+    uint64_t mids[20000];
+} sender;
+
+static void *send_loop(void *arg)
+{
+    sender *w = arg;
+    char uid[8], cid[16];
+    snprintf(uid, sizeof(uid), "s%d", w->id);
+    for (unsigned i = 0; i < 20000 && !atomic_load(w->stop); i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        for (;;) {
+            uint64_t mid = 0;
+            int rc = st_append_sync(w->s, st_id_str("g"), st_id_str(uid), st_id_str(cid), cid,
+                                    strlen(cid), &mid, NULL, NULL);
+            if (rc == 0) {
+                w->mids[w->confirmed++] = mid;
+                break;
+            }
+            cr_assert_eq(rc, ST_EIO, "append: %s", st_strerror(rc));
+            w->retried++;
+            usleep(50 * 1000);
+        }
+    }
+    return NULL;
+}
+
+static void trouble_under_load(bool kill_it)
+{
+    pgfx_server srv;
+    pgfx_server_start(&srv);
+    char *url = pgfx_server_db_new(&srv);
+    events e = {0};
+    st_store *s = open_events(url, &e);
+    atomic_bool stop = false;
+    sender *w = calloc(SENDERS, sizeof(*w));
+    pthread_t th[SENDERS];
+    for (int i = 0; i < SENDERS; i++) {
+        char uid[8];
+        snprintf(uid, sizeof(uid), "s%d", i);
+        fx_join(s, "g", uid);
+        w[i] = (sender){.s = s, .id = i, .stop = &stop};
+        pthread_create(&th[i], NULL, send_loop, &w[i]);
+    }
+    usleep(700 * 1000);
+    if (kill_it) {
+        pgfx_server_kill(&srv);
+        usleep(500 * 1000);
+        pgfx_server_restart(&srv);
+    } else {
+        pgfx_server_restart_immediate(&srv);
+    }
+    cr_assert(wait_writable(s, true), "recovered after the database came back");
+    usleep(700 * 1000);
+    atomic_store(&stop, true);
+    unsigned confirmed = 0, retried = 0;
+    for (int i = 0; i < SENDERS; i++) {
+        pthread_join(th[i], NULL);
+        confirmed += w[i].confirmed;
+        retried += w[i].retried;
+    }
+    cr_assert_geq(atomic_load(&e.failed), 1, "the store saw the database go");
+    cr_assert_geq(retried, 1, "some appends were refused while it was away");
+    /* Every confirmed append is stored once, under the mid it was given; mids are dense
+     * and nothing else is there (a resend with the same cid stored nothing twice). */
+    uint64_t last = 0;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), 0);
+    cr_assert_eq(last, confirmed, "last mid %lu, confirmed %u", (unsigned long)last, confirmed);
+    for (int i = 0; i < SENDERS; i++)
+        for (unsigned k = 0; k < w[i].confirmed; k++) {
+            st_page *p = NULL;
+            cr_assert_eq(st_read_page(s, st_id_str("g"), ST_AFTER, w[i].mids[k] - 1, 1, &p), 0);
+            char want[16];
+            int n = snprintf(want, sizeof(want), "c%u", k);
+            const st_msg *m = st_page_at(p, 0);
+            cr_assert(m && m->mid == w[i].mids[k] && m->record_n == (size_t)n &&
+                          memcmp(m->record, want, (size_t)n) == 0,
+                      "sender %d cid %s: not stored under mid %lu", i, want,
+                      (unsigned long)w[i].mids[k]);
+            st_page_free(p);
+        }
+    st_stats st;
+    st_read_stats(s, &st);
+    cr_assert_eq(st.messages, confirmed, "counted again after the recovery");
+    st_close(s);
+    free(w);
+    free(url);
+    pgfx_server_cleanup(&srv);
+}
+
+Test(database, immediate_restart_under_load_loses_nothing_confirmed, .timeout = 180)
+{
+    need_pg();
+    trouble_under_load(false);
+}
+
+Test(database, killed_server_under_load_loses_nothing_confirmed, .timeout = 180)
+{
+    need_pg();
+    trouble_under_load(true);
+}
+
+Test(database, refused_at_open_with_a_reason)
+{
+    need_pg();
+    char *url = fx_tmpdir();
+    st_store *s = fx_open(url, true);
+    st_close(s);
+    st_options o;
+    st_options_init(&o);
+    char err[512] = "";
+    /* A newer schema: another gateway's, which this one must not write into. */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "psql -q '%s' -c 'INSERT INTO gw.schema_version VALUES (99, 0)'",
+             url);
+    cr_assert_eq(system(cmd), 0);
+    o.url = url;
+    cr_assert_neq(st_open(&o, &s, err, sizeof(err)), 0);
+    cr_assert(strstr(err, "version 99") && strstr(err, "newer"), "the reason: %s", err);
+    /* A password in the URL: it would show in ps and in the logs. */
+    o.url = "postgresql://gw:secret@127.0.0.1:1/x";
+    cr_assert_neq(st_open(&o, &s, err, sizeof(err)), 0);
+    cr_assert(strstr(err, "password") && !strstr(err, "secret"), "the reason: %s", err);
+    o.url = "postgresql://[bad";
+    cr_assert_neq(st_open(&o, &s, err, sizeof(err)), 0);
+    cr_assert(strstr(err, "not valid"), "the reason: %s", err);
+    fx_rmtree(url);
+    free(url);
+}
