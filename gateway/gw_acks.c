@@ -1,7 +1,7 @@
 /*
  * Ack coalescing. Clients ack cumulatively and in batches; the gateway keeps only the
- * highest ack per (group, user) in memory and hands them all to the store writer as one
- * op ack_flush_ms after the first of them came (and at shutdown). A crash loses at most the
+ * highest ack per (group, user) in memory and hands them all to the store as one op
+ * ack_flush_ms after the first of them came (and at shutdown). A crash loses at most the
  * last interval's acks, which means re-delivery (absorbed by client dedup), never loss.
  */
 #include "gw_internal.h"
@@ -10,41 +10,108 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct ack_entry {
+    char key[2 * PR_MAX_ID + 2]; /* gid \1 uid */
+    uint64_t mid;
+    UT_hash_handle hh;
+} ack_entry;
+
+struct gw_acks {
+    gw_server *srv;
+    ack_entry *waiting; /* for the next flush */
+    ack_entry *writing; /* flushed, the write not completed yet */
+    /* The flush timer is libev's: libwebsockets 4.1's libev glue cannot move its one
+     * timer earlier while it runs (ev_timer_set on an active watcher), so a libwebsockets
+     * timer due sooner than the one already set fires late. */
+    ev_timer timer;
+    uint64_t writes, entries; /* batches and entries persisted */
+};
+
+/* One flush on its way to the store. */
+typedef struct ack_batch {
+    gw_job job; /* first: the completion finds the batch from its job */
+    gw_acks *a;
+    st_ack *acks; /* ids point into ids */
+    char *ids;
+    size_t n;
+} ack_batch;
+
 static size_t make_key(char *key, const char *gid, const char *uid)
 {
     return (size_t)snprintf(key, 2 * PR_MAX_ID + 2, "%s\x01%s", gid, uid);
 }
 
+gw_acks *gw_acks_new(gw_server *srv)
+{
+    gw_acks *a = calloc(1, sizeof(*a));
+    if (a)
+        a->srv = srv;
+    return a;
+}
+
+static void clear(ack_entry **h)
+{
+    ack_entry *e, *tmp;
+    HASH_ITER(hh, *h, e, tmp)
+    {
+        HASH_DEL(*h, e);
+        free(e);
+    }
+}
+
+void gw_acks_free(gw_acks *a)
+{
+    if (!a)
+        return;
+    if (a->srv->loop)
+        ev_timer_stop(a->srv->loop, &a->timer);
+    clear(&a->waiting);
+    clear(&a->writing);
+    free(a);
+}
+
 static void on_flush_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop, (void)revents;
-    gw_acks_flush(lws_container_of(w, gw_server, ack_timer));
+    gw_acks_flush((gw_acks *)((char *)w - offsetof(gw_acks, timer)));
 }
 
-static void arm_flush(gw_server *srv)
+static void arm_flush(gw_acks *a)
 {
-    if (!srv->loop || ev_is_active(&srv->ack_timer))
-        return;
-    ev_timer_init(&srv->ack_timer, on_flush_timer, srv->cfg.ack_flush_ms / 1000.0, 0);
-    ev_timer_start(srv->loop, &srv->ack_timer);
+    struct ev_loop *loop = a->srv->loop;
+    if (!loop || ev_is_active(&a->timer))
+        return; /* without a loop (the fuzz target) the caller flushes */
+    ev_timer_init(&a->timer, on_flush_timer, a->srv->cfg.ack_flush_ms / 1000.0, 0);
+    ev_timer_start(loop, &a->timer);
 }
 
-void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid)
+bool gw_acks_waiting(const gw_acks *a)
+{
+    return a->waiting != NULL;
+}
+
+void gw_acks_figures(const gw_acks *a, uint64_t *writes, uint64_t *entries)
+{
+    *writes = a->writes;
+    *entries = a->entries;
+}
+
+void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid)
 {
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
-    gw_ack_entry *e = NULL;
+    ack_entry *e = NULL;
     /* The flush timer runs only while acks wait: a gateway with nothing to flush is not
-     * woken five times a second (each wake-up polls every socket). */
-    if (!srv->acks)
-        arm_flush(srv);
-    HASH_FIND(hh, srv->acks, key, n, e);
+     * woken five times a second. */
+    if (!a->waiting)
+        arm_flush(a);
+    HASH_FIND(hh, a->waiting, key, n, e);
     if (!e) {
         e = calloc(1, sizeof(*e));
         if (!e)
             return; /* the ack is lost: only a re-delivery later */
         memcpy(e->key, key, n + 1);
-        HASH_ADD(hh, srv->acks, key, n, e);
+        HASH_ADD(hh, a->waiting, key, n, e);
     }
     if (mid > e->mid)
         e->mid = mid;
@@ -53,103 +120,127 @@ void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid)
 /* A user who signs in again while its acks are being written must see them: its groups
  * come from the store, which does not hold them yet (a second `tail` would otherwise
  * print again what the first one acked). */
-uint64_t gw_acks_pending(gw_server *srv, const char *gid, const char *uid)
+uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid)
 {
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
-    gw_ack_entry *e = NULL, *w = NULL;
-    HASH_FIND(hh, srv->acks, key, n, e);
-    HASH_FIND(hh, srv->acks_writing, key, n, w);
-    uint64_t a = e ? e->mid : 0, b = w ? w->mid : 0;
-    return a > b ? a : b;
+    ack_entry *e = NULL, *w = NULL;
+    HASH_FIND(hh, a->waiting, key, n, e);
+    HASH_FIND(hh, a->writing, key, n, w);
+    uint64_t x = e ? e->mid : 0, y = w ? w->mid : 0;
+    return x > y ? x : y;
 }
 
-void gw_acks_written(gw_server *srv, const st_ack *acks, size_t n)
+/* A batch's write completed (ok or not): its acks are no longer being written. */
+static void written(gw_acks *a, const ack_batch *b)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < b->n; i++) {
         char key[2 * PR_MAX_ID + 2];
-        int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)acks[i].gid.n, acks[i].gid.p,
-                          (int)acks[i].uid.n, acks[i].uid.p);
-        gw_ack_entry *w = NULL;
-        HASH_FIND(hh, srv->acks_writing, key, (size_t)kn, w);
-        if (w && w->mid <= acks[i].mid) { /* a later batch may carry a higher one */
-            HASH_DEL(srv->acks_writing, w);
+        int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)b->acks[i].gid.n,
+                          b->acks[i].gid.p, (int)b->acks[i].uid.n, b->acks[i].uid.p);
+        ack_entry *w = NULL;
+        HASH_FIND(hh, a->writing, key, (size_t)kn, w);
+        if (w && w->mid <= b->acks[i].mid) { /* a later batch may carry a higher one */
+            HASH_DEL(a->writing, w);
             free(w);
         }
     }
 }
 
-void gw_acks_flush(gw_server *srv)
+static void batch_free(ack_batch *b)
 {
-    size_t n = HASH_COUNT(srv->acks);
+    free(b->acks);
+    free(b->ids);
+    free(b);
+}
+
+static void flushed(gw_job *j)
+{
+    ack_batch *b = (ack_batch *)j;
+    gw_acks *a = b->a;
+    int rc = j->op.result;
+    written(a, b);
+    if (rc == 0) {
+        a->writes++;
+        a->entries += b->n;
+    } else if (a->srv->stopping) {
+        /* No next flush to keep them for: after the restart clients get those messages
+         * again (re-delivery, absorbed by their dedup), nothing is lost. */
+        gw_warn("ack batch of %zu not persisted: %s (dropped while stopping)", b->n,
+                st_strerror(rc));
+    } else {
+        /* Keep them for the next flush; lost only if the gateway dies before. */
+        gw_warn("ack batch of %zu not persisted: %s (kept for the next flush)", b->n,
+                st_strerror(rc));
+        for (size_t i = 0; i < b->n; i++) {
+            char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
+            snprintf(gid, sizeof(gid), "%.*s", (int)b->acks[i].gid.n, b->acks[i].gid.p);
+            snprintf(uid, sizeof(uid), "%.*s", (int)b->acks[i].uid.n, b->acks[i].uid.p);
+            gw_acks_add(a, gid, uid, b->acks[i].mid);
+        }
+    }
+    batch_free(b);
+}
+
+void gw_acks_flush(gw_acks *a)
+{
+    size_t n = HASH_COUNT(a->waiting);
     if (n == 0)
         return;
     /* While the store takes no writes the acks wait here, and the timer looks again
      * after the next interval (a batch would only fail and come back); when stopping
      * they go, and a failure drops them (re-delivery). */
-    if (!st_writable(srv->store) && !srv->stopping) {
-        arm_flush(srv);
+    if (!st_writable(a->srv->store) && !a->srv->stopping) {
+        arm_flush(a);
         return;
     }
-    gw_pending *p = calloc(1, sizeof(*p));
+    ack_batch *b = calloc(1, sizeof(*b));
     size_t ids_n = 0;
-    gw_ack_entry *e, *tmp;
-    HASH_ITER(hh, srv->acks, e, tmp)
+    ack_entry *e, *tmp;
+    HASH_ITER(hh, a->waiting, e, tmp)
         ids_n += strlen(e->key) + 1;
-    if (p) {
-        p->acks = calloc(n, sizeof(*p->acks));
-        p->ack_ids = malloc(ids_n);
+    if (b) {
+        b->acks = calloc(n, sizeof(*b->acks));
+        b->ids = malloc(ids_n);
     }
-    if (!p || !p->acks || !p->ack_ids) {
-        if (p)
-            gw_pending_free(p);
+    if (!b || !b->acks || !b->ids) {
+        if (b)
+            batch_free(b);
         gw_err("acks: out of memory; %zu acks kept for the next flush", n);
-        arm_flush(srv);
+        arm_flush(a);
         return;
     }
-    msgpack_sbuffer_init(&p->record);
-    p->srv = srv;
+    b->a = a;
+    b->n = n;
     size_t i = 0, off = 0;
-    HASH_ITER(hh, srv->acks, e, tmp)
+    HASH_ITER(hh, a->waiting, e, tmp)
     {
         /* The key is "gid\1uid": copy it and split it in place. */
         size_t kl = strlen(e->key);
-        char *k = p->ack_ids + off;
+        char *k = b->ids + off;
         memcpy(k, e->key, kl + 1);
         char *sep = strchr(k, '\x01');
-        p->acks[i++] = (st_ack){.gid = {k, (size_t)(sep - k)},
+        b->acks[i++] = (st_ack){.gid = {k, (size_t)(sep - k)},
                                 .uid = {sep + 1, kl - (size_t)(sep - k) - 1},
                                 .mid = e->mid};
         off += kl + 1;
-        HASH_DEL(srv->acks, e);
-        gw_ack_entry *w = NULL; /* visible to gw_acks_pending until written */
-        HASH_FIND(hh, srv->acks_writing, e->key, kl, w);
+        HASH_DEL(a->waiting, e);
+        ack_entry *w = NULL; /* visible to gw_acks_pending until written */
+        HASH_FIND(hh, a->writing, e->key, kl, w);
         if (w) {
             if (e->mid > w->mid)
                 w->mid = e->mid;
             free(e);
         } else {
-            HASH_ADD(hh, srv->acks_writing, key, kl, e);
+            HASH_ADD(hh, a->writing, key, kl, e);
         }
     }
-    p->op.kind = ST_OP_ACKS;
-    p->op.urgent = true; /* a backlog of sends must not hold acks back */
-    p->op.acks = p->acks;
-    p->op.n_acks = n;
-    gw_route_submit(srv, p);
-}
-
-void gw_acks_free(gw_server *srv)
-{
-    gw_ack_entry *e, *tmp;
-    HASH_ITER(hh, srv->acks, e, tmp)
-    {
-        HASH_DEL(srv->acks, e);
-        free(e);
-    }
-    HASH_ITER(hh, srv->acks_writing, e, tmp)
-    {
-        HASH_DEL(srv->acks_writing, e);
-        free(e);
+    b->job.op = (st_op){.kind = ST_OP_ACKS, .acks = b->acks, .n_acks = n,
+                        .urgent = true}; /* a backlog of sends must not hold acks back */
+    b->job.complete = flushed;
+    int rc = gw_bridge_submit(a->srv->bridge, &b->job);
+    if (rc < 0) {
+        b->job.op.result = rc;
+        flushed(&b->job);
     }
 }

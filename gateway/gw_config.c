@@ -11,7 +11,7 @@ enum {
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
-    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP,
+    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE,
 };
 
 static const struct option options[] = {
@@ -19,6 +19,7 @@ static const struct option options[] = {
     {"port", required_argument, 0, O_PORT},
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"data", required_argument, 0, O_DATA},
+    {"store", required_argument, 0, O_STORE},
     {"insecure", no_argument, 0, O_INSECURE},
     {"cert", required_argument, 0, O_CERT},
     {"key", required_argument, 0, O_KEY},
@@ -57,7 +58,8 @@ static void help(void)
     printf(
         "usage: gw [options]\n"
         "A group-messaging gateway: WebSocket sessions at /ws (subprotocol gw.v1), messages\n"
-        "stored once per group in RocksDB. See docs/PROTOCOL.md.\n"
+        "stored once per group in RocksDB (embedded) or PostgreSQL (--store). See\n"
+        "docs/PROTOCOL.md.\n"
         "\n"
         "Network\n"
         "  --listen ADDR        address to bind (default 127.0.0.1)\n"
@@ -68,9 +70,18 @@ static void help(void)
         "  --key PATH           TLS private key, PEM (with --cert)\n"
         "  --insecure           plain ws:// and http:// without TLS (development only)\n"
         "Storage\n"
-        "  --data DIR           store folder (default ./data)\n"
-        "  --no-sync            do not fsync commits (faster; a machine crash may lose the\n"
-        "                       last confirmed messages; a process crash loses nothing)\n"
+        "  --data DIR           data folder (default ./data): the token secret, the TLS files\n"
+        "                       made at first start and, without --store, the RocksDB store\n"
+        "  --store URL          keep the store in PostgreSQL instead: a libpq connection URI,\n"
+        "                       postgresql://[user@]host[:port][,host2[:port2]...]/dbname[?...]\n"
+        "                       (several hosts with target_session_attrs=read-write follow a\n"
+        "                       failover). No password in it: libpq reads ~/.pgpass,\n"
+        "                       PGPASSFILE, a service file or PGPASSWORD. The schema is made\n"
+        "                       at first start. If the database is down, gw starts anyway and\n"
+        "                       connects when it can (/healthz says 503 meanwhile)\n"
+        "  --no-sync            do not fsync commits (PostgreSQL: synchronous_commit off;\n"
+        "                       faster; a machine or database crash may lose the last\n"
+        "                       confirmed messages; a crash of gw loses nothing)\n"
         "  --closed-groups      join does not create groups that do not exist\n"
         "Identity\n"
         "  --secret-file PATH   HS256 token secret (or env GW_SECRET); default: DIR/token-secret,\n"
@@ -205,6 +216,7 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_PORT: rc = number(name, optarg, 0, 65535, &v), c->port = (int)v; break;
         case O_PORT_FILE: c->port_file = optarg; break;
         case O_DATA: c->data = optarg; break;
+        case O_STORE: c->store_url = optarg; break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;
@@ -251,6 +263,12 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
     }
     if (c->insecure && c->cert) {
         fprintf(stderr, "gw: --insecure turns TLS off: it cannot be used with --cert/--key\n");
+        return -1;
+    }
+    if (c->store_url && strncmp(c->store_url, "postgresql://", 13) != 0 &&
+        strncmp(c->store_url, "postgres://", 11) != 0) {
+        fprintf(stderr, "gw: --store takes a PostgreSQL URI (postgresql://host/dbname); "
+                        "without it the store is RocksDB in --data\n");
         return -1;
     }
     if (c->page_default > c->page_max) {

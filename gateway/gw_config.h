@@ -11,7 +11,8 @@ typedef struct gw_config {
     const char *listen;    /* address to bind */
     int port;              /* 0: any free port (the log says which) */
     const char *port_file; /* if set, the bound port is written there (for scripts) */
-    const char *data;      /* store folder */
+    const char *data;      /* data folder: the token secret, TLS files, the RocksDB store */
+    const char *store_url; /* PostgreSQL connection URI; NULL: RocksDB in data/store */
     bool insecure;         /* plain ws:// and http:// (development on loopback) */
     const char *cert;      /* TLS certificate (PEM) */
     const char *key;       /* TLS private key (PEM) */

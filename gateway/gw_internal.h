@@ -1,28 +1,40 @@
 /*
- * The gateway's shared types, private to gateway/. Everything here lives on the
- * libwebsockets service thread, except where a comment says otherwise: the store's writer
- * thread touches only gw_server.done_* (under done_mu).
+ * The gateway's modules and how they meet, private to gateway/. Everything runs on the
+ * libwebsockets service thread, except the store's completions, which the bridge
+ * (gw_bridge.c) brings over from the store thread.
  *
- * Files: gw_server.c (libwebsockets callbacks, timers, the completion bridge, shutdown),
- * gw_session.c (one WebSocket session: receive, queue, write, close), gw_route.c (requests
- * and their completions), gw_registry.c (online users, their groups, fan-out), gw_acks.c
- * (ack coalescing), gw_auth.c (tokens), gw_throttle.c (rate limits applied; the buckets are
- * gw_rate.c and gw_addrs.c), gw_config.c, gw_log.c, gw_buf.c.
+ * Each module keeps its own state and is the only one to touch it:
+ *   gw_server.c   the composition: the lws context, its callbacks, the sweep, the stop
+ *   gw_session.c  sessions: their life, receiving, the error budget, closing, pausing
+ *   gw_reqs.c     a session's requests in the order it sent them (gw_reqq)
+ *   gw_route.c    each request: checks, replies, store jobs and their completions
+ *   gw_outq.c     a session's outbound queue, batching, notify mode, writing (gw_outq)
+ *   gw_registry.c who is online in which group, users loading, fan-out (gw_registry)
+ *   gw_acks.c     the ack coalescer (gw_acks)
+ *   gw_bridge.c   store completions to the service thread (gw_bridge)
+ *   gw_throttle.c rate limits applied (gw_limits, and a session's gw_srate)
+ *   gw_stats.c    the figures (gw_counters), rendered as JSON and Prometheus text
+ * and gw_http.c, gw_auth.c, gw_config.c, gw_log.c, gw_buf.c, gw_tls.c, gw_rate.c and
+ * gw_addrs.c, each with one job (docs/ARCHITECTURE.md).
+ *
+ * A session (gw_sess) is the one struct several modules share: each owns its part (out,
+ * reqs, rate) and the others reach it only through that module's functions.
  */
 #ifndef GW_INTERNAL_H
 #define GW_INTERNAL_H
 
 #include "gw_auth.h"
+#include "gw_bridge.h"
 #include "gw_buf.h"
 #include "gw_config.h"
 #include "gw_log.h"
 #include "gw_rate.h"
+#include "gw_stats.h"
 #include "proto.h"
 #include "store.h"
 
 #include <ev.h>
 #include <libwebsockets.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uthash.h>
@@ -30,59 +42,13 @@
 typedef struct gw_server gw_server;
 typedef struct gw_sess gw_sess;
 typedef struct gw_user gw_user;
+typedef struct gw_req gw_req;
+typedef struct gw_registry gw_registry;
+typedef struct gw_acks gw_acks;
+typedef struct gw_limits gw_limits;
+typedef struct gw_sessions gw_sessions;
 
-/* ---- registry ---------------------------------------------------------------------- */
-
-/* One of an online user's groups, with the ack as this gateway knows it (the stored one,
- * moved forward by acks not yet persisted). */
-typedef struct gw_member {
-    char gid[PR_MAX_ID + 1];
-    uint64_t ack;
-    UT_hash_handle hh; /* in gw_user.groups, by gid */
-} gw_member;
-
-/* A user with at least one session here. */
-struct gw_user {
-    char uid[PR_MAX_ID + 1];
-    gw_sess *sessions; /* utlist DL through gw_sess.user_prev/next */
-    unsigned n_sessions;
-    gw_member *groups; /* by gid */
-    unsigned joins_inflight; /* joins submitted, not completed: count towards --max-groups */
-    UT_hash_handle hh; /* in gw_server.users, by uid */
-};
-
-/* An online member of a group: the entry the fan-out walks. */
-typedef struct gw_online {
-    gw_user *user;     /* key: the pointer */
-    UT_hash_handle hh; /* in gw_group.online */
-} gw_online;
-
-/* A group with at least one online member. */
-typedef struct gw_group {
-    char gid[PR_MAX_ID + 1];
-    uint64_t last_mid; /* as committed; kept current by send completions */
-    gw_online *online;
-    unsigned n_online;
-    UT_hash_handle hh; /* in gw_server.groups, by gid */
-} gw_group;
-
-/* Logs the user in (loading its groups from the store on its first session). */
-int gw_user_attach(gw_server *srv, const char *uid, gw_sess *s);
-/* Detaches a closing session; the user is dropped with its last session. */
-void gw_user_detach(gw_server *srv, gw_sess *s);
-gw_user *gw_user_find(gw_server *srv, const char *uid);
-gw_member *gw_member_find(gw_user *u, pr_slice gid);
-/* Records a membership (after a committed join) and puts the user online in the group. */
-gw_member *gw_member_add(gw_server *srv, gw_user *u, const char *gid, uint64_t ack,
-                         uint64_t last_mid);
-void gw_member_remove(gw_server *srv, gw_user *u, const char *gid);
-gw_group *gw_group_find(gw_server *srv, const char *gid, size_t n);
-/* Pushes a committed message to every online session of every member but `except`. */
-void gw_fanout(gw_server *srv, const char *gid, uint64_t mid, uint64_t ts, const void *record,
-               size_t record_n, gw_sess *except);
-void gw_registry_free(gw_server *srv);
-
-/* ---- sessions ---------------------------------------------------------------------- */
+/* ---- a session's parts ------------------------------------------------------------- */
 
 /* One queued frame: a reply (owned) or a push (one reference to a shared buffer). */
 typedef struct gw_qitem {
@@ -96,16 +62,66 @@ typedef struct gw_notify {
     UT_hash_handle hh;
 } gw_notify;
 
+/* The outbound queue (gw_outq.c): a ring of encoded messages, shared pushes included. */
+typedef struct gw_outq {
+    gw_qitem *q;
+    size_t head, len, cap;
+    size_t pushes;      /* pushes in the ring */
+    size_t push_bytes;  /* ... and their bytes */
+    size_t reply_bytes; /* bytes of replies in the ring: reading pauses past a budget */
+    bool slow;          /* over the push cap: pushes become notify entries */
+    uint64_t slow_since; /* monotonic ms */
+    gw_notify *notify;  /* coalesced notify per group while slow */
+    bool ping_due;      /* a WebSocket ping goes out at the next writeable */
+} gw_outq;
+
+/* A frame that waits for the requests before it (gw_reqs.c). */
+typedef struct gw_waiting {
+    struct gw_waiting *next;
+    size_t n;
+    uint8_t frame[];
+} gw_waiting;
+
+/* A session's requests (gw_reqs.c): they take effect in the order they came. */
+typedef struct gw_reqq {
+    gw_waiting *head, *tail; /* frames waiting their turn, copied */
+    size_t n_waiting, waiting_bytes;
+    unsigned sends;     /* sends in flight: more sends (and acks) may follow them */
+    bool barrier;       /* another request in flight: everything after it waits */
+    bool pumping;       /* gw_reqs_pump is running (a completion may come inside it) */
+    gw_req *inflight;   /* DL: its requests with a store job under way */
+} gw_reqq;
+
+/* A session's rate limits (gw_throttle.c). */
+typedef struct gw_srate {
+    gw_bucket sends, bytes;
+    uint64_t until;   /* monotonic ms: reading is paused until then */
+    ev_timer timer;   /* resumes reading at `until` (libev: see gw_acks.c) */
+    size_t frame_len; /* the frame being handled ... */
+    bool frame_over_bytes; /* ... and whether it overdrew the byte bucket */
+} gw_srate;
+
+/* Why reading a session is paused: each reason is set and cleared by its module, and the
+ * socket is read again once no reason is left (gw_sess_pause). */
+enum gw_pause {
+    GW_PAUSE_REQS = 1,    /* gw_reqs.c: too many requests in flight or waiting */
+    GW_PAUSE_REPLIES = 2, /* gw_outq.c: too many replies not yet written */
+    GW_PAUSE_STORE = 4,   /* gw_reqs.c: the store's queue is long (every writer waits) */
+    GW_PAUSE_RATE = 8,    /* gw_throttle.c: over a rate limit */
+};
+
 struct gw_sess {
     gw_server *srv;
     struct lws *wsi; /* NULL once libwebsockets has closed it */
     uint64_t sid;
     char sid_str[24];
-    gw_user *user; /* NULL until a valid hello */
+    gw_user *user;    /* NULL until a valid hello has loaded it */
+    gw_user *loading; /* the user whose groups are being read for this session's hello */
     gw_identity id;
-    gw_sess *user_prev, *user_next;
-    gw_sess *paused_prev, *paused_next; /* in gw_server.paused while reading is paused */
-    bool paused;
+    gw_sess *user_prev, *user_next; /* the user's sessions, or its waiters while loading */
+    gw_sess *prev, *next;           /* every session (gw_session.c) */
+    gw_sess *paused_prev, *paused_next; /* paused sessions (gw_session.c) */
+    unsigned pause;   /* GW_PAUSE_* reasons */
 
     /* Receive: one WebSocket message may arrive in several pieces. */
     uint8_t *rx;
@@ -113,65 +129,186 @@ struct gw_sess {
     bool rx_text;      /* the message being received is a text frame */
     size_t rx_discard; /* bytes dropped of a message over max_frame */
 
-    /* Send: a ring of encoded messages, shared push buffers included. */
-    gw_qitem *q;
-    size_t q_head, q_len, q_cap;
-    size_t q_pushes;      /* pushes in the ring */
-    size_t q_push_bytes;  /* ... and their bytes */
-    size_t q_reply_bytes; /* bytes of replies in the ring: reading pauses past a budget */
-    bool slow;            /* over the push cap: pushes become notify entries */
-    uint64_t slow_since;  /* monotonic ms */
-    gw_notify *notify;    /* coalesced notify per group while slow */
+    gw_outq out;
+    gw_reqq reqs;
+    gw_srate rate;
 
-    /* Liveness, checked by gw_sess_sweep once a second (see there for why not by timers). */
+    /* Liveness, checked by the sweep once a second (see gw_session.c for why not by
+     * timers). */
     uint64_t born_ms;    /* monotonic ms at the handshake: the hello must come in time */
+    uint64_t hello_rid;  /* the rid of the hello whose user is loading */
     uint64_t last_rx_ms; /* monotonic ms of the last bytes or pong received */
-    bool ping_due;       /* a ping goes out at the next writeable */
-    bool ping_sent;      /* ... and was sent since last_rx_ms */
+    bool ping_sent;      /* a ping was sent since last_rx_ms */
 
-    unsigned inflight; /* store writes submitted, not yet completed */
-    gw_bucket rate_sends, rate_bytes; /* rate limits (gw_throttle.c) */
-    uint64_t rate_until;              /* monotonic ms: reading is paused until then */
-    ev_timer rate_timer;              /* resumes reading at rate_until (libev: see ack_timer) */
-    size_t frame_len;                 /* the frame being handled ... */
-    bool frame_over_bytes;            /* ... and whether it overdrew the byte bucket */
-    double err_score;  /* bad requests, decaying by one a second */
-    uint64_t err_at;   /* monotonic ms of the last decay */
-    int close_code;    /* non-zero: close with it at the next writeable */
+    double err_score; /* bad requests, decaying by one a second */
+    uint64_t err_at;  /* monotonic ms of the last decay */
+    int close_code;   /* non-zero: close with it at the next writeable */
     char close_reason[96];
-
-    UT_hash_handle hh; /* in gw_server.sessions, by sid */
 };
+
+/* ---- sessions (gw_session.c) -------------------------------------------------------- */
+
+gw_sessions *gw_sessions_new(gw_server *srv, uint64_t boot_id);
+void gw_sessions_free(gw_sessions *all);
+unsigned gw_sessions_count(const gw_sessions *all);
+/* Sessions past hello. */
+unsigned gw_sessions_authenticated(const gw_sessions *all);
+/* True while some session still has something to write. */
+bool gw_sessions_writing(const gw_sessions *all);
+/* Closes every session with code and reason. */
+void gw_sessions_close_all(gw_sessions *all, int code, const char *reason);
+/* The store's queue got shorter: sessions paused for it may read again. */
+void gw_sessions_store_calm(gw_sessions *all);
+/* Once a second: hello deadline, pings, hang-ups, slow consumers that stay slow. */
+void gw_sessions_sweep(gw_sessions *all, uint64_t now_ms);
 
 gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi);
 /* libwebsockets closed the connection: detach and free. */
 void gw_sess_free(gw_sess *s);
-gw_sess *gw_sess_find(gw_server *srv, uint64_t sid);
 /* One piece of a received WebSocket message. Returns -1 to close the connection now. */
 int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, bool binary);
 /* Something came from the peer (bytes or a pong): it is alive. */
 void gw_sess_alive(gw_sess *s);
-/* The socket can take more: write the next frame. Returns -1 to close. */
-int gw_sess_writeable(gw_sess *s);
-/* Queues a reply or a push (takes one reference of b). */
-void gw_sess_send(gw_sess *s, gw_buf *b);
-/* Queues an encoded reply (copies the sbuffer). */
-void gw_sess_reply(gw_sess *s, const msgpack_sbuffer *sb);
-/* Queues a push of gid's message (shared bytes), or a notify once over the cap. */
-void gw_sess_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg);
 /* Replies `err` and charges the error budget (closing with 1008 when it is spent). */
 void gw_sess_error(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid);
-/* Replies `err` without charging the budget (a second error caused by the same frame). */
+/* Replies `err` without charging the budget (a second error caused by the same frame,
+ * or one the server caused). */
 void gw_sess_error_free(gw_sess *s, uint64_t rid, int code, const char *msg, pr_slice gid);
-/* Closes with code and reason at the next chance (after nothing else). */
+/* Closes with code and reason once what is queued before it has been written. */
 void gw_sess_close(gw_sess *s, int code, const char *reason);
-/* Pauses or resumes reading from the socket to match the session's and the store's load. */
-void gw_sess_flow(gw_sess *s);
-/* Sweep: closes sessions stuck in notify mode for too long. */
-void gw_sess_sweep(gw_server *srv, uint64_t now_ms);
+/* Sets or clears one reason to pause reading the session. */
+void gw_sess_pause(gw_sess *s, enum gw_pause why, bool on);
 
-/* ---- rate limits (gw_throttle.c) ------------------------------------------------------ */
+/* ---- the outbound queue (gw_outq.c) ------------------------------------------------- */
 
+/* Queues an encoded reply (copies the sbuffer). */
+void gw_out_reply(gw_sess *s, const msgpack_sbuffer *sb);
+/* Queues a push of gid's message (shared bytes), or a notify once over the cap. */
+void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg);
+/* A WebSocket ping goes out at the next writeable. */
+void gw_out_ping(gw_sess *s);
+/* The socket can take more: write the next frame (or the close). Returns -1 to close. */
+int gw_out_writeable(gw_sess *s);
+/* True while something waits to be written. */
+bool gw_out_pending(const gw_sess *s);
+/* Frees what is queued (the session is going). */
+void gw_out_release(gw_sess *s);
+
+/* ---- requests in order (gw_reqs.c) -------------------------------------------------- */
+
+/* A complete frame from an open session. */
+void gw_reqs_frame(gw_sess *s, const uint8_t *frame, size_t len);
+/* A request of the session went to the store (send: more sends may follow it). */
+void gw_reqs_began(gw_sess *s, gw_req *r, bool send);
+/* ... and came back: the requests waiting behind it may start. */
+void gw_reqs_done(gw_sess *s, gw_req *r, bool send);
+/* The store's queue is over its mark: pause this writer until it is shorter. */
+void gw_reqs_store_busy(gw_sess *s);
+/* The session is going: drop what waits, detach what is in flight. */
+void gw_reqs_release(gw_sess *s);
+
+/* ---- each request (gw_route.c) ------------------------------------------------------ */
+
+/* A request of a session with a store job under way. */
+struct gw_req {
+    gw_job job;
+    gw_server *srv;
+    gw_sess *sess;        /* NULL once the session is gone: nothing to answer */
+    gw_req *prev, *next;  /* in its session's reqs.inflight */
+    uint64_t rid;
+    bool counted;         /* JOIN: counted in its user's joins_inflight */
+    char gid[PR_MAX_ID + 1];
+    char uid[PR_MAX_ID + 1];
+    char cid[PR_MAX_ID + 1];
+    msgpack_sbuffer record; /* APPEND: the encoded from/body */
+};
+
+/* Starts one decoded request of s: answered at once, or handed to the store. */
+void gw_route_start(gw_sess *s, const pr_req *r);
+/* What st_* codes mean to a client. */
+int gw_route_err_code(int st_rc);
+const char *gw_route_err_msg(int st_rc);
+
+/* ---- the registry (gw_registry.c) --------------------------------------------------- */
+
+/* One of an online user's groups, with the ack as this gateway knows it (the stored one,
+ * moved forward by acks not yet persisted). */
+typedef struct gw_member {
+    char gid[PR_MAX_ID + 1];
+    uint64_t ack;
+    UT_hash_handle hh; /* in gw_user.groups, by gid */
+} gw_member;
+
+/* A user with a session here, or one whose groups are being read for a hello. */
+struct gw_user {
+    char uid[PR_MAX_ID + 1];
+    gw_sess *sessions; /* utlist DL through gw_sess.user_prev/next */
+    unsigned n_sessions;
+    gw_sess *waiters;  /* sessions whose hello waits for the read of its groups */
+    bool loading;      /* that read is under way */
+    gw_member *groups; /* by gid */
+    unsigned joins_inflight; /* joins submitted, not completed: count towards --max-groups */
+    UT_hash_handle hh; /* in the registry's users, by uid */
+};
+
+/* A group with at least one online member. */
+typedef struct gw_group {
+    char gid[PR_MAX_ID + 1];
+    uint64_t last_mid; /* as committed; kept current by completions and pages */
+    struct gw_online *online;
+    unsigned n_online;
+    UT_hash_handle hh; /* in the registry's groups, by gid */
+} gw_group;
+
+/* Told when a session's hello has its user (rc 0) or could not load it (rc ST_E*). */
+typedef void (*gw_attached_fn)(gw_sess *s, int rc);
+
+gw_registry *gw_registry_new(gw_server *srv);
+void gw_registry_free(gw_registry *reg);
+/* Signs s in as uid: at once (returns 1) when the user is here, else once its groups are
+ * read (returns 0; done runs then, and may also run before this returns). */
+int gw_registry_attach(gw_registry *reg, gw_sess *s, const char *uid, gw_attached_fn done);
+/* Detaches a closing session (or stops its wait); the user goes with its last session. */
+void gw_registry_detach(gw_registry *reg, gw_sess *s);
+gw_user *gw_user_find(gw_registry *reg, const char *uid);
+gw_member *gw_member_find(gw_user *u, pr_slice gid);
+/* Records a membership (after a committed join) and puts the user online in the group. */
+gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
+                         uint64_t last_mid);
+void gw_member_remove(gw_registry *reg, gw_user *u, const char *gid);
+gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n);
+/* A page showed gid's last mid: keep the cap on acks in step with what clients see. */
+void gw_group_saw(gw_registry *reg, const char *gid, uint64_t last_mid);
+/* Pushes a committed message to every online session of every member but `except`. */
+void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts,
+               const void *record, size_t record_n, gw_sess *except);
+/* Figures: users and groups online, and how far online members' acks trail. */
+void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups,
+                         uint64_t *members, uint64_t *lag_total, uint64_t *lag_max);
+/* True when nothing is left (the fuzz target's check after each input). */
+bool gw_registry_empty(const gw_registry *reg);
+
+/* ---- acks (gw_acks.c) --------------------------------------------------------------- */
+
+gw_acks *gw_acks_new(gw_server *srv);
+void gw_acks_free(gw_acks *a);
+/* Remembers uid's ack of gid (the highest wins) until the next flush. */
+void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid);
+/* The not yet persisted ack of (gid, uid), or 0: waiting for a flush or being written. */
+uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid);
+/* Hands every remembered ack to the store as one op. */
+void gw_acks_flush(gw_acks *a);
+/* True while acks wait for a flush. */
+bool gw_acks_waiting(const gw_acks *a);
+/* Figures: batches and entries persisted. */
+void gw_acks_figures(const gw_acks *a, uint64_t *writes, uint64_t *entries);
+
+/* ---- rate limits (gw_throttle.c) ---------------------------------------------------- */
+
+gw_limits *gw_limits_new(const gw_config *cfg, uint64_t seed);
+void gw_limits_free(gw_limits *l);
+/* Source addresses in the connection-rate table. */
+size_t gw_limits_addresses(const gw_limits *l);
 /* Fills a new session's buckets. */
 void gw_throttle_init(gw_sess *s);
 /* Cancels the session's pending resume (before it is freed). */
@@ -181,131 +318,43 @@ void gw_throttle_frame(gw_sess *s, size_t len);
 /* May the frame being handled, a `send`, go? 0: yes. Else the ms the client should wait
  * (reading is paused that long) and *why, the text of the `rate_limited` error. */
 uint64_t gw_throttle_send(gw_sess *s, const char **why);
-/* True while a rate limit pauses reading the session. */
-bool gw_throttle_paused(const gw_sess *s, uint64_t now_ms);
 /* LWS_CALLBACK_FILTER_NETWORK_CONNECTION: 0 to accept, 1 to refuse (over --rate-conns). */
 int gw_throttle_connection(gw_server *srv, const struct lws_filter_network_conn_args *a);
 
-/* ---- requests (gw_route.c) ---------------------------------------------------------- */
-
-/* A store write in flight for a session (or the ack flusher). */
-typedef struct gw_pending {
-    st_op op;
-    gw_server *srv;
-    uint64_t sid; /* 0: not from a session */
-    uint64_t rid;
-    char gid[PR_MAX_ID + 1];
-    char uid[PR_MAX_ID + 1];
-    char cid[PR_MAX_ID + 1];
-    bool counted;           /* JOIN: counted in its user's joins_inflight */
-    msgpack_sbuffer record; /* APPEND: the encoded from/body */
-    st_ack *acks;           /* ACKS: the batch (ids point into ack_ids) */
-    char *ack_ids;
-    struct gw_pending *next; /* in gw_server.done_* */
-} gw_pending;
-
-/* A complete frame from an open session. */
-void gw_route_frame(gw_sess *s, const uint8_t *frame, size_t len);
-/* A store write finished; called on the service thread. */
-void gw_route_complete(gw_server *srv, gw_pending *p);
-/* Submits p (its op filled in) to the store; on refusal replies and frees. */
-int gw_route_submit(gw_server *srv, gw_pending *p);
-void gw_pending_free(gw_pending *p);
-
-/* ---- acks (gw_acks.c) ---------------------------------------------------------------- */
-
-typedef struct gw_ack_entry {
-    char key[2 * PR_MAX_ID + 2]; /* gid \1 uid */
-    uint64_t mid;
-    UT_hash_handle hh;
-} gw_ack_entry;
-
-/* Remembers uid's ack of gid (the highest wins) until the next flush. */
-void gw_acks_add(gw_server *srv, const char *gid, const char *uid, uint64_t mid);
-/* The not yet persisted ack of (gid, uid), or 0: waiting for a flush or being written. */
-uint64_t gw_acks_pending(gw_server *srv, const char *gid, const char *uid);
-/* Hands every remembered ack to the store writer as one op. */
-void gw_acks_flush(gw_server *srv);
-/* An ack batch's write completed (ok or not): its acks are no longer in flight. */
-void gw_acks_written(gw_server *srv, const st_ack *acks, size_t n);
-void gw_acks_free(gw_server *srv);
-
-/* ---- the server (gw_server.c) ------------------------------------------------------ */
-
-typedef struct gw_counters {
-    uint64_t connections, connections_peak, sessions_total, auth_failures;
-    uint64_t frames_in, frames_out, bytes_in, bytes_out;
-    uint64_t sends, sends_dup, pushes, deliveries, notifies, slow_switches;
-    uint64_t acks_received, ack_frames, ack_writes, ack_entries_written;
-    uint64_t pages, page_msgs;
-    uint64_t errors[1 - PR_E_LAST]; /* by -PR_E* code */
-    uint64_t closes_1008, closes_1009, closes_4001, closes_slow;
-    uint64_t rate_sends_refused, rate_bytes_refused, rate_byte_pauses, rate_conns_refused;
-} gw_counters;
-
-/* A sample of the counters that have a rate in /stats. */
-typedef struct gw_rate_sample {
-    uint64_t ms; /* monotonic */
-    uint64_t sends, deliveries, pushes;
-} gw_rate_sample;
-
-#define GW_RATE_SAMPLES 11 /* one a second: rates over the last ten seconds */
+/* ---- the server (gw_server.c) ------------------------------------------------------- */
 
 struct gw_server {
     gw_config cfg;
     st_store *store;
     struct lws_context *ctx;
-    struct ev_loop *loop; /* libev (epoll): libwebsockets runs on it, see gw_server_new */
-    struct lws_vhost *vhost;
-    pr_decoder *dec; /* one decoder: requests are handled one at a time */
-    int port;        /* bound */
+    struct ev_loop *loop; /* libev (epoll): libwebsockets runs on it; NULL without a loop */
+    pr_decoder *dec;      /* one decoder: requests are decoded one at a time */
+    int port;             /* bound */
     uint64_t started_ms;      /* wall clock */
     uint64_t started_mono_ms; /* for uptime */
-    uint64_t boot_id; /* in session ids, so they differ across restarts */
-    uint64_t next_sid;
 
-    gw_sess *sessions; /* by sid */
-    unsigned n_sessions;
-    gw_sess *paused;   /* DL list */
-    gw_user *users;
-    gw_group *groups;
-    gw_ack_entry *acks;          /* waiting for the next flush */
-    gw_ack_entry *acks_writing;  /* flushed, the write not completed yet */
-    unsigned ops_inflight; /* store ops submitted and not yet completed */
-    gw_limit lim_sends, lim_bytes; /* per session (gw_throttle.c) */
-    gw_addrs *addrs;               /* per source address; NULL with --rate-conns 0 */
-    uint64_t conns_refused_unlogged, conns_refused_logged_ms;
+    /* The modules, each with its own state. */
+    gw_bridge *bridge;
+    gw_sessions *sessions;
+    gw_registry *registry;
+    gw_acks *acks;
+    gw_limits *limits;
+    gw_counters n; /* the figures: counted where things happen, read by gw_stats.c */
+    gw_samples samples;
 
-    /* Completions from the writer thread, taken on the service thread. */
-    pthread_mutex_t done_mu;
-    gw_pending *done_head, *done_tail;
-
-    /* The ack flush timer is libev's: libwebsockets 4.1's libev glue cannot move its one
-     * timer earlier while it runs (ev_timer_set on an active watcher), so a libwebsockets
-     * timer due sooner than the one already set fires late. The sweep stays a
-     * libwebsockets timer: it makes that timer run at least once a second, which bounds
-     * how late libwebsockets' own timeouts can be. */
-    ev_timer ack_timer;
     lws_sorted_usec_list_t sul_sweep; /* once a second */
     bool stopping;
     uint64_t stop_deadline_ms; /* monotonic */
     bool closing_all;          /* stop: sessions have been told 1001 */
     bool finished;
-
-    uint8_t *wbuf; /* LWS_PRE + the frame being written (one thread); grows if needed */
-    size_t wbuf_cap;
-    gw_counters n;
-    gw_rate_sample samples[GW_RATE_SAMPLES];
-    size_t sample_next, n_samples;
 };
 
-/* ---- figures (gw_stats.c) and HTTP (gw_http.c) ---------------------------------------- */
-
-/* Once a second: a sample for the rates. */
-void gw_stats_tick(gw_server *srv);
-/* /stats as JSON, and /metrics as Prometheus text; malloc'd, the caller frees. */
-char *gw_stats_json(gw_server *srv);
-char *gw_stats_prometheus(gw_server *srv, size_t *len);
+/* Sets up a server's modules without libwebsockets or a loop (the fuzz target; the
+ * server adds its context and loop on top). wake: see gw_bridge_new. */
+int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store,
+                   void (*wake)(void *ud), void *wake_ud);
+/* Frees what gw_server_init made. */
+void gw_server_release(gw_server *srv);
 
 /* The protocol entry of plain HTTP on the same port (health, figures, demo, files). */
 int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,

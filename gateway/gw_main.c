@@ -90,7 +90,8 @@ int main(int argc, char **argv)
      * kills the process. Ignored, the write fails with EFBIG like any other full disk:
      * the store refuses writes and recovers once the limit is lifted. */
     signal(SIGXFSZ, SIG_IGN);
-    gw_info("gw starting: data %s, %s", cfg.data, cfg.insecure ? "no TLS (--insecure)" : "TLS");
+    gw_info("gw starting: data %s, store %s, %s", cfg.data, cfg.store_url ? "PostgreSQL" : "RocksDB",
+            cfg.insecure ? "no TLS (--insecure)" : "TLS");
 
     if (mkdir(cfg.data, 0700) != 0 && errno != EEXIST) {
         gw_err("cannot create data folder %s: %s", cfg.data, strerror(errno));
@@ -111,17 +112,23 @@ int main(int argc, char **argv)
     st_options so;
     st_options_init(&so);
     so.path = store_path;
+    so.url = cfg.store_url;
     so.sync = cfg.sync;
     so.open_groups = cfg.open_groups;
     so.on_event = on_store_event;
     st_store *store = NULL;
-    char err[512];
+    char err[1024];
     if (st_open(&so, &store, err, sizeof(err)) != 0) {
-        gw_err("%s (%s)", err, store_path);
+        /* A URL may hold a password: the store's message says where without it. */
+        if (cfg.store_url)
+            gw_err("%s", err);
+        else
+            gw_err("%s (%s)", err, store_path);
         return 1;
     }
-    gw_info("store opened: %s (sync %s, open groups %s)", store_path, cfg.sync ? "on" : "off",
-            cfg.open_groups ? "on" : "off");
+    gw_info("store opened: %s %s (sync %s, open groups %s)%s", st_backend_name(store),
+            st_where(store), cfg.sync ? "on" : "off", cfg.open_groups ? "on" : "off",
+            st_writable(store) ? "" : "; not reachable yet: retrying");
 
     gw_server *srv = NULL;
     if (gw_server_new(&cfg, store, &srv) != 0) {

@@ -1,7 +1,8 @@
 /*
  * Who is online, in which groups: the index the fan-out walks. Only users with a session
  * here are in it, and only the groups they belong to. Membership itself lives in the
- * store; this is a cache of it for the online users, filled at login and kept current by
+ * store; this is a cache of it for the online users, read at a user's first hello here
+ * (a store job: the hello and the requests after it wait for it) and kept current by
  * committed joins and leaves.
  */
 #include "gw_internal.h"
@@ -10,17 +11,38 @@
 #include <string.h>
 #include <utlist.h>
 
-gw_user *gw_user_find(gw_server *srv, const char *uid)
+/* An online member of a group: the entry the fan-out walks. */
+typedef struct gw_online {
+    gw_user *user;     /* key: the pointer */
+    UT_hash_handle hh; /* in gw_group.online */
+} gw_online;
+
+struct gw_registry {
+    gw_server *srv;
+    gw_user *users;  /* by uid */
+    gw_group *groups; /* by gid: groups with an online member */
+    gw_attached_fn attached; /* what hellos waiting for a user are told */
+};
+
+gw_registry *gw_registry_new(gw_server *srv)
+{
+    gw_registry *reg = calloc(1, sizeof(*reg));
+    if (reg)
+        reg->srv = srv;
+    return reg;
+}
+
+gw_user *gw_user_find(gw_registry *reg, const char *uid)
 {
     gw_user *u = NULL;
-    HASH_FIND_STR(srv->users, uid, u);
+    HASH_FIND_STR(reg->users, uid, u);
     return u;
 }
 
-gw_group *gw_group_find(gw_server *srv, const char *gid, size_t n)
+gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n)
 {
     gw_group *g = NULL;
-    HASH_FIND(hh, srv->groups, gid, n, g);
+    HASH_FIND(hh, reg->groups, gid, n, g);
     return g;
 }
 
@@ -31,16 +53,23 @@ gw_member *gw_member_find(gw_user *u, pr_slice gid)
     return m;
 }
 
-/* Puts u among gid's online members, creating the group entry if needed. */
-static int group_online(gw_server *srv, gw_user *u, const char *gid, uint64_t last_mid)
+void gw_group_saw(gw_registry *reg, const char *gid, uint64_t last_mid)
 {
-    gw_group *g = gw_group_find(srv, gid, strlen(gid));
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (g && last_mid > g->last_mid)
+        g->last_mid = last_mid;
+}
+
+/* Puts u among gid's online members, creating the group entry if needed. */
+static int group_online(gw_registry *reg, gw_user *u, const char *gid, uint64_t last_mid)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
     if (!g) {
         g = calloc(1, sizeof(*g));
         if (!g)
             return -1;
         strcpy(g->gid, gid);
-        HASH_ADD_STR(srv->groups, gid, g);
+        HASH_ADD_STR(reg->groups, gid, g);
     }
     /* The store's figure may be newer or older than ours; mids only grow. */
     if (last_mid > g->last_mid)
@@ -58,9 +87,9 @@ static int group_online(gw_server *srv, gw_user *u, const char *gid, uint64_t la
     return 0;
 }
 
-static void group_offline(gw_server *srv, gw_user *u, const char *gid)
+static void group_offline(gw_registry *reg, gw_user *u, const char *gid)
 {
-    gw_group *g = gw_group_find(srv, gid, strlen(gid));
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
     if (!g)
         return;
     gw_online *o = NULL;
@@ -71,12 +100,12 @@ static void group_offline(gw_server *srv, gw_user *u, const char *gid)
         g->n_online--;
     }
     if (g->n_online == 0) {
-        HASH_DEL(srv->groups, g);
+        HASH_DEL(reg->groups, g);
         free(g);
     }
 }
 
-gw_member *gw_member_add(gw_server *srv, gw_user *u, const char *gid, uint64_t ack,
+gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
                          uint64_t last_mid)
 {
     gw_member *m = gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)});
@@ -90,98 +119,142 @@ gw_member *gw_member_add(gw_server *srv, gw_user *u, const char *gid, uint64_t a
     } else if (ack > m->ack) {
         m->ack = ack;
     }
-    if (group_online(srv, u, gid, last_mid) != 0)
+    if (group_online(reg, u, gid, last_mid) != 0)
         return NULL;
     return m;
 }
 
-void gw_member_remove(gw_server *srv, gw_user *u, const char *gid)
+void gw_member_remove(gw_registry *reg, gw_user *u, const char *gid)
 {
     gw_member *m = gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)});
     if (m) {
         HASH_DEL(u->groups, m);
         free(m);
     }
-    group_offline(srv, u, gid);
+    group_offline(reg, u, gid);
 }
 
-typedef struct load_ctx {
-    gw_server *srv;
-    gw_user *u;
-    int rc;
-} load_ctx;
-
-static int load_group(void *ud, const st_user_group *g)
-{
-    load_ctx *l = ud;
-    char gid[PR_MAX_ID + 1];
-    if (g->gid.n > PR_MAX_ID)
-        return 0; /* cannot be created through the protocol */
-    memcpy(gid, g->gid.p, g->gid.n);
-    gid[g->gid.n] = 0;
-    /* An ack this gateway took but has not persisted yet is newer than the stored one. */
-    uint64_t ack = g->ack, pending = gw_acks_pending(l->srv, gid, l->u->uid);
-    if (pending > ack)
-        ack = pending;
-    if (!gw_member_add(l->srv, l->u, gid, ack, g->last_mid)) {
-        l->rc = ST_ENOMEM;
-        return 1;
-    }
-    return 0;
-}
-
-static void user_free(gw_server *srv, gw_user *u)
+static void user_free(gw_registry *reg, gw_user *u)
 {
     gw_member *m, *tmp;
     HASH_ITER(hh, u->groups, m, tmp)
     {
-        group_offline(srv, u, m->gid);
+        group_offline(reg, u, m->gid);
         HASH_DEL(u->groups, m);
         free(m);
     }
-    HASH_DEL(srv->users, u);
+    HASH_DEL(reg->users, u);
     free(u);
 }
 
-int gw_user_attach(gw_server *srv, const char *uid, gw_sess *s)
+static void attach(gw_user *u, gw_sess *s)
 {
-    gw_user *u = gw_user_find(srv, uid);
-    if (!u) {
-        u = calloc(1, sizeof(*u));
-        if (!u)
-            return ST_ENOMEM;
-        strcpy(u->uid, uid);
-        HASH_ADD_STR(srv->users, uid, u);
-        load_ctx l = {srv, u, 0};
-        int rc = st_read_user_groups(srv->store, st_id_str(uid), load_group, &l);
-        if (rc == 0)
-            rc = l.rc;
-        if (rc != 0) {
-            user_free(srv, u);
-            return rc;
-        }
-    }
     DL_APPEND2(u->sessions, s, user_prev, user_next);
     u->n_sessions++;
     s->user = u;
+}
+
+/* The read of a user's groups at its first hello here. */
+typedef struct user_load {
+    gw_job job; /* first: the completion finds the load from its job */
+    gw_registry *reg;
+    gw_user *user;
+} user_load;
+
+/* The user's groups are read (or could not be): sign in every session waiting for them. */
+static void loaded(gw_job *j)
+{
+    user_load *l = (user_load *)j;
+    gw_registry *reg = l->reg;
+    gw_user *u = l->user;
+    st_op *op = &j->op;
+    int rc = op->result;
+    for (size_t i = 0; rc == 0 && i < st_groups_count(op->groups); i++) {
+        const st_user_group *g = st_groups_at(op->groups, i);
+        char gid[PR_MAX_ID + 1];
+        if (g->gid.n > PR_MAX_ID)
+            continue; /* cannot be made through the protocol */
+        memcpy(gid, g->gid.p, g->gid.n);
+        gid[g->gid.n] = 0;
+        /* An ack this gateway took but has not persisted yet is newer than the stored one. */
+        uint64_t ack = g->ack, pending = gw_acks_pending(reg->srv->acks, gid, u->uid);
+        if (!gw_member_add(reg, u, gid, pending > ack ? pending : ack, g->last_mid))
+            rc = ST_ENOMEM;
+    }
+    st_groups_free(op->groups);
+    free(l);
+    u->loading = false;
+    while (u->waiters) {
+        gw_sess *s = u->waiters;
+        DL_DELETE2(u->waiters, s, user_prev, user_next);
+        s->loading = NULL;
+        if (rc == 0)
+            attach(u, s);
+        reg->attached(s, rc);
+    }
+    if (u->n_sessions == 0)
+        user_free(reg, u); /* failed, or every waiter went meanwhile */
+}
+
+int gw_registry_attach(gw_registry *reg, gw_sess *s, const char *uid, gw_attached_fn done)
+{
+    reg->attached = done;
+    gw_user *u = gw_user_find(reg, uid);
+    if (u && !u->loading) {
+        attach(u, s);
+        done(s, 0);
+        return 0;
+    }
+    if (!u) {
+        user_load *l = calloc(1, sizeof(*l));
+        u = calloc(1, sizeof(*u));
+        if (!u || !l) {
+            free(u);
+            free(l);
+            done(s, ST_ENOMEM);
+            return 0;
+        }
+        strcpy(u->uid, uid);
+        u->loading = true;
+        HASH_ADD_STR(reg->users, uid, u);
+        DL_APPEND2(u->waiters, s, user_prev, user_next);
+        s->loading = u;
+        *l = (user_load){.reg = reg, .user = u};
+        l->job.op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid)};
+        l->job.complete = loaded;
+        int rc = gw_bridge_submit(reg->srv->bridge, &l->job); /* may load at once */
+        if (rc < 0) {
+            l->job.op.result = rc;
+            loaded(&l->job);
+        }
+        return 0;
+    }
+    /* Another session's hello is reading this user's groups: wait for the same read. */
+    DL_APPEND2(u->waiters, s, user_prev, user_next);
+    s->loading = u;
     return 0;
 }
 
-void gw_user_detach(gw_server *srv, gw_sess *s)
+void gw_registry_detach(gw_registry *reg, gw_sess *s)
 {
+    if (s->loading) {
+        DL_DELETE2(s->loading->waiters, s, user_prev, user_next);
+        s->loading = NULL; /* the user stays until its read completes */
+        return;
+    }
     gw_user *u = s->user;
     if (!u)
         return;
     DL_DELETE2(u->sessions, s, user_prev, user_next);
     s->user = NULL;
     if (--u->n_sessions == 0)
-        user_free(srv, u);
+        user_free(reg, u);
 }
 
-void gw_fanout(gw_server *srv, const char *gid, uint64_t mid, uint64_t ts, const void *record,
-               size_t record_n, gw_sess *except)
+void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts,
+               const void *record, size_t record_n, gw_sess *except)
 {
-    gw_group *g = gw_group_find(srv, gid, strlen(gid));
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
     if (!g)
         return;
     if (mid > g->last_mid)
@@ -203,7 +276,7 @@ void gw_fanout(gw_server *srv, const char *gid, uint64_t mid, uint64_t ts, const
     msgpack_sbuffer_destroy(&sb);
     if (!b)
         return;
-    srv->n.pushes++;
+    reg->srv->n.pushes++;
     gw_online *o, *tmp;
     HASH_ITER(hh, g->online, o, tmp)
     {
@@ -211,18 +284,48 @@ void gw_fanout(gw_server *srv, const char *gid, uint64_t mid, uint64_t ts, const
         DL_FOREACH2(o->user->sessions, s, user_next)
         {
             if (s != except)
-                gw_sess_push(s, gid, mid, b);
+                gw_out_push(s, gid, mid, b);
         }
     }
     gw_buf_unref(b);
 }
 
-void gw_registry_free(gw_server *srv)
+void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups,
+                         uint64_t *members, uint64_t *lag_total, uint64_t *lag_max)
 {
-    gw_user *u, *tmp;
-    HASH_ITER(hh, srv->users, u, tmp)
+    *users = HASH_COUNT(reg->users);
+    *groups = HASH_COUNT(reg->groups);
+    *members = *lag_total = *lag_max = 0;
+    gw_user *u, *ut;
+    HASH_ITER(hh, reg->users, u, ut)
     {
-        u->sessions = NULL;
-        user_free(srv, u);
+        gw_member *m, *mt;
+        HASH_ITER(hh, u->groups, m, mt)
+        {
+            gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
+            uint64_t l = g && g->last_mid > m->ack ? g->last_mid - m->ack : 0;
+            (*members)++;
+            *lag_total += l;
+            if (l > *lag_max)
+                *lag_max = l;
+        }
     }
+}
+
+bool gw_registry_empty(const gw_registry *reg)
+{
+    return !reg->users && !reg->groups;
+}
+
+void gw_registry_free(gw_registry *reg)
+{
+    if (!reg)
+        return;
+    gw_user *u, *tmp;
+    HASH_ITER(hh, reg->users, u, tmp)
+    {
+        u->sessions = u->waiters = NULL;
+        user_free(reg, u);
+    }
+    free(reg);
 }

@@ -1,6 +1,7 @@
 /*
- * The libwebsockets side: the context and its protocols, the callbacks, the timers, the
- * bridge that brings the store writer's completions to the service thread, and shutdown.
+ * The server: the libwebsockets context on a libev loop, its protocols and callbacks,
+ * the one-second sweep, the graceful stop, and the composition of the modules, which
+ * gw_server_init makes without libwebsockets so that the fuzz target runs the same ones.
  */
 #include "gw_server.h"
 #include "gw_internal.h"
@@ -10,10 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
-#include <utlist.h>
 
 #define SWEEP_US (1000 * LWS_US_PER_MS)
 #define STOP_GRACE_MS 5000
@@ -37,22 +36,11 @@ static gw_server *server_of(struct lws *wsi)
     return lws_context_user(lws_get_context(wsi));
 }
 
-/* Runs every completion the writer has posted, in commit order. */
-static void drain_completions(gw_server *srv)
+/* The store's completions, in commit order; then writers paused for its queue may go. */
+static void drain(gw_server *srv)
 {
-    pthread_mutex_lock(&srv->done_mu);
-    gw_pending *p = srv->done_head;
-    srv->done_head = srv->done_tail = NULL;
-    pthread_mutex_unlock(&srv->done_mu);
-    while (p) {
-        gw_pending *next = p->next;
-        gw_route_complete(srv, p);
-        p = next;
-    }
-    /* The writer may have caught up: let paused senders read again. */
-    gw_sess *s, *tmp;
-    DL_FOREACH_SAFE2(srv->paused, s, tmp, paused_next)
-        gw_sess_flow(s);
+    gw_bridge_drain(srv->bridge);
+    gw_sessions_store_calm(srv->sessions);
 }
 
 /* ---- shutdown ----------------------------------------------------------------------- */
@@ -71,9 +59,9 @@ static void on_signal(int sig)
 
 /*
  * A graceful stop: refuse new requests but keep reading (acks already on their way are
- * still taken), let every write in flight complete and every queued reply (`sent` above
- * all) go out, persist the acks, and only then close the sessions with 1001. Bounded by
- * STOP_GRACE_MS.
+ * still taken), let every request in flight complete and every queued reply (`sent`
+ * above all) go out, persist the acks, and only then close the sessions with 1001.
+ * Bounded by STOP_GRACE_MS.
  */
 static void begin_stop(gw_server *srv)
 {
@@ -81,18 +69,9 @@ static void begin_stop(gw_server *srv)
         return;
     srv->stopping = true;
     srv->stop_deadline_ms = gw_mono_ms() + STOP_GRACE_MS;
-    gw_info("shutting down: %u sessions, %u writes in flight", srv->n_sessions,
-            srv->ops_inflight);
-    gw_acks_flush(srv);
-}
-
-static bool queues_empty(gw_server *srv)
-{
-    gw_sess *s, *tmp;
-    HASH_ITER(hh, srv->sessions, s, tmp)
-        if (s->q_len || s->notify)
-            return false;
-    return true;
+    gw_info("shutting down: %u sessions, %u store requests in flight",
+            gw_sessions_count(srv->sessions), gw_bridge_inflight(srv->bridge));
+    gw_acks_flush(srv->acks);
 }
 
 static void check_stop(gw_server *srv)
@@ -102,23 +81,22 @@ static void check_stop(gw_server *srv)
     if (!srv->stopping)
         return;
     uint64_t now = gw_mono_ms();
-    if (!srv->closing_all &&
-        ((srv->ops_inflight == 0 && queues_empty(srv)) ||
-         now + STOP_GRACE_MS / 2 > srv->stop_deadline_ms)) {
+    unsigned inflight = gw_bridge_inflight(srv->bridge);
+    if (!srv->closing_all && ((inflight == 0 && !gw_sessions_writing(srv->sessions)) ||
+                              now + STOP_GRACE_MS / 2 > srv->stop_deadline_ms)) {
         srv->closing_all = true;
-        gw_acks_flush(srv);
-        gw_sess *s, *tmp;
-        HASH_ITER(hh, srv->sessions, s, tmp)
-            gw_sess_close(s, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down");
+        gw_acks_flush(srv->acks);
+        gw_sessions_close_all(srv->sessions, LWS_CLOSE_STATUS_GOINGAWAY, "server shutting down");
     }
     /* Acks taken while the sessions were closing get their own flush. */
-    if (srv->closing_all && srv->acks && srv->ops_inflight == 0)
-        gw_acks_flush(srv);
-    if (srv->closing_all && srv->n_sessions == 0 && srv->ops_inflight == 0 && !srv->acks)
+    if (srv->closing_all && gw_acks_waiting(srv->acks) && inflight == 0)
+        gw_acks_flush(srv->acks);
+    if (srv->closing_all && gw_sessions_count(srv->sessions) == 0 &&
+        gw_bridge_inflight(srv->bridge) == 0 && !gw_acks_waiting(srv->acks))
         srv->finished = true;
     if (now > srv->stop_deadline_ms) {
-        gw_warn("shutdown: grace period over with %u sessions and %u writes left",
-                srv->n_sessions, srv->ops_inflight);
+        gw_warn("shutdown: grace period over with %u sessions and %u store requests left",
+                gw_sessions_count(srv->sessions), gw_bridge_inflight(srv->bridge));
         srv->finished = true;
     }
 }
@@ -128,7 +106,7 @@ static void check_stop(gw_server *srv)
 static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
-    gw_sess_sweep(srv, gw_mono_ms());
+    gw_sessions_sweep(srv->sessions, gw_mono_ms());
     gw_stats_tick(srv);
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
@@ -163,16 +141,16 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         if (!ps->sess)
             return -1;
         srv->n.connections++;
-        if (srv->n_sessions > srv->n.connections_peak)
-            srv->n.connections_peak = srv->n_sessions;
-        return 0; /* the hello deadline and pings: gw_sess_sweep */
+        if (gw_sessions_count(srv->sessions) > srv->n.connections_peak)
+            srv->n.connections_peak = gw_sessions_count(srv->sessions);
+        return 0; /* the hello deadline and pings: the sweep */
     case LWS_CALLBACK_RECEIVE:
         if (!ps->sess)
             return -1;
         return gw_sess_rx(ps->sess, in, len, lws_is_first_fragment(wsi),
                           lws_is_final_fragment(wsi), lws_frame_is_binary(wsi));
     case LWS_CALLBACK_SERVER_WRITEABLE:
-        return ps->sess ? gw_sess_writeable(ps->sess) : -1;
+        return ps->sess ? gw_out_writeable(ps->sess) : -1;
     case LWS_CALLBACK_RECEIVE_PONG:
         if (ps->sess)
             gw_sess_alive(ps->sess);
@@ -189,7 +167,7 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         }
         return 0;
     case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
-        drain_completions(srv);
+        drain(srv);
         check_stop(srv);
         return 0;
     default:
@@ -220,41 +198,24 @@ static struct lws_protocols protocols[] = {
 
 /* ---- life cycle --------------------------------------------------------------------- */
 
+static void wake_loop(void *ud)
+{
+    gw_server *srv = ud;
+    lws_cancel_service(srv->ctx); /* from the store thread: lws_cancel_service is safe */
+}
+
 int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
 {
     *out = NULL;
     gw_server *srv = calloc(1, sizeof(*srv));
     if (!srv)
         return -1;
-    srv->cfg = *cfg;
-    srv->store = store;
-    srv->started_ms = gw_now_ms();
-    srv->started_mono_ms = gw_mono_ms();
     protocols[0].per_session_data_size = gw_http_pss_size();
-    srv->boot_id = srv->started_ms;
-    pthread_mutex_init(&srv->done_mu, NULL);
-    pr_limits lim = {.max_frame = cfg->max_frame, .max_body = cfg->max_body,
-                     .page_default = cfg->page_default, .page_max = cfg->page_max};
-    srv->dec = pr_decoder_new(&lim);
-    srv->wbuf_cap = LWS_PRE + cfg->max_frame + 16;
-    srv->wbuf = malloc(srv->wbuf_cap);
-    if (!srv->dec || !srv->wbuf)
+    if (gw_server_init(srv, cfg, store, wake_loop, srv) != 0)
         goto fail;
-    srv->lim_sends = gw_limit_make(cfg->rate_sends, cfg->rate_burst_s);
-    srv->lim_bytes = gw_limit_make((double)cfg->rate_bytes, cfg->rate_burst_s);
-    if (cfg->rate_conns) {
-        /* Whoever connects picks the addresses: keep the table's hash unpredictable. */
-        uint64_t seed = srv->started_ms;
-        if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
-            seed ^= (uint64_t)getpid() << 32;
-        gw_limit l = gw_limit_make(cfg->rate_conns, cfg->rate_burst_s);
-        srv->addrs = gw_addrs_new(&l, seed);
-        if (!srv->addrs)
-            goto fail;
-    }
 
-    /* No libwebsockets validity timers (a hang-up time of 0 turns them off): gw_sess_sweep
-     * pings and hangs up instead, see there. */
+    /* No libwebsockets validity timers (a hang-up time of 0 turns them off): the sweep
+     * pings and hangs up instead, see gw_session.c. */
     static const lws_retry_bo_t retry = {.secs_since_valid_ping = 0,
                                          .secs_since_valid_hangup = 0};
 
@@ -303,10 +264,10 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
                cfg->port);
         goto fail;
     }
-    srv->vhost = lws_get_vhost_by_name(srv->ctx, "default");
-    srv->port = srv->vhost ? lws_get_vhost_listen_port(srv->vhost) : cfg->port;
+    struct lws_vhost *vh = lws_get_vhost_by_name(srv->ctx, "default");
+    srv->port = vh ? lws_get_vhost_listen_port(vh) : cfg->port;
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
-    *out = srv; /* the ack flush timer is armed by the first ack (gw_acks_add) */
+    *out = srv; /* the ack flush timer is armed by the first ack (gw_acks.c) */
     return 0;
 fail:
     gw_server_free(srv);
@@ -332,8 +293,14 @@ void gw_server_run(gw_server *srv)
         ev_run(srv->loop, EVRUN_ONCE);
         check_stop(srv);
     }
-    /* Whatever acks are still here go to the writer now; st_close commits them. */
-    gw_acks_flush(srv);
+    /* Whatever acks are still here go to the store now; st_close commits them. */
+    gw_acks_flush(srv->acks);
+}
+
+void gw_server_drain(gw_server *srv)
+{
+    /* After st_close every store request has completed: run what was posted since. */
+    gw_bridge_drain(srv->bridge);
 }
 
 void gw_server_free(gw_server *srv)
@@ -342,31 +309,16 @@ void gw_server_free(gw_server *srv)
         return;
     if (srv->ctx) {
         lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, NULL, LWS_SET_TIMER_USEC_CANCEL);
-        lws_context_destroy(srv->ctx);
+        lws_context_destroy(srv->ctx); /* its CLOSED callbacks free the sessions */
         signal_ctx = NULL;
     }
     if (srv->loop) {
-        ev_timer_stop(srv->loop, &srv->ack_timer);
+        gw_acks_free(srv->acks); /* stops its timer while the loop is there */
+        srv->acks = NULL;
         ev_run(srv->loop, EVRUN_NOWAIT); /* what the context's teardown left to the loop */
         ev_loop_destroy(srv->loop);
+        srv->loop = NULL;
     }
-    gw_registry_free(srv);
-    gw_acks_free(srv);
-    pr_decoder_free(srv->dec);
-    gw_addrs_free(srv->addrs);
-    free(srv->wbuf);
-    pthread_mutex_destroy(&srv->done_mu);
+    gw_server_release(srv);
     free(srv);
-}
-
-void gw_server_drain(gw_server *srv)
-{
-    /* After st_close every op has completed: free what the sessions can no longer take. */
-    gw_pending *p = srv->done_head;
-    srv->done_head = srv->done_tail = NULL;
-    while (p) {
-        gw_pending *next = p->next;
-        gw_pending_free(p);
-        p = next;
-    }
 }

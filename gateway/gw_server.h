@@ -19,7 +19,7 @@ int gw_server_port(const gw_server *srv);
 /* Serves until a signal asks it to stop; then closes sessions with 1001, flushes acks
  * and waits (a few seconds at most) for writes in flight. */
 void gw_server_run(gw_server *srv);
-/* Frees completions that arrived after the run ended (call after st_close). */
+/* Runs the completions that arrived after the run ended (call after st_close). */
 void gw_server_drain(gw_server *srv);
 void gw_server_free(gw_server *srv);
 

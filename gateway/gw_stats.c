@@ -21,10 +21,11 @@ typedef struct fig {
     const char *label; /* one Prometheus label, "name=value" form split below */
     const char *label_value;
     double v;
-    bool integer; /* JSON: an integer, not a real */
+    bool integer;    /* JSON: an integer, not a real */
+    const char *str; /* JSON: this string instead of v (Prometheus: its label, value 1) */
 } fig;
 
-#define MAX_FIGS 128
+#define MAX_FIGS 192
 
 typedef struct table {
     fig f[MAX_FIGS];
@@ -35,7 +36,7 @@ static void add(table *t, const char *group, const char *key, const char *prom, 
                 const char *help, double v, bool integer)
 {
     if (t->n < MAX_FIGS)
-        t->f[t->n++] = (fig){group, key, prom, type, help, NULL, NULL, v, integer};
+        t->f[t->n++] = (fig){group, key, prom, type, help, NULL, NULL, v, integer, NULL};
 }
 
 static void add_label(table *t, const char *group, const char *key, const char *prom,
@@ -43,7 +44,7 @@ static void add_label(table *t, const char *group, const char *key, const char *
                       const char *label_value, double v)
 {
     if (t->n < MAX_FIGS)
-        t->f[t->n++] = (fig){group, key, prom, type, help, label, label_value, v, true};
+        t->f[t->n++] = (fig){group, key, prom, type, help, label, label_value, v, true, NULL};
 }
 
 #define C(group, key, prom, help, v) add(t, group, key, prom, "counter", help, (double)(v), true)
@@ -52,24 +53,26 @@ static void add_label(table *t, const char *group, const char *key, const char *
 
 void gw_stats_tick(gw_server *srv)
 {
-    gw_rate_sample *s = &srv->samples[srv->sample_next];
+    gw_samples *x = &srv->samples;
+    gw_rate_sample *s = &x->s[x->next];
     s->ms = gw_mono_ms();
     s->sends = srv->n.sends;
     s->deliveries = srv->n.deliveries;
     s->pushes = srv->n.pushes;
-    srv->sample_next = (srv->sample_next + 1) % GW_RATE_SAMPLES;
-    if (srv->n_samples < GW_RATE_SAMPLES)
-        srv->n_samples++;
+    x->next = (x->next + 1) % GW_RATE_SAMPLES;
+    if (x->n < GW_RATE_SAMPLES)
+        x->n++;
 }
 
 /* Per second over the last samples (up to ten seconds): now against the oldest kept. */
 static void rates(gw_server *srv, double *sends, double *deliveries, double *pushes)
 {
+    const gw_samples *x = &srv->samples;
     *sends = *deliveries = *pushes = 0;
-    if (srv->n_samples == 0)
+    if (x->n == 0)
         return;
-    size_t oldest = (srv->sample_next + GW_RATE_SAMPLES - srv->n_samples) % GW_RATE_SAMPLES;
-    const gw_rate_sample *o = &srv->samples[oldest];
+    size_t oldest = (x->next + GW_RATE_SAMPLES - x->n) % GW_RATE_SAMPLES;
+    const gw_rate_sample *o = &x->s[oldest];
     double secs = (double)(gw_mono_ms() - o->ms) / 1000.0;
     if (secs < 0.5)
         return;
@@ -78,55 +81,33 @@ static void rates(gw_server *srv, double *sends, double *deliveries, double *pus
     *pushes = (double)(srv->n.pushes - o->pushes) / secs;
 }
 
-/* How far online members' acks trail their groups' last mid. */
-static void lag(gw_server *srv, uint64_t *members, uint64_t *total, uint64_t *max)
-{
-    *members = *total = *max = 0;
-    gw_user *u, *ut;
-    HASH_ITER(hh, srv->users, u, ut)
-    {
-        gw_member *m, *mt;
-        HASH_ITER(hh, u->groups, m, mt)
-        {
-            gw_group *g = gw_group_find(srv, m->gid, strlen(m->gid));
-            uint64_t l = g && g->last_mid > m->ack ? g->last_mid - m->ack : 0;
-            (*members)++;
-            *total += l;
-            if (l > *max)
-                *max = l;
-        }
-    }
-}
-
 static void snapshot(gw_server *srv, table *t)
 {
     const gw_counters *n = &srv->n;
     st_stats st;
     st_read_stats(srv->store, &st);
-    unsigned authed = 0;
-    gw_sess *s, *st_;
-    HASH_ITER(hh, srv->sessions, s, st_)
-        authed += s->user != NULL;
     double r_sends, r_deliveries, r_pushes;
     rates(srv, &r_sends, &r_deliveries, &r_pushes);
-    uint64_t lag_members, lag_total, lag_max;
-    lag(srv, &lag_members, &lag_total, &lag_max);
+    uint64_t users, groups_online, lag_members, lag_total, lag_max, ack_writes, ack_entries;
+    gw_registry_figures(srv->registry, &users, &groups_online, &lag_members, &lag_total,
+                        &lag_max);
+    gw_acks_figures(srv->acks, &ack_writes, &ack_entries);
 
     add(t, NULL, "uptime_s", "gw_uptime_seconds", "gauge", "Seconds since the gateway started",
         (double)(gw_mono_ms() - srv->started_mono_ms) / 1000.0, false);
-    G("connections", "now", "gw_connections", "WebSocket sessions open", srv->n_sessions);
+    G("connections", "now", "gw_connections", "WebSocket sessions open",
+      gw_sessions_count(srv->sessions));
     G("connections", "peak", "gw_connections_peak", "Most sessions open at once",
       n->connections_peak);
     C("connections", "total", "gw_connections_total", "WebSocket sessions accepted",
       n->connections);
-    G("sessions", "authenticated", "gw_sessions_authenticated", "Sessions past hello", authed);
+    G("sessions", "authenticated", "gw_sessions_authenticated", "Sessions past hello",
+      gw_sessions_authenticated(srv->sessions));
     C("sessions", "auth_failures", "gw_auth_failures_total", "Refused tokens",
       n->auth_failures);
-    G(NULL, "users_online", "gw_users_online", "Users with at least one session",
-      HASH_COUNT(srv->users));
+    G(NULL, "users_online", "gw_users_online", "Users with at least one session", users);
     G("groups", "total", "gw_groups", "Groups in the store", st.groups);
-    G("groups", "online", "gw_groups_online", "Groups with an online member",
-      HASH_COUNT(srv->groups));
+    G("groups", "online", "gw_groups_online", "Groups with an online member", groups_online);
     G("messages", "stored", "gw_messages_stored", "Messages in the store", st.messages);
     C("messages", "sends", "gw_sends_total", "Messages stored and confirmed by this gateway",
       n->sends);
@@ -149,14 +130,16 @@ static void snapshot(gw_server *srv, table *t)
       n->frames_out);
     C("acks", "received", "gw_acks_received_total", "Ack entries received", n->acks_received);
     C("acks", "frames", "gw_ack_frames_total", "Ack frames received", n->ack_frames);
-    C("acks", "writes", "gw_ack_writes_total", "Ack batches persisted", n->ack_writes);
+    C("acks", "writes", "gw_ack_writes_total", "Ack batches persisted", ack_writes);
     C("acks", "entries_written", "gw_ack_entries_written_total",
-      "Coalesced acks persisted", n->ack_entries_written);
+      "Coalesced acks persisted", ack_entries);
     add(t, "acks", "deliveries_per_ack_frame", "gw_deliveries_per_ack_frame", "gauge",
         "Live deliveries per ack frame received (ack compression)",
         n->ack_frames ? (double)n->deliveries / (double)n->ack_frames : 0.0, false);
     C("pages", "served", "gw_pages_served_total", "Pages answered (enter, pull)", n->pages);
     C("pages", "messages", "gw_page_messages_total", "Messages sent in pages", n->page_msgs);
+    C("requests", "waited", "gw_requests_waited_total",
+      "Requests that waited for the session's requests before them", n->requests_waited);
     C("slow_consumers", "switches", "gw_slow_consumer_switches_total",
       "Sessions switched from pushes to notify", n->slow_switches);
     C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent",
@@ -172,6 +155,7 @@ static void snapshot(gw_server *srv, table *t)
         {"policy", offsetof(gw_counters, closes_1008)},
         {"too_large", offsetof(gw_counters, closes_1009)},
         {"slow_consumer", offsetof(gw_counters, closes_slow)},
+        {"try_again", offsetof(gw_counters, closes_1013)},
     };
     for (size_t i = 0; i < sizeof(closes) / sizeof(closes[0]); i++)
         add_label(t, "closes", closes[i].key, "gw_session_closes_total", "counter",
@@ -192,9 +176,19 @@ static void snapshot(gw_server *srv, table *t)
       n->rate_byte_pauses);
     G("rate_limits", "addresses", "gw_rate_addresses",
       "Source addresses in the connection-rate table (at most 4096)",
-      srv->addrs ? gw_addrs_count(srv->addrs) : 0);
-    C("store", "commits", "gw_store_commits_total", "Group commits (one synced write each)",
-      st.commits);
+      gw_limits_addresses(srv->limits));
+    add_label(t, "store", "backend", "gw_store_info", "gauge",
+              "The store's backend (label), always 1", "backend", st.backend, 1);
+    t->f[t->n - 1].str = st.backend;
+    G("store", "connected", "gw_store_connected",
+      "1 while the store's backend is reachable (RocksDB: open)", st.connected ? 1 : 0);
+    C("store", "reconnects", "gw_store_reconnects_total",
+      "Times the backend was connected (or opened) again after trouble", st.reconnects);
+    C("store", "commits", "gw_store_commits_total",
+      "Group commits (one synced write or one transaction each)", st.commits);
+    C("store", "commit_retries", "gw_store_commit_retries_total",
+      "Batches applied again after a conflict with another writer of the database",
+      st.commit_retries);
     C("store", "commit_failures", "gw_store_commit_failures_total",
       "Group commits the store refused", st.commit_failures);
     add(t, "store", "messages_per_commit", NULL, NULL, NULL,
@@ -211,6 +205,16 @@ static void snapshot(gw_server *srv, table *t)
         (double)st.commit_us_sum / 1e6, false);
     add(t, NULL, NULL, "gw_store_commit_duration_seconds_count", "summary", NULL,
         (double)(st.commits + st.commit_failures), true);
+    C("store", "reads", "gw_store_reads_total", "Reads answered (pages, a user's groups)",
+      st.reads);
+    add_label(t, "store", "read_p50_ms", "gw_store_read_duration_seconds", "summary",
+              "Time from a read's request to its answer (last 1024 reads)", "quantile", "0.5",
+              (double)st.read_p50_us / 1e6);
+    t->f[t->n - 1].integer = false;
+    add_label(t, "store", "read_p99_ms", "gw_store_read_duration_seconds", "summary",
+              "Time from a read's request to its answer (last 1024 reads)", "quantile", "0.99",
+              (double)st.read_p99_us / 1e6);
+    t->f[t->n - 1].integer = false;
     G("store", "disk_bytes", "gw_store_disk_bytes", "Bytes of the store's files on disk",
       st.disk_bytes);
     G("store", "writable", "gw_store_writable", "1 while the store accepts writes",
@@ -252,7 +256,9 @@ char *gw_stats_json(gw_server *srv)
         /* The store's latency quantiles read better in ms in JSON. */
         double v = strstr(f->key, "_ms") && f->label ? f->v * 1000.0 : f->v;
         json_object_set_new(obj, f->key,
-                            f->integer ? json_integer((json_int_t)v) : json_real(v));
+                            f->str       ? json_string(f->str)
+                            : f->integer ? json_integer((json_int_t)v)
+                                         : json_real(v));
     }
     char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     json_decref(root);

@@ -83,6 +83,11 @@ const char *st_backend_name(const st_store *s)
     return s->be_ops->name;
 }
 
+const char *st_where(const st_store *s)
+{
+    return s->be_ops->where(s->be);
+}
+
 void st_close(st_store *s)
 {
     if (!s)

@@ -119,6 +119,9 @@ int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len
 
 /* The backend's name: "rocksdb" or "postgres". */
 const char *st_backend_name(const st_store *s);
+/* Where the store lives, for a log line: the folder, or the database's hosts, ports,
+ * name and user (never a password). Valid as long as the store. */
+const char *st_where(const st_store *s);
 
 /* True while the store accepts writes: false from a failed write (a commit, or the probe
  * the store thread makes when it has been idle for a second, so that a disk that fills

@@ -83,6 +83,8 @@ typedef struct st_backend {
     int (*count)(void *be, uint64_t *groups, uint64_t *messages);
     /* Figures of its own: connected, reconnects, disk_bytes. Any thread. */
     void (*figures)(void *be, st_stats *out);
+    /* Where it lives, for log lines (never a password). */
+    const char *(*where)(void *be);
 } st_backend;
 
 extern const st_backend st_rocks_backend;

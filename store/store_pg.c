@@ -612,6 +612,11 @@ static void pg_figures(void *be, st_stats *out)
     out->disk_bytes = atomic_load(&p->disk_bytes);
 }
 
+static const char *pg_where_of(void *be)
+{
+    return ((pg *)be)->where;
+}
+
 const st_backend st_pg_backend = {
     .name = "postgres",
     .inline_reads = false,
@@ -634,4 +639,5 @@ const st_backend st_pg_backend = {
     .recover = pg_recover,
     .count = pg_count,
     .figures = pg_figures,
+    .where = pg_where_of,
 };

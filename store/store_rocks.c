@@ -463,6 +463,11 @@ static void rk_figures(void *be, st_stats *out)
     out->disk_bytes = folder_bytes(r->path);
 }
 
+static const char *rk_where(void *be)
+{
+    return ((rk *)be)->path;
+}
+
 const st_backend st_rocks_backend = {
     .name = "rocksdb",
     .inline_reads = true,
@@ -485,4 +490,5 @@ const st_backend st_rocks_backend = {
     .recover = rk_recover,
     .count = rk_count,
     .figures = rk_figures,
+    .where = rk_where,
 };

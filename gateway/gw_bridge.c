@@ -1,0 +1,111 @@
+/* The completion bridge (gw_bridge.h): store thread to service thread. */
+#include "gw_bridge.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct gw_bridge {
+    st_store *store;
+    void (*wake)(void *ud);
+    void *wake_ud;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* for gw_bridge_wait */
+    gw_job *head, *tail; /* posted, not drained: under mu */
+    unsigned inflight;   /* service thread only */
+};
+
+gw_bridge *gw_bridge_new(st_store *store, void (*wake)(void *ud), void *ud)
+{
+    gw_bridge *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->store = store;
+    b->wake = wake;
+    b->wake_ud = ud;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    return b;
+}
+
+void gw_bridge_free(gw_bridge *b)
+{
+    if (!b)
+        return;
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+/* Store thread: link the finished job for the service thread and wake it. */
+static void posted(st_op *op)
+{
+    gw_job *j = op->ud;
+    gw_bridge *b = j->bridge_;
+    j->next_ = NULL;
+    pthread_mutex_lock(&b->mu);
+    if (b->tail)
+        b->tail->next_ = j;
+    else
+        b->head = j;
+    b->tail = j;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    if (b->wake)
+        b->wake(b->wake_ud);
+}
+
+int gw_bridge_submit(gw_bridge *b, gw_job *j)
+{
+    j->op.done = posted;
+    j->op.ud = j;
+    j->bridge_ = b;
+    j->next_ = NULL;
+    int rc = st_submit(b->store, &j->op);
+    if (rc == ST_DONE) {
+        j->complete(j);
+        return 1;
+    }
+    if (rc == 0)
+        b->inflight++;
+    return rc;
+}
+
+void gw_bridge_drain(gw_bridge *b)
+{
+    pthread_mutex_lock(&b->mu);
+    gw_job *j = b->head;
+    b->head = b->tail = NULL;
+    pthread_mutex_unlock(&b->mu);
+    while (j) {
+        gw_job *next = j->next_;
+        j->next_ = NULL;
+        b->inflight--;
+        j->complete(j);
+        j = next;
+    }
+}
+
+unsigned gw_bridge_inflight(const gw_bridge *b)
+{
+    return b->inflight;
+}
+
+void gw_bridge_wait(gw_bridge *b)
+{
+    pthread_mutex_lock(&b->mu);
+    while (!b->head && b->inflight)
+        pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+}
+
+void gw_bridge_discard(gw_bridge *b, gw_job_fn fn)
+{
+    gw_job *j = b->head;
+    b->head = b->tail = NULL;
+    while (j) {
+        gw_job *next = j->next_;
+        b->inflight--;
+        fn(j);
+        j = next;
+    }
+}

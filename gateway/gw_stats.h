@@ -1,0 +1,48 @@
+/*
+ * The figures: the gateway's counters, incremented by the module where each event
+ * happens and read only here, and the rendering of every figure (these, the store's,
+ * and each module's own) as JSON for /stats and Prometheus text for /metrics, from one
+ * table taken in one snapshot, so the two cannot drift apart.
+ */
+#ifndef GW_STATS_H
+#define GW_STATS_H
+
+#include "proto.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gw_server gw_server;
+
+typedef struct gw_counters {
+    uint64_t connections, connections_peak, sessions_total, auth_failures;
+    uint64_t frames_in, frames_out, bytes_in, bytes_out;
+    uint64_t sends, sends_dup, pushes, deliveries, notifies, slow_switches;
+    uint64_t acks_received, ack_frames;
+    uint64_t pages, page_msgs;
+    uint64_t requests_waited; /* requests that waited for the ones before them */
+    uint64_t errors[1 - PR_E_LAST]; /* by -PR_E* code */
+    uint64_t closes_1008, closes_1009, closes_4001, closes_slow, closes_1013;
+    uint64_t rate_sends_refused, rate_bytes_refused, rate_byte_pauses, rate_conns_refused;
+} gw_counters;
+
+/* A sample of the counters that have a rate in /stats. */
+typedef struct gw_rate_sample {
+    uint64_t ms; /* monotonic */
+    uint64_t sends, deliveries, pushes;
+} gw_rate_sample;
+
+#define GW_RATE_SAMPLES 11 /* one a second: rates over the last ten seconds */
+
+typedef struct gw_samples {
+    gw_rate_sample s[GW_RATE_SAMPLES];
+    size_t next, n;
+} gw_samples;
+
+/* Once a second: a sample for the rates. */
+void gw_stats_tick(gw_server *srv);
+/* /stats as JSON, and /metrics as Prometheus text; malloc'd, the caller frees. */
+char *gw_stats_json(gw_server *srv);
+char *gw_stats_prometheus(gw_server *srv, size_t *len);
+
+#endif
