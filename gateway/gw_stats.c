@@ -205,8 +205,7 @@ static void snapshot(gw_server *srv, table *t)
         (double)st.commit_us_sum / 1e6, false);
     add(t, NULL, NULL, "gw_store_commit_duration_seconds_count", "summary", NULL,
         (double)(st.commits + st.commit_failures), true);
-    C("store", "reads", "gw_store_reads_total", "Reads answered (pages, a user's groups)",
-      st.reads);
+    add(t, "store", "reads", NULL, NULL, NULL, (double)st.reads, true);
     add_label(t, "store", "read_p50_ms", "gw_store_read_duration_seconds", "summary",
               "Time from a read's request to its answer (last 1024 reads)", "quantile", "0.5",
               (double)st.read_p50_us / 1e6);
@@ -215,6 +214,10 @@ static void snapshot(gw_server *srv, table *t)
               "Time from a read's request to its answer (last 1024 reads)", "quantile", "0.99",
               (double)st.read_p99_us / 1e6);
     t->f[t->n - 1].integer = false;
+    add(t, NULL, NULL, "gw_store_read_duration_seconds_sum", "summary", NULL,
+        (double)st.read_us_sum / 1e6, false);
+    add(t, NULL, NULL, "gw_store_read_duration_seconds_count", "summary", NULL,
+        (double)st.reads, true);
     G("store", "disk_bytes", "gw_store_disk_bytes", "Bytes of the store's files on disk",
       st.disk_bytes);
     G("store", "writable", "gw_store_writable", "1 while the store accepts writes",

@@ -155,7 +155,9 @@ int st_submit(st_store *s, st_op *op)
     if (is_read(op->kind) && s->be_ops->inline_reads) {
         char why[256];
         s->be_ops->read(s->be, op, why, sizeof(why));
-        st_lat_add(&s->read_lat, st_mono_us() - op->queued_us_);
+        uint64_t us = st_mono_us() - op->queued_us_;
+        st_lat_add(&s->read_lat, us);
+        atomic_fetch_add(&s->read_us_sum, us);
         atomic_fetch_add(&s->reads, 1);
         return ST_DONE;
     }
@@ -389,6 +391,7 @@ void st_read_stats(st_store *s, st_stats *out)
     out->groups = atomic_load(&s->groups);
     out->commit_us_sum = atomic_load(&s->commit_us_sum);
     out->reads = atomic_load(&s->reads);
+    out->read_us_sum = atomic_load(&s->read_us_sum);
     out->writable = atomic_load(&s->writable);
     out->write_errors = atomic_load(&s->write_errors);
     out->recoveries = atomic_load(&s->recoveries);

@@ -310,6 +310,7 @@ typedef struct st_stats {
     uint64_t reads;           /* reads answered since open */
     uint64_t read_p50_us;     /* read latency, submit to answer, over the last 1024 */
     uint64_t read_p99_us;
+    uint64_t read_us_sum;     /* total of those latencies since open */
     bool writable;            /* as st_writable() */
     uint64_t disk_bytes;      /* RocksDB: bytes of every file in its folder; PostgreSQL:
                                * the database's size (refreshed every few seconds) */

@@ -128,6 +128,7 @@ struct st_store {
     atomic_uint_fast64_t groups;
     atomic_uint_fast64_t commit_us_sum;
     atomic_uint_fast64_t reads;
+    atomic_uint_fast64_t read_us_sum;
     atomic_bool writable;
     atomic_uint_fast64_t write_errors;
     atomic_uint_fast64_t recoveries;

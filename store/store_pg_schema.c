@@ -67,7 +67,7 @@ int pg_parse_url(pg *p, const char *url, char *why, size_t why_len)
         else if (strcmp(o->keyword, "user") == 0)
             user = o->val;
     }
-    snprintf(p->where, sizeof(p->where), "postgres host %s port %s database %s user %s",
+    snprintf(p->where, sizeof(p->where), "host %s port %s database %s user %s",
              host ? host : "(default)", port ? port : "(default)", db ? db : "(default)",
              user ? user : "(default)");
     PQconninfoFree(opts);

@@ -145,6 +145,7 @@ static void answer_reads(st_store *s, st_op *reads)
     uint64_t now = st_mono_us();
     for (st_op *op = reads; op; op = op->next_) {
         st_lat_add(&s->read_lat, now - op->queued_us_);
+        atomic_fetch_add(&s->read_us_sum, now - op->queued_us_);
         atomic_fetch_add(&s->reads, 1);
     }
 }

@@ -14,11 +14,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # /stats; uthash the gateway's hash tables; rocksdb-tools gives db_bench, the store
 # benchmark's peer; curl and python3-prometheus-client (a real Prometheus text parser)
 # are used by the tests; wslay frames the load generator's lean WebSocket client; libev
-# and libwebsockets' libev plugin are the gateway's event loop.
+# and libwebsockets' libev plugin are the gateway's event loop; libpq (libpq-dev) is the
+# PostgreSQL backend's client, and PostgreSQL 15 itself (the server, psql, pgbench) is
+# what the tests and benchmarks run it against, in servers of their own.
 packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
           libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools libwslay-dev
-          libev-dev libwebsockets-evlib-ev
+          libev-dev libwebsockets-evlib-ev libpq-dev postgresql-15 postgresql-client-15
           curl python3-prometheus-client)
 # The web demo and its browser tests: Debian's chromium, driven by playwright-core (no
 # browser is ever downloaded); Node.js and npm for their npm packages, only when no node

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (tools/setup.sh), builds the normal and the
-# sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, then the web
+# sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, the store and
+# gateway suites again on PostgreSQL (a server the suite starts itself), then the web
 # demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
@@ -21,33 +22,59 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work"
 
 passed=0 failed=0 status=0
+# One Criterion binary: its output, its summary line parsed into the counts.
+run_bin() { # NAME BIN [ARGS...]
+  local name=$1 bin=$2; shift 2
+  echo "== $name"
+  local log="$work/$(echo "$name" | tr '/ ' '__').log"
+  "$bin" --jobs 2 "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E 'Synthesis: Tested: [0-9]+' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "tests: $name printed no summary (exit $rc)"
+    failed=$((failed + 1)); status=1
+    return
+  fi
+  local p f c
+  p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$line")
+  f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
+  c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f + c))
+  [ "$rc" -eq 0 ] || status=1
+  # A sanitizer report (a leak found at a worker's exit, say) does not change Criterion's
+  # counts, so look for it: any report fails the run.
+  if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$log"; then
+    echo "tests: $name: sanitizer report above"
+    failed=$((failed + 1)); status=1
+  fi
+}
+
 for build in build build-asan; do
   for bin in "$root/$build"/tests/test_*; do
     [ -x "$bin" ] || continue
-    name="$build/tests/$(basename "$bin")"
-    echo "== $name"
-    log="$work/$(basename "$build")-$(basename "$bin").log"
-    "$bin" --jobs 2 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    line=$(grep -E 'Synthesis: Tested: [0-9]+' "$log" | tail -n 1)
-    if [ -z "$line" ]; then
-      echo "tests: $name printed no summary (exit $rc)"
-      failed=$((failed + 1)); status=1
-      continue
-    fi
-    p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$line")
-    f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
-    c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
-    passed=$((passed + p)); failed=$((failed + f + c))
-    [ "$rc" -eq 0 ] || status=1
-    # A sanitizer report (a leak found at a worker's exit, say) does not change Criterion's
-    # counts, so look for it: any report fails the run.
-    if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$log"; then
-      echo "tests: $name: sanitizer report above"
-      failed=$((failed + 1)); status=1
-    fi
+    run_bin "$build/tests/$(basename "$bin")" "$bin"
   done
 done
+
+# The store suite and the gateway suite again, on PostgreSQL: a server of the suite's own
+# (tools/pg_server.sh: a folder under /tmp, 127.0.0.1 and a unix socket, stopped at the
+# end), a new database for each test. Tests that stop or kill the database start their
+# own server besides.
+pgdir=$(mktemp -d /tmp/gw-pg-suite-XXXXXX)
+trap 'rm -rf "$work"; "$root/tools/pg_server.sh" stop "$pgdir" >/dev/null 2>&1; rm -rf "$pgdir"' EXIT
+if GW_TEST_PG=$("$root/tools/pg_server.sh" start "$pgdir"); then
+  export GW_TEST_PG GW_TEST_STORE=postgres
+  for build in build build-asan; do
+    for t in test_store test_gateway; do
+      run_bin "$build/tests/$t (PostgreSQL)" "$root/$build/tests/$t"
+    done
+  done
+  unset GW_TEST_STORE
+else
+  echo "tests: could not start PostgreSQL for the suite's second pass"
+  failed=$((failed + 1)); status=1
+fi
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.

@@ -2,31 +2,33 @@
  * libFuzzer target: whole requests through the gateway's real session path, without
  * sockets. The input is a script (fuzz_session.h) of WebSocket messages and socket events
  * for four client connections. Each message goes through gw_sess_rx (reassembly, limits,
- * auth state) and gw_route_frame into the real registry and a real RocksDB store (a temp
- * folder, opened once per process); store completions are run here, in commit order, as
- * the service thread runs them; replies and pushes come out of gw_sess_writeable. Time
- * steps run the once-a-second sweep (hello deadline, pings, hang-ups, slow consumers) and
- * the ack flush; a ping written is answered with a pong, and a connection given a
- * timeout (lws_set_timeout) is dropped when the fake clock passes it.
+ * auth state), the session's request queue and the routes into the real registry and a
+ * real RocksDB store (a temp folder, opened once per process); the bridge's completions
+ * are drained here, as the service thread drains them; replies and pushes come out of
+ * gw_out_writeable. Time steps run the once-a-second sweep (hello deadline, pings,
+ * hang-ups, slow consumers) and the ack flush; a ping written is answered with a pong,
+ * and a connection given a timeout (lws_set_timeout) is dropped when the fake clock
+ * passes it.
  *
  * The seam is the link: this file defines the few libwebsockets functions the session
  * layer calls (lws_write hands each frame to the checks below) and the gateway's clock
- * (gw_mono_ms, gw_now_ms: a fake one the script moves), and it is linked with the session,
- * route, registry, acks, auth, config, buffer and log sources but not with gw_server.c or
- * libwebsockets. The gateway's sources are the ones the server runs, unchanged. What
- * gw_server_new sets up for them is set up here the same way (without a context or an
- * event loop: the ack timer is never armed, the time steps flush instead).
+ * (gw_mono_ms, gw_now_ms: a fake one the script moves), and it is linked with every
+ * gateway source but gw_server.c, gw_main.c, gw_http.c and gw_tls.c, and not with
+ * libwebsockets. The gateway's sources are the ones the server runs, unchanged, made by
+ * the same gw_server_init (without a context or an event loop: the ack timer is never
+ * armed, the time steps flush instead; the bridge is waited on instead of woken).
  *
  * The store lives as long as the process, so groups, messages and used cids carry over
  * from one input to the next; memberships do not (every user leaves every group after
  * each input), or joins would soon all be refused for the group limit.
  *
  * Checks: every frame written decodes with the project's event decoder, fits in max_frame
- * (but a welcome or groups list), and says nothing beyond what the store holds; new mids
- * are dense per group in commit order; pushes reach a session in ascending mid order per
- * group; a resent cid gets its first mid; lws is called only on open connections and
- * lws_write only from WRITEABLE; closes use the protocol's codes; after each input every
- * session, user, group and pending ack is gone from memory.
+ * (but a welcome or groups list), and says nothing beyond what the store holds; the mids
+ * stored during an input are dense (read back from the store); pushes reach a session in
+ * ascending mid order per group; a resent cid gets its first mid; lws is called only on
+ * open connections and lws_write only from WRITEABLE; closes use the protocol's codes;
+ * after each input every session, user, group, pending ack and store request is gone
+ * from memory.
  */
 #include "fuzz_session.h"
 #include "gw_internal.h"
@@ -45,7 +47,6 @@ static const char secret[] = "fuzz-secret-0123456789abcdef";
 
 static gw_server *srv;
 static char dir[256];
-static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t clock_ms = 1000000;
 static char *tokens[8];
 /* The users the valid tokens name (tokens 0, 1, 2, 3 and 7). */
@@ -75,8 +76,9 @@ static struct slot {
 static char wsi_mem[FS_SLOTS];
 static bool in_writeable;
 
-static mid_seen *model; /* per group: the last mid committed (the store is fresh) */
-static mid_seen *sends; /* this input: uid \1 cid -> mid of its first `sent` */
+static mid_seen *checked; /* per group: mids up to this one were read back, dense */
+static mid_seen *touched; /* this input: the groups a `sent` named */
+static mid_seen *sends;  /* this input: uid \1 cid -> mid of its first `sent` */
 
 static mid_seen *seen_get(mid_seen **h, const char *key, size_t n, bool add)
 {
@@ -165,36 +167,15 @@ void lws_close_reason(struct lws *wsi, enum lws_close_status status, unsigned ch
     CHECK(in_writeable);
     CHECK(status == 4001 || status == LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE ||
           status == LWS_CLOSE_STATUS_POLICY_VIOLATION || status == LWS_CLOSE_STATUS_GOINGAWAY ||
-          status == LWS_CLOSE_STATUS_UNEXPECTED_CONDITION);
+          status == LWS_CLOSE_STATUS_UNEXPECTED_CONDITION || status == 1013);
     CHECK(len <= 123); /* a close frame's payload is at most 125 bytes with the code */
     if (trace)
         fprintf(stderr, "  conn %d closed %d %.*s\n", (int)(slot_of(wsi) - slots), status,
                 (int)len, (const char *)buf);
 }
 
-void lws_cancel_service(struct lws_context *ctx)
-{
-    /* From the store's writer thread, after it linked a completion under done_mu. */
-    pthread_mutex_lock(&srv->done_mu);
-    pthread_cond_signal(&done_cv);
-    pthread_mutex_unlock(&srv->done_mu);
-}
-
 void lws_set_log_level(int level, void (*log_emit_function)(int level, const char *line))
 {
-}
-
-/* Timers (a rate-limited session's pause): never fire here. A paused session stays
- * paused for the rest of the input, which the checks above allow. */
-void lws_sul_schedule(struct lws_context *ctx, int tsi, lws_sorted_usec_list_t *sul,
-                      sul_cb_t cb, lws_usec_t us)
-{
-    (void)ctx, (void)tsi, (void)sul, (void)cb, (void)us;
-}
-
-void lws_sul_cancel(lws_sorted_usec_list_t *sul)
-{
-    (void)sul;
 }
 
 /* The largest mid the store holds for gid: nothing the gateway says may go beyond it. */
@@ -243,7 +224,8 @@ static int check_event(void *ud, const pr_event *ev)
         CHECK(ev->ack <= ev->last_mid && ev->last_mid <= stored_last(ev->gid));
         break;
     case PR_EV_SENT: {
-        CHECK(ev->mid >= 1 && ev->mid <= stored_last(ev->gid));
+        uint64_t last = stored_last(ev->gid);
+        CHECK(ev->mid >= 1 && ev->mid <= last);
         CHECK(f->sl->s->user && pr_id_valid(ev->cid));
         /* Idempotent send: the same (uid, cid) always gets its first mid. */
         char key[2 * PR_MAX_ID + 2];
@@ -254,6 +236,7 @@ static int check_event(void *ud, const pr_event *ev)
             CHECK(e->mid == ev->mid);
         else
             seen_get(&sends, key, (size_t)n, true)->mid = ev->mid;
+        seen_get(&touched, (const char *)ev->gid.p, ev->gid.n, true);
         break;
     }
     case PR_EV_MSG: {
@@ -306,45 +289,40 @@ int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_pr
 
 /* ---- the service thread's part ---------------------------------------------------------- */
 
-/* New mids must be dense per group, in commit order (which is completion order). */
-static void check_completion(const gw_pending *p)
-{
-    const st_op *op = &p->op;
-    if (op->result != 0 || (op->kind != ST_OP_APPEND && op->kind != ST_OP_JOIN))
-        return;
-    mid_seen *m = seen_get(&model, p->gid, strlen(p->gid), true);
-    if (op->kind == ST_OP_APPEND && !op->duplicate) {
-        CHECK(op->mid == m->mid + 1 && op->last_mid == op->mid);
-        m->mid = op->mid;
-    } else if (op->kind == ST_OP_APPEND) {
-        CHECK(op->mid >= 1 && op->mid <= m->mid && op->last_mid == m->mid);
-    } else {
-        CHECK(op->last_mid == m->mid && op->ack <= op->last_mid);
-    }
-}
-
-/* Runs completions as gw_server.c's drain_completions does, until no write is in flight. */
+/* Runs the store's completions as the server does when the bridge wakes it, until no
+ * store request is in flight. */
 static void drain(void)
 {
-    for (;;) {
-        pthread_mutex_lock(&srv->done_mu);
-        while (!srv->done_head && srv->ops_inflight)
-            pthread_cond_wait(&done_cv, &srv->done_mu);
-        gw_pending *p = srv->done_head;
-        srv->done_head = srv->done_tail = NULL;
-        pthread_mutex_unlock(&srv->done_mu);
-        if (!p)
-            return;
-        while (p) {
-            gw_pending *next = p->next;
-            check_completion(p);
-            gw_route_complete(srv, p);
-            p = next;
-        }
-        gw_sess *s, *tmp;
-        DL_FOREACH_SAFE2(srv->paused, s, tmp, paused_next)
-            gw_sess_flow(s);
+    do {
+        gw_bridge_wait(srv->bridge);
+        gw_bridge_drain(srv->bridge);
+        gw_sessions_store_calm(srv->sessions);
+    } while (gw_bridge_inflight(srv->bridge));
+}
+
+/* The mids stored in each group sent to are dense: read back from the store, every mid
+ * since the last check is there, in order. */
+static void check_dense(void)
+{
+    mid_seen *t, *tmp;
+    HASH_ITER(hh, touched, t, tmp)
+    {
+        char g[PR_MAX_ID + 1];
+        snprintf(g, sizeof(g), "%s", t->key);
+        mid_seen *c = seen_get(&checked, g, strlen(g), true);
+        uint64_t last = stored_last((pr_slice){(const uint8_t *)g, strlen(g)});
+        CHECK(last >= c->mid);
+        if (last == c->mid)
+            continue;
+        st_page *p = NULL;
+        CHECK(st_read_page(srv->store, st_id_str(g), ST_AFTER, c->mid, last - c->mid, &p) == 0);
+        CHECK(st_page_count(p) == last - c->mid);
+        for (size_t i = 0; i < st_page_count(p); i++)
+            CHECK(st_page_at(p, i)->mid == c->mid + 1 + i);
+        st_page_free(p);
+        c->mid = last;
     }
+    seen_clear(&touched);
 }
 
 /* libwebsockets' CLOSED: the connection is gone. */
@@ -371,10 +349,10 @@ static gw_sess *conn_open(struct slot *sl)
 static void write_out(struct slot *sl)
 {
     for (int i = 0; sl->s && !sl->choked && i < 100000; i++) {
-        if (!sl->s->q_len && !sl->s->notify && !sl->s->close_code)
+        if (!gw_out_pending(sl->s) && !sl->s->close_code && !sl->s->out.ping_due)
             return;
         in_writeable = true;
-        int rc = gw_sess_writeable(sl->s);
+        int rc = gw_out_writeable(sl->s);
         in_writeable = false;
         if (rc < 0) {
             conn_closed(sl);
@@ -493,23 +471,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
 
-    /* What gw_server_new sets up, without the libwebsockets context. */
+    /* The gateway's modules, as gw_server_new makes them, without a context or a loop. */
     srv = calloc(1, sizeof(*srv));
-    CHECK(srv);
-    srv->cfg = cfg;
-    srv->store = store;
-    srv->boot_id = 1;
-    pthread_mutex_init(&srv->done_mu, NULL);
-    pr_limits lim = {.max_frame = cfg.max_frame, .max_body = cfg.max_body,
-                     .page_default = cfg.page_default, .page_max = cfg.page_max};
-    srv->dec = pr_decoder_new(&lim);
-    srv->wbuf_cap = LWS_PRE + cfg.max_frame + 16;
-    srv->wbuf = malloc(srv->wbuf_cap);
+    CHECK(srv && gw_server_init(srv, &cfg, store, NULL, NULL) == 0);
     /* Frames from the server may be larger (a welcome is sent whole). */
     pr_limits out_lim = {.max_frame = 16u << 20, .max_body = cfg.max_body,
                          .page_default = cfg.page_default, .page_max = cfg.page_max};
     out_dec = pr_decoder_new(&out_lim);
-    CHECK(srv->dec && srv->wbuf && out_dec);
+    CHECK(out_dec);
     atexit(at_exit);
 
     /* Tokens by number: users with any group, one with a groups claim, and three that must
@@ -566,8 +535,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
             break;
         case FS_TICK:
             clock_ms += (arg + 1) * 250u;
-            gw_sess_sweep(srv, gw_mono_ms());
-            gw_acks_flush(srv);
+            gw_sessions_sweep(srv->sessions, gw_mono_ms());
+            gw_acks_flush(srv->acks);
             break;
         case FS_CHOKE: sl->choked = !sl->choked; break;
         }
@@ -590,13 +559,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         slots[k].choked = false;
         write_out(&slots[k]);
     }
-    gw_acks_flush(srv);
+    gw_acks_flush(srv->acks);
     drain();
     for (int k = 0; k < FS_SLOTS; k++)
         if (slots[k].s)
             conn_closed(&slots[k]);
-    CHECK(!srv->sessions && !srv->n_sessions && !srv->users && !srv->groups && !srv->acks &&
-          !srv->paused && !srv->ops_inflight);
+    CHECK(gw_sessions_count(srv->sessions) == 0 && gw_registry_empty(srv->registry) &&
+          !gw_acks_waiting(srv->acks) && gw_bridge_inflight(srv->bridge) == 0);
+    check_dense();
     for (size_t k = 0; k < sizeof(uids) / sizeof(uids[0]); k++)
         leave_all(uids[k]);
     seen_clear(&sends);

@@ -1,4 +1,5 @@
 #include "gwfx.h"
+#include "pgfx.h"
 #include "store.h"
 
 #include <criterion/criterion.h>
@@ -33,6 +34,10 @@ static void spawn(gwfx *f)
     const char *argv[40] = {GW_BINARY, "--listen", "127.0.0.1", "--port", "0",
                             "--port-file", port_file, "--data", data, "--log-level", "3"};
     int n = 11;
+    if (f->store_url) {
+        argv[n++] = "--store";
+        argv[n++] = f->store_url;
+    }
     if (f->tls && !f->own_cert) {
         argv[n++] = "--cert";
         argv[n++] = cert;
@@ -85,6 +90,8 @@ static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
     memset(f, 0, sizeof(*f));
     f->tls = tls;
     f->own_cert = own_cert;
+    if (pgfx_on())
+        f->store_url = pgfx_db_new();
     const char *base = getenv("TMPDIR");
     snprintf(f->dir, sizeof(f->dir), "%s/gw-test-XXXXXX", base && *base ? base : "/tmp");
     cr_assert_not_null(mkdtemp(f->dir));
@@ -171,6 +178,11 @@ void gwfx_cleanup(gwfx *f)
     f->ctx = NULL;
     if (f->dir[0])
         nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (f->store_url) {
+        pgfx_db_drop(f->store_url);
+        free(f->store_url);
+        f->store_url = NULL;
+    }
 }
 
 long gwfx_rss_kib(gwfx *f)
@@ -336,7 +348,16 @@ st_store *gwfx_open_store(gwfx *f)
     st_options o;
     st_options_init(&o);
     o.path = path;
+    o.url = f->store_url;
     st_store *s = NULL;
-    cr_assert_eq(st_open(&o, &s, NULL, 0), 0, "cannot open the gateway's store %s", path);
+    char err[512] = "";
+    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "cannot open the gateway's store: %s",
+                 err);
     return s;
+}
+
+void gwfx_rocksdb_only(const char *why)
+{
+    if (pgfx_on())
+        cr_skip_test("RocksDB only: %s", why);
 }

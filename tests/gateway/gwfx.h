@@ -1,6 +1,8 @@
 /*
  * Gateway test fixture: the real gw binary on 127.0.0.1 with a free port and a fresh data
- * folder, and real WebSocket clients (client/gwc.h) that speak to it.
+ * folder, and real WebSocket clients (client/gwc.h) that speak to it. Its store is RocksDB
+ * in the data folder, or (GW_TEST_STORE=postgres, the suite's second pass) a new database
+ * of the suite's PostgreSQL server, given with --store.
  */
 #ifndef GW_TEST_GWFX_H
 #define GW_TEST_GWFX_H
@@ -24,6 +26,7 @@ typedef struct gwfx {
     bool tls;           /* wss:// with a self-signed certificate made for the test */
     bool own_cert;      /* ... or with the one the gateway makes itself (not trusted here) */
     int n_args;
+    char *store_url;    /* PostgreSQL: the test's database (NULL: RocksDB in the folder) */
     gwc_ctx *ctx;
 } gwfx;
 
@@ -48,7 +51,8 @@ bool gwfx_alive(gwfx *f);
 /* The gateway's resident memory in KiB (from /proc). */
 long gwfx_rss_kib(gwfx *f);
 
-/* Opens the store of a stopped gateway (its data folder), to check what it persisted. */
+/* Opens the store of a stopped gateway (its data folder or database), to check what it
+ * persisted. */
 struct st_store *gwfx_open_store(gwfx *f);
 
 /* A token for uid valid for an hour (malloc'd). */
@@ -78,6 +82,9 @@ bool gwfx_quiet(gwc_conn *k, int ms);
 int gwfx_closed(gwc_conn *k);
 
 bool gwfx_slice_is(pr_slice s, const char *str);
+
+/* Skips the test on PostgreSQL (why: what it needs that only RocksDB has). */
+void gwfx_rocksdb_only(const char *why);
 
 /* GET (or POST body, when not NULL) path on the gateway's HTTP side with curl; returns
  * the body (malloc'd) and sets *status (0 if the request failed). */

@@ -237,6 +237,7 @@ static void check_all_stored_once(uint64_t n)
 
 Test(disk, full_disk_refuses_writes_then_recovers)
 {
+    gwfx_rocksdb_only("a full disk under RocksDB (the database going away: test_database.c)");
     gwc_conn *alice = start_group();
 
     /* The disk is full. */
@@ -348,6 +349,7 @@ static void fill(const char *path)
  */
 Test(disk, enospc_on_a_real_full_filesystem, .fini = umount_tmpfs)
 {
+    gwfx_rocksdb_only("a full filesystem under RocksDB");
     /* The gateway starts again on a data folder that is a 16 MiB tmpfs. */
     gwfx_stop(&f, SIGTERM);
     snprintf(mnt, sizeof(mnt), "%s/data", f.dir);
