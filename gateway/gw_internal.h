@@ -202,6 +202,8 @@ void gw_reqs_frame(gw_sess *s, const uint8_t *frame, size_t len);
 void gw_reqs_began(gw_sess *s, gw_req *r, bool send);
 /* ... and came back: the requests waiting behind it may start. */
 void gw_reqs_done(gw_sess *s, gw_req *r, bool send);
+/* The replies went out: requests held back for them may start. */
+void gw_reqs_resume(gw_sess *s);
 /* The store's queue is over its mark: pause this writer until it is shorter. */
 void gw_reqs_store_busy(gw_sess *s);
 /* The session is going: drop what waits, detach what is in flight. */

@@ -63,10 +63,12 @@ bool gw_out_pending(const gw_sess *s)
 static void reply_flow(gw_sess *s)
 {
     size_t budget = REPLY_FRAMES * s->srv->cfg.max_frame;
-    if (s->out.reply_bytes > budget)
+    if (s->out.reply_bytes > budget) {
         gw_sess_pause(s, GW_PAUSE_REPLIES, true);
-    else if (s->out.reply_bytes <= budget / 2 && (s->pause & GW_PAUSE_REPLIES))
+    } else if (s->out.reply_bytes <= budget / 2 && (s->pause & GW_PAUSE_REPLIES)) {
         gw_sess_pause(s, GW_PAUSE_REPLIES, false);
+        gw_reqs_resume(s); /* requests that waited for the replies to drain */
+    }
 }
 
 /* ---- the ring ----------------------------------------------------------------------- */

@@ -12,7 +12,9 @@
  * turn comes (a frame that starts at once is handled from libwebsockets' buffer, with no
  * copy). Waiting frames count towards --inflight-max, like requests in flight: past it,
  * or past a few frames' worth of bytes, the session's socket is not read until half of
- * that is left.
+ * that is left. And while the session's replies are backed up (a client that asks and
+ * does not read), no further request starts: what it asked waits here, small, instead of
+ * as replies, large.
  */
 #include "gw_internal.h"
 
@@ -38,7 +40,7 @@ static bool try_start(gw_sess *s, const uint8_t *frame, size_t len)
 {
     gw_server *srv = s->srv;
     const gw_reqq *q = &s->reqs;
-    if (q->barrier)
+    if (q->barrier || (s->pause & GW_PAUSE_REPLIES))
         return false;
     pr_req r;
     pr_error err = {0};
@@ -140,6 +142,11 @@ void gw_reqs_done(gw_sess *s, gw_req *r, bool send)
         q->barrier = false;
     if (r)
         DL_DELETE(q->inflight, r);
+    pump(s);
+}
+
+void gw_reqs_resume(gw_sess *s)
+{
     pump(s);
 }
 

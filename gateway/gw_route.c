@@ -203,10 +203,12 @@ static void attached(gw_sess *s, int rc)
     if (rc != 0) {
         gw_err("session %s: cannot load the groups of user %s: %s", s->sid_str, s->id.uid,
                st_strerror(rc));
-        /* The client may come back: the store is away, not the client's fault. */
+        /* The client may come back: the store is away, not the client's fault. 4013, not
+         * WebSocket's 1013 (try again later): libwebsockets 4.1's clients take 1013 for a
+         * protocol error. */
         gw_sess_error_free(s, s->hello_rid, gw_route_err_code(rc), gw_route_err_msg(rc), NO_GID);
-        srv->n.closes_1013++;
-        gw_sess_close(s, 1013, "try again later: the user's groups cannot be read now");
+        srv->n.closes_4013++;
+        gw_sess_close(s, 4013, "try again later: the user's groups cannot be read now");
     } else {
         srv->n.sessions_total++;
         gw_dbg("session %s signed in as %s", s->sid_str, s->id.uid);

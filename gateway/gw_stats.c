@@ -155,7 +155,7 @@ static void snapshot(gw_server *srv, table *t)
         {"policy", offsetof(gw_counters, closes_1008)},
         {"too_large", offsetof(gw_counters, closes_1009)},
         {"slow_consumer", offsetof(gw_counters, closes_slow)},
-        {"try_again", offsetof(gw_counters, closes_1013)},
+        {"try_again", offsetof(gw_counters, closes_4013)},
     };
     for (size_t i = 0; i < sizeof(closes) / sizeof(closes[0]); i++)
         add_label(t, "closes", closes[i].key, "gw_session_closes_total", "counter",

@@ -11,7 +11,14 @@
  * It prints the counts (confirmed, kills, re-deliveries absorbed, losses) and exits 0
  * only if every invariant held.
  *
+ * On PostgreSQL (--store URL) the gateway keeps its store in that database; with
+ * --kill db (and --pg-dir, the folder of a server of tools/pg_server.sh) it is the
+ * database that is restarted at random moments (pg_ctl restart -m immediate), under a
+ * gateway that keeps running: writes in flight get `unavailable` and senders resend them
+ * with the same cid, receivers fill the holes that leaves by pulling.
+ *
  *   gw_crash --gw build/gw [--kills 20] [--senders 3] [--receivers 3] [--seed N]
+ *            [--store URL [--kill gw|db --pg-dir DIR]]
  */
 #include "gwc.h"
 
@@ -27,7 +34,7 @@
 #include <unistd.h>
 
 #define SECRET "crash-harness-secret-0123456789"
-#define MAX_MSGS 400000
+#define MAX_MSGS 1500000 /* mids the harness tracks; senders stop short of it */
 #define GID "crash"
 #define ACK_FLUSH_MS 200
 
@@ -36,6 +43,9 @@ typedef struct client {
     char uid[16];
     bool sender;
     bool welcomed, entered;
+    bool pulling;       /* receiver: a pull is on its way (holes are filled one at a time) */
+    uint64_t pulled_at; /* ... since then (ms) */
+    uint64_t retry_at;  /* sender: when to resend what was refused (0: nothing to) */
     uint64_t welcome_ack;
     /* sender */
     uint64_t next_cid;  /* cids 1..next_cid-1 were sent at least once */
@@ -54,14 +64,18 @@ typedef struct opts {
     const char *gw;
     int kills, senders, receivers;
     unsigned seed;
+    const char *store;  /* --store URL: PostgreSQL */
+    bool kill_db;       /* restart the database, not the gateway */
+    const char *pg_dir; /* its tools/pg_server.sh folder */
 } opts;
 
 static opts o = {.kills = 20, .senders = 3, .receivers = 3};
-static char dir[256], url[96];
+static char dir[256], url[96], tools_dir[400];
 static pid_t gw_pid;
 /* cid (per sender) -> confirmed mid; body is "<uid>:<cid>" so the stored message names it. */
 static uint64_t *confirmed_mid[64];
 static uint64_t n_confirmed[64]; /* confirmed cids of each sender, counted as they come */
+static uint64_t n_refused;       /* sends answered with an error (then resent) */
 
 static uint64_t now_ms(void)
 {
@@ -98,9 +112,14 @@ static void start_gw(void)
         (void)l;
         setenv("GW_SECRET", SECRET, 1);
         /* Senders go flat out: the rate limits are off, they are not what is tested. */
-        execl(o.gw, o.gw, "--insecure", "--port", "0", "--port-file", pf, "--data", data,
-              "--log-level", "1", "--ack-flush-ms", "200", "--rate-sends", "0", "--rate-bytes",
-              "0", (char *)NULL);
+        const char *argv[20] = {o.gw, "--insecure", "--port", "0", "--port-file", pf,
+                                "--data", data, "--log-level", "1", "--ack-flush-ms", "200",
+                                "--rate-sends", "0", "--rate-bytes", "0", NULL};
+        if (o.store) {
+            argv[16] = "--store";
+            argv[17] = o.store;
+        }
+        execv(o.gw, (char *const *)argv);
         _exit(127);
     }
     for (int i = 0; i < 400; i++) {
@@ -145,6 +164,17 @@ static void ack(client *c, msgpack_sbuffer *sb)
     c->acked_at_ms[1] = now_ms();
 }
 
+/* Receivers fill holes the way a real client does: one pull after what they hold. */
+static void pull_after_held(client *c, msgpack_sbuffer *sb)
+{
+    if (c->pulling && now_ms() - c->pulled_at < 2000)
+        return;
+    c->pulling = true;
+    c->pulled_at = now_ms();
+    pr_enc_pull(sb, PR_NO_RID, sl(GID), false, c->held, 500);
+    send_frame(c, sb);
+}
+
 static void take(client *c, uint64_t mid, pr_slice body, msgpack_sbuffer *sb)
 {
     if (mid >= MAX_MSGS)
@@ -174,6 +204,10 @@ static void take(client *c, uint64_t mid, pr_slice body, msgpack_sbuffer *sb)
         c->held++;
     if (c->held - c->acked >= 50)
         ack(c, sb);
+    /* A message past a hole: a message committed while the database went away was not
+     * pushed (its sender was told `unavailable`, and its resend is a duplicate). */
+    if (mid > c->held + 1 && c->entered)
+        pull_after_held(c, sb);
 }
 
 static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
@@ -190,6 +224,7 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
     case PR_EV_JOINED:
         if (!c->sender && !c->join_mid && !c->held)
             c->join_mid = c->held = c->acked = ev->ack;
+        c->entered = true; /* it holds everything from its join: holes can be filled */
         break;
     case PR_EV_SENT: {
         int s = atoi(c->uid + 1);
@@ -206,6 +241,7 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
             take(c, ev->msg.mid, ev->msg.body.data, sb);
         break;
     case PR_EV_PAGE:
+        c->pulling = false;
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_message m;
             if (pr_event_message(ev, i, &m) == 0)
@@ -213,8 +249,7 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         }
         ack(c, sb);
         if (ev->more) {
-            pr_enc_pull(sb, PR_NO_RID, sl(GID), false, c->held, 500);
-            send_frame(c, sb);
+            pull_after_held(c, sb);
         } else {
             c->entered = true;
         }
@@ -224,7 +259,14 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         send_frame(c, sb);
         break;
     case PR_EV_ERR:
-        /* overloaded while stopping, or a session the gateway closed: not a failure */
+        /* unavailable (the database went away): a sender resends soon, with the same cid;
+         * a receiver's pull is tried again. overloaded while stopping, or a session the
+         * gateway closed: not a failure. */
+        if (c->sender)
+            n_refused++;
+        if (c->sender && !c->retry_at)
+            c->retry_at = now_ms() + 300;
+        c->pulling = false;
         break;
     default:
         break;
@@ -248,8 +290,18 @@ static void pump(gwc_ctx *ctx, int ms, msgpack_sbuffer *sb)
     }
 }
 
+/* Resends every cid of a sender not confirmed yet (the same cid: idempotent). */
+static void resend_unconfirmed(client *c, msgpack_sbuffer *sb)
+{
+    int s = atoi(c->uid + 1);
+    for (uint64_t cid = 1; cid < c->next_cid; cid++)
+        if (!confirmed_mid[s][cid])
+            send_cid(c, cid, sb);
+    c->retry_at = 0;
+}
+
 /* Connects and signs in every client; receivers then pull after their stored ack and
- * senders resend every cid not confirmed yet (the same cid: idempotent). */
+ * senders resend every cid not confirmed yet. */
 static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbuffer *sb)
 {
     for (int i = 0; i < n; i++) {
@@ -290,12 +342,8 @@ static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbu
             pr_enc_enter(sb, PR_NO_RID, sl(GID), 500);
             send_frame(c, sb);
         }
-        if (!first && c->sender) {
-            int s = atoi(c->uid + 1);
-            for (uint64_t cid = 1; cid < c->next_cid; cid++)
-                if (!confirmed_mid[s][cid])
-                    send_cid(c, cid, sb);
-        }
+        if (!first && c->sender)
+            resend_unconfirmed(c, sb);
     }
     if (first)
         for (uint64_t t = now_ms() + 2000; now_ms() < t;)
@@ -308,7 +356,8 @@ int main(int argc, char **argv)
         {"gw", required_argument, 0, 'g'},        {"kills", required_argument, 0, 'k'},
         {"senders", required_argument, 0, 's'},   {"receivers", required_argument, 0, 'r'},
         {"seed", required_argument, 0, 'S'},      {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"store", required_argument, 0, 'u'},     {"kill", required_argument, 0, 'K'},
+        {"pg-dir", required_argument, 0, 'P'},    {0, 0, 0, 0},
     };
     o.seed = (unsigned)time(NULL);
     int ch;
@@ -319,12 +368,29 @@ int main(int argc, char **argv)
         case 's': o.senders = atoi(optarg); break;
         case 'r': o.receivers = atoi(optarg); break;
         case 'S': o.seed = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'u': o.store = optarg; break;
+        case 'K':
+            if (strcmp(optarg, "db") != 0 && strcmp(optarg, "gw") != 0) {
+                fprintf(stderr, "gw_crash: --kill gw or --kill db\n");
+                return 2;
+            }
+            o.kill_db = strcmp(optarg, "db") == 0;
+            break;
+        case 'P': o.pg_dir = optarg; break;
         case 'h':
             printf("usage: gw_crash --gw PATH [--kills N] [--senders N] [--receivers N] "
-                   "[--seed N]\n");
+                   "[--seed N]\n"
+                   "                [--store URL [--kill gw|db --pg-dir DIR]]\n"
+                   "  --store URL   the gateway's store is PostgreSQL at URL\n"
+                   "  --kill db     restart the database (pg_ctl restart -m immediate) instead\n"
+                   "                of killing the gateway; DIR is its tools/pg_server.sh folder\n");
             return 0;
         default: return 2;
         }
+    }
+    if (o.kill_db && (!o.store || !o.pg_dir)) {
+        fprintf(stderr, "gw_crash: --kill db needs --store URL and --pg-dir DIR\n");
+        return 2;
     }
     if (!o.gw || o.kills < 1 || o.kills > 1000 || o.senders < 1 || o.senders > 64 ||
         o.receivers < 1 || o.receivers > 64) {
@@ -333,6 +399,8 @@ int main(int argc, char **argv)
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen */
+    /* tools/pg_server.sh, beside the source of this build: GW_SOURCE_DIR. */
+    snprintf(tools_dir, sizeof(tools_dir), "%s/tools", GW_SOURCE_DIR);
     srand(o.seed);
     signal(SIGPIPE, SIG_IGN);
     const char *base = getenv("TMPDIR");
@@ -356,21 +424,39 @@ int main(int argc, char **argv)
     msgpack_sbuffer_init(&sb);
     start_gw();
     connect_all(ctx, cs, n, true, &sb);
-    printf("gw_crash: seed %u, %d senders, %d receivers, %d kills, data in %s\n", o.seed,
-           o.senders, o.receivers, o.kills, dir);
+    printf("gw_crash: seed %u, %d senders, %d receivers, %d kills of the %s, %s store, data "
+           "in %s\n", o.seed, o.senders, o.receivers, o.kills, o.kill_db ? "database" : "gateway",
+           o.store ? "PostgreSQL" : "RocksDB", dir);
 
     for (int kill_no = 1; kill_no <= o.kills; kill_no++) {
         uint64_t until = now_ms() + 200 + (uint64_t)(rand() % 1300);
         while (now_ms() < until) {
+            uint64_t sent_all = 0; /* every cid sent makes at most one mid */
+            for (int i = 0; i < o.senders; i++)
+                sent_all += cs[i].next_cid - 1;
             for (int i = 0; i < o.senders; i++) /* at most 64 unconfirmed per sender */
-                for (int j = 0; j < 4 && cs[i].next_cid < MAX_MSGS - 1 &&
+                for (int j = 0; j < 4 && sent_all < MAX_MSGS - 1000 &&
                                 cs[i].next_cid - confirmed_count(i) < 64;
-                     j++)
+                     j++, sent_all++)
                     send_cid(&cs[i], cs[i].next_cid++, &sb);
             pump(ctx, 2, &sb);
             for (int i = o.senders; i < n; i++)
                 if (cs[i].acked < cs[i].held && now_ms() - cs[i].acked_at_ms[1] > 100)
                     ack(&cs[i], &sb);
+            for (int i = 0; i < o.senders; i++)
+                if (cs[i].retry_at && now_ms() >= cs[i].retry_at)
+                    resend_unconfirmed(&cs[i], &sb);
+        }
+        if (o.kill_db) {
+            /* The database crashes and comes back; the gateway and its sessions stay. */
+            char cmd[600];
+            snprintf(cmd, sizeof(cmd), "%s/pg_server.sh restart-immediate '%s'", tools_dir,
+                     o.pg_dir);
+            if (system(cmd) != 0)
+                die("cannot restart the database (%s)", cmd);
+            if (kill_no % 5 == 0)
+                printf("gw_crash: %d database restarts so far\n", kill_no);
+            continue;
         }
         /* What the store must hold at least: acks sent one flush window (and some slack
          * for the writer) before the kill. */
@@ -392,6 +478,12 @@ int main(int argc, char **argv)
      * builds need the time; a real loss never catches up. */
     for (uint64_t t = now_ms() + 60000; now_ms() < t;) {
         pump(ctx, 5, &sb);
+        for (int i = 0; i < o.senders; i++)
+            if (cs[i].retry_at && now_ms() >= cs[i].retry_at)
+                resend_unconfirmed(&cs[i], &sb);
+        for (int i = o.senders; i < n; i++)
+            if (cs[i].entered)
+                pull_after_held(&cs[i], &sb); /* at most one every two seconds */
         uint64_t top = 0;
         bool all_confirmed = true;
         for (int s = 0; s < o.senders; s++) {
@@ -432,10 +524,10 @@ int main(int argc, char **argv)
     }
     kill(gw_pid, SIGTERM);
     waitpid(gw_pid, NULL, 0);
-    printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills, %lu re-deliveries "
-           "absorbed by dedup, losses %lu\n",
-           (unsigned long)confirmed, (unsigned long)last, o.kills, (unsigned long)dups,
-           (unsigned long)losses);
+    printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills, %lu sends refused and "
+           "resent, %lu re-deliveries absorbed by dedup, losses %lu\n",
+           (unsigned long)confirmed, (unsigned long)last, o.kills, (unsigned long)n_refused,
+           (unsigned long)dups, (unsigned long)losses);
     msgpack_sbuffer_destroy(&sb);
     gwc_ctx_free(ctx);
     for (int i = 0; i < n; i++)

@@ -167,7 +167,7 @@ void lws_close_reason(struct lws *wsi, enum lws_close_status status, unsigned ch
     CHECK(in_writeable);
     CHECK(status == 4001 || status == LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE ||
           status == LWS_CLOSE_STATUS_POLICY_VIOLATION || status == LWS_CLOSE_STATUS_GOINGAWAY ||
-          status == LWS_CLOSE_STATUS_UNEXPECTED_CONDITION || status == 1013);
+          status == LWS_CLOSE_STATUS_UNEXPECTED_CONDITION || status == 4013);
     CHECK(len <= 123); /* a close frame's payload is at most 125 bytes with the code */
     if (trace)
         fprintf(stderr, "  conn %d closed %d %.*s\n", (int)(slot_of(wsi) - slots), status,

@@ -87,11 +87,15 @@ static void spawn(gwfx *f)
 
 static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
 {
+    char *url = f->store_url; /* set by the caller: NULL, or gwfx_start_on's copy */
     memset(f, 0, sizeof(*f));
+    f->store_url = url;
     f->tls = tls;
     f->own_cert = own_cert;
-    if (pgfx_on())
+    if (pgfx_on() && !f->store_url) {
         f->store_url = pgfx_db_new();
+        f->own_store = true;
+    }
     const char *base = getenv("TMPDIR");
     snprintf(f->dir, sizeof(f->dir), "%s/gw-test-XXXXXX", base && *base ? base : "/tmp");
     cr_assert_not_null(mkdtemp(f->dir));
@@ -118,16 +122,25 @@ static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
 
 void gwfx_start(gwfx *f, const char *const *extra)
 {
+    f->store_url = NULL;
+    start(f, extra, false, false);
+}
+
+void gwfx_start_on(gwfx *f, const char *store_url, const char *const *extra)
+{
+    f->store_url = strdup(store_url);
     start(f, extra, false, false);
 }
 
 void gwfx_start_tls(gwfx *f, const char *const *extra)
 {
+    f->store_url = NULL;
     start(f, extra, true, false);
 }
 
 void gwfx_start_tls_own(gwfx *f, const char *const *extra)
 {
+    f->store_url = NULL;
     start(f, extra, true, true);
 }
 
@@ -178,11 +191,10 @@ void gwfx_cleanup(gwfx *f)
     f->ctx = NULL;
     if (f->dir[0])
         nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    if (f->store_url) {
+    if (f->store_url && f->own_store)
         pgfx_db_drop(f->store_url);
-        free(f->store_url);
-        f->store_url = NULL;
-    }
+    free(f->store_url);
+    f->store_url = NULL;
 }
 
 long gwfx_rss_kib(gwfx *f)

@@ -27,6 +27,7 @@ typedef struct gwfx {
     bool own_cert;      /* ... or with the one the gateway makes itself (not trusted here) */
     int n_args;
     char *store_url;    /* PostgreSQL: the test's database (NULL: RocksDB in the folder) */
+    bool own_store;     /* ... made for this gateway: dropped at cleanup */
     gwc_ctx *ctx;
 } gwfx;
 
@@ -38,6 +39,9 @@ void gwfx_start_tls(gwfx *f, const char *const *extra);
 /* TLS as a default start serves it: no --cert, so the gateway makes its own self-signed
  * certificate (dir/data/tls/); the fixture's clients do not trust it. */
 void gwfx_start_tls_own(gwfx *f, const char *const *extra);
+/* Starts a gateway on the given PostgreSQL database (another gateway's, or one of a
+ * test's own server), which cleanup leaves alone. */
+void gwfx_start_on(gwfx *f, const char *store_url, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
 /* Waits for a gateway told to stop to exit, and checks it exited 0. */

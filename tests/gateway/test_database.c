@@ -1,0 +1,201 @@
+/*
+ * The gateway on PostgreSQL when the database is away: down at start (the gateway starts
+ * anyway, /healthz says why, and it connects once the database is up), going away under
+ * open sessions (they stay open, writes and reads get `unavailable`, and a resend with
+ * the same cid is stored once), and two gateways appending to one group of one database.
+ * Each test that stops the database runs a server of its own; they run in the suite's
+ * PostgreSQL pass only.
+ */
+#include "gwfx.h"
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void need_pg(void)
+{
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
+}
+
+static pr_slice sl(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
+/* Waits (bounded) for /healthz to answer want; returns the last body. */
+static char *wait_health(gwfx *f, int want)
+{
+    char *body = NULL;
+    for (int i = 0; i < 300; i++) {
+        int status = 0;
+        free(body);
+        body = gwfx_http(f, "/healthz", NULL, &status);
+        if (status == want)
+            return body;
+        usleep(100 * 1000);
+    }
+    cr_assert_fail("/healthz did not answer %d in 30 s: %s", want, body);
+    return body;
+}
+
+Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
+{
+    need_pg();
+    pgfx_server db;
+    pgfx_server_start(&db);
+    char *url = pgfx_server_db_new(&db);
+    pgfx_server_stop(&db);
+    gwfx f;
+    gwfx_start_on(&f, url, NULL);
+    char *body = wait_health(&f, 503);
+    cr_assert(strstr(body, "cannot connect to the database"), "/healthz: %s", body);
+    free(body);
+    int status = 0;
+    body = gwfx_http(&f, "/stats", NULL, &status);
+    cr_assert_eq(status, 200);
+    cr_assert(strstr(body, "\"backend\": \"postgres\"") && strstr(body, "\"connected\": 0"),
+              "/stats: %s", body);
+    free(body);
+
+    /* A hello cannot load the user now: told why, and closed with 4013 (try again). */
+    gwc_conn *k = gwfx_connect_raw(&f);
+    char *tok = gwfx_token("alice");
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_hello(&sb, 1, sl(tok));
+    pr_event ev = gwfx_request(k, &sb, PR_EV_ERR);
+    cr_assert(gwfx_slice_is(ev.err_name, "unavailable"));
+    int code = gwfx_closed(k);
+    cr_assert_eq(code, 4013, "closed with %d", code);
+
+    pgfx_server_restart(&db);
+    free(wait_health(&f, 200));
+    k = gwfx_login(&f, "alice", NULL);
+    gwfx_join(k, "room");
+    cr_assert_eq(gwfx_send_msg(k, "room", "c1", "hello"), 1);
+    msgpack_sbuffer_destroy(&sb);
+    free(tok);
+    gwfx_cleanup(&f);
+    free(url);
+    pgfx_server_cleanup(&db);
+}
+
+Test(database, away_under_open_sessions_then_back, .timeout = 120)
+{
+    need_pg();
+    pgfx_server db;
+    pgfx_server_start(&db);
+    char *url = pgfx_server_db_new(&db);
+    gwfx f;
+    gwfx_start_on(&f, url, NULL);
+    gwc_conn *k = gwfx_login(&f, "alice", NULL);
+    gwfx_join(k, "room");
+    cr_assert_eq(gwfx_send_msg(k, "room", "c1", "one"), 1);
+
+    pgfx_server_stop(&db);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_send(&sb, 2, sl("room"), sl("c2"), (pr_body){sl("two"), false});
+    pr_event ev = gwfx_request(k, &sb, PR_EV_ERR);
+    cr_assert(gwfx_slice_is(ev.err_name, "unavailable"), "send: %.*s", (int)ev.err_name.n,
+              ev.err_name.p);
+    cr_assert_eq(ev.rid, 2);
+    sb.size = 0;
+    pr_enc_pull(&sb, 3, sl("room"), false, 0, 0);
+    ev = gwfx_request(k, &sb, PR_EV_ERR);
+    cr_assert(gwfx_slice_is(ev.err_name, "unavailable"), "pull: %.*s", (int)ev.err_name.n,
+              ev.err_name.p);
+    char *body = wait_health(&f, 503);
+    free(body);
+
+    pgfx_server_restart(&db);
+    free(wait_health(&f, 200));
+    /* The same session, still open: the resend is stored once, after c1. */
+    sb.size = 0;
+    pr_enc_send(&sb, 4, sl("room"), sl("c2"), (pr_body){sl("two"), false});
+    ev = gwfx_request(k, &sb, PR_EV_SENT);
+    cr_assert_eq(ev.mid, 2);
+    sb.size = 0;
+    pr_enc_send(&sb, 5, sl("room"), sl("c2"), (pr_body){sl("two"), false});
+    ev = gwfx_request(k, &sb, PR_EV_SENT);
+    cr_assert_eq(ev.mid, 2, "a resend of c2 is answered with its first mid");
+    sb.size = 0;
+    pr_enc_pull(&sb, 6, sl("room"), false, 0, 0);
+    ev = gwfx_request(k, &sb, PR_EV_PAGE);
+    cr_assert_eq(ev.n_items, 2);
+    cr_assert_eq(ev.last_mid, 2);
+    body = gwfx_http(&f, "/metrics", NULL, &(int){0});
+    cr_assert(strstr(body, "gw_store_reconnects_total "), "%s", body);
+    cr_assert_null(strstr(body, "gw_store_reconnects_total 0\n"), "a reconnect is counted");
+    free(body);
+    msgpack_sbuffer_destroy(&sb);
+    gwfx_cleanup(&f);
+    free(url);
+    pgfx_server_cleanup(&db);
+}
+
+Test(database, two_gateways_append_to_one_group, .timeout = 120)
+{
+    need_pg();
+    gwfx a, b;
+    gwfx_start(&a, NULL); /* its own new database */
+    gwfx_start_on(&b, a.store_url, NULL);
+    gwc_conn *ka = gwfx_login(&a, "alice", NULL);
+    gwc_conn *kb = gwfx_login(&b, "bob", NULL);
+    gwfx_join(ka, "room");
+    gwfx_join(kb, "room");
+    enum { N = 300 };
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    for (int i = 1; i <= N; i++) {
+        char cid[16];
+        snprintf(cid, sizeof(cid), "c%d", i);
+        sb.size = 0;
+        pr_enc_send(&sb, (uint64_t)i, sl("room"), sl(cid), (pr_body){sl("a"), false});
+        gwfx_send(ka, &sb);
+        sb.size = 0;
+        pr_enc_send(&sb, (uint64_t)i, sl("room"), sl(cid), (pr_body){sl("b"), false});
+        gwfx_send(kb, &sb);
+    }
+    /* Every mid given once, and together they are 1..2N. */
+    static uint8_t seen[2 * N + 1];
+    memset(seen, 0, sizeof(seen));
+    gwc_conn *ks[2] = {ka, kb};
+    for (int w = 0; w < 2; w++)
+        for (int got = 0; got < N;) {
+            pr_event ev;
+            cr_assert_eq(gwc_next(ks[w], GWFX_WAIT, &ev), 0);
+            if (ev.t == PR_EV_MSG)
+                continue; /* pushes from the same gateway (the other's: the cluster's) */
+            cr_assert_eq(ev.t, PR_EV_SENT);
+            cr_assert(ev.mid >= 1 && ev.mid <= 2 * N, "mid %lu", (unsigned long)ev.mid);
+            cr_assert_eq(seen[ev.mid], 0, "mid %lu given twice", (unsigned long)ev.mid);
+            seen[ev.mid] = 1;
+            got++;
+        }
+    /* Read back through either gateway: one dense run, both senders in it. */
+    int from_b = 0;
+    for (uint64_t after = 0; after < 2 * N;) {
+        sb.size = 0;
+        pr_enc_pull(&sb, 999, sl("room"), false, after, 500);
+        pr_event ev = gwfx_request(ka, &sb, PR_EV_PAGE);
+        cr_assert_gt(ev.n_items, 0);
+        for (size_t i = 0; i < ev.n_items; i++) {
+            pr_message m;
+            cr_assert_eq(pr_event_message(&ev, i, &m), 0);
+            cr_assert_eq(m.mid, after + 1 + i);
+            from_b += gwfx_slice_is(m.from, "bob");
+        }
+        after += ev.n_items;
+        cr_assert_eq(ev.last_mid, 2 * N);
+    }
+    cr_assert_eq(from_b, N);
+    msgpack_sbuffer_destroy(&sb);
+    gwfx_cleanup(&b);
+    gwfx_cleanup(&a);
+}
