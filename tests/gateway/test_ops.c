@@ -4,6 +4,7 @@
  * a graceful stop during a stream of sends and acks.
  */
 #include "gwfx.h"
+#include "pgfx.h"
 #include "store.h"
 
 #include <criterion/criterion.h>
@@ -36,12 +37,17 @@ static json_t *stats(void)
     return j;
 }
 
-static long long fig(json_t *j, const char *group, const char *key)
+static double figf(json_t *j, const char *group, const char *key)
 {
     json_t *o = group ? json_object_get(j, group) : j;
     json_t *v = json_object_get(o, key);
     cr_assert(json_is_number(v), "/stats has no %s.%s", group ? group : "", key);
-    return (long long)json_number_value(v);
+    return json_number_value(v);
+}
+
+static long long fig(json_t *j, const char *group, const char *key)
+{
+    return (long long)figf(j, group, key);
 }
 
 static void ack(gwc_conn *k, const char *gid, uint64_t mid)
@@ -133,13 +139,23 @@ Test(ops, stats_and_metrics_count_a_known_workload, .fini = teardown, .timeout =
     cr_assert_gt(fig(j, "store", "disk_bytes"), 0);
     cr_assert_eq(fig(j, "store", "writable"), 1);
     cr_assert_gt(fig(j, "traffic", "bytes_in"), 0);
+    /* Which backend, and how it does: connected, reads (4 sign-ins, 1 page) and their
+     * latency, commits with their messages. */
+    const char *backend = json_string_value(json_object_get(json_object_get(j, "store"), "backend"));
+    cr_assert_str_eq(backend ? backend : "", pgfx_on() ? "postgres" : "rocksdb");
+    cr_assert_eq(fig(j, "store", "connected"), 1);
+    cr_assert_eq(fig(j, "store", "reconnects"), 0);
+    cr_assert_eq(fig(j, "store", "reads"), 5, "a user's groups 4 times, 1 page");
+    cr_assert_gt(figf(j, "store", "read_p99_ms"), 0);
+    cr_assert_gt(figf(j, "store", "messages_per_commit"), 0);
     json_decref(j);
 
     metrics_check("gw_messages_stored=10 gw_sends_total=10 gw_deliveries_total=10 "
                   "gw_pushes_total=10 gw_acks_received_total=2 gw_ack_frames_total=2 "
                   "gw_pages_served_total=1 gw_page_messages_total=4 "
                   "'gw_errors_total{code=\"bad_frame\"}=1' gw_connections=3 "
-                  "gw_member_ack_lag_messages=20 gw_store_writable=1");
+                  "gw_member_ack_lag_messages=20 gw_store_writable=1 gw_store_connected=1 "
+                  "gw_store_read_duration_seconds_count=5");
 }
 
 Test(ops, health_demo_login_and_page, .fini = teardown, .timeout = 60)
