@@ -42,6 +42,20 @@ static void reader_close(reader *rd)
     pthread_rwlock_unlock(&rd->r->rd_lock);
 }
 
+/* Ends a scan: frees the iterator; ST_EIO if it stopped on an error, else rc. */
+static int iter_done(rocksdb_iterator_t *it, int rc)
+{
+    char *err = NULL;
+    if (rc == ST_OK)
+        rocksdb_iter_get_error(it, &err);
+    rocksdb_iter_destroy(it);
+    if (err) {
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    return rc;
+}
+
 /* Reads a fixed-size row into out. Returns 1 found, 0 absent, ST_EIO on error. */
 static int get_row(reader *rd, enum rk_cf cf, const rk_key *k, char *out, size_t want)
 {
@@ -119,16 +133,7 @@ static int read_groups(reader *rd, st_op *op)
         if ((rc = st_groups_add(op->groups, gid, last_mid, ack)) != ST_OK)
             break;
     }
-    if (rc == ST_OK) {
-        char *err = NULL;
-        rocksdb_iter_get_error(it, &err);
-        if (err) {
-            rocksdb_free(err);
-            rc = ST_EIO;
-        }
-    }
-    rocksdb_iter_destroy(it);
-    return rc;
+    return iter_done(it, rc);
 }
 
 /*
@@ -168,16 +173,7 @@ static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir
             break;
         n++;
     }
-    if (rc == ST_OK) {
-        char *err = NULL;
-        rocksdb_iter_get_error(it, &err);
-        if (err) {
-            rocksdb_free(err);
-            rc = ST_EIO;
-        }
-    }
-    rocksdb_iter_destroy(it);
-    return rc;
+    return iter_done(it, rc);
 }
 
 static int read_page(reader *rd, st_op *op)

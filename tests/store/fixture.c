@@ -47,6 +47,22 @@ st_store *fx_open(const char *path, bool sync)
     return s;
 }
 
+long fx_ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+bool fx_wait_writable(st_store *s, bool want, long ms)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (st_writable(s) != want && fx_ms_since(&t0) < ms)
+        usleep(20 * 1000);
+    return st_writable(s) == want;
+}
+
 bool fx_is_url(const char *where)
 {
     return strncmp(where, "postgresql://", 13) == 0;

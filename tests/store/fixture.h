@@ -9,6 +9,7 @@
 #include "store.h"
 
 #include <stdint.h>
+#include <time.h>
 
 /* A new empty place: a folder under $TMPDIR (or /tmp), or a new database; the caller
  * frees the string. */
@@ -25,6 +26,11 @@ st_store *fx_open(const char *path, bool sync);
 void fx_join(st_store *s, const char *gid, const char *uid);
 /* Appends a message whose record is the text "<cid>" and returns its mid, or fails. */
 uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *cid);
+
+/* Milliseconds since t0 (CLOCK_MONOTONIC). */
+long fx_ms_since(const struct timespec *t0);
+/* Waits (at most ms) until the store's writability is `want`; returns whether it is. */
+bool fx_wait_writable(st_store *s, bool want, long ms);
 
 /* Backend figures read straight from the place (the store must be closed): the number of
  * entries and the bytes of keys plus values, over every column family that holds data

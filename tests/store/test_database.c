@@ -26,20 +26,9 @@ static void need_pg(void)
         cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
 }
 
-static long ms_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 static bool wait_writable(st_store *s, bool want)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (st_writable(s) != want && ms_since(&t0) < WAIT_MS)
-        usleep(20 * 1000);
-    return st_writable(s) == want;
+    return fx_wait_writable(s, want, WAIT_MS);
 }
 
 /* Two processes, each with its own store on one database, append to one group at once:

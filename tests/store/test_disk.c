@@ -62,28 +62,16 @@ static st_store *open_with_events(const char *dir, events *e)
     return s;
 }
 
-static long ms_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
-/* Waits (bounded) until the store's writability is `want`. */
 static bool wait_writable(st_store *s, bool want)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (st_writable(s) != want && ms_since(&t0) < WAIT_MS)
-        usleep(20 * 1000);
-    return st_writable(s) == want;
+    return fx_wait_writable(s, want, WAIT_MS);
 }
 
 static bool wait_count(events *e, const int *field, int at_least)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (count(e, field) < at_least && ms_since(&t0) < WAIT_MS)
+    while (count(e, field) < at_least && fx_ms_since(&t0) < WAIT_MS)
         usleep(20 * 1000);
     return count(e, field) >= at_least;
 }
