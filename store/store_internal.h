@@ -175,6 +175,8 @@ bool st_recover(st_store *s);
 bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid,
                    uint64_t *lo, uint64_t *hi);
 st_page *st_page_new(uint64_t last_mid);
+/* Room for n messages up front (a read that knows its range); ST_ENOMEM. */
+int st_page_reserve(st_page *p, size_t n);
 /* Adds one message (records are copied); in reading order. ST_ENOMEM. */
 int st_page_add(st_page *p, uint64_t mid, uint64_t ts, const void *rec, size_t n);
 /* The page is complete: read newest first (ST_BEFORE) is turned around, and more set. */

@@ -65,6 +65,22 @@ static bool grow_bytes(char **buf, size_t *used, size_t *room, size_t n)
     return true;
 }
 
+int st_page_reserve(st_page *p, size_t n)
+{
+    if (n <= p->cap)
+        return ST_OK;
+    st_msg *nm = realloc(p->msgs, n * sizeof(*nm));
+    if (!nm)
+        return ST_ENOMEM;
+    p->msgs = nm;
+    size_t *no = realloc(p->offs, n * sizeof(*no));
+    if (!no)
+        return ST_ENOMEM;
+    p->offs = no;
+    p->cap = n;
+    return ST_OK;
+}
+
 int st_page_add(st_page *p, uint64_t mid, uint64_t ts, const void *rec, size_t n)
 {
     if (p->n == p->cap) {

@@ -13,7 +13,7 @@ static int page_of(const PGresult *r, st_op *op)
     if (PQntuples(r) == 0)
         return ST_ENOGROUP;
     uint64_t last_mid = pg_get_int8(r, 0, 0), lo = 0, hi = 0;
-    if (!(op->page = st_page_new(last_mid)))
+    if (!(op->page = st_page_new(last_mid)) || st_page_reserve(op->page, (size_t)PQntuples(r)))
         return ST_ENOMEM;
     size_t n = 0;
     for (int i = 0; i < PQntuples(r); i++) {

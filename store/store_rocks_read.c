@@ -148,6 +148,8 @@ static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir
     rk_key_msg(&klo, gid, lo);
     rk_key_msg(&khi, gid, hi + 1);
     size_t cap = (size_t)(hi - lo + 1), n = 0;
+    if (st_page_reserve(p, cap) != ST_OK)
+        return ST_ENOMEM;
     rocksdb_readoptions_set_iterate_lower_bound(rd->ro, klo.b, klo.n);
     rocksdb_readoptions_set_iterate_upper_bound(rd->ro, khi.b, khi.n);
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MSGS]);

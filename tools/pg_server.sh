@@ -12,6 +12,7 @@
 #   tools/pg_server.sh url DIR [DBNAME]             the URL of a database on it
 #   tools/pg_server.sh with CMD [ARGS...]           a temporary server for CMD, whose
 #                                                   environment has GW_TEST_PG (its URL)
+# PG_MAX_CONNECTIONS (default 200) is the server's max_connections at start.
 set -euo pipefail
 
 bindir=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
@@ -48,8 +49,8 @@ start() { # DIR
   exit 1
 }
 
-server_opts() { # DIR PORT
-  echo "-p $2 -k $1 -c listen_addresses=127.0.0.1 -c max_connections=200" \
+server_opts() { # DIR PORT (PG_MAX_CONNECTIONS: more clients, for pgbench at 1,024)
+  echo "-p $2 -k $1 -c listen_addresses=127.0.0.1 -c max_connections=${PG_MAX_CONNECTIONS:-200}" \
        "-c shared_buffers=128MB -c max_wal_size=1GB -c log_min_messages=warning"
 }
 

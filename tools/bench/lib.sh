@@ -4,7 +4,8 @@
 #
 #   bench_init                  temp folder in $BENCH_WORK, traps
 #   start_gw NAME [gw flags]    the gateway with a fresh store in $BENCH_WORK/NAME (rate
-#                               limits off)
+#                               limits off); GW_BIN: another gw binary (default build/gw);
+#                               BENCH_STORE_URL: its store is that PostgreSQL database
 #   start_lws                   libwebsockets-test-server (mirror protocol)
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
@@ -125,9 +126,12 @@ start_gw() {
   mkdir -p "$BENCH_WORK/$name"
   # The rate limits off: a flat-out sender and thousands of sessions from a few addresses
   # are what the benchmarks measure, and far over the defaults (--gw-flags can set them).
-  bench_spawn "$BENCH_WORK/$name.log" "$bench_root/build/gw" $insecure --listen 127.0.0.1 \
-    --port 0 --port-file "$BENCH_WORK/$name/port" --data "$BENCH_WORK/$name/data" \
-    --log-level 1 --rate-sends 0 --rate-bytes 0 --rate-conns 0 "$@"
+  local store=()
+  [ -z "${BENCH_STORE_URL:-}" ] || store=(--store "$BENCH_STORE_URL")
+  bench_spawn "$BENCH_WORK/$name.log" "${GW_BIN:-$bench_root/build/gw}" $insecure \
+    --listen 127.0.0.1 --port 0 --port-file "$BENCH_WORK/$name/port" \
+    --data "$BENCH_WORK/$name/data" --log-level 1 --rate-sends 0 --rate-bytes 0 \
+    --rate-conns 0 ${store[@]+"${store[@]}"} "$@"
   local i
   for ((i = 0; i < 150; i++)); do
     [ -s "$BENCH_WORK/$name/port" ] && break
