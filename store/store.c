@@ -180,8 +180,10 @@ int st_submit(st_store *s, st_op *op)
         s->tail = op;
     }
     atomic_fetch_add(&s->pending, 1);
-    pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    /* After the unlock: the store thread wakes to a free mutex instead of blocking on it
+     * at once (one context switch less per wake-up, which a lone sender feels). */
+    pthread_cond_signal(&s->cv);
     return ST_OK;
 }
 

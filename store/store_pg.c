@@ -2,26 +2,33 @@
  * The PostgreSQL backend: several gateways over one database.
  *
  * A batch is one transaction in two round trips, whatever the number of ops:
- *   1. BEGIN; lock the rows of every group the batch touches and read them, lock and read
- *      every membership it names, read every (uid, cid) its appends name;
+ *   1. BEGIN, and one statement that reads every row the batch will read: the groups it
+ *      touches (locked, in key order, until the commit), the memberships it names, the
+ *      (uid, cid) rows of its appends;
  *   2. the batch's changes as a few statements over arrays (insert the messages and the
- *      sends, update the groups' last_mid, insert, update or delete memberships); COMMIT.
+ *      sends, update the groups' last_mid, insert, update or delete memberships), and
+ *      COMMIT (synchronous_commit on: durable before it answers).
  * Between the two, the ops are applied in C (store_apply.c) to the rows read in 1, kept
  * here by key with what the batch did to them; so the rules are the RocksDB backend's,
- * written once. Groups are locked in key order and memberships after them in key order,
- * so two gateways writing one database take their locks in one order (no deadlock) and a
- * group's last_mid cannot move under a batch: mids stay dense and are never reused. What
- * can still collide is a row that did not exist when read (the same (uid, cid) sent
- * through two gateways at once, a group created by two): the insert fails on its key,
- * the transaction rolls back, and the core applies the batch again (ST_EAGAIN), which
- * then finds the other's row.
+ * written once.
  *
- * A connection lost or timed out during a batch makes its outcome unknown when it was
- * lost during the COMMIT: every op gets ST_EIO (`unavailable`), and a resend with the
- * same cid is stored at most once (sends). The store then reconnects (recover).
+ * Two gateways writing one database: a group's row is locked by the batch that reads it,
+ * so two batches appending to one group take turns and the second reads the first's
+ * last_mid: mids stay dense and are never reused, with no retry. Every other row a batch
+ * changes belongs to a group it locked (a membership, a message), or is keyed by a
+ * (uid, cid): what can still collide is a row that did not exist when read (the same
+ * (uid, cid) sent through two gateways at once, a group created by two): the insert
+ * fails on its key, the transaction rolls back, and the core applies the batch again
+ * (ST_EAGAIN), which then finds the other's row. Groups are locked in key order and every
+ * array written is sorted by key, so two writers take their locks in one order and
+ * cannot deadlock. Acks only move forward (greatest() in SQL).
  *
- * Reads (store_pg_read.c) run on the store thread after the batch's commit, all of them
- * in one round trip.
+ * A connection lost or timed out during the COMMIT makes the batch's outcome unknown:
+ * every op gets ST_EIO (`unavailable`), and a resend with the same cid is stored at most
+ * once (sends). The store then reconnects (recover).
+ *
+ * Reads (store_pg_read.c) run on the store thread after the batch, all of them in one
+ * round trip.
  */
 #include "store_pg.h"
 
@@ -46,7 +53,7 @@ static size_t make_key(char *key, char kind, st_id a, st_id b)
     return n;
 }
 
-static pg_row *row_find(pg *p, char kind, st_id a, st_id b)
+pg_row *pg_row_find(pg *p, char kind, st_id a, st_id b)
 {
     char key[sizeof(((pg_row *)0)->key)];
     size_t n = make_key(key, kind, a, b);
@@ -56,9 +63,9 @@ static pg_row *row_find(pg *p, char kind, st_id a, st_id b)
 }
 
 /* The row for (kind, a, b), added (not existing, not present) if new. NULL: no memory. */
-static pg_row *row_want(pg *p, char kind, st_id a, st_id b)
+pg_row *pg_row_want(pg *p, char kind, st_id a, st_id b)
 {
-    pg_row *r = row_find(p, kind, a, b);
+    pg_row *r = pg_row_find(p, kind, a, b);
     if (r)
         return r;
     if (!(r = calloc(1, sizeof(*r))))
@@ -90,16 +97,16 @@ static bool want_rows(pg *p, st_op *writes)
         bool ok = true;
         switch (op->kind) {
         case ST_OP_APPEND:
-            ok = row_want(p, 's', op->uid, op->cid) != NULL;
+            ok = pg_row_want(p, 's', op->uid, op->cid) != NULL;
             __attribute__((fallthrough)); /* an append also reads its group, membership */
         case ST_OP_JOIN:
         case ST_OP_LEAVE:
-            ok = ok && row_want(p, 'g', op->gid, none) && row_want(p, 'm', op->gid, op->uid);
+            ok = ok && pg_row_want(p, 'g', op->gid, none) && pg_row_want(p, 'm', op->gid, op->uid);
             break;
         case ST_OP_ACKS:
             for (size_t i = 0; ok && i < op->n_acks; i++)
-                ok = row_want(p, 'g', op->acks[i].gid, none) &&
-                     row_want(p, 'm', op->acks[i].gid, op->acks[i].uid);
+                ok = pg_row_want(p, 'g', op->acks[i].gid, none) &&
+                     pg_row_want(p, 'm', op->acks[i].gid, op->acks[i].uid);
             break;
         default: break;
         }
@@ -121,49 +128,40 @@ static int fail_tx(pg *p, PGresult *r, const char *what, char *why, size_t why_l
     return rc;
 }
 
-/* Takes the results of round trip 1 into the rows. */
-static int take_reads(pg *p, int n_stmts, char *why, size_t why_len)
+/* Takes the rows round trip 1 read (kind, a, b, n1, n2, gid of a send). */
+static int take_reads(pg *p, char *why, size_t why_len)
 {
+    PGresult *r = pg_result(p, why, why_len);
+    if (!r)
+        return ST_EIO;
     int rc = ST_OK;
-    for (int i = 0; i < n_stmts; i++) {
-        PGresult *r = pg_result(p, why, why_len);
-        if (!r)
-            return ST_EIO;
-        ExecStatusType st = PQresultStatus(r);
-        if (rc == ST_OK && st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-            rc = fail_tx(p, r, "reading the batch's rows failed", why, why_len);
-            continue;
-        }
-        if (st != PGRES_TUPLES_OK) {
-            PQclear(r);
-            continue;
-        }
-        int cols = PQnfields(r);
-        for (int row = 0; row < PQntuples(r); row++) {
-            pg_row *x = NULL;
-            if (cols == 3) { /* groups: gid, last_mid, created_ms */
-                x = row_find(p, 'g', pg_get_id(r, row, 0), (st_id){NULL, 0});
-                if (x)
-                    x->v.g = (st_group_row){pg_get_int8(r, row, 1), pg_get_int8(r, row, 2)};
-            } else if (cols == 4) { /* members: gid, uid, ack, joined_ms */
-                x = row_find(p, 'm', pg_get_id(r, row, 0), pg_get_id(r, row, 1));
-                if (x)
-                    x->v.m = (st_member_row){pg_get_int8(r, row, 2), pg_get_int8(r, row, 3)};
-            } else if (cols == 5) { /* sends: uid, cid, gid, mid, ts */
-                x = row_find(p, 's', pg_get_id(r, row, 0), pg_get_id(r, row, 1));
-                st_id gid = pg_get_id(r, row, 2);
-                if (x && gid.n <= ST_MAX_ID) {
-                    x->v.s.mid = pg_get_int8(r, row, 3);
-                    x->v.s.ts = pg_get_int8(r, row, 4);
-                    x->v.s.gid_n = gid.n;
-                    memcpy(x->v.s.gid, gid.p, gid.n);
-                }
-            }
-            if (x)
-                x->existed = x->present = true;
-        }
-        PQclear(r);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        rc = fail_tx(p, r, "reading the batch's rows failed", why, why_len);
+        r = NULL;
     }
+    for (int row = 0; r && row < PQntuples(r); row++) {
+        char kind = PQgetvalue(r, row, 0)[0];
+        pg_row *x = pg_row_find(p, kind, pg_get_id(r, row, 1),
+                             kind == 'g' ? (st_id){NULL, 0} : pg_get_id(r, row, 2));
+        if (!x)
+            continue;
+        uint64_t n1 = pg_get_int8(r, row, 3), n2 = pg_get_int8(r, row, 4);
+        if (kind == 'g') {
+            x->v.g = (st_group_row){n1, n2};
+        } else if (kind == 'm') {
+            x->v.m = (st_member_row){n1, n2};
+        } else {
+            st_id gid = pg_get_id(r, row, 5);
+            if (gid.n > ST_MAX_ID)
+                continue;
+            x->v.s.mid = n1;
+            x->v.s.ts = n2;
+            x->v.s.gid_n = gid.n;
+            memcpy(x->v.s.gid, gid.p, gid.n);
+        }
+        x->existed = x->present = true;
+    }
+    PQclear(r);
     int end = pg_end(p, why, why_len);
     return rc != ST_OK ? rc : end;
 }
@@ -176,6 +174,10 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
         snprintf(why, why_len, "not connected to the database (%s)", p->where);
         return ST_EIO;
     }
+    p->fast = pg_cache_fill(p, writes);
+    if (p->fast)
+        return ST_OK; /* rows from the cache: checked when the writes go (round trip 2) */
+    rows_clear(p);
     if (!want_rows(p, writes)) {
         snprintf(why, why_len, "out of memory");
         return ST_EIO;
@@ -185,41 +187,37 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     pg_row *r, *tmp;
     HASH_ITER(hh, p->rows, r, tmp)
         r->kind == 'g' ? ng++ : r->kind == 'm' ? nm++ : ns++;
-    pg_buf g = {0}, mg = {0}, mu = {0}, su = {0}, sc = {0};
-    pg_arr_begin(&g, PG_OID_TEXT, ng);
-    pg_arr_begin(&mg, PG_OID_TEXT, nm);
-    pg_arr_begin(&mu, PG_OID_TEXT, nm);
-    pg_arr_begin(&su, PG_OID_TEXT, ns);
-    pg_arr_begin(&sc, PG_OID_TEXT, ns);
+    pg_buf a[5] = {{0}};
+    pg_arr_begin(&a[0], PG_OID_TEXT, ng);
+    pg_arr_begin(&a[1], PG_OID_TEXT, nm);
+    pg_arr_begin(&a[2], PG_OID_TEXT, nm);
+    pg_arr_begin(&a[3], PG_OID_TEXT, ns);
+    pg_arr_begin(&a[4], PG_OID_TEXT, ns);
     HASH_ITER(hh, p->rows, r, tmp)
     {
-        if (r->kind == 'g') {
-            pg_arr_bytes(&g, r->a.p, r->a.n);
-        } else if (r->kind == 'm') {
-            pg_arr_bytes(&mg, r->a.p, r->a.n);
-            pg_arr_bytes(&mu, r->b.p, r->b.n);
-        } else {
-            pg_arr_bytes(&su, r->a.p, r->a.n);
-            pg_arr_bytes(&sc, r->b.p, r->b.n);
-        }
+        int k = r->kind == 'g' ? 0 : r->kind == 'm' ? 1 : 3;
+        pg_arr_bytes(&a[k], r->a.p, r->a.n);
+        if (k)
+            pg_arr_bytes(&a[k + 1], r->b.p, r->b.n);
     }
-    int n = 0, rc = pg_send(p, PG_BEGIN, NULL, 0);
+    pg_buf *params[5] = {&a[0], &a[1], &a[2], &a[3], &a[4]};
+    int rc = pg_send(p, PG_BEGIN, NULL, 0);
     p->in_tx = true;
-    n++;
-    pg_buf *pgr[] = {&g}, *pmem[] = {&mg, &mu}, *psnd[] = {&su, &sc};
-    if (rc == ST_OK && ng && (rc = pg_send(p, PG_LOCK_GROUPS, pgr, 1)) == ST_OK)
-        n++;
-    if (rc == ST_OK && nm && (rc = pg_send(p, PG_LOCK_MEMBERS, pmem, 2)) == ST_OK)
-        n++;
-    if (rc == ST_OK && ns && (rc = pg_send(p, PG_GET_SENDS, psnd, 2)) == ST_OK)
-        n++;
-    pg_buf_free(&g), pg_buf_free(&mg), pg_buf_free(&mu), pg_buf_free(&su), pg_buf_free(&sc);
+    if (rc == ST_OK)
+        rc = pg_send(p, PG_READ_ROWS, params, 5);
+    for (int i = 0; i < 5; i++)
+        pg_buf_free(&a[i]);
     if (rc == ST_OK)
         rc = pg_sync(p, why, why_len);
     else
         pg_why(p, NULL, "sending to the database failed", why, why_len);
+    if (rc == ST_OK) {
+        PGresult *b = pg_result(p, why, why_len); /* BEGIN's */
+        rc = b ? ST_OK : ST_EIO;
+        PQclear(b);
+    }
     if (rc == ST_OK)
-        rc = take_reads(p, n, why, why_len);
+        rc = take_reads(p, why, why_len);
     if (rc != ST_OK)
         rollback_now(p);
     return rc;
@@ -229,7 +227,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
 
 static int get_row(pg *p, char kind, st_id a, st_id b, pg_row **out)
 {
-    pg_row *r = row_find(p, kind, a, b);
+    pg_row *r = pg_row_find(p, kind, a, b);
     if (!r)
         return ST_EIO; /* not read at begin: cannot happen (want_rows names every key) */
     *out = r;
@@ -238,7 +236,7 @@ static int get_row(pg *p, char kind, st_id a, st_id b, pg_row **out)
 
 static pg_row *changed(pg *p, char kind, st_id a, st_id b)
 {
-    pg_row *r = row_find(p, kind, a, b); /* always there: read by the op before */
+    pg_row *r = pg_row_find(p, kind, a, b); /* always there: read by the op before */
     if (r)
         r->present = r->dirty = true;
     return r;
@@ -278,7 +276,7 @@ static void pg_put_member(void *be, st_id gid, st_id uid, const st_member_row *m
 
 static void pg_del_member(void *be, st_id gid, st_id uid)
 {
-    pg_row *r = row_find(be, 'm', gid, uid);
+    pg_row *r = pg_row_find(be, 'm', gid, uid);
     if (r) {
         r->present = false;
         r->dirty = true;
@@ -316,7 +314,7 @@ static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const voi
     p->msgs[p->n_msgs++] = (pg_msg){gid, mid, ts, rec, n};
 }
 
-/* ---- round trip 2: write and commit ----------------------------------------------------- */
+/* ---- round trip 2: write and commit --------------------------------------------------- */
 
 /* What a row's change means at the end of the batch. */
 enum change { NONE, INSERT, UPDATE, DELETE };
@@ -330,7 +328,15 @@ static enum change change_of(const pg_row *r)
     return r->existed ? DELETE : NONE;
 }
 
-/* Queues one statement over the rows of kind with the given change; 0 if none. */
+static int by_key(const void *x, const void *y)
+{
+    const pg_row *a = *(pg_row *const *)x, *b = *(pg_row *const *)y;
+    int c = memcmp(a->key, b->key, a->key_n < b->key_n ? a->key_n : b->key_n);
+    return c ? c : (a->key_n > b->key_n) - (a->key_n < b->key_n);
+}
+
+/* Queues one statement over the rows of kind with the given change, in key order; 0 if
+ * there are none. */
 static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n_stmts)
 {
     size_t n = 0;
@@ -339,6 +345,14 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
         n += r->kind == kind && change_of(r) == want;
     if (!n)
         return ST_OK;
+    pg_row **rows = malloc(n * sizeof(*rows));
+    if (!rows)
+        return ST_ENOMEM;
+    size_t k = 0;
+    HASH_ITER(hh, p->rows, r, tmp)
+        if (r->kind == kind && change_of(r) == want)
+            rows[k++] = r;
+    qsort(rows, n, sizeof(*rows), by_key);
     pg_buf a[5] = {{0}};
     int np = kind == 'g' ? (want == INSERT ? 3 : 2) : kind == 's' ? 5 : (want == DELETE ? 2 : 4);
     static const unsigned oids[3][5] = {
@@ -346,13 +360,11 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
         {PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, 0},           /* members */
         {PG_OID_TEXT, PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8}, /* sends */
     };
-    int k = kind == 'g' ? 0 : kind == 'm' ? 1 : 2;
+    int t = kind == 'g' ? 0 : kind == 'm' ? 1 : 2;
     for (int i = 0; i < np; i++)
-        pg_arr_begin(&a[i], oids[k][i], n);
-    HASH_ITER(hh, p->rows, r, tmp)
-    {
-        if (r->kind != kind || change_of(r) != want)
-            continue;
+        pg_arr_begin(&a[i], oids[t][i], n);
+    for (k = 0; k < n; k++) {
+        r = rows[k];
         pg_arr_bytes(&a[0], r->a.p, r->a.n);
         if (kind == 'g') {
             pg_arr_int8(&a[1], r->v.g.last_mid);
@@ -371,6 +383,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
             pg_arr_int8(&a[4], r->v.s.ts);
         }
     }
+    free(rows);
     pg_buf *params[5] = {&a[0], &a[1], &a[2], &a[3], &a[4]};
     int rc = pg_send(p, st, params, np);
     for (int i = 0; i < 5; i++)
@@ -380,10 +393,19 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
     return rc;
 }
 
+static int by_msg(const void *x, const void *y)
+{
+    const pg_msg *a = x, *b = y;
+    int c = a->gid.n != b->gid.n ? (a->gid.n > b->gid.n) - (a->gid.n < b->gid.n)
+                                 : memcmp(a->gid.p, b->gid.p, a->gid.n);
+    return c ? c : (a->mid > b->mid) - (a->mid < b->mid);
+}
+
 static int send_msgs(pg *p, int *n_stmts)
 {
     if (!p->n_msgs)
         return ST_OK;
+    qsort(p->msgs, p->n_msgs, sizeof(*p->msgs), by_msg);
     pg_buf a[4] = {{0}};
     pg_arr_begin(&a[0], PG_OID_TEXT, p->n_msgs);
     pg_arr_begin(&a[1], PG_OID_INT8, p->n_msgs);
@@ -405,7 +427,7 @@ static int send_msgs(pg *p, int *n_stmts)
     return rc;
 }
 
-/* Sends ROLLBACK of an open transaction and waits for it; the connection may be gone. */
+/* Ends an open transaction without committing it (the connection may be gone). */
 static void rollback_now(pg *p)
 {
     char why[256];
@@ -423,12 +445,46 @@ static void pg_rollback(void *be)
     rows_clear(be);
 }
 
+/* Round trip 2's answers: 0, ST_EAGAIN (a collision) or ST_EIO (the outcome is unknown). */
+static int take_writes(pg *p, int n, char *why, size_t why_len)
+{
+    int out = ST_OK;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = pg_result(p, why, why_len);
+        if (!r) {
+            /* Lost while the server had the batch: it may or may not have committed. */
+            snprintf(why + strlen(why), why_len - strlen(why),
+                     "; the batch's commit outcome is unknown");
+            return ST_EIO;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (out == ST_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            out = fail_tx(p, r, "writing the batch failed", why, why_len);
+        else
+            PQclear(r);
+    }
+    if (pg_end(p, why, why_len) != ST_OK) {
+        snprintf(why + strlen(why), why_len - strlen(why),
+                 "; the batch's commit outcome is unknown");
+        return ST_EIO;
+    }
+    /* A statement that failed left the slow path's transaction aborted (its COMMIT was
+     * skipped); the fast path's implicit one ended with the Sync. */
+    p->in_tx = PQtransactionStatus(p->conn) != PQTRANS_IDLE;
+    if (p->in_tx)
+        rollback_now(p);
+    return out;
+}
+
 static int pg_commit(void *be, char *why, size_t why_len)
 {
     pg *p = be;
     int n = 0, rc = ST_OK;
-    /* Messages and sends first: a (uid, cid) taken meanwhile by another gateway fails
-     * here, before anything else is sent. */
+    /* The fast path's check first (the groups locked, as round trip 1 does); then the
+     * messages: a collision shows there, before anything else is written; then the
+     * (uid, cid) rows, the groups, the memberships. */
+    if (p->fast)
+        rc = pg_cache_send_check(p, &n);
     if (rc == ST_OK)
         rc = send_msgs(p, &n);
     if (rc == ST_OK)
@@ -443,47 +499,34 @@ static int pg_commit(void *be, char *why, size_t why_len)
         rc = send_rows(p, PG_INS_MEMBERS, 'm', INSERT, &n);
     if (rc == ST_OK)
         rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
-    if (rc == ST_OK && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
+    /* The slow path ends its transaction; the fast path's statements are an implicit one,
+     * which the Sync commits. */
+    if (rc == ST_OK && !p->fast && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
         n++;
-    rows_clear(p);
     if (rc == ST_ENOMEM) {
+        rows_clear(p);
+        /* Some statements may be queued already: drop the connection, which rolls the
+         * transaction back, rather than send a half batch. */
         snprintf(why, why_len, "out of memory for the batch");
+        pg_disconnect(p);
         return ST_EIO;
     }
     if (rc == ST_OK)
         rc = pg_sync(p, why, why_len);
     else
         pg_why(p, NULL, "sending to the database failed", why, why_len);
-    if (rc != ST_OK) {
-        p->in_tx = false;
-        return ST_EIO; /* nothing was committed: the connection is gone before COMMIT */
-    }
-    int out = ST_OK;
-    for (int i = 0; i < n; i++) {
-        PGresult *r = pg_result(p, why, why_len);
-        if (!r) {
-            /* Lost while the server had the COMMIT: it may or may not have happened. */
-            snprintf(why + strlen(why), why_len - strlen(why),
-                     "; the batch's commit outcome is unknown");
-            p->in_tx = false;
-            return ST_EIO;
-        }
-        ExecStatusType st = PQresultStatus(r);
-        if (out == ST_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            out = fail_tx(p, r, "writing the batch failed", why, why_len);
-        else
-            PQclear(r);
-    }
-    int end = pg_end(p, why, why_len);
-    if (end != ST_OK) {
-        p->in_tx = false;
-        return ST_EIO;
-    }
-    /* A statement that failed left the transaction aborted (its COMMIT was skipped). */
-    if (out != ST_OK || PQtransactionStatus(p->conn) != PQTRANS_IDLE)
-        rollback_now(p);
-    p->in_tx = false;
-    return out;
+    if (rc == ST_OK)
+        rc = take_writes(p, n, why, why_len);
+    else
+        rc = ST_EIO; /* the connection is gone before the commit reached it */
+    if (rc == ST_OK)
+        pg_cache_keep(p);
+    else if (rc == ST_EAGAIN)
+        pg_cache_stale(p);
+    else
+        pg_cache_clear(p);
+    rows_clear(p);
+    return rc;
 }
 
 /* ---- life cycle, trouble, figures ----------------------------------------------------- */
@@ -495,6 +538,7 @@ static void pg_close(void *be)
         return;
     pg_disconnect(p);
     rows_clear(p);
+    pg_cache_clear(p);
     free(p->msgs);
     free(p->url);
     free(p->kw);

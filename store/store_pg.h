@@ -29,6 +29,9 @@ typedef struct pg_row {
     bool existed;    /* in the database when the batch began */
     bool present;    /* in it now, as the batch has changed it */
     bool dirty;      /* changed by the batch */
+    uint64_t read_last_mid; /* 'g': the last_mid it began with (what the fast path expects) */
+    uint64_t slow_until;    /* cache: another writer was seen here; no fast path until
+                             * then (monotonic ms) */
     union {
         st_group_row g;
         st_member_row m;
@@ -52,8 +55,11 @@ typedef struct pg {
     PGconn *conn; /* NULL: not connected */
     pg_row *rows; /* the batch's rows, by key */
     pg_msg *msgs; /* the batch's new messages */
+    bool in_tx;   /* the batch's transaction is open on conn */
+    bool fast;    /* the batch took its rows from the cache (store_pg_cache.c) */
+    pg_row *cache; /* groups and memberships as this connection last saw them, by key */
+    size_t n_cache;
     size_t n_msgs, cap_msgs;
-    bool in_tx;   /* a transaction is open on conn */
     uint64_t probe_n; /* idle probes, for the slower refreshes */
     atomic_bool connected;
     atomic_uint_fast64_t reconnects;
@@ -74,7 +80,7 @@ void pg_disconnect(pg *p);
 
 /* Statements, prepared at connect. */
 enum pg_stmt {
-    PG_LOCK_GROUPS, PG_LOCK_MEMBERS, PG_GET_SENDS,
+    PG_READ_ROWS, PG_EXPECT,
     PG_UPD_GROUPS, PG_INS_GROUPS, PG_INS_MEMBERS, PG_UPD_MEMBERS, PG_DEL_MEMBERS,
     PG_INS_SENDS, PG_INS_MSGS,
     PG_PAGE_AFTER, PG_PAGE_BEFORE, PG_USER_GROUPS, PG_GROUP,
@@ -116,6 +122,25 @@ st_id pg_get_id(const PGresult *r, int row, int col);
 #define PG_OID_BYTEA 17
 #define PG_OID_INT8 20
 #define PG_OID_TEXT 25
+
+/* ---- the batch's rows (store_pg.c) and the fast path (store_pg_cache.c) ------------ */
+
+pg_row *pg_row_find(pg *p, char kind, st_id a, st_id b);
+/* The row for (kind, a, b), added (not existing, not present) if new. NULL: no memory. */
+pg_row *pg_row_want(pg *p, char kind, st_id a, st_id b);
+
+/* A batch of appends whose groups and memberships are all cached takes its rows from
+ * the cache (no round trip): true then, the rows filled. */
+bool pg_cache_fill(pg *p, st_op *writes);
+/* Queues the statement that checks, in the batch's transaction, what the cache said:
+ * the groups' last_mid (locking them, in key order) and the memberships. */
+int pg_cache_send_check(pg *p, int *n_stmts);
+/* After a commit: the batch's groups and memberships, as they are now. */
+void pg_cache_keep(pg *p);
+/* The check failed, or a key collided: the cache was wrong about this batch's groups;
+ * they go the slow way for a while (another writer is busy there). */
+void pg_cache_stale(pg *p);
+void pg_cache_clear(pg *p);
 
 /* ---- reads (store_pg_read.c) --------------------------------------------------------- */
 

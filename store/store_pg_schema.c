@@ -40,7 +40,22 @@ static const char schema_v1[] =
     " ts bigint NOT NULL, record bytea NOT NULL, PRIMARY KEY (gid, mid));"
     "CREATE TABLE gw.sends (uid text COLLATE \"C\" NOT NULL, cid text COLLATE \"C\" NOT NULL,"
     " gid text COLLATE \"C\" NOT NULL, mid bigint NOT NULL, ts bigint NOT NULL,"
-    " PRIMARY KEY (uid, cid));";
+    " PRIMARY KEY (uid, cid));"
+    /* The check of a batch that took its rows from the gateway's cache (store_pg_cache.c):
+     * locks the groups in key order, and fails (GW001) unless every one is at the
+     * expected last_mid and every membership exists. */
+    "CREATE FUNCTION gw.expect(gids text[], last_mids bigint[], mgids text[], muids text[])"
+    " RETURNS void LANGUAGE plpgsql AS $$ DECLARE n int; BEGIN"
+    " PERFORM 1 FROM gw.groups WHERE gid = ANY(gids) ORDER BY gid FOR UPDATE;"
+    /* A new statement, a new snapshot: what the groups hold now that they are locked. */
+    " SELECT count(*) INTO n FROM gw.groups g JOIN unnest(gids, last_mids) AS e(gid, last_mid)"
+    " ON g.gid = e.gid AND g.last_mid = e.last_mid;"
+    " IF n <> cardinality(gids) THEN RAISE EXCEPTION 'a group moved' USING ERRCODE = 'GW001';"
+    " END IF;"
+    " SELECT count(*) INTO n FROM gw.members m JOIN unnest(mgids, muids) AS k(gid, uid)"
+    " ON m.gid = k.gid AND m.uid = k.uid;"
+    " IF n <> cardinality(mgids) THEN RAISE EXCEPTION 'a membership ended'"
+    " USING ERRCODE = 'GW001'; END IF; END $$;";
 
 int pg_parse_url(pg *p, const char *url, char *why, size_t why_len)
 {
@@ -161,6 +176,7 @@ static void no_notices(void *arg, const char *message)
 int pg_connect(pg *p, char *why, size_t why_len)
 {
     pg_disconnect(p);
+    pg_cache_clear(p); /* what the old connection saw may have changed meanwhile */
     p->conn = PQconnectdbParams((const char *const *)p->kw, (const char *const *)p->val, 1);
     if (!p->conn || PQstatus(p->conn) != CONNECTION_OK) {
         pg_why(p, NULL, "cannot connect to the database", why, why_len);
@@ -176,7 +192,15 @@ int pg_connect(pg *p, char *why, size_t why_len)
     /* Durable before confirmed: synchronous_commit on (with a synchronous standby, on
      * two disks), or off with --no-sync (a crash of the database may lose the last
      * commits; a crash of the gateway loses nothing). */
-    if (!exec(p, p->sync ? "SET synchronous_commit = on" : "SET synchronous_commit = off", NULL,
+    /* Every statement of the store looks rows up by their keys. Its plans are made once
+     * per connection (generic plans: a custom plan per execution costs more than the work)
+     * and must not depend on how big the tables were then: with a near-empty table the
+     * planner picks a hash join over a sequential scan, which then walks every row (and
+     * every dead version of the groups' rows, updated all the time) at each batch. So the
+     * session plans lookups through the indexes, whatever the statistics say. */
+    if (!exec(p, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;"
+                 "SET enable_hashjoin = off; SET enable_mergejoin = off", NULL, why, why_len) ||
+        !exec(p, p->sync ? "SET synchronous_commit = on" : "SET synchronous_commit = off", NULL,
               why, why_len)) {
         pg_disconnect(p);
         return ST_EIO;

@@ -33,18 +33,22 @@
     " WHERE g.gid = $1::text ORDER BY p.mid " order
 
 const char *const pg_stmt_sql[PG_N_STMTS] = {
-    /* A batch locks every group it touches, then every membership, each in key order:
-     * two writers (two gateways) then always lock in one order and cannot deadlock, and
-     * a group's last_mid cannot move under the batch: mids stay dense. */
-    [PG_LOCK_GROUPS] = "SELECT gid, last_mid, created_ms FROM gw.groups"
-                       " WHERE gid = ANY($1::text[]) ORDER BY gid FOR UPDATE",
-    [PG_LOCK_MEMBERS] = "SELECT m.gid, m.uid, m.ack, m.joined_ms FROM gw.members m"
-                        " JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
-                        " ON m.gid = k.gid AND m.uid = k.uid"
-                        " ORDER BY m.gid, m.uid FOR UPDATE OF m",
-    [PG_GET_SENDS] = "SELECT s.uid, s.cid, s.gid, s.mid, s.ts FROM gw.sends s"
-                     " JOIN unnest($1::text[], $2::text[]) AS k(uid, cid)"
+    /* Every row a batch will read, in one statement: its groups ('g': gid, last_mid,
+     * created_ms), locked in key order until the batch commits, memberships ('m': gid,
+     * uid, ack, joined_ms) and (uid, cid) rows ('s': uid, cid, mid, ts, gid). */
+    [PG_READ_ROWS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text"
+                     " FROM (SELECT gid, last_mid, created_ms FROM gw.groups"
+                     " WHERE gid = ANY($1::text[]) ORDER BY gid FOR UPDATE) g"
+                     " UNION ALL SELECT 'm', m.gid, m.uid, m.ack, m.joined_ms, NULL"
+                     " FROM gw.members m JOIN unnest($2::text[], $3::text[]) AS k(gid, uid)"
+                     " ON m.gid = k.gid AND m.uid = k.uid"
+                     " UNION ALL SELECT 's', s.uid, s.cid, s.mid, s.ts, s.gid"
+                     " FROM gw.sends s JOIN unnest($4::text[], $5::text[]) AS k(uid, cid)"
                      " ON s.uid = k.uid AND s.cid = k.cid",
+    /* The fast path's check (store_pg_cache.c), raising GW001 when the cache was wrong. */
+    [PG_EXPECT] = "SELECT gw.expect($1::text[], $2::int8[], $3::text[], $4::text[])",
+    /* The writes: each over arrays sorted by key, so that two writers take their row
+     * locks in one order. */
     [PG_UPD_GROUPS] = "UPDATE gw.groups g SET last_mid = v.last_mid"
                       " FROM unnest($1::text[], $2::int8[]) AS v(gid, last_mid)"
                       " WHERE g.gid = v.gid",
@@ -52,7 +56,8 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                       " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])",
     [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms)"
                        " SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])",
-    [PG_UPD_MEMBERS] = "UPDATE gw.members m SET ack = v.ack, joined_ms = v.joined_ms"
+    /* An ack only moves forward, also past what another writer stored meanwhile. */
+    [PG_UPD_MEMBERS] = "UPDATE gw.members m SET ack = greatest(m.ack, v.ack), joined_ms = v.joined_ms"
                        " FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])"
                        " AS v(gid, uid, ack, joined_ms) WHERE m.gid = v.gid AND m.uid = v.uid",
     [PG_DEL_MEMBERS] = "DELETE FROM gw.members m USING unnest($1::text[], $2::text[])"
@@ -76,8 +81,8 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
-    [PG_LOCK_GROUPS] = "gw_lock_groups", [PG_LOCK_MEMBERS] = "gw_lock_members",
-    [PG_GET_SENDS] = "gw_get_sends",     [PG_UPD_GROUPS] = "gw_upd_groups",
+    [PG_READ_ROWS] = "gw_read_rows",     [PG_EXPECT] = "gw_expect",
+    [PG_UPD_GROUPS] = "gw_upd_groups",
     [PG_INS_GROUPS] = "gw_ins_groups",   [PG_INS_MEMBERS] = "gw_ins_members",
     [PG_UPD_MEMBERS] = "gw_upd_members", [PG_DEL_MEMBERS] = "gw_del_members",
     [PG_INS_SENDS] = "gw_ins_sends",     [PG_INS_MSGS] = "gw_ins_msgs",
@@ -320,6 +325,7 @@ bool pg_retryable(const PGresult *r)
 {
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     return state && (strcmp(state, "23505") == 0 /* unique_violation */ ||
+                     strcmp(state, "GW001") == 0 /* the fast path's check failed */ ||
                      strcmp(state, "40P01") == 0 /* deadlock_detected */ ||
                      strcmp(state, "40001") == 0 /* serialization_failure */);
 }

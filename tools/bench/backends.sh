@@ -55,7 +55,7 @@ newdb() {
 }
 
 # gw_load's durable-send run against the gateway started last: prints its JSON line, and
-# the messages per commit over the run in $PER_COMMIT.
+# writes the messages per commit over the run to $BENCH_WORK/per_commit.
 w2_load() { # SENDERS TAG
   timeout 600 "$load" --json --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 0 \
     --senders "$1" --own-groups --window 1 --seconds "$secs" --sources 2 \
@@ -72,9 +72,9 @@ w2_load() { # SENDERS TAG
   local out
   out=$(grep '^{' "$BENCH_WORK/w2.out" | tail -1 || true)
   [ -n "$out" ] && echo "w2 $2 $1 $out" >>"$rawlog"
-  PER_COMMIT=$(awk -v m="$(( $(jget messages.stored <<<"$s1") - $(jget messages.stored <<<"$s0") ))" \
+  awk -v m="$(( $(jget messages.stored <<<"$s1") - $(jget messages.stored <<<"$s0") ))" \
     -v c="$(( $(jget store.commits <<<"$s1") - $(jget store.commits <<<"$s0") ))" \
-    'BEGIN{print (c>0)?m/c:0}')
+    'BEGIN{print (c>0)?m/c:0}' >"$BENCH_WORK/per_commit"
   echo "$out"
 }
 
@@ -100,21 +100,21 @@ w2() {
       start_gw gw
       out=$(w2_load "$n" rocksdb)
       stop_srv
-      ro+=("$(field "$out" confirmed_per_s)") rf+=("$PER_COMMIT")
+      ro+=("$(field "$out" confirmed_per_s)") rf+=("$(cat "$BENCH_WORK/per_commit")")
       rm -rf "$BENCH_WORK/db"
       rd+=("$(db_bench --benchmarks=fillrandom --db="$BENCH_WORK/db" --sync=1 --threads="$n" \
           --value_size=200 --duration="$secs" --num=100000000 2>&1 |
-          grep -E '^fillrandom +:' | sed -E 's/.* ([0-9]+) ops\/sec.*/\1/')")
+          grep -E '^fillrandom +:' | sed -E 's/.* ([0-9]+) ops\/sec.*/\1/' || true)")
       local url
       url=$(newdb)
       BENCH_STORE_URL=$url start_gw gwpg
       out=$(w2_load "$n" postgres)
       stop_srv
-      po+=("$(field "$out" confirmed_per_s)") pf+=("$PER_COMMIT")
+      po+=("$(field "$out" confirmed_per_s)") pf+=("$(cat "$BENCH_WORK/per_commit")")
       # pgbench on the schema the gateway made, with groups of its own.
-      psql -q "$url" -c "INSERT INTO gw.groups SELECT 'pb' || i, 0, 0 FROM generate_series(1, $n) i"
+      psql -q "$url" -c "INSERT INTO gw.groups SELECT 'pb' || i, 0, 0 FROM generate_series(0, $n - 1) i"
       pb+=("$(pgbench -n -M prepared -f "$BENCH_WORK/w2.sql" -c "$n" -j 2 -T "$secs" "$url" 2>&1 |
-          sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)/\1/p')")
+          sed -nE 's/^tps = ([0-9.]+) \(without initial connection time\)/\1/p' || true)")
       psql -q "$pg_url" -c "DROP DATABASE ${url##*/} WITH (FORCE)"
       say "w2 $n, run $((r + 1)): RocksDB ${ro[-1]}/s (db_bench ${rd[-1]:-failed}), PostgreSQL ${po[-1]}/s (${pf[-1]} per commit; pgbench ${pb[-1]:-failed})"
     done
