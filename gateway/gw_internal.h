@@ -73,6 +73,7 @@ typedef struct gw_outq {
     uint64_t slow_since; /* monotonic ms */
     gw_notify *notify;  /* coalesced notify per group while slow */
     bool ping_due;      /* a WebSocket ping goes out at the next writeable */
+    uint64_t backed_up_since; /* monotonic ms since replies were over the budget (0: not) */
 } gw_outq;
 
 /* A frame that waits for the requests before it (gw_reqs.c). */

@@ -64,8 +64,11 @@ static void reply_flow(gw_sess *s)
 {
     size_t budget = REPLY_FRAMES * s->srv->cfg.max_frame;
     if (s->out.reply_bytes > budget) {
+        if (!(s->pause & GW_PAUSE_REPLIES))
+            s->out.backed_up_since = gw_mono_ms();
         gw_sess_pause(s, GW_PAUSE_REPLIES, true);
     } else if (s->out.reply_bytes <= budget / 2 && (s->pause & GW_PAUSE_REPLIES)) {
+        s->out.backed_up_since = 0;
         gw_sess_pause(s, GW_PAUSE_REPLIES, false);
         gw_reqs_resume(s); /* requests that waited for the replies to drain */
     }

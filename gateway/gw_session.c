@@ -275,6 +275,12 @@ void gw_sessions_sweep(gw_sessions *all, uint64_t now_ms)
             n->closes_slow++;
             gw_sess_close(s, LWS_CLOSE_STATUS_POLICY_VIOLATION,
                           "slow consumer: not reading its messages");
+        } else if (s->out.backed_up_since &&
+                   now_ms - s->out.backed_up_since > (uint64_t)cfg->slow_close_s * 1000u) {
+            /* It asked, and does not read the answers: the same as a slow consumer. */
+            n->closes_slow++;
+            gw_sess_close(s, LWS_CLOSE_STATUS_POLICY_VIOLATION,
+                          "slow consumer: not reading its replies");
         } else if (s->pause) {
             s->last_rx_ms = now_ms; /* we stopped reading it: its pongs wait unread */
         } else if (now_ms - s->last_rx_ms >= 2 * ping_ms) {

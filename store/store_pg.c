@@ -128,21 +128,18 @@ static int fail_tx(pg *p, PGresult *r, const char *what, char *why, size_t why_l
     return rc;
 }
 
-/* Takes the rows round trip 1 read (kind, a, b, n1, n2, gid of a send). */
-static int take_reads(pg *p, char *why, size_t why_len)
+/* Takes the rows of one statement of round trip 1 (kind, a, b, n1, n2, gid of a send). */
+static int take_rows(pg *p, char *why, size_t why_len)
 {
     PGresult *r = pg_result(p, why, why_len);
     if (!r)
         return ST_EIO;
-    int rc = ST_OK;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail_tx(p, r, "reading the batch's rows failed", why, why_len);
-        r = NULL;
-    }
-    for (int row = 0; r && row < PQntuples(r); row++) {
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return fail_tx(p, r, "reading the batch's rows failed", why, why_len);
+    for (int row = 0; row < PQntuples(r); row++) {
         char kind = PQgetvalue(r, row, 0)[0];
         pg_row *x = pg_row_find(p, kind, pg_get_id(r, row, 1),
-                             kind == 'g' ? (st_id){NULL, 0} : pg_get_id(r, row, 2));
+                                kind == 'g' ? (st_id){NULL, 0} : pg_get_id(r, row, 2));
         if (!x)
             continue;
         uint64_t n1 = pg_get_int8(r, row, 3), n2 = pg_get_int8(r, row, 4);
@@ -162,6 +159,30 @@ static int take_reads(pg *p, char *why, size_t why_len)
         x->existed = x->present = true;
     }
     PQclear(r);
+    return ST_OK;
+}
+
+/* The answers of round trip 1: BEGIN's, the locked groups, the other rows, the Sync. */
+static int take_reads(pg *p, char *why, size_t why_len)
+{
+    PGresult *b = pg_result(p, why, why_len);
+    if (!b)
+        return ST_EIO;
+    int rc = PQresultStatus(b) == PGRES_COMMAND_OK ? ST_OK
+                                                   : fail_tx(p, b, "BEGIN failed", why, why_len);
+    if (rc == ST_OK)
+        PQclear(b);
+    for (int i = 0; i < 2; i++) {
+        if (!p->conn)
+            return ST_EIO;
+        int one = rc == ST_OK ? take_rows(p, why, why_len) : ST_OK;
+        if (rc == ST_OK)
+            rc = one;
+        else if (p->conn) /* after a failure the rest are skipped: take their results */
+            PQclear(pg_result(p, why, why_len));
+    }
+    if (!p->conn)
+        return ST_EIO;
     int end = pg_end(p, why, why_len);
     return rc != ST_OK ? rc : end;
 }
@@ -200,22 +221,23 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
         if (k)
             pg_arr_bytes(&a[k + 1], r->b.p, r->b.n);
     }
-    pg_buf *params[5] = {&a[0], &a[1], &a[2], &a[3], &a[4]};
+    pg_buf *groups[1] = {&a[0]}, *others[4] = {&a[1], &a[2], &a[3], &a[4]};
     int rc = pg_send(p, PG_BEGIN, NULL, 0);
     p->in_tx = true;
     if (rc == ST_OK)
-        rc = pg_send(p, PG_READ_ROWS, params, 5);
+        rc = pg_send(p, PG_LOCK_GROUPS, groups, 1);
+    if (rc == ST_OK)
+        rc = pg_send(p, PG_READ_ROWS, others, 4);
     for (int i = 0; i < 5; i++)
         pg_buf_free(&a[i]);
-    if (rc == ST_OK)
-        rc = pg_sync(p, why, why_len);
-    else
+    if (rc != ST_OK) {
+        /* Some statements may be queued already: the connection's pipeline is out of
+         * step with this batch. Drop it (nothing was committed). */
         pg_why(p, NULL, "sending to the database failed", why, why_len);
-    if (rc == ST_OK) {
-        PGresult *b = pg_result(p, why, why_len); /* BEGIN's */
-        rc = b ? ST_OK : ST_EIO;
-        PQclear(b);
+        pg_disconnect(p);
+        return ST_EIO;
     }
+    rc = pg_sync(p, why, why_len);
     if (rc == ST_OK)
         rc = take_reads(p, why, why_len);
     if (rc != ST_OK)
@@ -503,22 +525,23 @@ static int pg_commit(void *be, char *why, size_t why_len)
      * which the Sync commits. */
     if (rc == ST_OK && !p->fast && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
         n++;
-    if (rc == ST_ENOMEM) {
-        rows_clear(p);
+    if (rc != ST_OK) {
         /* Some statements may be queued already: drop the connection, which rolls the
-         * transaction back, rather than send a half batch. */
-        snprintf(why, why_len, "out of memory for the batch");
+         * transaction back, rather than send half a batch (nothing is committed). */
+        if (rc == ST_ENOMEM)
+            snprintf(why, why_len, "out of memory for the batch");
+        else
+            pg_why(p, NULL, "sending to the database failed", why, why_len);
         pg_disconnect(p);
+        pg_cache_clear(p);
+        rows_clear(p);
         return ST_EIO;
     }
-    if (rc == ST_OK)
-        rc = pg_sync(p, why, why_len);
-    else
-        pg_why(p, NULL, "sending to the database failed", why, why_len);
+    rc = pg_sync(p, why, why_len);
     if (rc == ST_OK)
         rc = take_writes(p, n, why, why_len);
     else
-        rc = ST_EIO; /* the connection is gone before the commit reached it */
+        rc = ST_EIO; /* the server runs what it got as it comes: the outcome is unknown */
     if (rc == ST_OK)
         pg_cache_keep(p);
     else if (rc == ST_EAGAIN)

@@ -80,7 +80,7 @@ void pg_disconnect(pg *p);
 
 /* Statements, prepared at connect. */
 enum pg_stmt {
-    PG_READ_ROWS, PG_EXPECT,
+    PG_LOCK_GROUPS, PG_READ_ROWS, PG_EXPECT,
     PG_UPD_GROUPS, PG_INS_GROUPS, PG_INS_MEMBERS, PG_UPD_MEMBERS, PG_DEL_MEMBERS,
     PG_INS_SENDS, PG_INS_MSGS,
     PG_PAGE_AFTER, PG_PAGE_BEFORE, PG_USER_GROUPS, PG_GROUP,

@@ -93,10 +93,15 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len)
         rc = send_read(p, op, b);
     for (int i = 0; i < 4; i++)
         pg_buf_free(&b[i]);
-    if (rc == ST_OK)
-        rc = pg_sync(p, why, why_len);
-    else
+    if (rc != ST_OK) {
+        /* Some reads may be queued already: the pipeline is out of step. Drop it. */
         pg_why(p, NULL, "sending to the database failed", why, why_len);
+        pg_disconnect(p);
+        for (st_op *op = reads; op; op = op->next_)
+            op->result = ST_EIO;
+        return ST_EIO;
+    }
+    rc = pg_sync(p, why, why_len);
     for (st_op *op = reads; op; op = op->next_) {
         PGresult *r = rc == ST_OK ? pg_result(p, why, why_len) : NULL;
         if (!r) {

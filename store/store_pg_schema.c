@@ -132,38 +132,61 @@ static bool exec(pg *p, const char *sql, PGresult **keep, char *why, size_t why_
     return true;
 }
 
-/* Creates the schema on an empty database, or checks the version of the one there. Two
- * gateways starting at once on an empty database take turns (an advisory lock). */
-static int schema(pg *p, char *why, size_t why_len)
+/* The schema's version in the database; 0 when there is none yet, -1 on error. */
+static int schema_version(pg *p, char *why, size_t why_len)
 {
     PGresult *r = NULL;
-    if (!exec(p, "BEGIN; SELECT pg_advisory_xact_lock(7220400);"
-                 "CREATE SCHEMA IF NOT EXISTS gw;"
-                 "CREATE TABLE IF NOT EXISTS gw.schema_version (version int NOT NULL,"
-                 " applied_ms bigint NOT NULL);",
-              NULL, why, why_len) ||
-        !exec(p, "SELECT coalesce(max(version), 0) FROM gw.schema_version", &r, why, why_len)) {
-        PQclear(PQexec(p->conn, "ROLLBACK"));
-        return ST_EIO;
-    }
+    if (!exec(p, "SELECT to_regclass('gw.schema_version') IS NOT NULL", &r, why, why_len))
+        return -1;
+    bool there = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!there)
+        return 0;
+    if (!exec(p, "SELECT coalesce(max(version), 0) FROM gw.schema_version", &r, why, why_len))
+        return -1;
     int version = atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
+    return version;
+}
+
+/* Checks the version of the schema there, or creates it on an empty database. Two
+ * gateways starting at once on an empty database take turns (an advisory lock); a
+ * database that has it already needs no lock, nor the right to create anything. */
+static int schema(pg *p, char *why, size_t why_len)
+{
+    int version = schema_version(p, why, why_len);
+    if (version < 0)
+        return ST_EIO;
+    if (version == 0) {
+        if (!exec(p, "BEGIN; SELECT pg_advisory_xact_lock(7220400);"
+                     "CREATE SCHEMA IF NOT EXISTS gw;"
+                     "CREATE TABLE IF NOT EXISTS gw.schema_version (version int NOT NULL,"
+                     " applied_ms bigint NOT NULL);",
+                  NULL, why, why_len) ||
+            (version = schema_version(p, why, why_len)) < 0) {
+            PQclear(PQexec(p->conn, "ROLLBACK"));
+            return ST_EIO;
+        }
+        if (version == 0 &&
+            (!exec(p, schema_v1, NULL, why, why_len) ||
+             !exec(p, "INSERT INTO gw.schema_version VALUES (1,"
+                      " (extract(epoch from now()) * 1000)::bigint)",
+                   NULL, why, why_len))) {
+            PQclear(PQexec(p->conn, "ROLLBACK"));
+            return ST_EIO;
+        }
+        if (!exec(p, "COMMIT", NULL, why, why_len))
+            return ST_EIO;
+        version = version ? version : PG_SCHEMA_VERSION;
+    }
     if (version > PG_SCHEMA_VERSION) {
-        PQclear(PQexec(p->conn, "ROLLBACK"));
         snprintf(why, why_len,
                  "the database's schema is version %d, newer than this gateway's (%d): run "
                  "the newer gateway that made it, or point this one at another database (%s)",
                  version, PG_SCHEMA_VERSION, p->where);
         return ST_EINVAL;
     }
-    if (version == 0 &&
-        (!exec(p, schema_v1, NULL, why, why_len) ||
-         !exec(p, "INSERT INTO gw.schema_version VALUES (1, (extract(epoch from now()) * 1000)::bigint)",
-               NULL, why, why_len))) {
-        PQclear(PQexec(p->conn, "ROLLBACK"));
-        return ST_EIO;
-    }
-    return exec(p, "COMMIT", NULL, why, why_len) ? ST_OK : ST_EIO;
+    return ST_OK;
 }
 
 /* The store never prints: the server's notices ("schema gw already exists") are not
@@ -184,6 +207,17 @@ int pg_connect(pg *p, char *why, size_t why_len)
         return ST_EIO;
     }
     PQsetNoticeProcessor(p->conn, no_notices, NULL);
+    /* Nothing waits without end: setup statements get 10 s; a lock (a group's row held
+     * by a gateway that stalled) 2 s, and then the batch is applied again; a session
+     * left idle inside a transaction (that stalled gateway) loses it after 10 s. A
+     * statement_timeout during batches would be wrong: it can cut a COMMIT's wait for a
+     * synchronous standby short, and the commit would then be on one disk only. */
+    if (!exec(p, "SET statement_timeout = '10s'; SET lock_timeout = '2s';"
+                 "SET idle_in_transaction_session_timeout = '10s'",
+              NULL, why, why_len)) {
+        pg_disconnect(p);
+        return ST_EIO;
+    }
     int rc = schema(p, why, why_len);
     if (rc != ST_OK) {
         pg_disconnect(p);
@@ -199,7 +233,8 @@ int pg_connect(pg *p, char *why, size_t why_len)
      * every dead version of the groups' rows, updated all the time) at each batch. So the
      * session plans lookups through the indexes, whatever the statistics say. */
     if (!exec(p, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;"
-                 "SET enable_hashjoin = off; SET enable_mergejoin = off", NULL, why, why_len) ||
+                 "SET enable_hashjoin = off; SET enable_mergejoin = off;"
+                 "SET statement_timeout = 0", NULL, why, why_len) ||
         !exec(p, p->sync ? "SET synchronous_commit = on" : "SET synchronous_commit = off", NULL,
               why, why_len)) {
         pg_disconnect(p);

@@ -33,17 +33,18 @@
     " WHERE g.gid = $1::text ORDER BY p.mid " order
 
 const char *const pg_stmt_sql[PG_N_STMTS] = {
-    /* Every row a batch will read, in one statement: its groups ('g': gid, last_mid,
-     * created_ms), locked in key order until the batch commits, memberships ('m': gid,
-     * uid, ack, joined_ms) and (uid, cid) rows ('s': uid, cid, mid, ts, gid). */
-    [PG_READ_ROWS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text"
-                     " FROM (SELECT gid, last_mid, created_ms FROM gw.groups"
-                     " WHERE gid = ANY($1::text[]) ORDER BY gid FOR UPDATE) g"
-                     " UNION ALL SELECT 'm', m.gid, m.uid, m.ack, m.joined_ms, NULL"
-                     " FROM gw.members m JOIN unnest($2::text[], $3::text[]) AS k(gid, uid)"
+    /* A batch's groups, locked in key order until it commits ('g': gid, last_mid,
+     * created_ms). Then, in a statement of its own (a new snapshot, taken once the locks
+     * are held: a lock waited for may have been a writer's that changed them), every
+     * other row it will read: memberships ('m': gid, uid, ack, joined_ms) and (uid, cid)
+     * rows ('s': uid, cid, mid, ts, gid). */
+    [PG_LOCK_GROUPS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text"
+                       " FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid FOR UPDATE",
+    [PG_READ_ROWS] = "SELECT 'm'::text, m.gid, m.uid, m.ack, m.joined_ms, NULL::text"
+                     " FROM gw.members m JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
                      " ON m.gid = k.gid AND m.uid = k.uid"
                      " UNION ALL SELECT 's', s.uid, s.cid, s.mid, s.ts, s.gid"
-                     " FROM gw.sends s JOIN unnest($4::text[], $5::text[]) AS k(uid, cid)"
+                     " FROM gw.sends s JOIN unnest($3::text[], $4::text[]) AS k(uid, cid)"
                      " ON s.uid = k.uid AND s.cid = k.cid",
     /* The fast path's check (store_pg_cache.c), raising GW001 when the cache was wrong. */
     [PG_EXPECT] = "SELECT gw.expect($1::text[], $2::int8[], $3::text[], $4::text[])",
@@ -81,7 +82,8 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
-    [PG_READ_ROWS] = "gw_read_rows",     [PG_EXPECT] = "gw_expect",
+    [PG_LOCK_GROUPS] = "gw_lock_groups", [PG_READ_ROWS] = "gw_read_rows",
+    [PG_EXPECT] = "gw_expect",
     [PG_UPD_GROUPS] = "gw_upd_groups",
     [PG_INS_GROUPS] = "gw_ins_groups",   [PG_INS_MEMBERS] = "gw_ins_members",
     [PG_UPD_MEMBERS] = "gw_upd_members", [PG_DEL_MEMBERS] = "gw_del_members",
@@ -252,9 +254,12 @@ int pg_sync(pg *p, char *why, size_t why_len)
     int rc;
     while ((rc = PQflush(p->conn)) == 1) {
         /* The server may be answering while we still send: read, or both could wait. */
-        if (!wait_socket(p, POLLIN | POLLOUT, why, why_len) || PQconsumeInput(p->conn) != 1) {
-            if (!*why)
-                pg_why(p, NULL, "sending to the database failed", why, why_len);
+        char mine[512] = "";
+        if (!wait_socket(p, POLLIN | POLLOUT, mine, sizeof(mine)) ||
+            PQconsumeInput(p->conn) != 1) {
+            if (!mine[0])
+                pg_why(p, NULL, "sending to the database failed", mine, sizeof(mine));
+            snprintf(why, why_len, "%s", mine);
             lost(p);
             return ST_EIO;
         }
@@ -271,10 +276,12 @@ int pg_sync(pg *p, char *why, size_t why_len)
 static bool get(pg *p, PGresult **out, char *why, size_t why_len)
 {
     while (PQisBusy(p->conn)) {
-        why[0] = 0;
-        if (!wait_socket(p, POLLIN, why, why_len) || PQconsumeInput(p->conn) != 1) {
-            if (!why[0])
-                pg_why(p, NULL, "connection to the database lost", why, why_len);
+        /* why may hold a statement's error already: only a failure here replaces it. */
+        char mine[512] = "";
+        if (!wait_socket(p, POLLIN, mine, sizeof(mine)) || PQconsumeInput(p->conn) != 1) {
+            if (!mine[0])
+                pg_why(p, NULL, "connection to the database lost", mine, sizeof(mine));
+            snprintf(why, why_len, "%s", mine);
             lost(p);
             return false;
         }
@@ -326,6 +333,7 @@ bool pg_retryable(const PGresult *r)
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     return state && (strcmp(state, "23505") == 0 /* unique_violation */ ||
                      strcmp(state, "GW001") == 0 /* the fast path's check failed */ ||
+                     strcmp(state, "55P03") == 0 /* lock_not_available (lock_timeout) */ ||
                      strcmp(state, "40P01") == 0 /* deadlock_detected */ ||
                      strcmp(state, "40001") == 0 /* serialization_failure */);
 }

@@ -180,3 +180,38 @@ Test(limits, graceful_stop_confirms_every_stored_message, .fini = teardown, .tim
                 (unsigned long)g.last_mid);
     cr_assert_eq(g.last_mid, (uint64_t)confirmed, "a stored message was never confirmed");
 }
+
+Test(limits, a_client_that_asks_and_never_reads_is_closed, .fini = teardown, .timeout = 60)
+{
+    /* Its replies back up past the budget (the session is paused for them); not reading
+     * them for --slow-close seconds costs it the session, as a slow consumer's pushes do. */
+    static const char *const args[] = {"--slow-close", "2", NULL};
+    gwfx_start(&f, args);
+    gwc_conn *k = gwfx_login(&f, "hoarder", NULL);
+    gwfx_join(k, "big");
+    size_t n = 60 * 1024;
+    char *body = malloc(n + 1);
+    memset(body, 'z', n);
+    body[n] = 0;
+    for (int i = 0; i < 8; i++) {
+        char cid[8];
+        snprintf(cid, sizeof(cid), "b%d", i);
+        gwfx_send_msg(k, "big", cid, body);
+    }
+    free(body);
+    cr_assert_eq(gwc_pause(k, true), 0);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_pull(&sb, PR_NO_RID, S("big"), false, 0, 500);
+    for (int i = 0; i < 200; i++)
+        gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    gwc_service(f.ctx, 5000); /* the sweep's close comes after 2 s, within a second */
+    cr_assert_eq(gwc_pause(k, false), 0);
+    int code = gwfx_closed(k);
+    cr_assert_eq(code, 1008, "closed with %d", code);
+    int status = 0;
+    char *stats = gwfx_http(&f, "/stats", NULL, &status);
+    cr_assert(strstr(stats, "\"slow_consumer\": 1"), "%s", stats);
+    free(stats);
+}
