@@ -85,11 +85,13 @@ static void spawn(gwfx *f)
     cr_assert_fail("gateway did not start listening within 20 s (see %s)", log_file);
 }
 
-static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
+static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert, gwc_ctx *share)
 {
     char *url = f->store_url; /* set by the caller: NULL, or gwfx_start_on's copy */
     memset(f, 0, sizeof(*f));
     f->store_url = url;
+    f->ctx = share;
+    f->shared_ctx = share != NULL;
     f->tls = tls;
     f->own_cert = own_cert;
     if (pgfx_on() && !f->store_url) {
@@ -115,7 +117,8 @@ static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
         cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
         o.ca_file = cert;
     }
-    f->ctx = gwc_ctx_new(&o);
+    if (!f->ctx)
+        f->ctx = gwc_ctx_new(&o);
     cr_assert_not_null(f->ctx);
     spawn(f);
 }
@@ -123,25 +126,31 @@ static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert)
 void gwfx_start(gwfx *f, const char *const *extra)
 {
     f->store_url = NULL;
-    start(f, extra, false, false);
+    start(f, extra, false, false, NULL);
 }
 
 void gwfx_start_on(gwfx *f, const char *store_url, const char *const *extra)
 {
     f->store_url = strdup(store_url);
-    start(f, extra, false, false);
+    start(f, extra, false, false, NULL);
+}
+
+void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra)
+{
+    f->store_url = other->store_url ? strdup(other->store_url) : NULL;
+    start(f, extra, false, false, other->ctx);
 }
 
 void gwfx_start_tls(gwfx *f, const char *const *extra)
 {
     f->store_url = NULL;
-    start(f, extra, true, false);
+    start(f, extra, true, false, NULL);
 }
 
 void gwfx_start_tls_own(gwfx *f, const char *const *extra)
 {
     f->store_url = NULL;
-    start(f, extra, true, true);
+    start(f, extra, true, true, NULL);
 }
 
 bool gwfx_alive(gwfx *f)
@@ -187,7 +196,8 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
 void gwfx_cleanup(gwfx *f)
 {
     gwfx_stop(f, SIGTERM);
-    gwc_ctx_free(f->ctx);
+    if (!f->shared_ctx)
+        gwc_ctx_free(f->ctx);
     f->ctx = NULL;
     if (f->dir[0])
         nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -28,6 +28,7 @@ typedef struct gwfx {
     int n_args;
     char *store_url;    /* PostgreSQL: the test's database (NULL: RocksDB in the folder) */
     bool own_store;     /* ... made for this gateway: dropped at cleanup */
+    bool shared_ctx;    /* ctx is another fixture's (gwfx_start_beside): not freed here */
     gwc_ctx *ctx;
 } gwfx;
 
@@ -39,9 +40,13 @@ void gwfx_start_tls(gwfx *f, const char *const *extra);
 /* TLS as a default start serves it: no --cert, so the gateway makes its own self-signed
  * certificate (dir/data/tls/); the fixture's clients do not trust it. */
 void gwfx_start_tls_own(gwfx *f, const char *const *extra);
-/* Starts a gateway on the given PostgreSQL database (another gateway's, or one of a
- * test's own server), which cleanup leaves alone. */
+/* Starts a gateway on the given PostgreSQL database (one of a test's own server), which
+ * cleanup leaves alone. */
 void gwfx_start_on(gwfx *f, const char *store_url, const char *const *extra);
+/* Starts a second gateway on other's database, whose clients share other's client
+ * context (one libwebsockets client context per process: two leave OpenSSL state behind
+ * at exit). Clean it up before other. */
+void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
 /* Waits for a gateway told to stop to exit, and checks it exited 0. */

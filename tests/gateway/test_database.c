@@ -144,7 +144,7 @@ Test(database, two_gateways_append_to_one_group, .timeout = 120)
     need_pg();
     gwfx a, b;
     gwfx_start(&a, NULL); /* its own new database */
-    gwfx_start_on(&b, a.store_url, NULL);
+    gwfx_start_beside(&b, &a, NULL);
     gwc_conn *ka = gwfx_login(&a, "alice", NULL);
     gwc_conn *kb = gwfx_login(&b, "bob", NULL);
     gwfx_join(ka, "room");
