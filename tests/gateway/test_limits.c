@@ -82,10 +82,10 @@ Test(limits, pipelined_joins_stay_within_the_group_cap, .fini = teardown, .timeo
     msgpack_sbuffer_destroy(&sb);
 }
 
-Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardown,
-     .timeout = 120)
+/* A member of group "big", which holds 8 messages of 60 KiB: every page of it is about a
+ * frame (256 KiB). */
+static gwc_conn *hoarder(void)
 {
-    gwfx_start(&f, NULL);
     gwc_conn *k = gwfx_login(&f, "hoarder", NULL);
     gwfx_join(k, "big");
     size_t n = 60 * 1024;
@@ -98,6 +98,14 @@ Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardo
         gwfx_send_msg(k, "big", cid, body);
     }
     free(body);
+    return k;
+}
+
+Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardown,
+     .timeout = 120)
+{
+    gwfx_start(&f, NULL);
+    gwc_conn *k = hoarder();
     long rss0 = gwfx_rss_kib(&f);
     /* 1,500 pulls of ~256 KiB pages each (375 MiB of replies) without reading any. */
     cr_assert_eq(gwc_pause(k, true), 0);
@@ -187,18 +195,7 @@ Test(limits, a_client_that_asks_and_never_reads_is_closed, .fini = teardown, .ti
      * them for --slow-close seconds costs it the session, as a slow consumer's pushes do. */
     static const char *const args[] = {"--slow-close", "2", NULL};
     gwfx_start(&f, args);
-    gwc_conn *k = gwfx_login(&f, "hoarder", NULL);
-    gwfx_join(k, "big");
-    size_t n = 60 * 1024;
-    char *body = malloc(n + 1);
-    memset(body, 'z', n);
-    body[n] = 0;
-    for (int i = 0; i < 8; i++) {
-        char cid[8];
-        snprintf(cid, sizeof(cid), "b%d", i);
-        gwfx_send_msg(k, "big", cid, body);
-    }
-    free(body);
+    gwc_conn *k = hoarder();
     cr_assert_eq(gwc_pause(k, true), 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
