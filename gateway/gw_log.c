@@ -27,7 +27,7 @@ static void vlog(enum gw_log_level lvl, const char *fmt, va_list ap)
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, names[lvl]);
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-    /* One write per line, so lines from the writer thread never interleave mid-line. */
+    /* One write per line, so lines from the store thread never interleave mid-line. */
     size_t len = strlen(line);
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
         line[--len] = 0;

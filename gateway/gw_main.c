@@ -54,7 +54,7 @@ static int default_secret(gw_config *cfg)
     return 0;
 }
 
-/* Disk trouble, told by the store's writer thread (gw_log is safe from any thread). */
+/* Store trouble, told by the store thread (gw_log is safe from any thread). */
 static void on_store_event(void *ud, const st_event *ev)
 {
     (void)ud;
