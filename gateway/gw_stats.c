@@ -47,6 +47,23 @@ static void add_label(table *t, const char *group, const char *key, const char *
         t->f[t->n++] = (fig){group, key, prom, type, help, label, label_value, v, true, NULL};
 }
 
+/* A latency of the store as a Prometheus summary (p50, p99, sum, count; in seconds) and
+ * as store.<key_p50>, <key_p99> (ms) in the JSON. names: the family, then its _sum and
+ * _count samples (literals: the table keeps the pointers). */
+static void summary(table *t, const char *key_p50, const char *key_p99,
+                    const char *const names[3], const char *help, uint64_t p50_us,
+                    uint64_t p99_us, uint64_t sum_us, uint64_t count)
+{
+    add_label(t, "store", key_p50, names[0], "summary", help, "quantile", "0.5",
+              (double)p50_us / 1e6);
+    t->f[t->n - 1].integer = false;
+    add_label(t, "store", key_p99, names[0], "summary", help, "quantile", "0.99",
+              (double)p99_us / 1e6);
+    t->f[t->n - 1].integer = false;
+    add(t, NULL, NULL, names[1], "summary", NULL, (double)sum_us / 1e6, false);
+    add(t, NULL, NULL, names[2], "summary", NULL, (double)count, true);
+}
+
 #define C(group, key, prom, help, v) add(t, group, key, prom, "counter", help, (double)(v), true)
 #define G(group, key, prom, help, v) add(t, group, key, prom, "gauge", help, (double)(v), true)
 #define R(group, key, v) add(t, group, key, NULL, NULL, NULL, (v), false)
@@ -193,31 +210,19 @@ static void snapshot(gw_server *srv, table *t)
       "Group commits the store refused", st.commit_failures);
     add(t, "store", "messages_per_commit", NULL, NULL, NULL,
         st.commits ? (double)st.appends / (double)st.commits : 0.0, false);
-    add_label(t, "store", "commit_p50_ms", "gw_store_commit_duration_seconds", "summary",
-              "Time of one group commit (last 1024 commits)", "quantile", "0.5",
-              (double)st.commit_p50_us / 1e6);
-    t->f[t->n - 1].integer = false;
-    add_label(t, "store", "commit_p99_ms", "gw_store_commit_duration_seconds", "summary",
-              "Time of one group commit (last 1024 commits)", "quantile", "0.99",
-              (double)st.commit_p99_us / 1e6);
-    t->f[t->n - 1].integer = false;
-    add(t, NULL, NULL, "gw_store_commit_duration_seconds_sum", "summary", NULL,
-        (double)st.commit_us_sum / 1e6, false);
-    add(t, NULL, NULL, "gw_store_commit_duration_seconds_count", "summary", NULL,
-        (double)(st.commits + st.commit_failures), true);
+    static const char *const commit_names[3] = {"gw_store_commit_duration_seconds",
+                                                 "gw_store_commit_duration_seconds_sum",
+                                                 "gw_store_commit_duration_seconds_count"};
+    static const char *const read_names[3] = {"gw_store_read_duration_seconds",
+                                               "gw_store_read_duration_seconds_sum",
+                                               "gw_store_read_duration_seconds_count"};
+    summary(t, "commit_p50_ms", "commit_p99_ms", commit_names,
+            "Time of one group commit (last 1024 commits)", st.commit_p50_us, st.commit_p99_us,
+            st.commit_us_sum, st.commits + st.commit_failures);
     add(t, "store", "reads", NULL, NULL, NULL, (double)st.reads, true);
-    add_label(t, "store", "read_p50_ms", "gw_store_read_duration_seconds", "summary",
-              "Time from a read's request to its answer (last 1024 reads)", "quantile", "0.5",
-              (double)st.read_p50_us / 1e6);
-    t->f[t->n - 1].integer = false;
-    add_label(t, "store", "read_p99_ms", "gw_store_read_duration_seconds", "summary",
-              "Time from a read's request to its answer (last 1024 reads)", "quantile", "0.99",
-              (double)st.read_p99_us / 1e6);
-    t->f[t->n - 1].integer = false;
-    add(t, NULL, NULL, "gw_store_read_duration_seconds_sum", "summary", NULL,
-        (double)st.read_us_sum / 1e6, false);
-    add(t, NULL, NULL, "gw_store_read_duration_seconds_count", "summary", NULL,
-        (double)st.reads, true);
+    summary(t, "read_p50_ms", "read_p99_ms", read_names,
+            "Time from a read's request to its answer (last 1024 reads)", st.read_p50_us,
+            st.read_p99_us, st.read_us_sum, st.reads);
     G("store", "disk_bytes", "gw_store_disk_bytes", "Bytes of the store's files on disk",
       st.disk_bytes);
     G("store", "writable", "gw_store_writable", "1 while the store accepts writes",
