@@ -45,11 +45,18 @@ Test(crash, five_kills_lose_nothing, .timeout = 300)
     }
 }
 
-Test(crash, three_database_restarts_lose_nothing, .timeout = 300)
+/* The test's own server: stopped by the fini also after a failed assertion. */
+static pgfx_server srv;
+
+static void stop_server(void)
+{
+    pgfx_server_cleanup(&srv);
+}
+
+Test(crash, three_database_restarts_lose_nothing, .fini = stop_server, .timeout = 300)
 {
     if (!pgfx_on())
         cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
-    pgfx_server srv;
     pgfx_server_start(&srv);
     char *url = pgfx_server_db_new(&srv);
     char extra[800], last[512];
@@ -58,5 +65,4 @@ Test(crash, three_database_restarts_lose_nothing, .timeout = 300)
     /* The restarts happened under load: some sends were refused and sent again. */
     cr_assert_null(strstr(last, " 0 sends refused"), "%s", last);
     free(url);
-    pgfx_server_cleanup(&srv);
 }

@@ -16,6 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The test's gateways and server: cleaned up by the suite's fini, also after a failed
+ * assertion (none of it may outlive the test). */
+static gwfx fa, fb;
+static pgfx_server db;
+
+static void teardown(void)
+{
+    gwfx_cleanup(&fb); /* fb shares fa's client context: before fa */
+    gwfx_cleanup(&fa);
+    pgfx_server_cleanup(&db);
+}
+
+TestSuite(database, .fini = teardown);
+
 static void need_pg(void)
 {
     if (!pgfx_on())
@@ -46,24 +60,23 @@ static char *wait_health(gwfx *f, int want)
 Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
 {
     need_pg();
-    pgfx_server db;
     pgfx_server_start(&db);
     char *url = pgfx_server_db_new(&db);
     pgfx_server_stop(&db);
-    gwfx f;
-    gwfx_start_on(&f, url, NULL);
-    char *body = wait_health(&f, 503);
+    gwfx *f = &fa;
+    gwfx_start_on(f, url, NULL);
+    char *body = wait_health(f, 503);
     cr_assert(strstr(body, "cannot connect to the database"), "/healthz: %s", body);
     free(body);
     int status = 0;
-    body = gwfx_http(&f, "/stats", NULL, &status);
+    body = gwfx_http(f, "/stats", NULL, &status);
     cr_assert_eq(status, 200);
     cr_assert(strstr(body, "\"backend\": \"postgres\"") && strstr(body, "\"connected\": 0"),
               "/stats: %s", body);
     free(body);
 
     /* A hello cannot load the user now: told why, and closed with 4013 (try again). */
-    gwc_conn *k = gwfx_connect_raw(&f);
+    gwc_conn *k = gwfx_connect_raw(f);
     char *tok = gwfx_token("alice");
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -74,26 +87,23 @@ Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
     cr_assert_eq(code, 4013, "closed with %d", code);
 
     pgfx_server_restart(&db);
-    free(wait_health(&f, 200));
-    k = gwfx_login(&f, "alice", NULL);
+    free(wait_health(f, 200));
+    k = gwfx_login(f, "alice", NULL);
     gwfx_join(k, "room");
     cr_assert_eq(gwfx_send_msg(k, "room", "c1", "hello"), 1);
     msgpack_sbuffer_destroy(&sb);
     free(tok);
-    gwfx_cleanup(&f);
     free(url);
-    pgfx_server_cleanup(&db);
 }
 
 Test(database, away_under_open_sessions_then_back, .timeout = 120)
 {
     need_pg();
-    pgfx_server db;
     pgfx_server_start(&db);
     char *url = pgfx_server_db_new(&db);
-    gwfx f;
-    gwfx_start_on(&f, url, NULL);
-    gwc_conn *k = gwfx_login(&f, "alice", NULL);
+    gwfx *f = &fa;
+    gwfx_start_on(f, url, NULL);
+    gwc_conn *k = gwfx_login(f, "alice", NULL);
     gwfx_join(k, "room");
     cr_assert_eq(gwfx_send_msg(k, "room", "c1", "one"), 1);
 
@@ -110,11 +120,11 @@ Test(database, away_under_open_sessions_then_back, .timeout = 120)
     ev = gwfx_request(k, &sb, PR_EV_ERR);
     cr_assert(gwfx_slice_is(ev.err_name, "unavailable"), "pull: %.*s", (int)ev.err_name.n,
               ev.err_name.p);
-    char *body = wait_health(&f, 503);
+    char *body = wait_health(f, 503);
     free(body);
 
     pgfx_server_restart(&db);
-    free(wait_health(&f, 200));
+    free(wait_health(f, 200));
     /* The same session, still open: the resend is stored once, after c1. */
     sb.size = 0;
     pr_enc_send(&sb, 4, sl("room"), sl("c2"), (pr_body){sl("two"), false});
@@ -129,24 +139,21 @@ Test(database, away_under_open_sessions_then_back, .timeout = 120)
     ev = gwfx_request(k, &sb, PR_EV_PAGE);
     cr_assert_eq(ev.n_items, 2);
     cr_assert_eq(ev.last_mid, 2);
-    body = gwfx_http(&f, "/metrics", NULL, &(int){0});
+    body = gwfx_http(f, "/metrics", NULL, &(int){0});
     cr_assert(strstr(body, "gw_store_reconnects_total "), "%s", body);
     cr_assert_null(strstr(body, "gw_store_reconnects_total 0\n"), "a reconnect is counted");
     free(body);
     msgpack_sbuffer_destroy(&sb);
-    gwfx_cleanup(&f);
     free(url);
-    pgfx_server_cleanup(&db);
 }
 
 Test(database, two_gateways_append_to_one_group, .timeout = 120)
 {
     need_pg();
-    gwfx a, b;
-    gwfx_start(&a, NULL); /* its own new database */
-    gwfx_start_beside(&b, &a, NULL);
-    gwc_conn *ka = gwfx_login(&a, "alice", NULL);
-    gwc_conn *kb = gwfx_login(&b, "bob", NULL);
+    gwfx_start(&fa, NULL); /* its own new database */
+    gwfx_start_beside(&fb, &fa, NULL);
+    gwc_conn *ka = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *kb = gwfx_login(&fb, "bob", NULL);
     gwfx_join(ka, "room");
     gwfx_join(kb, "room");
     enum { N = 300 };
@@ -196,6 +203,4 @@ Test(database, two_gateways_append_to_one_group, .timeout = 120)
     }
     cr_assert_eq(from_b, N);
     msgpack_sbuffer_destroy(&sb);
-    gwfx_cleanup(&b);
-    gwfx_cleanup(&a);
 }

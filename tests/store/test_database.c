@@ -20,6 +20,16 @@
 
 #define WAIT_MS 30000
 
+/* A test's own server, stopped by the suite's fini also after a failed assertion. */
+static pgfx_server srv;
+
+static void teardown(void)
+{
+    pgfx_server_cleanup(&srv);
+}
+
+TestSuite(database, .fini = teardown);
+
 static void need_pg(void)
 {
     if (!pgfx_on())
@@ -141,7 +151,6 @@ static st_store *open_events(const char *url, events *e)
 Test(database, down_at_open_then_recovers, .timeout = 120)
 {
     need_pg();
-    pgfx_server srv;
     pgfx_server_start(&srv);
     char *url = pgfx_server_db_new(&srv);
     pgfx_server_stop(&srv);
@@ -171,7 +180,6 @@ Test(database, down_at_open_then_recovers, .timeout = 120)
     cr_assert_geq(st.reconnects, 1);
     st_close(s);
     free(url);
-    pgfx_server_cleanup(&srv);
 }
 
 /* Senders append until told to stop; an append answered ST_EIO is sent again with the
@@ -211,7 +219,6 @@ static void *send_loop(void *arg)
 
 static void trouble_under_load(bool kill_it)
 {
-    pgfx_server srv;
     pgfx_server_start(&srv);
     char *url = pgfx_server_db_new(&srv);
     events e = {0};
@@ -269,7 +276,6 @@ static void trouble_under_load(bool kill_it)
     st_close(s);
     free(w);
     free(url);
-    pgfx_server_cleanup(&srv);
 }
 
 Test(database, immediate_restart_under_load_loses_nothing_confirmed, .timeout = 180)
