@@ -97,15 +97,3 @@ void gw_bridge_wait(gw_bridge *b)
         pthread_cond_wait(&b->cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
 }
-
-void gw_bridge_discard(gw_bridge *b, gw_job_fn fn)
-{
-    gw_job *j = b->head;
-    b->head = b->tail = NULL;
-    while (j) {
-        gw_job *next = j->next_;
-        b->inflight--;
-        fn(j);
-        j = next;
-    }
-}

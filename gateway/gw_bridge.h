@@ -49,8 +49,4 @@ unsigned gw_bridge_inflight(const gw_bridge *b);
  * event loop (the fuzz target); the server waits in its loop instead. */
 void gw_bridge_wait(gw_bridge *b);
 
-/* After st_close, every job has completed: jobs posted but never drained go to fn (to
- * free them) without running complete. */
-void gw_bridge_discard(gw_bridge *b, gw_job_fn fn);
-
 #endif

@@ -65,36 +65,33 @@ static bool grow_bytes(char **buf, size_t *used, size_t *room, size_t n)
     return true;
 }
 
-int st_page_reserve(st_page *p, size_t n)
+/* Grows an array of entries (each esize bytes) and its array of byte offsets, side by
+ * side, to room for n. ST_ENOMEM (both keep their contents). */
+static int grow_entries(void **entries, size_t esize, size_t **offs, size_t *cap, size_t n)
 {
-    if (n <= p->cap)
+    if (n <= *cap)
         return ST_OK;
-    st_msg *nm = realloc(p->msgs, n * sizeof(*nm));
-    if (!nm)
+    void *ne = realloc(*entries, n * esize);
+    if (!ne)
         return ST_ENOMEM;
-    p->msgs = nm;
-    size_t *no = realloc(p->offs, n * sizeof(*no));
+    *entries = ne;
+    size_t *no = realloc(*offs, n * sizeof(*no));
     if (!no)
         return ST_ENOMEM;
-    p->offs = no;
-    p->cap = n;
+    *offs = no;
+    *cap = n;
     return ST_OK;
+}
+
+int st_page_reserve(st_page *p, size_t n)
+{
+    return grow_entries((void **)&p->msgs, sizeof(*p->msgs), &p->offs, &p->cap, n);
 }
 
 int st_page_add(st_page *p, uint64_t mid, uint64_t ts, const void *rec, size_t n)
 {
-    if (p->n == p->cap) {
-        size_t ncap = p->cap ? p->cap * 2 : 16;
-        st_msg *nm = realloc(p->msgs, ncap * sizeof(*nm));
-        if (!nm)
-            return ST_ENOMEM;
-        p->msgs = nm;
-        size_t *no = realloc(p->offs, ncap * sizeof(*no));
-        if (!no)
-            return ST_ENOMEM;
-        p->offs = no;
-        p->cap = ncap;
-    }
+    if (p->n == p->cap && st_page_reserve(p, p->cap ? p->cap * 2 : 16) != ST_OK)
+        return ST_ENOMEM;
     if (!grow_bytes(&p->bytes, &p->used, &p->room, n))
         return ST_ENOMEM;
     if (n)
@@ -165,18 +162,9 @@ st_groups *st_groups_new(void)
 
 int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack)
 {
-    if (g->n == g->cap) {
-        size_t ncap = g->cap ? g->cap * 2 : 8;
-        st_user_group *ng = realloc(g->g, ncap * sizeof(*ng));
-        if (!ng)
-            return ST_ENOMEM;
-        g->g = ng;
-        size_t *no = realloc(g->offs, ncap * sizeof(*no));
-        if (!no)
-            return ST_ENOMEM;
-        g->offs = no;
-        g->cap = ncap;
-    }
+    if (g->n == g->cap &&
+        grow_entries((void **)&g->g, sizeof(*g->g), &g->offs, &g->cap, g->cap ? g->cap * 2 : 8))
+        return ST_ENOMEM;
     const char *base = g->ids;
     if (!grow_bytes(&g->ids, &g->used, &g->room, gid.n))
         return ST_ENOMEM;
