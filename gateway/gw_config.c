@@ -11,7 +11,7 @@ enum {
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
-    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE,
+    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE,
 };
 
 static const struct option options[] = {
@@ -20,6 +20,7 @@ static const struct option options[] = {
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"data", required_argument, 0, O_DATA},
     {"store", required_argument, 0, O_STORE},
+    {"node", required_argument, 0, O_NODE},
     {"insecure", no_argument, 0, O_INSECURE},
     {"cert", required_argument, 0, O_CERT},
     {"key", required_argument, 0, O_KEY},
@@ -83,6 +84,10 @@ static void help(void)
         "                       faster; a machine or database crash may lose the last\n"
         "                       confirmed messages; a crash of gw loses nothing)\n"
         "  --closed-groups      join does not create groups that do not exist\n"
+        "Cluster (several gw nodes over one PostgreSQL: docs/DEPLOY.md)\n"
+        "  --node NAME          this node's name in logs, /stats, /metrics (label node) and\n"
+        "                       the database's pg_stat_activity; letters, digits and ._:-\n"
+        "                       (default: the listen address and port, e.g. 127.0.0.1:8443)\n"
         "Identity\n"
         "  --secret-file PATH   HS256 token secret (or env GW_SECRET); default: DIR/token-secret,\n"
         "                       created with random bytes on first start\n"
@@ -201,10 +206,33 @@ static void defaults(gw_config *c)
     c->log_level = 2;
 }
 
+bool gw_config_node_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 1 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+void gw_config_set_node(gw_config *c, const char *name, int port)
+{
+    if (name)
+        snprintf(c->node, sizeof(c->node), "%s", name);
+    else if (!c->node_given)
+        snprintf(c->node, sizeof(c->node), "%.40s:%d", c->listen, port);
+    c->node_given = c->node_given || name;
+}
+
 int gw_config_parse(gw_config *c, int argc, char **argv)
 {
     defaults(c);
-    const char *secret_file = NULL;
+    const char *secret_file = NULL, *node = NULL;
     int opt;
     long long v;
     optind = 1;
@@ -217,6 +245,7 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_PORT_FILE: c->port_file = optarg; break;
         case O_DATA: c->data = optarg; break;
         case O_STORE: c->store_url = optarg; break;
+        case O_NODE: node = optarg; break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;
@@ -271,6 +300,12 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
                         "without it the store is RocksDB in --data\n");
         return -1;
     }
+    if (node && !gw_config_node_ok(node)) {
+        fprintf(stderr, "gw: --node '%s': 1 to 64 letters, digits and . _ : - only (it is a "
+                        "Prometheus label value and an application_name)\n", node);
+        return -1;
+    }
+    gw_config_set_node(c, node, c->port);
     if (c->page_default > c->page_max) {
         fprintf(stderr, "gw: --page-default %u is above --page-max %u\n", c->page_default,
                 c->page_max);

@@ -45,10 +45,17 @@ typedef struct gw_config {
     size_t store_high;     /* writer queue length that pauses reading from senders */
     size_t store_overload; /* writer queue length past which writes get `overloaded` */
     int log_level;         /* 0 error .. 3 debug */
+    char node[72];         /* --node, or listen:port (the bound port, once known) */
+    bool node_given;       /* --node was given */
 } gw_config;
 
 /* Fills defaults, then parses argv. Returns 0 to run, 1 when --help was printed (exit
  * 0), or -1 after printing what was wrong to stderr (exit 2). */
 int gw_config_parse(gw_config *c, int argc, char **argv);
+
+/* A node name: 1..64 of [A-Za-z0-9._:-]. */
+bool gw_config_node_ok(const char *name);
+/* Sets the node name: name if given, else (unless --node was given) listen:port. */
+void gw_config_set_node(gw_config *c, const char *name, int port);
 
 #endif

@@ -27,6 +27,7 @@
 #include "gw_bridge.h"
 #include "gw_buf.h"
 #include "gw_config.h"
+#include "gw_feed.h"
 #include "gw_log.h"
 #include "gw_rate.h"
 #include "gw_stats.h"
@@ -184,6 +185,8 @@ void gw_sess_pause(gw_sess *s, enum gw_pause why, bool on);
 
 /* Queues an encoded reply (copies the sbuffer). */
 void gw_out_reply(gw_sess *s, const msgpack_sbuffer *sb);
+/* Queues a `notify {gid, last_mid}` (a hole too large to push: the client pulls). */
+void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid);
 /* Queues a push of gid's message (shared bytes), or a notify once over the cap. */
 void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg);
 /* A WebSocket ping goes out at the next writeable. */
@@ -239,6 +242,7 @@ const char *gw_route_err_msg(int st_rc);
 typedef struct gw_member {
     char gid[PR_MAX_ID + 1];
     uint64_t ack;
+    bool seen;         /* in the store's list, during a resync's comparison */
     UT_hash_handle hh; /* in gw_user.groups, by gid */
 } gw_member;
 
@@ -251,16 +255,35 @@ struct gw_user {
     bool loading;      /* that read is under way */
     gw_member *groups; /* by gid */
     unsigned joins_inflight; /* joins submitted, not completed: count towards --max-groups */
+    bool stale;      /* another gateway changed its memberships during the load: read again */
+    bool rereading;  /* such a read is under way */
     UT_hash_handle hh; /* in the registry's users, by uid */
 };
+
+/* An online member of a group: the entry the fan-out walks. */
+typedef struct gw_online {
+    gw_user *user;     /* key: the pointer */
+    UT_hash_handle hh; /* in gw_group.online */
+} gw_online;
+
+typedef struct gw_held gw_held;
 
 /* A group with at least one online member. */
 typedef struct gw_group {
     char gid[PR_MAX_ID + 1];
-    uint64_t last_mid; /* as committed; kept current by completions and pages */
-    struct gw_online *online;
+    uint64_t last_mid; /* the highest mid known committed: completions, announcements,
+                        * pages, joins */
+    gw_online *online;
     unsigned n_online;
     UT_hash_handle hh; /* in the registry's groups, by gid */
+    /* Pushes in mid order (gw_deliver.c, which alone touches these). */
+    uint64_t pushed;     /* every mid up to it has gone to the online sessions here */
+    gw_held *held;       /* messages ahead of a hole, ascending */
+    size_t n_held;
+    bool in_holes;       /* last_mid > pushed: in the list of holes */
+    bool filling;        /* a read of the hole is under way */
+    uint64_t hole_since; /* monotonic ms (0: read it at the next tick) */
+    struct gw_group *hole_prev, *hole_next;
 } gw_group;
 
 /* Told when a session's hello has its user (rc 0) or could not load it (rc ST_E*). */
@@ -290,6 +313,34 @@ void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups,
                          uint64_t *members, uint64_t *lag_total, uint64_t *lag_max);
 /* True when nothing is left (the fuzz target's check after each input). */
 bool gw_registry_empty(const gw_registry *reg);
+
+/* Applies one change another gateway announced (the change feed, gw_feed.h). */
+void gw_registry_change(void *srv, const st_change *ch);
+/* Reads again what concerns the online users (the feed lost announcements); repeated
+ * from the sweep until every read has worked. */
+void gw_registry_resync(gw_registry *reg);
+/* Once a second: a resync that failed is tried again. */
+void gw_registry_sweep(gw_registry *reg);
+
+/* ---- pushes in mid order (gw_deliver.c) --------------------------------------------- */
+
+typedef struct gw_deliver gw_deliver;
+
+gw_deliver *gw_deliver_new(gw_server *srv);
+void gw_deliver_free(gw_deliver *d);
+/* A committed message of g (rec NULL: announced without its record, read it): pushed to
+ * the online sessions but `except` in mid order, once. */
+void gw_deliver_msg(gw_server *srv, gw_group *g, uint64_t mid, uint64_t ts, const void *rec,
+                    size_t n, gw_sess *except);
+/* g's last mid is at least last_mid (a page, a join, a read): pushes what it is missing. */
+void gw_deliver_saw(gw_server *srv, gw_group *g, uint64_t last_mid);
+/* A message of a group with nobody online here: remembered for a while. */
+void gw_deliver_offline(gw_server *srv, const char *gid, size_t n, uint64_t mid);
+/* g came online here (last_mid set) / is going. */
+void gw_deliver_group_new(gw_server *srv, gw_group *g);
+void gw_deliver_group_free(gw_server *srv, gw_group *g);
+/* Figures: groups with a hole now. */
+size_t gw_deliver_holes(const gw_deliver *d);
 
 /* ---- acks (gw_acks.c) --------------------------------------------------------------- */
 
@@ -338,6 +389,8 @@ struct gw_server {
 
     /* The modules, each with its own state. */
     gw_bridge *bridge;
+    gw_feed *feed;          /* the other gateways' changes (NULL: not listening) */
+    gw_deliver *deliver;
     gw_sessions *sessions;
     gw_registry *registry;
     gw_acks *acks;

@@ -8,6 +8,12 @@
 
 static enum gw_log_level max_level = GW_LOG_INFO;
 static const char *const names[] = {"error", "warn", "info", "debug"};
+static char node[80]; /* "[NAME] ", set once at start before any other thread logs */
+
+void gw_log_set_node(const char *name)
+{
+    snprintf(node, sizeof(node), "[%s] ", name);
+}
 
 void gw_log_set_level(enum gw_log_level lvl)
 {
@@ -23,9 +29,9 @@ static void vlog(enum gw_log_level lvl, const char *fmt, va_list ap)
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     char line[1024];
-    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
+    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, names[lvl]);
+                     tm.tm_sec, ts.tv_nsec / 1000000, names[lvl], node);
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     /* One write per line, so lines from the store thread never interleave mid-line. */
     size_t len = strlen(line);

@@ -6,6 +6,8 @@ enum gw_log_level { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_INFO, GW_LOG_DEBUG };
 
 /* Lines above this level are dropped (default GW_LOG_INFO). */
 void gw_log_set_level(enum gw_log_level lvl);
+/* Every line names the node from then on (the cluster: whose log is this). */
+void gw_log_set_node(const char *name);
 /* Routes libwebsockets' own errors and warnings into this log. */
 void gw_log_capture_lws(void);
 

@@ -85,6 +85,7 @@ int main(int argc, char **argv)
     if (prc)
         return prc > 0 ? 0 : 2;
     gw_log_set_level((enum gw_log_level)cfg.log_level);
+    gw_log_set_node(cfg.node); /* with --port 0, named again once the port is bound */
     gw_log_capture_lws();
     /* A write past the file size limit (RLIMIT_FSIZE) raises SIGXFSZ, which by default
      * kills the process. Ignored, the write fails with EFBIG like any other full disk:
@@ -116,6 +117,15 @@ int main(int argc, char **argv)
     so.sync = cfg.sync;
     so.open_groups = cfg.open_groups;
     so.on_event = on_store_event;
+    so.node = cfg.node;
+    /* Other gateways' changes (PostgreSQL: the change feed); RocksDB has no others. */
+    gw_feed *feed = NULL;
+    if (cfg.store_url && !(feed = gw_feed_new(0, 0))) {
+        gw_err("out of memory");
+        return 1;
+    }
+    so.on_change = feed ? gw_feed_post : NULL;
+    so.change_ud = feed;
     st_store *store = NULL;
     char err[1024];
     if (st_open(&so, &store, err, sizeof(err)) != 0) {
@@ -131,11 +141,13 @@ int main(int argc, char **argv)
             st_writable(store) ? "" : "; not reachable yet: retrying");
 
     gw_server *srv = NULL;
-    if (gw_server_new(&cfg, store, &srv) != 0) {
+    if (gw_server_new(&cfg, store, feed, &srv) != 0) {
         st_close(store);
+        gw_feed_free(feed);
         return 1;
     }
     int port = gw_server_port(srv);
+    gw_server_name(srv, port);
     gw_info("listening on %s://%s:%d/ws (%s)", cfg.insecure ? "ws" : "wss", cfg.listen, port,
             cfg.insecure ? "plain, no TLS: development only" : "TLS 1.2 and 1.3 only");
     if (!cfg.insecure)
@@ -156,6 +168,7 @@ int main(int argc, char **argv)
     st_close(store); /* every write in flight completes first */
     gw_server_drain(srv);
     gw_server_free(srv);
+    gw_feed_free(feed);
     gw_info("stopped");
     return 0;
 }

@@ -18,17 +18,19 @@ int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store,
     srv->bridge = gw_bridge_new(store, wake, wake_ud);
     srv->sessions = gw_sessions_new(srv, srv->started_ms);
     srv->registry = gw_registry_new(srv);
+    srv->deliver = gw_deliver_new(srv);
     srv->acks = gw_acks_new(srv);
     srv->limits = gw_limits_new(cfg, srv->started_ms);
-    if (!srv->dec || !srv->bridge || !srv->sessions || !srv->registry || !srv->acks ||
-        !srv->limits)
+    if (!srv->dec || !srv->bridge || !srv->sessions || !srv->registry || !srv->deliver ||
+        !srv->acks || !srv->limits)
         return -1;
     return 0;
 }
 
 void gw_server_release(gw_server *srv)
 {
-    gw_registry_free(srv->registry);
+    gw_registry_free(srv->registry); /* its groups leave gw_deliver's lists */
+    gw_deliver_free(srv->deliver);
     gw_acks_free(srv->acks);
     gw_sessions_free(srv->sessions);
     gw_limits_free(srv->limits);

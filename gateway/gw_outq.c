@@ -141,6 +141,22 @@ void gw_out_ping(gw_sess *s)
     lws_callback_on_writable(s->wsi);
 }
 
+/* The newest mid of gid in the session's coalesced notifies. */
+static void notify_add(gw_outq *o, const char *gid, uint64_t mid)
+{
+    gw_notify *n = NULL;
+    HASH_FIND_STR(o->notify, gid, n);
+    if (!n) {
+        n = calloc(1, sizeof(*n));
+        if (!n)
+            return;
+        strcpy(n->gid, gid);
+        HASH_ADD_STR(o->notify, gid, n);
+    }
+    if (mid > n->last_mid)
+        n->last_mid = mid;
+}
+
 void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
 {
     if (!s->wsi || s->close_code)
@@ -171,17 +187,16 @@ void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
                 "switching to notify", s->sid_str, s->user ? s->user->uid : "-", o->pushes,
                 o->push_bytes);
     }
-    gw_notify *n = NULL;
-    HASH_FIND_STR(o->notify, gid, n);
-    if (!n) {
-        n = calloc(1, sizeof(*n));
-        if (!n)
-            return;
-        strcpy(n->gid, gid);
-        HASH_ADD_STR(o->notify, gid, n);
-    }
-    if (mid > n->last_mid)
-        n->last_mid = mid;
+    notify_add(o, gid, mid);
+}
+
+void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid)
+{
+    if (!s->wsi || s->close_code)
+        return;
+    /* Goes out once what is queued before it has (as a slow consumer's notifies do). */
+    notify_add(&s->out, gid, last_mid);
+    lws_callback_on_writable(s->wsi);
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */

@@ -40,6 +40,8 @@ static gw_server *server_of(struct lws *wsi)
 static void drain(gw_server *srv)
 {
     gw_bridge_drain(srv->bridge);
+    /* Then the other gateways' changes (pushes among them: in mid order, gw_deliver.c). */
+    gw_feed_drain(srv->feed, gw_registry_change, srv);
     gw_sessions_store_calm(srv->sessions);
 }
 
@@ -107,6 +109,7 @@ static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
     gw_sessions_sweep(srv->sessions, gw_mono_ms());
+    gw_registry_sweep(srv->registry);
     gw_stats_tick(srv);
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
@@ -204,7 +207,7 @@ static void wake_loop(void *ud)
     lws_cancel_service(srv->ctx); /* from the store thread: lws_cancel_service is safe */
 }
 
-int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
+int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_server **out)
 {
     *out = NULL;
     gw_server *srv = calloc(1, sizeof(*srv));
@@ -267,6 +270,9 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out)
     struct lws_vhost *vh = lws_get_vhost_by_name(srv->ctx, "default");
     srv->port = vh ? lws_get_vhost_listen_port(vh) : cfg->port;
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
+    srv->feed = feed; /* what it holds already is drained at the first wake-up */
+    gw_feed_attach(feed, wake_loop, srv);
+    wake_loop(srv);
     *out = srv; /* the ack flush timer is armed by the first ack (gw_acks.c) */
     return 0;
 fail:
@@ -277,6 +283,12 @@ fail:
 int gw_server_port(const gw_server *srv)
 {
     return srv->port;
+}
+
+void gw_server_name(gw_server *srv, int port)
+{
+    gw_config_set_node(&srv->cfg, NULL, port);
+    gw_log_set_node(srv->cfg.node);
 }
 
 void gw_server_run(gw_server *srv)
@@ -307,6 +319,7 @@ void gw_server_free(gw_server *srv)
 {
     if (!srv)
         return;
+    gw_feed_attach(srv->feed, NULL, NULL); /* the feed outlives the server until st_close */
     if (srv->ctx) {
         lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, NULL, LWS_SET_TIMER_USEC_CANCEL);
         lws_context_destroy(srv->ctx); /* its CLOSED callbacks free the sessions */

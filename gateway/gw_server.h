@@ -8,14 +8,18 @@
 #define GW_SERVER_H
 
 #include "gw_config.h"
+#include "gw_feed.h"
 #include "store.h"
 
 typedef struct gw_server gw_server;
 
-/* Binds and listens. The server borrows store (the caller closes it). */
-int gw_server_new(const gw_config *cfg, st_store *store, gw_server **out);
+/* Binds and listens. The server borrows store and feed (the store's change feed, NULL
+ * without one; the caller frees both, the feed after closing the store). */
+int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_server **out);
 /* The port actually bound (useful with --port 0). */
 int gw_server_port(const gw_server *srv);
+/* Names the node after the port bound (unless --node named it) in logs and figures. */
+void gw_server_name(gw_server *srv, int port);
 /* Serves until a signal asks it to stop; then closes sessions with 1001, flushes acks
  * and waits (a few seconds at most) for writes in flight. */
 void gw_server_run(gw_server *srv);

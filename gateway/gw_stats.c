@@ -25,7 +25,7 @@ typedef struct fig {
     const char *str; /* JSON: this string instead of v (Prometheus: its label, value 1) */
 } fig;
 
-#define MAX_FIGS 192
+#define MAX_FIGS 224
 
 typedef struct table {
     fig f[MAX_FIGS];
@@ -110,6 +110,9 @@ static void snapshot(gw_server *srv, table *t)
                         &lag_max);
     gw_acks_figures(srv->acks, &ack_writes, &ack_entries);
 
+    add(t, NULL, "node", "gw_node_info", "gauge",
+        "This gateway's node name (its label node), always 1", 1, true);
+    t->f[t->n - 1].str = srv->cfg.node;
     add(t, NULL, "uptime_s", "gw_uptime_seconds", "gauge", "Seconds since the gateway started",
         (double)(gw_mono_ms() - srv->started_mono_ms) / 1000.0, false);
     G("connections", "now", "gw_connections", "WebSocket sessions open",
@@ -237,6 +240,47 @@ static void snapshot(gw_server *srv, table *t)
         (double)st.unwritable_ms / 1000.0, false);
     G("store", "queue", "gw_store_queue_length", "Writes waiting for the store's writer",
       st_pending(srv->store));
+    uint64_t fq_in, fq_dropped, fq_overflows;
+    gw_feed_figures(srv->feed, &fq_in, &fq_dropped, &fq_overflows);
+    G("cluster", "feed_connected", "gw_feed_connected",
+      "1 while the listener for other gateways' changes is connected (PostgreSQL)",
+      st.feed_connected ? 1 : 0);
+    C("cluster", "feed_notifications", "gw_feed_notifications_total",
+      "Announcements received from other gateways", st.feed_notifications);
+    C("cluster", "feed_changes", "gw_feed_changes_total",
+      "Changes in the announcements received", st.feed_changes);
+    C("cluster", "feed_bytes", "gw_feed_bytes_total", "Payload bytes of those announcements",
+      st.feed_bytes);
+    C("cluster", "feed_applied", "gw_feed_applied_total",
+      "Other gateways' changes applied here", n->feed_applied);
+    C("cluster", "feed_dropped", "gw_feed_dropped_total",
+      "Changes dropped because the service thread fell behind (a resync replaced them)",
+      fq_dropped);
+    C("cluster", "feed_reconnects", "gw_feed_reconnects_total",
+      "Times the listener connected (each followed by a resync)", st.feed_resyncs);
+    C("cluster", "resyncs", "gw_resyncs_total",
+      "Times this gateway read again what concerns its online users", n->resyncs);
+    C("cluster", "announcements", "gw_feed_announcements_total",
+      "Announcements this gateway's commits made", st.feed_announced);
+    C("cluster", "hints", "gw_feed_hints_total",
+      "Messages announced without their record (too large for a notification)",
+      st.feed_hints);
+    C("cluster", "laggards_ended", "gw_feed_laggards_ended_total",
+      "Other gateways' listeners ended for not reading their notifications",
+      st.feed_laggards);
+    add(t, "cluster", "notify_queue_usage", "gw_notify_queue_usage", "gauge",
+        "pg_notification_queue_usage(): the database's notification queue in use (0..1)",
+        st.notify_queue_usage, false);
+    G("cluster", "holes", "gw_groups_with_hole",
+      "Online groups waiting for a message before they can push on", gw_deliver_holes(srv->deliver));
+    C("cluster", "held", "gw_messages_held_total",
+      "Messages held until the ones before them came", n->held);
+    C("cluster", "hole_reads", "gw_hole_reads_total",
+      "Reads of the store to fill a hole in a group's pushes", n->hole_reads);
+    C("cluster", "hole_messages", "gw_hole_messages_total",
+      "Messages pushed from those reads", n->hole_msgs);
+    C("cluster", "hole_notifies", "gw_hole_notifies_total",
+      "Holes too large to push, told as notify instead", n->hole_notifies);
     G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
     G("lag", "total", "gw_member_ack_lag_messages", "Sum over online members of last_mid - ack",
       lag_total);
@@ -290,10 +334,13 @@ char *gw_stats_prometheus(gw_server *srv, size_t *len)
             fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", x->prom, x->help, x->prom, x->type);
             typed = x->prom;
         }
+        /* Every sample names the node (--node: letters, digits and ._:- only, so it needs
+         * no escaping), so that one Prometheus can scrape every node of a cluster. */
         if (x->label)
-            fprintf(f, "%s{%s=\"%s\"} ", x->prom, x->label, x->label_value);
+            fprintf(f, "%s{node=\"%s\",%s=\"%s\"} ", x->prom, srv->cfg.node, x->label,
+                    x->label_value);
         else
-            fprintf(f, "%s ", x->prom);
+            fprintf(f, "%s{node=\"%s\"} ", x->prom, srv->cfg.node);
         if (x->integer)
             fprintf(f, "%.0f\n", x->v);
         else

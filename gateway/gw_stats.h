@@ -24,6 +24,9 @@ typedef struct gw_counters {
     uint64_t errors[1 - PR_E_LAST]; /* by -PR_E* code */
     uint64_t closes_1008, closes_1009, closes_4001, closes_slow, closes_4013;
     uint64_t rate_sends_refused, rate_bytes_refused, rate_byte_pauses, rate_conns_refused;
+    /* The cluster: other gateways' changes applied, resyncs, and the pushes in order. */
+    uint64_t feed_applied, resyncs;
+    uint64_t held, hole_reads, hole_msgs, hole_notifies;
 } gw_counters;
 
 /* A sample of the counters that have a rate in /stats. */

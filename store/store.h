@@ -91,6 +91,39 @@ typedef struct st_event {
 /* Called on the store thread; must be quick and must not call the store. */
 typedef void (*st_event_fn)(void *ud, const st_event *ev);
 
+/*
+ * The change feed (PostgreSQL, where several gateways write one database). Every batch a
+ * store commits also announces, in the same transaction, what it changed: new messages,
+ * memberships made and ended, acks moved. A store opened with on_change set listens to
+ * what the other writers of the database announce and hands it over in their commit
+ * order (its own commits are not handed back: their ops' completions tell already).
+ * An announcement is a hint and the tables are the truth: a message too large for the
+ * database's notification payload comes without its record (read it), and when the
+ * listener lost its connection or fell behind, anything may have been missed: RESYNC
+ * says so, and the listener reads what it needs again. The RocksDB backend has one
+ * writer and no feed: on_change is never called.
+ */
+enum st_change_kind {
+    ST_CH_MSG = 1, /* a message: gid, mid, ts, record (NULL: too large to announce) */
+    ST_CH_JOIN,    /* uid became a member of gid with ack (= the group's last mid then) */
+    ST_CH_LEAVE,   /* uid is no longer a member of gid */
+    ST_CH_ACK,     /* uid's stored ack of gid moved forward to ack */
+    ST_CH_RESYNC,  /* the listener (re)connected or fell behind: changes may be missing */
+};
+
+typedef struct st_change {
+    enum st_change_kind kind;
+    st_id gid, uid;     /* borrowed, valid during the call */
+    uint64_t mid, ts;   /* MSG */
+    uint64_t ack;       /* JOIN, ACK */
+    const void *record; /* MSG: borrowed, or NULL when it was too large to announce */
+    size_t record_n;
+} st_change;
+
+/* Called on the store's feed thread with one announcement's changes, in commit order.
+ * Must be quick (copy what is needed) and must not call the store's *_sync helpers. */
+typedef void (*st_change_fn)(void *ud, const st_change *ch, size_t n);
+
 typedef struct st_options {
     const char *path;   /* RocksDB: folder of the database; created if missing */
     const char *url;    /* PostgreSQL: a libpq connection URI (postgresql://...; multi-host
@@ -103,6 +136,10 @@ typedef struct st_options {
     size_t cache_bytes; /* RocksDB block cache; 0 = 64 MiB */
     st_event_fn on_event; /* trouble and recovery (NULL: not told) */
     void *event_ud;       /* passed to on_event */
+    st_change_fn on_change; /* the other writers' changes (NULL: not listened to) */
+    void *change_ud;        /* passed to on_change */
+    const char *node;       /* this writer's name, for the database's view of its
+                             * connections (application_name); NULL: "gw" */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
@@ -314,6 +351,16 @@ typedef struct st_stats {
     bool writable;            /* as st_writable() */
     uint64_t disk_bytes;      /* RocksDB: bytes of every file in its folder; PostgreSQL:
                                * the database's size (refreshed every few seconds) */
+    /* The change feed (PostgreSQL with on_change; zero otherwise). */
+    bool feed_connected;        /* the listening connection is up */
+    uint64_t feed_notifications; /* announcements received from other writers */
+    uint64_t feed_changes;       /* ... and the changes in them */
+    uint64_t feed_bytes;         /* their payload bytes */
+    uint64_t feed_resyncs;       /* times the listener (re)connected: RESYNC handed over */
+    uint64_t feed_announced;     /* announcements this store made (one or more a batch) */
+    uint64_t feed_hints;         /* messages announced without their record (too large) */
+    uint64_t feed_laggards;      /* other listeners ended for not reading (see ARCHITECTURE) */
+    double notify_queue_usage;   /* pg_notification_queue_usage(), 0..1, every 2 s */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

@@ -32,9 +32,11 @@
  */
 #include "store_pg.h"
 
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the batch's rows ------------------------------------------------------------------- */
 
@@ -449,6 +451,29 @@ static int send_msgs(pg *p, int *n_stmts)
     return rc;
 }
 
+/* What the batch changed, announced to the other gateways in its own transaction
+ * (store_pg_events.c): joins, the messages (sorted by send_msgs), acks, then leaves. */
+static int announce(pg *p, int *n_stmts)
+{
+    pg_announce *a = &p->announce;
+    pg_announce_reset(a, p->origin);
+    pg_row *r, *tmp;
+    HASH_ITER(hh, p->rows, r, tmp)
+        if (r->kind == 'm' && change_of(r) == INSERT)
+            pg_announce_member(a, 'j', r->a, r->b, r->v.m.ack);
+    for (size_t i = 0; i < p->n_msgs; i++) {
+        const pg_msg *m = &p->msgs[i];
+        pg_announce_msg(a, m->gid, m->mid, m->ts, m->rec, m->n);
+    }
+    HASH_ITER(hh, p->rows, r, tmp)
+        if (r->kind == 'm' && change_of(r) == UPDATE)
+            pg_announce_member(a, 'a', r->a, r->b, r->v.m.ack);
+    HASH_ITER(hh, p->rows, r, tmp)
+        if (r->kind == 'm' && change_of(r) == DELETE)
+            pg_announce_member(a, 'l', r->a, r->b, 0);
+    return pg_announce_send(p, a, n_stmts);
+}
+
 /* Ends an open transaction without committing it (the connection may be gone). */
 static void rollback_now(pg *p)
 {
@@ -521,6 +546,8 @@ static int pg_commit(void *be, char *why, size_t why_len)
         rc = send_rows(p, PG_INS_MEMBERS, 'm', INSERT, &n);
     if (rc == ST_OK)
         rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
+    if (rc == ST_OK)
+        rc = announce(p, &n);
     /* The slow path ends its transaction; the fast path's statements are an implicit one,
      * which the Sync commits. */
     if (rc == ST_OK && !p->fast && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
@@ -559,9 +586,11 @@ static void pg_close(void *be)
     pg *p = be;
     if (!p)
         return;
+    pg_feed_stop(p->feed);
     pg_disconnect(p);
     rows_clear(p);
     pg_cache_clear(p);
+    pg_announce_free(&p->announce);
     free(p->msgs);
     free(p->url);
     free(p->kw);
@@ -658,14 +687,30 @@ static int pg_open(const st_options *o, void **be, char *why, size_t why_len)
     if (!p)
         return ST_ENOMEM;
     p->sync = o->sync;
+    /* Names this store's announcements; a collision with another gateway's would only
+     * make each skip some of the other's (1 in 2^64). */
+    if (RAND_bytes((unsigned char *)&p->origin, sizeof(p->origin)) != 1)
+        p->origin = st_now_ms() ^ ((uint64_t)getpid() << 40);
     int rc = pg_parse_url(p, o->url, why, why_len);
-    if (rc == ST_OK)
+    if (rc == ST_OK) {
+        /* The database shows which gateway each connection is (pg_stat_activity). */
+        snprintf(p->app, sizeof(p->app), "gw %s", o->node ? o->node : "");
+        for (size_t i = 0; p->kw[i]; i++)
+            if (strcmp(p->kw[i], "application_name") == 0)
+                p->val[i] = p->app;
         rc = pg_connect(p, why, why_len);
+    }
     if (rc == ST_OK)
         refresh_size(p);
     if (rc != ST_OK && rc != ST_EIO) {
         pg_close(p);
         return rc;
+    }
+    /* The listener starts whatever the database's state: it connects when it can. */
+    if (o->on_change && !(p->feed = pg_feed_start(p, o))) {
+        snprintf(why, why_len, "cannot start the change feed's listener");
+        pg_close(p);
+        return ST_ENOMEM;
     }
     *be = p;
     return rc == ST_EIO ? ST_EDOWN : ST_OK;
@@ -677,6 +722,9 @@ static void pg_figures(void *be, st_stats *out)
     out->connected = atomic_load(&p->connected);
     out->reconnects = atomic_load(&p->reconnects);
     out->disk_bytes = atomic_load(&p->disk_bytes);
+    out->feed_announced = atomic_load(&p->announced);
+    out->feed_hints = atomic_load(&p->hints);
+    pg_feed_figures(p->feed, out);
 }
 
 static const char *pg_where_of(void *be)

@@ -47,9 +47,23 @@ typedef struct pg_msg {
     size_t n;
 } pg_msg;
 
+/* A batch's announcement being made (store_pg_events.c): payloads of whole lines. */
+typedef struct pg_announce {
+    uint64_t origin;  /* the announcing store */
+    pg_buf *list;     /* finished payloads */
+    size_t n, cap;
+    pg_buf cur;       /* the payload being filled */
+    size_t cur_changes;
+    size_t hints;     /* messages announced without their record */
+    bool oom;
+} pg_announce;
+
+typedef struct pg_feed pg_feed;
+
 typedef struct pg {
     char *url;        /* as given (may hold a password: never logged) */
     char **kw, **val; /* the connection's parameters: defaults, then the URL */
+    char app[80];     /* application_name: "gw NODE" */
     char where[256];  /* hosts, ports, database and user, for log lines: never a password */
     bool sync;
     PGconn *conn; /* NULL: not connected */
@@ -61,6 +75,10 @@ typedef struct pg {
     size_t n_cache;
     size_t n_msgs, cap_msgs;
     uint64_t probe_n; /* idle probes, for the slower refreshes */
+    uint64_t origin;     /* random per open: names this store's announcements */
+    pg_announce announce; /* the batch's, made at commit */
+    atomic_uint_fast64_t announced, hints;
+    pg_feed *feed;       /* the listener (NULL: not listening) */
     atomic_bool connected;
     atomic_uint_fast64_t reconnects;
     atomic_uint_fast64_t disk_bytes;
@@ -84,6 +102,7 @@ enum pg_stmt {
     PG_UPD_GROUPS, PG_INS_GROUPS, PG_INS_MEMBERS, PG_UPD_MEMBERS, PG_DEL_MEMBERS,
     PG_INS_SENDS, PG_INS_MSGS,
     PG_PAGE_AFTER, PG_PAGE_BEFORE, PG_USER_GROUPS, PG_GROUP,
+    PG_NOTIFY,
     PG_COUNT, PG_SIZE, PG_RECOVERY,
     PG_BEGIN, PG_COMMIT, PG_ROLLBACK,
     PG_N_STMTS,
@@ -108,6 +127,7 @@ bool pg_retryable(const PGresult *r);
 void pg_why(pg *p, const PGresult *r, const char *what, char *why, size_t why_len);
 
 /* Binary parameters: arrays of text, int8 or bytea, and scalars. */
+void pg_buf_put(pg_buf *b, const void *p, size_t n);
 void pg_buf_reset(pg_buf *b);
 void pg_buf_free(pg_buf *b);
 void pg_arr_begin(pg_buf *b, unsigned elem_oid, size_t n);
@@ -141,6 +161,28 @@ void pg_cache_keep(pg *p);
  * they go the slow way for a while (another writer is busy there). */
 void pg_cache_stale(pg *p);
 void pg_cache_clear(pg *p);
+
+/* ---- the change feed: its format (store_pg_events.c), its listener (store_pg_feed.c) */
+
+/* Starts a batch's announcement (dropping the last one's). */
+void pg_announce_reset(pg_announce *a, uint64_t origin);
+void pg_announce_free(pg_announce *a);
+/* kind 'j' (joined, with ack), 'a' (ack moved) or 'l' (left; ack unused). */
+void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack);
+void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
+                     size_t n);
+/* Queues the pg_notify of every payload, in order, in the batch's transaction. */
+int pg_announce_send(pg *p, pg_announce *a, int *n_stmts);
+/* Reads one payload into at most max changes (records decoded into dec, which has room
+ * for len bytes). 0, 1 (the store's own: nothing read) or ST_EINVAL (malformed). */
+int pg_announce_parse(const char *payload, size_t len, uint64_t own_origin, st_change *out,
+                      size_t max, unsigned char *dec, size_t *n_out);
+
+/* Starts the listener on a connection of its own (its thread); NULL: no memory. */
+pg_feed *pg_feed_start(pg *p, const st_options *o);
+/* Stops and joins it. NULL is a no-op. */
+void pg_feed_stop(pg_feed *f);
+void pg_feed_figures(pg_feed *f, st_stats *out);
 
 /* ---- reads (store_pg_read.c) --------------------------------------------------------- */
 

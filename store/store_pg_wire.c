@@ -73,6 +73,9 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                        " JOIN gw.groups g ON g.gid = m.gid WHERE m.uid = $1::text",
     [PG_GROUP] = "SELECT g.last_mid, m.ack FROM gw.groups g LEFT JOIN gw.members m"
                  " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
+    /* The batch's announcement (store_pg_events.c), delivered at its commit. The
+     * function scan yields the payloads in array order: they are announced in it. */
+    [PG_NOTIFY] = "SELECT count(pg_notify('gw_feed', x)) FROM unnest($1::text[]) AS x",
     [PG_COUNT] = "SELECT count(*)::int8, coalesce(sum(last_mid), 0)::int8 FROM gw.groups",
     [PG_SIZE] = "SELECT pg_database_size(current_database())::int8",
     [PG_RECOVERY] = "SELECT pg_is_in_recovery()",
@@ -90,7 +93,7 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_INS_SENDS] = "gw_ins_sends",     [PG_INS_MSGS] = "gw_ins_msgs",
     [PG_PAGE_AFTER] = "gw_page_after",   [PG_PAGE_BEFORE] = "gw_page_before",
     [PG_USER_GROUPS] = "gw_user_groups", [PG_GROUP] = "gw_group",
-    [PG_COUNT] = "gw_count",             [PG_SIZE] = "gw_size",
+    [PG_NOTIFY] = "gw_notify",           [PG_COUNT] = "gw_count",             [PG_SIZE] = "gw_size",
     [PG_RECOVERY] = "gw_recovery",       [PG_BEGIN] = "gw_begin",
     [PG_COMMIT] = "gw_commit",           [PG_ROLLBACK] = "gw_rollback",
 };
@@ -113,7 +116,7 @@ static void buf_room(pg_buf *b, size_t n)
     b->cap = cap;
 }
 
-static void buf_put(pg_buf *b, const void *p, size_t n)
+void pg_buf_put(pg_buf *b, const void *p, size_t n)
 {
     buf_room(b, n);
     if (b->oom)
@@ -126,7 +129,7 @@ static void buf_put(pg_buf *b, const void *p, size_t n)
 static void buf_u32(pg_buf *b, uint32_t v)
 {
     char x[4] = {(char)(v >> 24), (char)(v >> 16), (char)(v >> 8), (char)v};
-    buf_put(b, x, 4);
+    pg_buf_put(b, x, 4);
 }
 
 void pg_buf_reset(pg_buf *b)
@@ -158,7 +161,7 @@ void pg_arr_begin(pg_buf *b, unsigned elem_oid, size_t n)
 void pg_arr_bytes(pg_buf *b, const void *p, size_t n)
 {
     buf_u32(b, (uint32_t)n);
-    buf_put(b, p, n);
+    pg_buf_put(b, p, n);
 }
 
 void pg_arr_int8(pg_buf *b, uint64_t v)
@@ -171,7 +174,7 @@ void pg_arr_int8(pg_buf *b, uint64_t v)
 void pg_text(pg_buf *b, const void *p, size_t n)
 {
     pg_buf_reset(b);
-    buf_put(b, p, n);
+    pg_buf_put(b, p, n);
 }
 
 void pg_int8(pg_buf *b, uint64_t v)
@@ -179,7 +182,7 @@ void pg_int8(pg_buf *b, uint64_t v)
     char x[8];
     st_put_be64(x, v);
     pg_buf_reset(b);
-    buf_put(b, x, 8);
+    pg_buf_put(b, x, 8);
 }
 
 uint64_t pg_get_int8(const PGresult *r, int row, int col)

@@ -6,13 +6,36 @@
 # root), so the folder is made under /tmp, where that user can reach it.
 #
 #   tools/pg_server.sh start DIR                   initdb if needed, start; prints the URL
+#                                                   (a folder that holds a standby starts
+#                                                   as a standby again)
 #   tools/pg_server.sh stop DIR                     fast shutdown
 #   tools/pg_server.sh restart-immediate DIR        crash-like restart (no checkpoint)
 #   tools/pg_server.sh kill DIR                     SIGKILL the postmaster
 #   tools/pg_server.sh url DIR [DBNAME]             the URL of a database on it
 #   tools/pg_server.sh with CMD [ARGS...]           a temporary server for CMD, whose
 #                                                   environment has GW_TEST_PG (its URL)
-# PG_MAX_CONNECTIONS (default 200) is the server's max_connections at start.
+# High availability (a primary and one synchronous streaming standby, each in its folder):
+#   tools/pg_server.sh start-standby PRIMARY_DIR STANDBY_DIR
+#                                                   a base backup of the running primary
+#                                                   into STANDBY_DIR, started as its
+#                                                   standby on a port of its own; the
+#                                                   primary then waits for it at every
+#                                                   commit (synchronous). Prints its URL
+#   tools/pg_server.sh promote DIR                  the standby becomes a primary; returns
+#                                                   once it takes writes
+#   tools/pg_server.sh rejoin OLD_DIR NEW_PRIMARY_DIR
+#                                                   the old primary (killed or stopped)
+#                                                   starts over as the synchronous standby
+#                                                   of the new one (its data is replaced
+#                                                   by a base backup; same port). Prints
+#                                                   its URL
+#   tools/pg_server.sh multi-url DIR1 DIR2 [DBNAME] a libpq URL naming both servers that
+#                                                   connects to whichever takes writes
+# A primary that was killed and is started again with `start` instead of `rejoin` still
+# waits for its old standby at every commit: rejoin it. Every wait is bounded (60 s for
+# a server to start, promote or become synchronous; 120 s for a base backup).
+# PG_MAX_CONNECTIONS (default 200) is the server's max_connections at start; a standby
+# needs at least its primary's.
 set -euo pipefail
 
 bindir=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
@@ -26,6 +49,41 @@ url_of() { # DIR [DB]
   local dir=$1 db=${2:-postgres}
   echo "postgresql://gw@127.0.0.1:$(cat "$dir/port")/$db"
 }
+usage() {
+  sed -n '2,/^set /{/^#/p}' "$0"
+  exit 2
+}
+die() {
+  echo "pg_server.sh: $*" >&2
+  exit 1
+}
+# The pid of the folder's postmaster while it runs, else nothing. Its pid file outlives a
+# kill, and with pids wrapping (pid_max is 32768 on many machines) the number may be another process's
+# by now, which pg_ctl stop or kill would signal: the postmaster's working folder is its
+# data folder.
+running_pid() { # DIR
+  local pid
+  pid=$(head -n 1 "$1/data/postmaster.pid" 2>/dev/null) || return 0
+  if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(readlink -f "$1/data")" ]; then
+    echo "$pid"
+  fi
+}
+# A folder this script made (its port file): rejoin removes what is in it.
+need_dir() { # DIR
+  [ -n "$1" ] && [ -f "$1/port" ] || die "$1: not a server folder of pg_server.sh (no port file)"
+}
+
+# synchronous_standby_names lives in DIR/sync_standby.conf, outside the data folder, which
+# postgresql.conf includes by a path relative to itself. pg_basebackup copies the data
+# folder (postgresql.conf and postgresql.auto.conf with it), not this file: a standby made
+# from the primary, once promoted, waits for no standby that does not exist. Set with
+# ALTER SYSTEM it would land in postgresql.auto.conf, be copied, and every commit on a
+# promoted standby would hang. The file is there, empty, in every folder (a missing one
+# is skipped, but logged by every process at every start and reload).
+SYNC_CONF=sync_standby.conf
+no_sync_standby() { # DIR
+  echo "# synchronous_standby_names: none (tools/pg_server.sh)" >"$1/$SYNC_CONF"
+}
 
 start() { # DIR
   local dir=$1
@@ -34,6 +92,16 @@ start() { # DIR
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     as_pg "$bindir/initdb" -D "$dir/data" -U gw --auth=trust -E UTF8 --locale=C.UTF-8 \
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+  fi
+  # Also in folders made before the standby commands existed (a standby's copy has it).
+  grep -q "$SYNC_CONF" "$dir/data/postgresql.conf" ||
+    echo "include_if_exists = '../$SYNC_CONF' # see tools/pg_server.sh" \
+      >>"$dir/data/postgresql.conf"
+  [ -f "$dir/$SYNC_CONF" ] || no_sync_standby "$dir"
+  # max_connections comes from the command line (server_opts); initdb's line in the file,
+  # another value, would make every reload log that the file "contains errors".
+  if grep -q '^max_connections' "$dir/data/postgresql.conf"; then
+    as_pg sed -i 's/^max_connections/#&/' "$dir/data/postgresql.conf"
   fi
   [ -f "$dir/port" ] || free_port >"$dir/port"
   local port; port=$(cat "$dir/port")
@@ -59,16 +127,117 @@ pgctl() { # DIR ARGS...
   as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" "$@" >/dev/null
 }
 
+psql_on() { # DIR SQL: one statement on its `postgres` database, unaligned output
+  PGCONNECT_TIMEOUT=5 "$bindir/psql" -X -q -At -v ON_ERROR_STOP=1 \
+    -h 127.0.0.1 -p "$(cat "$1/port")" -U gw -d postgres -c "$2"
+}
+
+wait_sql() { # DIR SQL SECONDS: until SQL answers 1 (true when it did)
+  local end=$((SECONDS + $3))
+  while [ "$SECONDS" -lt "$end" ]; do
+    [ "$(psql_on "$1" "$2" 2>/dev/null)" = 1 ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# The standby's name for the primary (application_name, synchronous_standby_names): from
+# its port, which stays with the folder across rejoins, and a plain identifier, so that
+# synchronous_standby_names needs no quoting.
+standby_name() { # DIR
+  echo "gw_standby_$(cat "$1/port")"
+}
+
+# A copy of the running primary into DIR/data, set up to stream from it (-R writes
+# standby.signal and primary_conninfo, with our application_name in it). -c fast: the
+# default spread checkpoint could take minutes.
+base_backup() { # PRIMARY_DIR DIR
+  local primary=$1 dir=$2
+  [ ! -e "$dir/data" ] || die "$dir/data exists"
+  as_pg timeout 120 "$bindir/pg_basebackup" -D "$dir/data" -R -c fast -X stream \
+    -d "host=127.0.0.1 port=$(cat "$primary/port") user=gw application_name=$(standby_name "$dir")" \
+    >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; exit 1; }
+}
+
+# The primary waits for the standby at every commit (synchronous_commit is on, the
+# default), from once this returns.
+require_sync() { # PRIMARY_DIR STANDBY_DIR
+  local primary=$1 name; name=$(standby_name "$2")
+  echo "synchronous_standby_names = '$name' # tools/pg_server.sh" >"$primary/$SYNC_CONF"
+  pgctl "$primary" reload
+  wait_sql "$primary" "SELECT count(*) FROM pg_stat_replication
+                       WHERE application_name = '$name' AND sync_state = 'sync'" 60 ||
+    { tail -n 20 "$2/server.log" >&2; die "$name is not a synchronous standby of $primary after 60 s"; }
+}
+
+start_standby() { # PRIMARY_DIR STANDBY_DIR
+  local primary=$1 dir=$2
+  need_dir "$primary"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  [ -f "$dir/port" ] || free_port >"$dir/port"
+  base_backup "$primary" "$dir"
+  start "$dir" >/dev/null
+  require_sync "$primary" "$dir"
+  url_of "$dir"
+}
+
+promote() { # DIR
+  local dir=$1
+  need_dir "$dir"
+  [ -f "$dir/data/standby.signal" ] || die "$dir is not a standby"
+  # A standby made by this script names none; a name left from the folder's time as a
+  # primary would make the promoted server wait for a standby at every commit.
+  if grep -q '^synchronous_standby_names' "$dir/$SYNC_CONF" 2>/dev/null; then
+    no_sync_standby "$dir"
+    pgctl "$dir" reload
+  fi
+  pgctl "$dir" -w -t 60 promote
+  wait_sql "$dir" "SELECT (NOT pg_is_in_recovery())::int" 60 ||
+    die "$dir still in recovery 60 s after promote"
+  # Its primary_conninfo (from -R) is ignored now, but a base backup taken from it later
+  # (rejoin) would copy it beside the new one that -R adds: keep the copy to one.
+  psql_on "$dir" "ALTER SYSTEM RESET primary_conninfo" >/dev/null
+}
+
+rejoin() { # OLD_DIR NEW_PRIMARY_DIR
+  local old=$1 new=$2
+  need_dir "$old"
+  need_dir "$new"
+  # Whatever is left of it goes: it may hold WAL its successor never had (written but not
+  # confirmed when it died), so it cannot follow it as it is (pg_rewind could; a new copy
+  # is simpler and as quick for test-sized data).
+  [ -z "$(running_pid "$old")" ] || pgctl "$old" -w -t 60 -m immediate stop
+  rm -rf "${old:?}/data"
+  no_sync_standby "$old"
+  base_backup "$new" "$old"
+  start "$old" >/dev/null
+  require_sync "$new" "$old"
+  url_of "$old"
+}
+
 case "${1:-}" in
   start) start "$2" ;;
-  stop) pgctl "$2" -w -t 60 -m fast stop ;;
+  stop)
+    [ -n "$(running_pid "$2")" ] || die "$2: no server running"
+    pgctl "$2" -w -t 60 -m fast stop ;;
   restart-immediate)
     pgctl "$2" -w -t 60 -m immediate restart -o "$(server_opts "$2" "$(cat "$2/port")")" ;;
   kill)
-    pid=$(head -n 1 "$2/data/postmaster.pid")
+    pid=$(running_pid "$2")
+    [ -n "$pid" ] || die "$2: no server running"
     kill -KILL "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done ;;
+    # Until it is dead; a zombie counts: it holds no memory or socket, and where PID 1
+    # reaps slowly (a container's init) it stays one for a second or more. Its pid in the
+    # lock files makes a `start` meanwhile retry.
+    for _ in $(seq 100); do [ -n "$(running_pid "$2")" ] || break; sleep 0.1; done ;;
   url) url_of "$2" "${3:-postgres}" ;;
+  start-standby) [ $# -eq 3 ] || usage; start_standby "$2" "$3" ;;
+  promote) [ $# -eq 2 ] || usage; promote "$2" ;;
+  rejoin) [ $# -eq 3 ] || usage; rejoin "$2" "$3" ;;
+  multi-url)
+    [ $# -ge 3 ] || usage
+    echo "postgresql://gw@127.0.0.1:$(cat "$2/port"),127.0.0.1:$(cat "$3/port")/${4:-postgres}?target_session_attrs=read-write" ;;
   with)
     shift
     dir=$(mktemp -d /tmp/gw-pg-XXXXXX)
@@ -80,5 +249,5 @@ case "${1:-}" in
     "$@"
     rc=$?
     exit $rc ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  *) usage ;;
 esac

@@ -30,6 +30,9 @@ packages+=(chromium)
 packages+=(clang libclang-rt-14-dev)
 # The TLS scan in tests/gateway/test_tls.c.
 packages+=(sslscan)
+# The load balancer config deploy/nginx/gw.conf, run for real by tests/deploy/ (Debian's
+# nginx 1.22, the version that config is written for; the test starts its own nginx).
+packages+=(nginx)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 

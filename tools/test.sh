@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (tools/setup.sh), builds the normal and the
 # sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, the store and
-# gateway suites again on PostgreSQL (a server the suite starts itself), then the web
-# demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz run.
+# gateway suites again on PostgreSQL (a server the suite starts itself; the cluster tests
+# run there), the nginx load balancer config in front of gateway nodes (tests/deploy/),
+# then the web demo's browser tests (tests/browser/) against the normal build, then a
+# bounded fuzz run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
 
@@ -50,6 +52,21 @@ run_bin() { # NAME BIN [ARGS...]
   fi
 }
 
+# A suite that is not Criterion: its log's pass and fail counts (sed expressions that
+# print each) join the counts; no summary at all counts as a failure.
+count_summary() { # NAME LOG RC PASS_SED FAIL_SED
+  local name=$1 log=$2 rc=$3 p f
+  p=$(sed -nE "$4" "$log" | tail -n 1)
+  f=$(sed -nE "$5" "$log" | tail -n 1)
+  if [ -z "$p" ] || [ -z "$f" ]; then
+    echo "tests: $name printed no summary (exit $rc)"
+    failed=$((failed + 1)); status=1
+  else
+    passed=$((passed + p)); failed=$((failed + f))
+    [ "$rc" -eq 0 ] || status=1
+  fi
+}
+
 for build in build build-asan; do
   for bin in "$root/$build"/tests/test_*; do
     [ -x "$bin" ] || continue
@@ -75,6 +92,14 @@ else
   echo "tests: could not start PostgreSQL for the suite's second pass"
   failed=$((failed + 1)); status=1
 fi
+# The load balancer config (deploy/nginx/gw.conf) for real: Debian's nginx in front of
+# gateway nodes on one PostgreSQL, every one of them the script's own, stopped at its end
+# (tests/deploy/). Its "deploy: N passed, N failed" line joins the counts above.
+echo "== tests/deploy/test_nginx.sh"
+log="$work/deploy.log"
+timeout -k 10 180 "$root/tests/deploy/test_nginx.sh" 2>&1 | tee "$log"
+count_summary tests/deploy "$log" "${PIPESTATUS[0]}" \
+  's/^deploy: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^deploy: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.
@@ -82,30 +107,16 @@ echo "== tests/browser (node --test)"
 log="$work/browser.log"
 (cd "$root/tests/browser" && timeout -k 10 420 node --test --test-reporter=tap \
    --test-concurrency=1 --test-timeout=240000 ./*.test.js) 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-p=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$log" | tail -n 1)
-f=$(sed -nE 's/^# fail ([0-9]+)$/\1/p' "$log" | tail -n 1)
-if [ -z "$p" ] || [ -z "$f" ]; then
-  echo "tests: tests/browser printed no summary (exit $rc)"
-  failed=$((failed + 1)); status=1
-else
-  passed=$((passed + p)); failed=$((failed + f))
-  [ "$rc" -eq 0 ] || status=1
-fi
+count_summary tests/browser "$log" "${PIPESTATUS[0]}" \
+  's/^# pass ([0-9]+)$/\1/p' 's/^# fail ([0-9]+)$/\1/p'
 echo "tests: browser screenshots in tests/browser/screenshots/"
 
 # Bounded fuzzing of the decoders and the token check (tests/fuzz/, libFuzzer): each
 # target counts as one test.
 echo "== tools/fuzz.sh (60 s per target)"
 "$root/tools/fuzz.sh" 60 2>&1 | tee "$work/fuzz.log"
-fline=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' "$work/fuzz.log" | tail -n 1)
-if [ -z "$fline" ]; then
-  echo "tests: tools/fuzz.sh printed no summary"
-  failed=$((failed + 1)); status=1
-else
-  passed=$((passed + $(sed -E 's/^fuzz: ([0-9]+) passed.*/\1/' <<<"$fline")))
-  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$fline")))
-fi
+count_summary tools/fuzz.sh "$work/fuzz.log" "${PIPESTATUS[0]}" \
+  's/^fuzz: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^fuzz: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 
 [ "$failed" -eq 0 ] || status=1
 echo "tests: $passed passed, $failed failed"

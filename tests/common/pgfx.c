@@ -150,3 +150,85 @@ char *pgfx_server_db_new(pgfx_server *s)
 {
     return db_new_on(s->url);
 }
+
+/* The first line that cmd prints, into buf; fails the test unless cmd succeeds. */
+static void capture(const char *cmd, char *buf, size_t len, const char *dir)
+{
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f, "popen %s", cmd);
+    bool got = fgets(buf, (int)len, f) != NULL;
+    int rc = pclose(f);
+    cr_assert(got && rc == 0, "%s failed (see %s/server.log)", cmd, dir);
+    buf[strcspn(buf, "\n")] = 0;
+}
+
+static pgfx_server *pair_primary(pgfx_pair *p)
+{
+    return p->primary ? &p->b : &p->a;
+}
+
+static pgfx_server *pair_standby(pgfx_pair *p)
+{
+    return p->primary ? &p->a : &p->b;
+}
+
+void pgfx_pair_start(pgfx_pair *p)
+{
+    memset(p, 0, sizeof(*p));
+    pgfx_server_start(&p->a);
+    /* Named before the standby starts, so that a cleanup after a failure removes it. */
+    snprintf(p->b.dir, sizeof(p->b.dir), "/tmp/gw-pgt-XXXXXX");
+    cr_assert_not_null(mkdtemp(p->b.dir));
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "%s start-standby %s %s", PG_SERVER, p->a.dir, p->b.dir);
+    capture(cmd, p->b.url, sizeof(p->b.url), p->b.dir);
+    p->primary = 0;
+}
+
+char *pgfx_pair_url(pgfx_pair *p, const char *db)
+{
+    char cmd[700], url[400];
+    snprintf(cmd, sizeof(cmd), "%s multi-url %s %s %s", PG_SERVER, p->a.dir, p->b.dir,
+             db ? db : "postgres");
+    capture(cmd, url, sizeof(url), p->a.dir);
+    char *out = strdup(url);
+    cr_assert_not_null(out);
+    return out;
+}
+
+char *pgfx_pair_db_new(pgfx_pair *p)
+{
+    /* Its commit waits for the standby, like any other: the database is on both. */
+    char *one = db_new_on(pair_primary(p)->url);
+    char *url = pgfx_pair_url(p, strrchr(one, '/') + 1);
+    free(one);
+    return url;
+}
+
+void pgfx_pair_failover(pgfx_pair *p)
+{
+    pgfx_server *old = pair_primary(p), *next = pair_standby(p);
+    pgfx_server_kill(old);
+    run(next, "promote");
+    p->primary ^= 1;
+    /* promote waited for it already; a connection of our own says so too. */
+    cr_assert_eq(pgfx_scalar(next->url, "SELECT (NOT pg_is_in_recovery())::int"), 1,
+                 "%s: still a standby after promote", next->dir);
+}
+
+void pgfx_pair_rejoin(pgfx_pair *p)
+{
+    pgfx_server *old = pair_standby(p);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "%s rejoin %s %s >/dev/null", PG_SERVER, old->dir,
+             pair_primary(p)->dir);
+    cr_assert_eq(system(cmd), 0, "%s failed (see %s/server.log)", cmd, old->dir);
+}
+
+void pgfx_pair_cleanup(pgfx_pair *p)
+{
+    /* The primary first: with its standby gone first, its commits would wait for it
+     * until the shutdown ends them. */
+    pgfx_server_cleanup(pair_primary(p));
+    pgfx_server_cleanup(pair_standby(p));
+}

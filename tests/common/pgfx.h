@@ -1,8 +1,9 @@
 /*
  * PostgreSQL for the tests: the backend they run on (GW_TEST_STORE=postgres runs the store
  * and gateway suites on it; tools/test.sh does both), fresh databases on the suite's
- * server (GW_TEST_PG, started by tools/pg_server.sh), and servers of a test's own for the
- * tests that stop, restart or kill the database.
+ * server (GW_TEST_PG, started by tools/pg_server.sh), servers of a test's own for the
+ * tests that stop, restart or kill the database, and pairs of them (a primary and its
+ * synchronous standby) for the tests of failover.
  */
 #ifndef GW_TEST_PGFX_H
 #define GW_TEST_PGFX_H
@@ -41,5 +42,31 @@ void pgfx_server_kill(pgfx_server *s);
 void pgfx_server_cleanup(pgfx_server *s);
 /* The URL of a new database on it (malloc'd). */
 char *pgfx_server_db_new(pgfx_server *s);
+
+/* A primary and its synchronous standby (tools/pg_server.sh start-standby): a commit is
+ * confirmed once it is on both, so it survives the loss of either. Which one is the
+ * primary changes at each failover; a URL naming both (target_session_attrs=read-write)
+ * reaches whichever it is. */
+typedef struct pgfx_pair {
+    pgfx_server a, b;
+    int primary; /* 0: a, 1: b */
+} pgfx_pair;
+
+/* a the primary, b its synchronous standby. */
+void pgfx_pair_start(pgfx_pair *p);
+/* The URL of database db (NULL: "postgres") naming both servers, with
+ * target_session_attrs=read-write (malloc'd). */
+char *pgfx_pair_url(pgfx_pair *p, const char *db);
+/* A new database, made on the primary and so on both; its URL as pgfx_pair_url's. */
+char *pgfx_pair_db_new(pgfx_pair *p);
+/* SIGKILL of the primary, then the standby is promoted and becomes p->primary; returns
+ * once it takes writes. The killed one stays down (until pgfx_pair_rejoin). */
+void pgfx_pair_failover(pgfx_pair *p);
+/* The server killed by the last failover starts over (a new base backup, same port) as
+ * the synchronous standby of the primary: commits wait for it again. */
+void pgfx_pair_rejoin(pgfx_pair *p);
+/* Stops both and removes their folders; safe to call twice, and after a failed assertion
+ * (also half-way through pgfx_pair_start). */
+void pgfx_pair_cleanup(pgfx_pair *p);
 
 #endif

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Parses a Prometheus text exposition with the official client's parser and checks it.
 
-    check_metrics.py FILE [name{label="v"}=value ...]
+    check_metrics.py FILE NODE [name{label="v"}=value ...]
 
 Fails (exit 1, with the reason) if the text does not parse, if a counter's samples do not
-end in _total, if a family has no TYPE, or if an expected sample is missing or differs.
+end in _total, if a family has no TYPE, if a sample lacks the label node="NODE", or if an
+expected sample (named without the node label) is missing or differs.
 Prints the number of families and samples when all is well."""
 import sys
 
@@ -22,9 +23,11 @@ def main():
         for s in fam.samples:
             if fam.type == "counter" and not s.name.endswith(("_total", "_created")):
                 sys.exit(f"counter sample {s.name} does not end in _total")
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            if s.labels.get("node") != sys.argv[2]:
+                sys.exit(f"sample {s.name} {s.labels} does not carry node=\"{sys.argv[2]}\"")
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()) if k != "node")
             samples[s.name + (("{" + labels + "}") if labels else "")] = s.value
-    for want in sys.argv[2:]:
+    for want in sys.argv[3:]:
         key, value = want.rsplit("=", 1)
         if key not in samples:
             sys.exit(f"missing sample {key}")

@@ -250,6 +250,15 @@ void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb)
     cr_assert_eq(rc, 0, "send: %s", gwc_strerror(rc));
 }
 
+pr_event gwfx_expect_any(gwc_conn *k)
+{
+    pr_event ev;
+    int rc = gwc_next(k, GWFX_WAIT, &ev);
+    cr_assert_eq(rc, 0, "waiting for an event: %s (close code %d)", gwc_strerror(rc),
+                 gwc_close_code(k));
+    return ev;
+}
+
 pr_event gwfx_expect(gwc_conn *k, enum pr_ev_type t)
 {
     pr_event ev;
@@ -382,4 +391,42 @@ void gwfx_rocksdb_only(const char *why)
 {
     if (pgfx_on())
         cr_skip_test("RocksDB only: %s", why);
+}
+
+char *gwfx_metrics(gwfx *f)
+{
+    int status;
+    char *body = gwfx_http(f, "/metrics", NULL, &status);
+    cr_assert_eq(status, 200, "GET /metrics: %d", status);
+    /* In place, line by line: `name{node="X"} v` -> `name v`, `name{node="X",l="v"} v`
+     * -> `name{l="v"} v`. The output is never longer than the input. */
+    char *w = body;
+    for (char *r = body; *r;) {
+        char *eol = strchr(r, '\n');
+        size_t n = eol ? (size_t)(eol - r + 1) : strlen(r);
+        char *brace = memchr(r, '{', n);
+        if (r[0] != '#' && n > 1) {
+            cr_assert(brace && strncmp(brace, "{node=\"", 7) == 0, "a sample without node: %.*s",
+                      (int)n, r);
+            char *q = strchr(brace + 7, '"');
+            size_t head = (size_t)(brace - r);
+            memmove(w, r, head);
+            char *rest = q + 1; /* '}' or ',' */
+            size_t tail = n - (size_t)(rest - r);
+            if (*rest == ',') {
+                w[head] = '{';
+                memmove(w + head + 1, rest + 1, tail - 1);
+                w += head + tail;
+            } else {
+                memmove(w + head, rest + 1, tail - 1);
+                w += head + tail - 1;
+            }
+        } else {
+            memmove(w, r, n);
+            w += n;
+        }
+        r += n;
+    }
+    *w = 0;
+    return body;
 }

@@ -77,6 +77,8 @@ gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome);
 void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb);
 /* Waits for the next event and checks its type; returns it (borrowed). */
 pr_event gwfx_expect(gwc_conn *k, enum pr_ev_type t);
+/* Waits for the next event, whatever it is (borrowed). */
+pr_event gwfx_expect_any(gwc_conn *k);
 /* Sends a request built by the caller and waits for an event of type t. */
 pr_event gwfx_request(gwc_conn *k, const msgpack_sbuffer *sb, enum pr_ev_type t);
 
@@ -98,5 +100,8 @@ void gwfx_rocksdb_only(const char *why);
 /* GET (or POST body, when not NULL) path on the gateway's HTTP side with curl; returns
  * the body (malloc'd) and sets *status (0 if the request failed). */
 char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status);
+/* GET /metrics (200 asserted), with the node label that every sample carries taken out
+ * (and asserted on each): tests look samples up as "name" or "name{label=\"v\"}". */
+char *gwfx_metrics(gwfx *f);
 
 #endif

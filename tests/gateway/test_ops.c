@@ -65,14 +65,16 @@ static void metrics_check(const char *expect)
     int status;
     char *body = gwfx_http(&f, "/metrics", NULL, &status);
     cr_assert_eq(status, 200);
-    char path[300], cmd[1400];
+    char path[300], cmd[1600];
     snprintf(path, sizeof(path), "%s/metrics.txt", f.dir);
     FILE *o = fopen(path, "w");
     fputs(body, o);
     fclose(o);
     free(body);
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/gateway/check_metrics.py %s %s 2>&1",
-             GW_SOURCE_DIR, path, expect);
+    /* The fixture's gateway has no --node: its name is the address and port it bound. */
+    snprintf(cmd, sizeof(cmd),
+             "/usr/bin/python3 %s/tests/gateway/check_metrics.py %s 127.0.0.1:%d %s 2>&1",
+             GW_SOURCE_DIR, path, f.port, expect);
     FILE *p = popen(cmd, "r");
     char line[512] = "";
     if (!fgets(line, sizeof(line), p))

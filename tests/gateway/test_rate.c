@@ -167,9 +167,7 @@ Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardo
                  (unsigned long)g.last_mid);
     cr_assert_geq(watch_stat(&f, "rate_limits.sends"), n_refused);
     cr_assert_geq(watch_stat(&f, "errors.rate_limited"), n_refused);
-    int status;
-    char *metrics = gwfx_http(&f, "/metrics", NULL, &status);
-    cr_assert_eq(status, 200);
+    char *metrics = gwfx_metrics(&f);
     cr_assert_not_null(strstr(metrics, "gw_rate_limited_total{limit=\"sends\"} "));
     cr_assert_not_null(strstr(metrics, "gw_rate_limited_total{limit=\"connections\"} 0"));
     free(metrics);

@@ -1,8 +1,8 @@
 /*
  * PostgreSQL as the store's database: two writers on one database, a database that is
- * down at start or goes away under load, and what is refused at open. Each test runs a
- * server of its own (it stops, restarts or kills it), so they run in the suite's
- * PostgreSQL pass only.
+ * down at start or goes away under load, a failover to a synchronous standby, and what is
+ * refused at open. Each test runs a server (or a pair) of its own (it stops, restarts or
+ * kills it), so they run in the suite's PostgreSQL pass only.
  */
 #include "fixture.h"
 #include "pgfx.h"
@@ -20,12 +20,15 @@
 
 #define WAIT_MS 30000
 
-/* A test's own server, stopped by the suite's fini also after a failed assertion. */
+/* A test's own server or pair, stopped by the suite's fini also after a failed
+ * assertion. */
 static pgfx_server srv;
+static pgfx_pair pair;
 
 static void teardown(void)
 {
     pgfx_server_cleanup(&srv);
+    pgfx_pair_cleanup(&pair);
 }
 
 TestSuite(database, .fini = teardown);
@@ -288,6 +291,187 @@ Test(database, killed_server_under_load_loses_nothing_confirmed, .timeout = 180)
 {
     need_pg();
     trouble_under_load(true);
+}
+
+/* Failover: the primary is killed while a sender appends, and its synchronous standby is
+ * promoted. An append the store confirmed was on both servers, so it is on the new
+ * primary under its mid. One refused (ST_EIO) while the store finds the new primary is
+ * sent again with the same cid until it is confirmed: stored once, whether the old
+ * primary's commit of it reached the standby (a duplicate, with its first mid) or not. The
+ * old primary then rejoins as the standby, and the same happens the other way. */
+#define FAILOVER_ROUNDS 2
+#define FAILOVER_BATCH 200  /* confirmed between two steps */
+#define FAILOVER_MAX 200000 /* appends a sender makes at most */
+
+typedef struct failover_sender {
+    st_store *s;
+    atomic_bool stop, done;
+    atomic_uint confirmed;  /* appends c0.. confirmed so far, in order */
+    atomic_uint refused;    /* ST_EIO answers, each followed by a resend */
+    atomic_uint duplicates; /* resends answered "seen before" */
+    int bad;                /* why it ended early: another answer, or ST_EIO for too long */
+    unsigned bad_at;
+    uint64_t mids[FAILOVER_MAX];
+} failover_sender;
+
+/* One append at a time, as fast as the store confirms them, so that the kill comes with
+ * a commit in flight (waiting for the standby, most likely). */
+static void *failover_send(void *arg)
+{
+    failover_sender *w = arg;
+    for (unsigned i = 0; i < FAILOVER_MAX && !atomic_load(&w->stop); i++) {
+        char cid[16];
+        snprintf(cid, sizeof(cid), "c%u", i);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (bool resent = false;; resent = true) {
+            uint64_t mid = 0;
+            bool dup = false;
+            int rc = st_append_sync(w->s, st_id_str("g"), st_id_str("u"), st_id_str(cid), cid,
+                                    strlen(cid), &mid, NULL, &dup);
+            if (rc == 0) {
+                if (resent && dup)
+                    atomic_fetch_add(&w->duplicates, 1);
+                w->mids[i] = mid;
+                atomic_store(&w->confirmed, i + 1);
+                break;
+            }
+            /* Not stop, even when told: an append refused may still be stored (its answer
+             * lost), and the checks count on every stored one being confirmed. */
+            if (rc != ST_EIO || fx_ms_since(&t0) > 2 * WAIT_MS) {
+                w->bad = rc;
+                w->bad_at = i;
+                atomic_store(&w->done, true);
+                return NULL;
+            }
+            atomic_fetch_add(&w->refused, 1);
+            usleep(50 * 1000);
+        }
+    }
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+/* Waits (bounded) until the sender has n confirmed; false if it stopped before. */
+static bool wait_confirmed(failover_sender *w, unsigned n)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&w->confirmed) < n && !atomic_load(&w->done) &&
+           fx_ms_since(&t0) < 2 * WAIT_MS)
+        usleep(20 * 1000);
+    return atomic_load(&w->confirmed) >= n;
+}
+
+static bool wait_recovered(events *e, int n)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&e->recovered) < n && fx_ms_since(&t0) < 2 * WAIT_MS)
+        usleep(20 * 1000);
+    return atomic_load(&e->recovered) >= n;
+}
+
+/* The pair's database (its URL names both servers) on the primary alone. */
+static char *on_primary(const char *pair_url)
+{
+    const pgfx_server *pri = pair.primary ? &pair.b : &pair.a;
+    const char *db = strrchr(pair_url, '/') + 1;
+    int db_n = (int)strcspn(db, "?");
+    int host_n = (int)(strrchr(pri->url, '/') - pri->url);
+    size_t n = (size_t)host_n + 1 + (size_t)db_n + 1;
+    char *out = malloc(n);
+    snprintf(out, n, "%.*s/%.*s", host_n, pri->url, db_n, db);
+    return out;
+}
+
+/* The store sees messages c0.. under mids 1..n, each once, and so does the primary's
+ * database, read straight from its tables. */
+static void check_failover(st_store *s, const char *url, const failover_sender *w, unsigned n)
+{
+    for (unsigned k = 0; k < n; k++)
+        cr_assert_eq(w->mids[k], k + 1, "c%u confirmed under mid %lu", k,
+                     (unsigned long)w->mids[k]);
+    uint64_t last = 0;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), 0);
+    cr_assert_eq(last, n, "last mid %lu, confirmed %u", (unsigned long)last, n);
+    for (uint64_t from = 0; from < n;) {
+        st_page *p = NULL;
+        cr_assert_eq(st_read_page(s, st_id_str("g"), ST_AFTER, from, 500, &p), 0);
+        cr_assert_gt(st_page_count(p), 0);
+        for (size_t i = 0; i < st_page_count(p); i++) {
+            const st_msg *m = st_page_at(p, i);
+            char want[16];
+            int wn = snprintf(want, sizeof(want), "c%lu", (unsigned long)from);
+            cr_assert(m->mid == from + 1 && m->record_n == (size_t)wn &&
+                          memcmp(m->record, want, (size_t)wn) == 0,
+                      "mid %lu: not %s", (unsigned long)(from + 1), want);
+            from++;
+        }
+        st_page_free(p);
+    }
+    char *one = on_primary(url);
+    cr_assert_eq(pgfx_scalar(one, "SELECT count(*) FROM gw.msgs"), n);
+    cr_assert_eq(pgfx_scalar(one, "SELECT count(DISTINCT mid) FROM gw.msgs"), n);
+    cr_assert_eq(pgfx_scalar(one, "SELECT max(mid) FROM gw.msgs"), n);
+    cr_assert_eq(pgfx_scalar(one, "SELECT count(*) FROM gw.msgs"
+                                  " WHERE record <> convert_to('c' || (mid - 1), 'UTF8')"), 0,
+                 "every message under the mid it was confirmed with");
+    cr_assert_eq(pgfx_scalar(one, "SELECT count(*) FROM gw.sends"), n, "each cid stored once");
+    free(one);
+}
+
+Test(database, a_confirmed_write_survives_failover, .timeout = 300)
+{
+    need_pg();
+    pgfx_pair_start(&pair);
+    char *url = pgfx_pair_db_new(&pair);
+    events e = {0};
+    st_store *s = open_events(url, &e);
+    fx_join(s, "g", "u");
+    failover_sender *w = calloc(1, sizeof(*w));
+    cr_assert_not_null(w);
+    w->s = s;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, failover_send, w), 0);
+    cr_assert(wait_confirmed(w, FAILOVER_BATCH), "confirmed %u before the failover",
+              atomic_load(&w->confirmed));
+    for (int round = 1; round <= FAILOVER_ROUNDS; round++) {
+        if (round > 1) {
+            pgfx_pair_rejoin(&pair);
+            /* Commits wait for the rejoined standby: what follows is on both again. */
+            cr_assert(wait_confirmed(w, atomic_load(&w->confirmed) + FAILOVER_BATCH),
+                      "confirmed %u after the rejoin", atomic_load(&w->confirmed));
+        }
+        int was = pair.primary;
+        unsigned refused = atomic_load(&w->refused);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        pgfx_pair_failover(&pair);
+        long promoted_ms = fx_ms_since(&t0);
+        cr_assert_neq(pair.primary, was);
+        cr_assert(wait_recovered(&e, round), "failover %d: the store did not recover", round);
+        long back_ms = fx_ms_since(&t0);
+        cr_assert(wait_confirmed(w, atomic_load(&w->confirmed) + FAILOVER_BATCH),
+                  "failover %d: confirmed %u", round, atomic_load(&w->confirmed));
+        cr_log_info("failover %d: kill + promote %ld ms, the store writable again after %ld ms, "
+                    "%u appends refused and sent again", round, promoted_ms, back_ms,
+                    atomic_load(&w->refused) - refused);
+    }
+    atomic_store(&w->stop, true);
+    pthread_join(th, NULL);
+    cr_assert_eq(w->bad, 0, "c%u: %s", w->bad_at,
+                 w->bad == ST_EIO ? "refused for 60 s" : st_strerror(w->bad));
+    unsigned n = atomic_load(&w->confirmed);
+    /* One outage per failover, and none at the rejoin. */
+    cr_assert_eq(atomic_load(&e.failed), FAILOVER_ROUNDS);
+    cr_assert_eq(atomic_load(&e.recovered), FAILOVER_ROUNDS);
+    cr_log_info("%u appends confirmed, %u refused, %u resends found already stored", n,
+                atomic_load(&w->refused), atomic_load(&w->duplicates));
+    check_failover(s, url, w, n);
+    st_close(s);
+    free(w);
+    free(url);
 }
 
 Test(database, refused_at_open_with_a_reason)

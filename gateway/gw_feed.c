@@ -1,0 +1,171 @@
+/* The change feed's queue (gw_feed.h): feed thread to service thread. */
+#include "gw_feed.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A change with copies of what it points to, in one allocation. */
+typedef struct entry {
+    struct entry *next;
+    st_change ch;
+    size_t size;
+    char bytes[]; /* gid, uid, record */
+} entry;
+
+struct gw_feed {
+    pthread_mutex_t mu;
+    entry *head, *tail; /* under mu */
+    size_t n, bytes;    /* under mu */
+    size_t max_n, max_bytes;
+    void (*wake)(void *ud);
+    void *wake_ud;
+    uint64_t queued, dropped, overflows; /* under mu */
+};
+
+gw_feed *gw_feed_new(size_t max_changes, size_t max_bytes)
+{
+    gw_feed *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    pthread_mutex_init(&f->mu, NULL);
+    f->max_n = max_changes ? max_changes : 200000;
+    f->max_bytes = max_bytes ? max_bytes : (64u << 20);
+    return f;
+}
+
+static void free_list(entry *e)
+{
+    while (e) {
+        entry *next = e->next;
+        free(e);
+        e = next;
+    }
+}
+
+void gw_feed_free(gw_feed *f)
+{
+    if (!f)
+        return;
+    free_list(f->head);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+static entry *copy(const st_change *c)
+{
+    size_t size = c->gid.n + c->uid.n + (c->record ? c->record_n : 0);
+    entry *e = malloc(sizeof(*e) + size);
+    if (!e)
+        return NULL;
+    e->next = NULL;
+    e->ch = *c;
+    e->size = sizeof(*e) + size;
+    char *p = e->bytes;
+    memcpy(p, c->gid.p, c->gid.n);
+    e->ch.gid.p = p;
+    p += c->gid.n;
+    memcpy(p, c->uid.p, c->uid.n);
+    e->ch.uid.p = p;
+    p += c->uid.n;
+    if (c->record) {
+        memcpy(p, c->record, c->record_n);
+        e->ch.record = p;
+    }
+    return e;
+}
+
+/* Under mu: everything queued goes; a RESYNC stands for it. */
+static void overflow(gw_feed *f, entry **head, entry **tail)
+{
+    f->dropped += f->n;
+    f->overflows++;
+    free_list(f->head);
+    f->head = f->tail = NULL;
+    f->n = f->bytes = 0;
+    free_list(*head);
+    st_change r = {.kind = ST_CH_RESYNC};
+    *head = *tail = copy(&r);
+}
+
+void gw_feed_post(void *feed, const st_change *ch, size_t n)
+{
+    gw_feed *f = feed;
+    /* Copied outside the lock; linked under it. */
+    entry *head = NULL, *tail = NULL;
+    size_t bytes = 0;
+    bool oom = false;
+    for (size_t i = 0; i < n; i++) {
+        entry *e = copy(&ch[i]);
+        if (!e) {
+            oom = true;
+            break;
+        }
+        bytes += e->size;
+        if (tail)
+            tail->next = e;
+        else
+            head = e;
+        tail = e;
+    }
+    pthread_mutex_lock(&f->mu);
+    f->queued += n;
+    if (oom || f->n + n > f->max_n || f->bytes + bytes > f->max_bytes) {
+        overflow(f, &head, &tail);
+        n = head ? 1 : 0;
+        bytes = head ? head->size : 0;
+    }
+    if (head) {
+        if (f->tail)
+            f->tail->next = head;
+        else
+            f->head = head;
+        f->tail = tail;
+        f->n += n;
+        f->bytes += bytes;
+    }
+    void (*wake)(void *) = f->wake;
+    void *ud = f->wake_ud;
+    pthread_mutex_unlock(&f->mu);
+    if (wake)
+        wake(ud);
+}
+
+void gw_feed_attach(gw_feed *f, void (*wake)(void *ud), void *ud)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->wake = wake;
+    f->wake_ud = ud;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void gw_feed_drain(gw_feed *f, void (*apply)(void *ud, const st_change *ch), void *ud)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    entry *e = f->head;
+    f->head = f->tail = NULL;
+    f->n = f->bytes = 0;
+    pthread_mutex_unlock(&f->mu);
+    while (e) {
+        entry *next = e->next;
+        apply(ud, &e->ch);
+        free(e);
+        e = next;
+    }
+}
+
+void gw_feed_figures(gw_feed *f, uint64_t *queued, uint64_t *dropped, uint64_t *overflows)
+{
+    *queued = *dropped = *overflows = 0;
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    *queued = f->queued;
+    *dropped = f->dropped;
+    *overflows = f->overflows;
+    pthread_mutex_unlock(&f->mu);
+}

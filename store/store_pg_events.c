@@ -1,0 +1,248 @@
+/*
+ * The change feed's wire format: what a batch announces with pg_notify, in its own
+ * transaction, and how a listener reads it back.
+ *
+ * A payload is text (NOTIFY's payload is a string, shorter than 8000 bytes), lines
+ * separated by '\n':
+ *   gw1 ORIGIN                 the announcing store (16 hex digits, random per open)
+ *   j GID UID ACK              a membership made (ack = the group's last mid then)
+ *   m GID MID TS RECORD        a message, its record in base64
+ *   h GID MID TS               a message whose record did not fit: read it
+ *   a GID UID ACK              an ack moved forward
+ *   l GID UID                  a membership ended
+ * Ids are printable ASCII without spaces (st_id_ok), so spaces separate the fields. A
+ * batch whose changes do not fit one payload makes several, sent in order by one
+ * statement; each starts with the header line. Joins come before the batch's messages
+ * and leaves after them, so that a listener that applies them in order pushes a message
+ * to whoever was a member when it was stored.
+ */
+#include "store_pg.h"
+
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The largest payload made: PostgreSQL refuses 8000 bytes and more. */
+#define PAYLOAD_MAX 7900
+
+/* Starts a payload: its header. */
+static void payload_begin(pg_announce *a)
+{
+    char h[32];
+    int n = snprintf(h, sizeof(h), "gw1 %016" PRIx64, a->origin);
+    pg_text(&a->cur, h, (size_t)n);
+}
+
+/* Closes the payload being made (if it holds a change) into the list. */
+static void payload_end(pg_announce *a)
+{
+    if (a->cur_changes == 0)
+        return;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 4;
+        pg_buf *np = realloc(a->list, cap * sizeof(*np));
+        if (!np) {
+            a->oom = true;
+            return;
+        }
+        a->list = np;
+        a->cap = cap;
+    }
+    a->list[a->n++] = a->cur;
+    memset(&a->cur, 0, sizeof(a->cur));
+    a->cur_changes = 0;
+}
+
+void pg_announce_reset(pg_announce *a, uint64_t origin)
+{
+    for (size_t i = 0; i < a->n; i++)
+        pg_buf_free(&a->list[i]);
+    a->n = 0;
+    a->origin = origin;
+    a->cur_changes = 0;
+    a->hints = 0;
+    a->oom = false;
+    payload_begin(a);
+}
+
+void pg_announce_free(pg_announce *a)
+{
+    pg_announce_reset(a, 0);
+    free(a->list);
+    pg_buf_free(&a->cur);
+    memset(a, 0, sizeof(*a));
+}
+
+/* Appends one line (without its '\n'), starting a new payload when it would not fit. */
+static void line(pg_announce *a, const char *head, size_t head_n, const void *b64, size_t b64_n)
+{
+    size_t need = 1 + head_n + b64_n;
+    if (a->cur.n + need > PAYLOAD_MAX) {
+        payload_end(a);
+        payload_begin(a);
+    }
+    pg_buf_put(&a->cur, "\n", 1);
+    pg_buf_put(&a->cur, head, head_n);
+    pg_buf_put(&a->cur, b64, b64_n);
+    a->oom |= a->cur.oom;
+    a->cur_changes++;
+}
+
+void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack)
+{
+    char h[16 + 2 * ST_MAX_ID + 32];
+    int n = kind == 'l' ? snprintf(h, sizeof(h), "l %.*s %.*s", (int)gid.n, gid.p, (int)uid.n,
+                                   uid.p)
+                        : snprintf(h, sizeof(h), "%c %.*s %.*s %" PRIu64, kind, (int)gid.n,
+                                   gid.p, (int)uid.n, uid.p, ack);
+    line(a, h, (size_t)n, NULL, 0);
+}
+
+void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
+                     size_t n)
+{
+    char h[16 + ST_MAX_ID + 48];
+    size_t b64_n = 4 * ((n + 2) / 3);
+    /* Header line, this line's fields and the base64 must fit one payload. */
+    bool fits = 40 + ST_MAX_ID + 48 + b64_n <= PAYLOAD_MAX;
+    int hn = snprintf(h, sizeof(h), "%c %.*s %" PRIu64 " %" PRIu64 "%s", fits ? 'm' : 'h',
+                      (int)gid.n, gid.p, mid, ts, fits ? " " : "");
+    if (!fits) {
+        a->hints++;
+        line(a, h, (size_t)hn, NULL, 0);
+        return;
+    }
+    unsigned char b64[PAYLOAD_MAX + 4];
+    int bn = n ? EVP_EncodeBlock(b64, rec, (int)n) : 0;
+    line(a, h, (size_t)hn, b64, (size_t)bn);
+}
+
+int pg_announce_send(pg *p, pg_announce *a, int *n_stmts)
+{
+    payload_end(a);
+    if (a->oom)
+        return ST_ENOMEM;
+    if (a->n == 0)
+        return ST_OK;
+    pg_buf arr = {0};
+    pg_arr_begin(&arr, PG_OID_TEXT, a->n);
+    for (size_t i = 0; i < a->n; i++)
+        pg_arr_bytes(&arr, a->list[i].p, a->list[i].n);
+    pg_buf *params[1] = {&arr};
+    int rc = arr.oom ? ST_ENOMEM : pg_send(p, PG_NOTIFY, params, 1);
+    pg_buf_free(&arr);
+    if (rc == ST_OK) {
+        (*n_stmts)++;
+        p->announced += a->n;
+        p->hints += a->hints;
+    }
+    return rc;
+}
+
+/* ---- reading it back ------------------------------------------------------------------ */
+
+/* The next space-separated field of [*at, end); false when there is none. */
+static bool field(const char **at, const char *end, st_id *out)
+{
+    const char *s = *at;
+    if (s >= end)
+        return false;
+    const char *e = memchr(s, ' ', (size_t)(end - s));
+    if (!e)
+        e = end;
+    *out = (st_id){s, (size_t)(e - s)};
+    *at = e < end ? e + 1 : e;
+    return out->n > 0;
+}
+
+static bool number(const char **at, const char *end, uint64_t *v)
+{
+    st_id f;
+    if (!field(at, end, &f) || f.n > 20)
+        return false;
+    uint64_t x = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        if (f.p[i] < '0' || f.p[i] > '9')
+            return false;
+        x = x * 10 + (uint64_t)(f.p[i] - '0');
+    }
+    *v = x;
+    return true;
+}
+
+/* One line into ch; record bytes are decoded into dec (room for the line's length). */
+static bool parse_line(const char *s, const char *end, st_change *ch, unsigned char *dec)
+{
+    memset(ch, 0, sizeof(*ch));
+    if (end - s < 2 || s[1] != ' ')
+        return false;
+    char k = s[0];
+    const char *at = s + 2;
+    if (!field(&at, end, &ch->gid) || !st_id_ok(ch->gid))
+        return false;
+    switch (k) {
+    case 'j':
+    case 'a':
+        ch->kind = k == 'j' ? ST_CH_JOIN : ST_CH_ACK;
+        return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && number(&at, end, &ch->ack);
+    case 'l':
+        ch->kind = ST_CH_LEAVE;
+        return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
+    case 'h':
+    case 'm': {
+        ch->kind = ST_CH_MSG;
+        if (!number(&at, end, &ch->mid) || !number(&at, end, &ch->ts) || ch->mid == 0)
+            return false;
+        if (k == 'h')
+            return true;
+        size_t n = (size_t)(end - at);
+        if (n % 4)
+            return false;
+        int d = n ? EVP_DecodeBlock(dec, (const unsigned char *)at, (int)n) : 0;
+        if (d < 0)
+            return false;
+        /* EVP_DecodeBlock counts the padding's zero bytes too. */
+        size_t pad = n && at[n - 1] == '=' ? (n > 1 && at[n - 2] == '=' ? 2 : 1) : 0;
+        ch->record = dec;
+        ch->record_n = (size_t)d - pad;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+int pg_announce_parse(const char *payload, size_t len, uint64_t own_origin, st_change *out,
+                      size_t max, unsigned char *dec, size_t *n_out)
+{
+    *n_out = 0;
+    const char *end = payload + len, *s = payload;
+    const char *nl = memchr(s, '\n', len);
+    const char *hend = nl ? nl : end;
+    char hex[17];
+    if (hend - s != 20 || memcmp(s, "gw1 ", 4) != 0)
+        return ST_EINVAL;
+    memcpy(hex, s + 4, 16);
+    hex[16] = 0;
+    char *e = NULL;
+    uint64_t origin = strtoull(hex, &e, 16);
+    if (!e || *e)
+        return ST_EINVAL;
+    if (origin == own_origin)
+        return 1; /* this store's own: its completions told already */
+    s = nl ? nl + 1 : end;
+    while (s < end && *n_out < max) {
+        const char *le = memchr(s, '\n', (size_t)(end - s));
+        if (!le)
+            le = end;
+        if (!parse_line(s, le, &out[*n_out], dec))
+            return ST_EINVAL;
+        if (out[*n_out].record)
+            dec += out[*n_out].record_n;
+        (*n_out)++;
+        s = le < end ? le + 1 : le;
+    }
+    return ST_OK;
+}

@@ -1,0 +1,373 @@
+/*
+ * Several gateway nodes over one PostgreSQL database (the suite's PostgreSQL pass only):
+ * a message sent on one node is pushed to members online on the others, in mid order and
+ * once per session; the same user on two nodes shares memberships and acks; a node killed
+ * under load loses nothing confirmed, and its clients catch up on another node by pull.
+ */
+#include "gwfx.h"
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The nodes (fb and fc share fa's client context: cleaned up before it). */
+static gwfx fa, fb, fc;
+
+static void teardown(void)
+{
+    gwfx_cleanup(&fc);
+    gwfx_cleanup(&fb);
+    gwfx_cleanup(&fa);
+}
+
+TestSuite(cluster, .fini = teardown);
+
+static void need_pg(void)
+{
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
+}
+
+static pr_slice sl(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Three nodes on one new database. */
+static void three_nodes(void)
+{
+    gwfx_start(&fa, NULL);
+    gwfx_start_beside(&fb, &fa, NULL);
+    gwfx_start_beside(&fc, &fa, NULL);
+}
+
+/* What a receiving session holds of one group: every mid seen, and whether the pushes
+ * came in order (each one the one after the last). */
+typedef struct holder {
+    gwc_conn *k;
+    uint8_t *seen; /* by mid */
+    size_t cap;
+    uint64_t pushes, out_of_order, twice, last_push;
+    uint64_t watermark; /* every mid up to it is held */
+} holder;
+
+static void holder_init(holder *h, gwc_conn *k, size_t cap)
+{
+    *h = (holder){.k = k, .cap = cap};
+    h->seen = calloc(cap + 1, 1);
+}
+
+static void hold(holder *h, uint64_t mid)
+{
+    cr_assert(mid >= 1 && mid <= h->cap, "mid %lu out of range", (unsigned long)mid);
+    if (h->seen[mid])
+        h->twice++;
+    h->seen[mid] = 1;
+    while (h->watermark < h->cap && h->seen[h->watermark + 1])
+        h->watermark++;
+}
+
+/* Takes the events that came (waiting at most ms for the first); pushes of gid only. */
+static void take(holder *h, int ms)
+{
+    pr_event ev;
+    while (gwc_next(h->k, ms, &ev) == 0) {
+        ms = 0;
+        if (ev.t != PR_EV_MSG)
+            continue;
+        h->pushes++;
+        if (h->last_push && ev.msg.mid != h->last_push + 1)
+            h->out_of_order++;
+        h->last_push = ev.msg.mid;
+        hold(h, ev.msg.mid);
+    }
+}
+
+/* Pages after the watermark until nothing is missing up to last (a client's catch-up). */
+static void catch_up(holder *h, const char *gid, uint64_t last)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    for (int round = 0; h->watermark < last && round < 1000; round++) {
+        sb.size = 0;
+        pr_enc_pull(&sb, 77, sl(gid), false, h->watermark, 500);
+        cr_assert_eq(gwc_send(h->k, sb.data, sb.size), 0);
+        for (;;) {
+            pr_event ev;
+            cr_assert_eq(gwc_next(h->k, GWFX_WAIT, &ev), 0, "no page");
+            if (ev.t == PR_EV_MSG) {
+                hold(h, ev.msg.mid);
+                continue;
+            }
+            cr_assert_eq(ev.t, PR_EV_PAGE);
+            for (size_t i = 0; i < ev.n_items; i++) {
+                pr_message m;
+                cr_assert_eq(pr_event_message(&ev, i, &m), 0);
+                hold(h, m.mid);
+            }
+            break;
+        }
+    }
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert_eq(h->watermark, last, "holds up to %lu of %lu", (unsigned long)h->watermark,
+                 (unsigned long)last);
+}
+
+/* Sends n messages with cids PREFIX-1.. pipelined, without waiting. */
+static void send_burst(gwc_conn *k, const char *gid, const char *prefix, int from, int n)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    for (int i = from; i < from + n; i++) {
+        char cid[32], body[48];
+        snprintf(cid, sizeof(cid), "%s-%d", prefix, i);
+        snprintf(body, sizeof(body), "%s says %d", prefix, i);
+        sb.size = 0;
+        pr_enc_send(&sb, (uint64_t)i, sl(gid), sl(cid), (pr_body){sl(body), false});
+        cr_assert_eq(gwc_send(k, sb.data, sb.size), 0);
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Waits for n `sent` on k (pushes from the other senders are counted into h if given). */
+static void await_sent(gwc_conn *k, int n)
+{
+    for (int got = 0; got < n;) {
+        pr_event ev;
+        cr_assert_eq(gwc_next(k, GWFX_WAIT * 2, &ev), 0, "sent %d of %d", got, n);
+        if (ev.t == PR_EV_SENT)
+            got++;
+        else
+            cr_assert_eq(ev.t, PR_EV_MSG, "event %d", ev.t);
+    }
+}
+
+Test(cluster, messages_reach_every_node_in_order_once, .timeout = 120)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *sa = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *sb_ = gwfx_login(&fb, "bob", NULL);
+    gwc_conn *rb = gwfx_login(&fb, "carol", NULL);
+    gwc_conn *rc = gwfx_login(&fc, "dave", NULL);
+    gwfx_join(sa, "room");
+    gwfx_join(sb_, "room");
+    gwfx_join(rb, "room");
+    gwfx_join(rc, "room");
+    /* Two senders on two nodes at once: their mids interleave, and each node's own
+     * commits race the other's announcements. */
+    enum { N = 400 };
+    holder hb, hc;
+    holder_init(&hb, rb, 2 * N);
+    holder_init(&hc, rc, 2 * N);
+    for (int i = 1; i <= N; i += 50) {
+        send_burst(sa, "room", "a", i, 50);
+        send_burst(sb_, "room", "b", i, 50);
+        take(&hb, 0);
+        take(&hc, 0);
+    }
+    await_sent(sa, N);
+    await_sent(sb_, N);
+    uint64_t deadline = now_ms() + 20000;
+    while ((hb.watermark < 2 * N || hc.watermark < 2 * N) && now_ms() < deadline) {
+        take(&hb, 100);
+        take(&hc, 100);
+    }
+    holder *hs[2] = {&hb, &hc};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(hs[i]->watermark, 2 * N, "receiver %d holds up to %lu of %d by push", i,
+                     (unsigned long)hs[i]->watermark, 2 * N);
+        cr_assert_eq(hs[i]->pushes, 2 * N, "receiver %d: %lu pushes", i,
+                     (unsigned long)hs[i]->pushes);
+        cr_assert_eq(hs[i]->twice, 0);
+        cr_assert_eq(hs[i]->out_of_order, 0, "receiver %d: %lu pushes out of mid order", i,
+                     (unsigned long)hs[i]->out_of_order);
+    }
+    cr_assert(gwfx_quiet(rb, 300) && gwfx_quiet(rc, 300), "nothing more comes");
+    free(hb.seen);
+    free(hc.seen);
+}
+
+/* The group's entry in a `groups` reply (ack and unread), or false if absent. */
+static bool group_entry(gwc_conn *k, const char *gid, pr_group *out)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_groups_req(&sb, 5);
+    pr_event ev = gwfx_request(k, &sb, PR_EV_GROUPS);
+    msgpack_sbuffer_destroy(&sb);
+    for (size_t i = 0; i < ev.n_items; i++) {
+        cr_assert_eq(pr_event_group(&ev, i, out), 0);
+        if (gwfx_slice_is(out->gid, gid))
+            return true;
+    }
+    return false;
+}
+
+/* Polls `groups` on k until the group is there (or not) with the given ack; bounded. */
+static void await_group(gwc_conn *k, const char *gid, bool present, uint64_t ack)
+{
+    pr_group g = {0};
+    bool there = false;
+    for (int i = 0; i < 100; i++) {
+        there = group_entry(k, gid, &g);
+        if (there == present && (!present || g.ack == ack))
+            return;
+        usleep(50 * 1000);
+    }
+    cr_assert_fail("groups on the other node: %s %s (ack %lu), expected %s (ack %lu)", gid,
+                   there ? "present" : "absent", (unsigned long)g.ack,
+                   present ? "present" : "absent", (unsigned long)ack);
+}
+
+Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *a1 = gwfx_login(&fa, "alice", NULL); /* alice's phone, on node A */
+    gwc_conn *a2 = gwfx_login(&fb, "alice", NULL); /* her laptop, on node B */
+    gwc_conn *bob = gwfx_login(&fc, "bob", NULL);
+    gwfx_join(bob, "team");
+
+    /* A join on A: B's session lists the group and gets its pushes. */
+    gwfx_join(a1, "team");
+    await_group(a2, "team", true, 0);
+    uint64_t m1 = gwfx_send_msg(bob, "team", "b1", "hello alice");
+    pr_event ev = gwfx_expect(a2, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, m1);
+    ev = gwfx_expect(a1, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, m1);
+
+    /* Her own message from A reaches her other device on B once, and not A's session. */
+    uint64_t m2 = gwfx_send_msg(a1, "team", "a1", "from the phone");
+    ev = gwfx_expect(a2, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, m2);
+    cr_assert(gwfx_slice_is(ev.msg.from, "alice"));
+    ev = gwfx_expect(bob, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, m2);
+    cr_assert(gwfx_quiet(a2, 300), "pushed once");
+
+    /* An ack on A shows on B: the laptop's unread count drops. */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_ack ack = {sl("team"), m2};
+    pr_enc_ack(&sb, &ack, 1);
+    gwfx_send(a1, &sb);
+    await_group(a2, "team", true, m2);
+    pr_group g;
+    cr_assert(group_entry(a2, "team", &g));
+    cr_assert_eq(g.unread, 0);
+
+    /* A leave on A: B lists it no more and gets no pushes of it. */
+    sb.size = 0;
+    pr_enc_leave(&sb, 9, sl("team"));
+    gwfx_request(a1, &sb, PR_EV_LEFT);
+    await_group(a2, "team", false, 0);
+    gwfx_send_msg(bob, "team", "b2", "anyone?");
+    cr_assert(gwfx_quiet(a2, 500), "no push after the leave");
+    cr_assert(gwfx_quiet(a1, 100));
+    /* And B's session is no member any more: its send is refused. */
+    sb.size = 0;
+    pr_enc_send(&sb, 11, sl("team"), sl("a2"), (pr_body){sl("x"), false});
+    ev = gwfx_request(a2, &sb, PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_NOT_MEMBER);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(cluster, a_node_killed_under_load_loses_nothing, .timeout = 180)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fb, "carol", NULL); /* on the node that will be killed */
+    gwc_conn *r2 = gwfx_login(&fc, "dave", NULL);
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    gwfx_join(r2, "log");
+    enum { N = 600, KILL_AT = 250 };
+    holder h, h2;
+    holder_init(&h, r, N);
+    holder_init(&h2, r2, N);
+    /* The sender keeps 50 in flight; at KILL_AT, node B dies under the receiver. */
+    int sent = 0, confirmed = 0;
+    while (confirmed < N) {
+        while (sent < N && sent - confirmed < 50) {
+            send_burst(s, "log", "a", sent + 1, 1);
+            sent++;
+        }
+        pr_event ev;
+        cr_assert_eq(gwc_next(s, GWFX_WAIT * 2, &ev), 0, "confirmed %d", confirmed);
+        if (ev.t == PR_EV_SENT)
+            confirmed++;
+        if (confirmed == KILL_AT && gwfx_alive(&fb))
+            gwfx_stop(&fb, SIGKILL);
+        if (gwfx_alive(&fb))
+            take(&h, 0);
+        take(&h2, 0);
+    }
+    /* The receiver of B reconnects to C and catches up after what it holds. */
+    cr_assert_lt(h.watermark, (uint64_t)N, "the kill came before the end");
+    gwc_close(r);
+    h.k = gwfx_login(&fc, "carol", NULL);
+    catch_up(&h, "log", N);
+    uint64_t deadline = now_ms() + 10000;
+    while (h2.watermark < N && now_ms() < deadline)
+        take(&h2, 100);
+    cr_assert_eq(h2.watermark, N, "the other node's receiver got every push");
+    cr_assert_eq(h2.out_of_order, 0);
+    cr_assert_eq(h2.twice, 0);
+    free(h.seen);
+    free(h2.seen);
+}
+
+Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once,
+     .timeout = 180)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL); /* on the node that will be killed */
+    gwc_conn *r = gwfx_login(&fc, "dave", NULL);
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    enum { N = 400 };
+    send_burst(s, "log", "a", 1, N);
+    /* Some are confirmed, some not, when A dies. */
+    int confirmed = 0;
+    while (confirmed < N / 4) {
+        pr_event ev;
+        cr_assert_eq(gwc_next(s, GWFX_WAIT * 2, &ev), 0);
+        confirmed += ev.t == PR_EV_SENT;
+    }
+    gwfx_stop(&fa, SIGKILL);
+    /* The client reconnects to B and sends again everything it has no `sent` for, with
+     * the same cids: each is stored once. */
+    gwc_close(s);
+    s = gwfx_login(&fb, "alice", NULL);
+    send_burst(s, "log", "a", 1, N);
+    await_sent(s, N);
+    holder h;
+    holder_init(&h, r, N);
+    uint64_t deadline = now_ms() + 10000;
+    while (h.watermark < N && now_ms() < deadline)
+        take(&h, 100);
+    catch_up(&h, "log", N);
+    cr_assert_eq(h.twice, 0, "a message pushed twice");
+    /* N messages, each once: the group's last mid is N. */
+    pr_group g;
+    cr_assert(group_entry(r, "log", &g));
+    cr_assert_eq(g.last_mid, N, "last mid %lu: a resend was stored again",
+                 (unsigned long)g.last_mid);
+    free(h.seen);
+}
