@@ -21,7 +21,7 @@ char *pgfx_db_new(void);
 void pgfx_db_drop(const char *url);
 
 /* Runs one statement on the database at url; returns the first field of the first row
- * as a number (0 if none). Fails the test on error. */
+ * as a number (0 if none, or a statement without rows). Fails the test on error. */
 int64_t pgfx_scalar(const char *url, const char *sql);
 
 /* A server of the test's own, in a folder of its own. */

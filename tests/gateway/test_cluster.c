@@ -2,10 +2,13 @@
  * Several gateway nodes over one PostgreSQL database (the suite's PostgreSQL pass only):
  * a message sent on one node is pushed to members online on the others, in mid order and
  * once per session; the same user on two nodes shares memberships and acks; a node killed
- * under load loses nothing confirmed, and its clients catch up on another node by pull.
+ * under load loses nothing confirmed, and its clients catch up on another node by pull;
+ * the database's primary killed under load and its synchronous standby promoted loses
+ * nothing confirmed either.
  */
 #include "gwfx.h"
 #include "pgfx.h"
+#include "watch.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -15,14 +18,17 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The nodes (fb and fc share fa's client context: cleaned up before it). */
+/* The nodes (fb and fc share fa's client context: cleaned up before it), and the
+ * failover test's database pair. */
 static gwfx fa, fb, fc;
+static pgfx_pair pair;
 
 static void teardown(void)
 {
     gwfx_cleanup(&fc);
     gwfx_cleanup(&fb);
     gwfx_cleanup(&fa);
+    pgfx_pair_cleanup(&pair);
 }
 
 TestSuite(cluster, .fini = teardown);
@@ -200,6 +206,72 @@ Test(cluster, messages_reach_every_node_in_order_once, .timeout = 120)
     free(hc.seen);
 }
 
+/* Sends n messages of `bytes` bytes each (too large to be announced with their record:
+ * the other nodes read them from the store), pipelined. */
+static void send_large(gwc_conn *k, const char *gid, const char *prefix, int from, int n,
+                       size_t bytes)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    char *body = malloc(bytes);
+    for (int i = from; i < from + n; i++) {
+        char cid[32];
+        snprintf(cid, sizeof(cid), "%s-%d", prefix, i);
+        memset(body, 'a' + i % 26, bytes);
+        sb.size = 0;
+        pr_enc_send(&sb, (uint64_t)i, sl(gid), sl(cid),
+                    (pr_body){{(const uint8_t *)body, bytes}, false});
+        cr_assert_eq(gwc_send(k, sb.data, sb.size), 0);
+    }
+    free(body);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(cluster, large_messages_are_read_from_the_store_and_pushed_in_order, .timeout = 120)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *sa = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *sb_ = gwfx_login(&fb, "bob", NULL);
+    gwc_conn *rb = gwfx_login(&fb, "carol", NULL);
+    gwc_conn *rc = gwfx_login(&fc, "dave", NULL);
+    gwfx_join(sa, "room");
+    gwfx_join(sb_, "room");
+    gwfx_join(rb, "room");
+    gwfx_join(rc, "room");
+    /* Alice's are announced as hints (read by the other nodes before they can push them),
+     * while node B's own small ones complete meanwhile: B must hold its own until
+     * Alice's that come before them have been read. */
+    enum { N = 100 };
+    holder hb, hc;
+    holder_init(&hb, rb, 2 * N);
+    holder_init(&hc, rc, 2 * N);
+    for (int i = 1; i <= N; i += 10) {
+        send_large(sa, "room", "a", i, 10, 20000);
+        send_burst(sb_, "room", "b", i, 10);
+        take(&hb, 0);
+        take(&hc, 0);
+    }
+    await_sent(sa, N);
+    await_sent(sb_, N);
+    uint64_t deadline = now_ms() + 20000;
+    while ((hb.watermark < 2 * N || hc.watermark < 2 * N) && now_ms() < deadline) {
+        take(&hb, 100);
+        take(&hc, 100);
+    }
+    holder *hs[2] = {&hb, &hc};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(hs[i]->watermark, 2 * N, "receiver %d holds up to %lu of %d by push", i,
+                     (unsigned long)hs[i]->watermark, 2 * N);
+        cr_assert_eq(hs[i]->twice, 0);
+        cr_assert_eq(hs[i]->out_of_order, 0, "receiver %d: %lu pushes out of mid order", i,
+                     (unsigned long)hs[i]->out_of_order);
+    }
+    cr_assert_gt(watch_stat(&fc, "cluster.hole_reads"), 0, "node C read the hints' records");
+    free(hb.seen);
+    free(hc.seen);
+}
+
 /* The group's entry in a `groups` reply (ack and unread), or false if absent. */
 static bool group_entry(gwc_conn *k, const char *gid, pr_group *out)
 {
@@ -369,5 +441,140 @@ Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once,
     cr_assert(group_entry(r, "log", &g));
     cr_assert_eq(g.last_mid, N, "last mid %lu: a resend was stored again",
                  (unsigned long)g.last_mid);
+    free(h.seen);
+}
+
+Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothing,
+     .timeout = 240)
+{
+    need_pg();
+    pgfx_pair_start(&pair);
+    char *url = pgfx_pair_db_new(&pair); /* names both servers: read-write is the primary */
+    gwfx_start_on(&fa, url, NULL);
+    gwfx_start_beside(&fb, &fa, NULL);
+    free(url);
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fb, "carol", NULL);
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    enum { N = 400, WINDOW = 50, FAIL_AT = 150 };
+    static uint8_t confirmed[N + 1];
+    memset(confirmed, 0, sizeof(confirmed));
+    int resend[N], n_resend = 0, next = 1, inflight = 0, n_confirmed = 0, refused = 0;
+    uint64_t retry_at = 0, deadline = now_ms() + 120000;
+    bool failed_over = false;
+    holder h;
+    holder_init(&h, r, N);
+    /* A client's sending: a window in flight; `unavailable` means not confirmed, so the
+     * same cid goes again a little later (stored once whatever happened to the first). */
+    while (n_confirmed < N) {
+        cr_assert_lt(now_ms(), deadline, "confirmed %d of %d in 2 minutes", n_confirmed, N);
+        while (next <= N && inflight < WINDOW) {
+            send_burst(s, "log", "a", next++, 1);
+            inflight++;
+        }
+        if (n_resend && now_ms() >= retry_at) {
+            for (int i = 0; i < n_resend; i++)
+                send_burst(s, "log", "a", resend[i], 1);
+            inflight += n_resend;
+            n_resend = 0;
+        }
+        pr_event ev;
+        int rc = gwc_next(s, 200, &ev);
+        cr_assert(rc == 0 || rc == GWC_ETIMEDOUT, "the sender's session: %s", gwc_strerror(rc));
+        if (rc == 0 && ev.t == PR_EV_SENT) {
+            inflight--;
+            cr_assert(ev.rid >= 1 && ev.rid <= N);
+            if (!confirmed[ev.rid]) {
+                confirmed[ev.rid] = 1;
+                n_confirmed++;
+            }
+        } else if (rc == 0 && ev.t == PR_EV_ERR) {
+            cr_assert(ev.err_code == PR_E_UNAVAILABLE || ev.err_code == PR_E_OVERLOADED,
+                      "err %.*s", (int)ev.err_name.n, ev.err_name.p);
+            inflight--;
+            refused++;
+            resend[n_resend++] = (int)ev.rid;
+            retry_at = now_ms() + 300;
+        }
+        take(&h, 0);
+        if (n_confirmed >= FAIL_AT && !failed_over) {
+            pgfx_pair_failover(&pair); /* SIGKILL of the primary, the standby promoted */
+            failed_over = true;
+        }
+    }
+    cr_log_info("failover: %d sends refused and sent again", refused);
+    /* The receiver's node lost its listener with the primary, and with it what was
+     * announced until it listened again on the new one: it reads what it missed for its
+     * online groups and pushes it. Every confirmed message is there, once, with a dense
+     * mid. */
+    uint64_t until = now_ms() + 15000;
+    while (h.watermark < N && now_ms() < until)
+        take(&h, 100);
+    cr_assert_eq(h.watermark, N,
+                 "the receiver's node caught up after its listener came back: %lu of %d pushed",
+                 (unsigned long)h.watermark, N);
+    catch_up(&h, "log", N);
+    cr_assert_eq(h.twice, 0, "a message pushed twice");
+    pr_group g;
+    cr_assert(group_entry(r, "log", &g));
+    cr_assert_eq(g.last_mid, N, "last mid %lu: a resend was stored again, or one was lost",
+                 (unsigned long)g.last_mid);
+    free(h.seen);
+}
+
+/* url with its database changed to postgres (where a test may alter the database). */
+static void admin_url(const char *url, char *out, size_t n, char *db, size_t db_n)
+{
+    const char *slash = strrchr(url, '/');
+    const char *q = strchr(slash, '?');
+    size_t len = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
+    snprintf(db, db_n, "%.*s", (int)len, slash + 1);
+    snprintf(out, n, "%.*s/postgres%s", (int)(slash - url), url, q ? q : "");
+}
+
+Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 120)
+{
+    need_pg();
+    static const char *const named[] = {"--node", "node-b", NULL};
+    gwfx_start(&fa, NULL);
+    gwfx_start_beside(&fb, &fa, named);
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fb, "carol", NULL);
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    gwfx_send_msg(s, "log", "first", "before");
+    holder h;
+    holder_init(&h, r, 30);
+    take(&h, GWFX_WAIT);
+    cr_assert_eq(h.watermark, 1);
+    /* Node B's listener is cut off, and cannot come back until the database takes new
+     * connections again; node A's connection stays, and it stores 20 messages meanwhile,
+     * whose announcements B never gets. No message follows them to show B a hole: only
+     * its resync, when it listens again, can. */
+    char admin[400], db[128], sql[600];
+    admin_url(fa.store_url, admin, sizeof(admin), db, sizeof(db));
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
+    pgfx_scalar(admin, sql);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE application_name = 'gw-feed node-b'");
+    cr_assert_eq(pgfx_scalar(admin, sql), 1, "node B's listener was found and ended");
+    for (int i = 2; i <= 21; i++) {
+        char cid[16];
+        snprintf(cid, sizeof(cid), "m%d", i);
+        gwfx_send_msg(s, "log", cid, "while B was not listening");
+    }
+    cr_assert(gwfx_quiet(r, 500), "B cannot know of them yet");
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", db);
+    pgfx_scalar(admin, sql);
+    uint64_t until = now_ms() + 15000;
+    while (h.watermark < 21 && now_ms() < until)
+        take(&h, 100);
+    cr_assert_eq(h.watermark, 21, "pushed after the resync: up to %lu of 21",
+                 (unsigned long)h.watermark);
+    cr_assert_eq(h.out_of_order, 0);
+    cr_assert_eq(h.twice, 0);
+    cr_assert_geq(watch_stat(&fb, "cluster.resyncs"), 2, "B resynced when it listened again");
     free(h.seen);
 }
