@@ -62,14 +62,18 @@ static entry *copy(const st_change *c)
     e->ch = *c;
     e->size = sizeof(*e) + size;
     char *p = e->bytes;
-    memcpy(p, c->gid.p, c->gid.n);
+    /* A RESYNC has no ids, a leave no record: memcpy is given nothing but real bytes. */
+    if (c->gid.n)
+        memcpy(p, c->gid.p, c->gid.n);
     e->ch.gid.p = p;
     p += c->gid.n;
-    memcpy(p, c->uid.p, c->uid.n);
+    if (c->uid.n)
+        memcpy(p, c->uid.p, c->uid.n);
     e->ch.uid.p = p;
     p += c->uid.n;
     if (c->record) {
-        memcpy(p, c->record, c->record_n);
+        if (c->record_n)
+            memcpy(p, c->record, c->record_n);
         e->ch.record = p;
     }
     return e;

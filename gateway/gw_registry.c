@@ -408,8 +408,11 @@ void gw_registry_resync(gw_registry *reg)
 {
     reg->resync_pending = false;
     reg->srv->n.resyncs++;
-    gw_info("cluster: catching up from the store: %u users and %u groups online here",
-            HASH_COUNT(reg->users), HASH_COUNT(reg->groups));
+    /* At the listener's first connection nobody is online yet: nothing worth a line. */
+    if (reg->users)
+        gw_info("cluster: catching up from the store (the change feed may have missed some): "
+                "%u users and %u groups online here",
+                HASH_COUNT(reg->users), HASH_COUNT(reg->groups));
     gw_user *u, *ut;
     HASH_ITER(hh, reg->users, u, ut)
     {

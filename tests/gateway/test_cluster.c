@@ -578,3 +578,43 @@ Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 12
     cr_assert_geq(watch_stat(&fb, "cluster.resyncs"), 2, "B resynced when it listened again");
     free(h.seen);
 }
+
+Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeout = 180)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fc, "dave", NULL);
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    /* Node C stops (SIGSTOP: a hung machine): its listener's backend can no longer hand
+     * it notifications, and the server would keep them all for it. The others end that
+     * listener once it has been blocked for a few seconds. */
+    cr_assert_eq(kill(fc.pid, SIGSTOP), 0);
+    enum { N = 2000, BYTES = 5000 }; /* about 13 MB of notifications: more than sockets hold */
+    int confirmed = 0;
+    uint64_t deadline = now_ms() + 60000;
+    for (int i = 1; i <= N; i += 100) {
+        send_large(s, "log", "a", i, 100, BYTES);
+        await_sent(s, 100);
+        confirmed += 100;
+    }
+    while (watch_stat(&fa, "cluster.laggards_ended") + watch_stat(&fb, "cluster.laggards_ended") <
+               1 &&
+           now_ms() < deadline)
+        usleep(200 * 1000);
+    double ended = watch_stat(&fa, "cluster.laggards_ended") +
+                   watch_stat(&fb, "cluster.laggards_ended");
+    cr_assert_geq(ended, 1, "node C's listener was ended");
+    /* C wakes up, listens again, resyncs, and pushes what its member missed. */
+    cr_assert_eq(kill(fc.pid, SIGCONT), 0);
+    holder h;
+    holder_init(&h, r, N);
+    uint64_t until = now_ms() + 30000;
+    while (h.watermark < N && now_ms() < until)
+        take(&h, 100);
+    cr_assert_eq(h.watermark, N, "C's member got %lu of %d", (unsigned long)h.watermark, N);
+    cr_assert_eq(h.twice, 0);
+    cr_assert_geq(watch_stat(&fc, "cluster.feed_reconnects"), 2);
+    free(h.seen);
+}
