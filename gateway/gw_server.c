@@ -183,8 +183,13 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
                          void *in, size_t len)
 {
-    if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION)
+    if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
+        /* Draining: no new connection, so that a client (or a load balancer trying the
+         * next node) goes elsewhere at once rather than meeting a 1001. */
+        if (server_of(wsi)->stopping)
+            return 1;
         return gw_throttle_connection(server_of(wsi), user);
+    }
     return gw_http_callback(wsi, reason, user, in, len);
 }
 

@@ -618,3 +618,36 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
     cr_assert_geq(watch_stat(&fc, "cluster.feed_reconnects"), 2);
     free(h.seen);
 }
+
+Test(cluster, a_drained_node_closes_with_1001_and_its_clients_go_on_elsewhere, .timeout = 120)
+{
+    need_pg();
+    three_nodes();
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fb, "carol", NULL); /* on the node that is drained */
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    enum { N = 300 };
+    holder h;
+    holder_init(&h, r, N);
+    send_burst(s, "log", "a", 1, N / 2);
+    await_sent(s, N / 2);
+    take(&h, 200);
+    /* SIGTERM: node B sends what it has queued, closes its sessions with 1001, exits 0. */
+    kill(fb.pid, SIGTERM);
+    pr_event ev;
+    int rc;
+    while ((rc = gwc_next(r, GWFX_WAIT, &ev)) == 0)
+        if (ev.t == PR_EV_MSG)
+            hold(&h, ev.msg.mid);
+    cr_assert_eq(rc, GWC_ECLOSED, "the session ends: %s", gwc_strerror(rc));
+    cr_assert_eq(gwc_close_code(r), 1001);
+    gwfx_wait_exit(&fb);
+    /* Meanwhile the sender goes on; the receiver comes back on node C and pulls. */
+    send_burst(s, "log", "a", N / 2 + 1, N / 2);
+    await_sent(s, N / 2);
+    h.k = gwfx_login(&fc, "carol", NULL);
+    catch_up(&h, "log", N);
+    cr_assert_eq(h.twice, 0);
+    free(h.seen);
+}
