@@ -1,0 +1,62 @@
+/* libFuzzer target: the change feed's payloads (store_pg_events.c), which come from the
+ * database, written by other gateways (of this build or another). Any input is a
+ * payload: none may crash the parser, every change it reads must be well formed, and
+ * what it reads, announced again, must read back the same. */
+#include "store_pg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX 1024
+
+static bool same_id(st_id a, st_id b)
+{
+    return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
+{
+    /* A notification's payload is a NUL-terminated string under 8000 bytes. */
+    if (n >= 8000 || memchr(d, 0, n))
+        return 0;
+    static st_change ch[MAX], back[MAX];
+    static unsigned char dec[8192], dec2[8192];
+    size_t k = 0, k2 = 0;
+    int rc = pg_announce_parse((const char *)d, n, 0, ch, MAX, dec, &k);
+    if (rc == 1 || rc == ST_EINVAL)
+        return 0;
+    if (rc != ST_OK)
+        abort();
+    pg_announce a = {0};
+    pg_announce_reset(&a, 1);
+    for (size_t i = 0; i < k; i++) {
+        const st_change *c = &ch[i];
+        if (!st_id_ok(c->gid) || (c->kind != ST_CH_MSG && !st_id_ok(c->uid)))
+            abort();
+        if (c->record && c->record_n > n)
+            abort();
+        if (c->kind == ST_CH_MSG)
+            pg_announce_msg(&a, c->gid, c->mid, c->ts, c->record ? c->record : "", c->record_n);
+        else
+            pg_announce_member(&a, c->kind == ST_CH_JOIN ? 'j' : c->kind == ST_CH_ACK ? 'a' : 'l',
+                               c->gid, c->uid, c->ack);
+    }
+    /* Announced again, it reads back the same (when it fits one payload: a hint comes
+     * back as a message with an empty record, which the check allows). */
+    if (a.n == 0 && a.cur_changes == k) {
+        pg_buf *c = &a.cur;
+        if (pg_announce_parse(c->p, c->n, 0, back, MAX, dec2, &k2) != ST_OK || k2 != k)
+            abort();
+        for (size_t i = 0; i < k; i++) {
+            if (back[i].kind != ch[i].kind || !same_id(back[i].gid, ch[i].gid) ||
+                back[i].mid != ch[i].mid || back[i].ack != ch[i].ack ||
+                (ch[i].kind != ST_CH_MSG && !same_id(back[i].uid, ch[i].uid)))
+                abort();
+            if (ch[i].record && (back[i].record_n != ch[i].record_n ||
+                                 memcmp(back[i].record, ch[i].record, ch[i].record_n) != 0))
+                abort();
+        }
+    }
+    pg_announce_free(&a);
+    return 0;
+}
