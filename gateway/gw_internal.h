@@ -10,6 +10,9 @@
  *   gw_route.c    each request: checks, replies, store jobs and their completions
  *   gw_outq.c     a session's outbound queue, batching, notify mode, writing (gw_outq)
  *   gw_registry.c who is online in which group, users loading, fan-out (gw_registry)
+ *   gw_deliver.c  each group's pushes once and in mid order, holes read (gw_deliver)
+ *   gw_cluster.c  the other nodes' changes applied, the resync (gw_cluster)
+ *   gw_feed.c     the change feed's queue, feed thread to service thread (gw_feed)
  *   gw_acks.c     the ack coalescer (gw_acks)
  *   gw_bridge.c   store completions to the service thread (gw_bridge)
  *   gw_throttle.c rate limits applied (gw_limits, and a session's gw_srate)
@@ -314,13 +317,25 @@ void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups,
 /* True when nothing is left (the fuzz target's check after each input). */
 bool gw_registry_empty(const gw_registry *reg);
 
-/* Applies one change another gateway announced (the change feed, gw_feed.h). */
-void gw_registry_change(void *srv, const st_change *ch);
+/* Calls user for every user and group for every group here (neither may change them). */
+void gw_registry_each(gw_registry *reg, void (*user)(void *ud, gw_user *u),
+                      void (*group)(void *ud, gw_group *g), void *ud);
+
+/* ---- the other nodes' changes (gw_cluster.c) ---------------------------------------- */
+
+typedef struct gw_cluster gw_cluster;
+
+gw_cluster *gw_cluster_new(void);
+void gw_cluster_free(gw_cluster *c);
+/* Applies one change another node announced (the change feed, gw_feed.h); srv. */
+void gw_cluster_change(void *srv, const st_change *ch);
 /* Reads again what concerns the online users (the feed lost announcements); repeated
  * from the sweep until every read has worked. */
-void gw_registry_resync(gw_registry *reg);
+void gw_cluster_resync(gw_server *srv);
+/* Reads a user's groups again and applies what changed elsewhere meanwhile. */
+void gw_cluster_reread_user(gw_server *srv, gw_user *u);
 /* Once a second: a resync that failed is tried again. */
-void gw_registry_sweep(gw_registry *reg);
+void gw_cluster_sweep(gw_server *srv);
 
 /* ---- pushes in mid order (gw_deliver.c) --------------------------------------------- */
 
@@ -390,6 +405,7 @@ struct gw_server {
     /* The modules, each with its own state. */
     gw_bridge *bridge;
     gw_feed *feed;          /* the other gateways' changes (NULL: not listening) */
+    gw_cluster *cluster;
     gw_deliver *deliver;
     gw_sessions *sessions;
     gw_registry *registry;

@@ -19,10 +19,11 @@ int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store,
     srv->sessions = gw_sessions_new(srv, srv->started_ms);
     srv->registry = gw_registry_new(srv);
     srv->deliver = gw_deliver_new(srv);
+    srv->cluster = gw_cluster_new();
     srv->acks = gw_acks_new(srv);
     srv->limits = gw_limits_new(cfg, srv->started_ms);
     if (!srv->dec || !srv->bridge || !srv->sessions || !srv->registry || !srv->deliver ||
-        !srv->acks || !srv->limits)
+        !srv->cluster || !srv->acks || !srv->limits)
         return -1;
     return 0;
 }
@@ -31,6 +32,7 @@ void gw_server_release(gw_server *srv)
 {
     gw_registry_free(srv->registry); /* its groups leave gw_deliver's lists */
     gw_deliver_free(srv->deliver);
+    gw_cluster_free(srv->cluster);
     gw_acks_free(srv->acks);
     gw_sessions_free(srv->sessions);
     gw_limits_free(srv->limits);

@@ -16,7 +16,6 @@ struct gw_registry {
     gw_user *users;  /* by uid */
     gw_group *groups; /* by gid: groups with an online member */
     gw_attached_fn attached; /* what hellos waiting for a user are told */
-    bool resync_pending;     /* a resync read failed: the sweep tries again */
 };
 
 gw_registry *gw_registry_new(gw_server *srv)
@@ -152,8 +151,6 @@ static void attach(gw_user *u, gw_sess *s)
     s->user = u;
 }
 
-static void reconcile(gw_registry *reg, gw_user *u);
-
 /* The read of a user's groups at its first hello here. */
 typedef struct user_load {
     gw_job job; /* first: the completion finds the load from its job */
@@ -197,7 +194,7 @@ static void loaded(gw_job *j)
         return;
     }
     if (u->stale) /* another gateway changed its memberships while they were read */
-        reconcile(reg, u);
+        gw_cluster_reread_user(reg->srv, u);
 }
 
 int gw_registry_attach(gw_registry *reg, gw_sess *s, const char *uid, gw_attached_fn done)
@@ -306,175 +303,13 @@ void gw_registry_free(gw_registry *reg)
     free(reg);
 }
 
-/* ---- other gateways' changes ------------------------------------------------------------ */
-
-/* A read made again after the feed lost announcements: a user's groups (uid set) or a
- * group's last mid. */
-typedef struct resync_read {
-    gw_job job; /* first */
-    gw_registry *reg;
-    char id[PR_MAX_ID + 1];
-} resync_read;
-
-static void resync_failed(gw_registry *reg)
+void gw_registry_each(gw_registry *reg, void (*user)(void *ud, gw_user *u),
+                      void (*group)(void *ud, gw_group *g), void *ud)
 {
-    if (!reg->resync_pending)
-        gw_warn("cluster: a read to catch up with other gateways failed; trying again");
-    reg->resync_pending = true;
-}
-
-/* The stored memberships of a user here, against what the registry holds. */
-static void user_reread(gw_job *j)
-{
-    resync_read *r = (resync_read *)j;
-    gw_registry *reg = r->reg;
-    st_op *op = &j->op;
-    gw_user *u = gw_user_find(reg, r->id);
-    if (u)
-        u->rereading = false;
-    if (op->result != 0) {
-        if (u)
-            resync_failed(reg);
-        free(r);
-        return;
-    }
-    if (u && !u->loading) {
-        /* Mark what the store lists; what is left unmarked has ended elsewhere. */
-        gw_member *m, *tmp;
-        HASH_ITER(hh, u->groups, m, tmp)
-            m->seen = false;
-        for (size_t i = 0; i < st_groups_count(op->groups); i++) {
-            const st_user_group *e = st_groups_at(op->groups, i);
-            char gid[PR_MAX_ID + 1];
-            if (e->gid.n > PR_MAX_ID)
-                continue;
-            memcpy(gid, e->gid.p, e->gid.n);
-            gid[e->gid.n] = 0;
-            gw_member *nm = gw_member_add(reg, u, gid, e->ack, e->last_mid);
-            if (nm)
-                nm->seen = true;
-        }
-        /* A join of this gateway still in flight is not in the read yet: keep those. */
-        if (!u->joins_inflight)
-            HASH_ITER(hh, u->groups, m, tmp)
-                if (!m->seen)
-                    gw_member_remove(reg, u, m->gid);
-    }
-    st_groups_free(op->groups);
-    free(r);
-}
-
-static void group_reread(gw_job *j)
-{
-    resync_read *r = (resync_read *)j;
-    gw_registry *reg = r->reg;
-    st_op *op = &j->op;
-    gw_group *g = gw_group_find(reg, r->id, strlen(r->id));
-    if (op->result == 0 && g)
-        gw_deliver_saw(reg->srv, g, op->last_mid);
-    else if (op->result != 0 && op->result != ST_ENOGROUP && g)
-        resync_failed(reg);
-    free(r);
-}
-
-static void reread(gw_registry *reg, const char *id, bool user, gw_job_fn done)
-{
-    resync_read *r = calloc(1, sizeof(*r));
-    if (!r) {
-        resync_failed(reg);
-        return;
-    }
-    r->reg = reg;
-    strcpy(r->id, id);
-    r->job.op = user ? (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(r->id)}
-                     : (st_op){.kind = ST_OP_READ_GROUP, .gid = st_id_str(r->id)};
-    r->job.complete = done;
-    if (gw_bridge_submit(reg->srv->bridge, &r->job) < 0) {
-        free(r);
-        resync_failed(reg);
-    }
-}
-
-static void reconcile(gw_registry *reg, gw_user *u)
-{
-    u->stale = false;
-    if (u->rereading)
-        return;
-    u->rereading = true;
-    reread(reg, u->uid, true, user_reread);
-}
-
-void gw_registry_resync(gw_registry *reg)
-{
-    reg->resync_pending = false;
-    reg->srv->n.resyncs++;
-    /* At the listener's first connection nobody is online yet: nothing worth a line. */
-    if (reg->users)
-        gw_info("cluster: catching up from the store (the change feed may have missed some): "
-                "%u users and %u groups online here",
-                HASH_COUNT(reg->users), HASH_COUNT(reg->groups));
     gw_user *u, *ut;
     HASH_ITER(hh, reg->users, u, ut)
-    {
-        if (u->loading)
-            u->stale = true;
-        else
-            reconcile(reg, u);
-    }
+        user(ud, u);
     gw_group *g, *gt;
     HASH_ITER(hh, reg->groups, g, gt)
-        reread(reg, g->gid, false, group_reread);
-}
-
-void gw_registry_sweep(gw_registry *reg)
-{
-    if (reg->resync_pending && st_writable(reg->srv->store))
-        gw_registry_resync(reg);
-}
-
-void gw_registry_change(void *ud, const st_change *ch)
-{
-    gw_server *srv = ud;
-    gw_registry *reg = srv->registry;
-    char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
-    if (ch->kind == ST_CH_RESYNC) {
-        gw_registry_resync(reg);
-        return;
-    }
-    if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
-        return; /* cannot be made through the protocol */
-    memcpy(gid, ch->gid.p, ch->gid.n);
-    gid[ch->gid.n] = 0;
-    memcpy(uid, ch->uid.p, ch->uid.n);
-    uid[ch->uid.n] = 0;
-    srv->n.feed_applied++;
-    if (ch->kind == ST_CH_MSG) {
-        gw_fanout(reg, gid, ch->mid, ch->ts, ch->record, ch->record_n, NULL);
-        return;
-    }
-    gw_user *u = gw_user_find(reg, uid);
-    if (!u)
-        return; /* not online here */
-    if (u->loading) {
-        u->stale = true; /* the read under way may predate it: read again after */
-        return;
-    }
-    pr_slice gs = {(const uint8_t *)gid, ch->gid.n};
-    gw_member *m = gw_member_find(u, gs);
-    switch (ch->kind) {
-    case ST_CH_JOIN:
-        if (!m)
-            gw_member_add(reg, u, gid, ch->ack, ch->ack);
-        break;
-    case ST_CH_LEAVE:
-        if (m)
-            gw_member_remove(reg, u, gid);
-        break;
-    case ST_CH_ACK:
-        if (m && ch->ack > m->ack)
-            m->ack = ch->ack;
-        break;
-    default:
-        break;
-    }
+        group(ud, g);
 }

@@ -41,7 +41,7 @@ static void drain(gw_server *srv)
 {
     gw_bridge_drain(srv->bridge);
     /* Then the other gateways' changes (pushes among them: in mid order, gw_deliver.c). */
-    gw_feed_drain(srv->feed, gw_registry_change, srv);
+    gw_feed_drain(srv->feed, gw_cluster_change, srv);
     gw_sessions_store_calm(srv->sessions);
 }
 
@@ -109,7 +109,7 @@ static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
     gw_sessions_sweep(srv->sessions, gw_mono_ms());
-    gw_registry_sweep(srv->registry);
+    gw_cluster_sweep(srv);
     gw_stats_tick(srv);
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
