@@ -1,0 +1,170 @@
+/*
+ * The change feed (PostgreSQL): what one store commits, another store on the same
+ * database hears, in commit order, with every field; its own commits it does not hear;
+ * a record too large to announce comes as a hint; and a listener that reconnects says
+ * RESYNC. On RocksDB there is no feed: the tests are skipped.
+ */
+#include "fixture.h"
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What a listening store heard, copied (the callback's change is borrowed). */
+typedef struct heard {
+    pthread_mutex_t mu;
+    struct {
+        enum st_change_kind kind;
+        char gid[64], uid[64];
+        uint64_t mid, ts, ack;
+        bool has_record;
+        size_t record_n;
+        char record[64];
+    } ch[256];
+    size_t n;
+} heard;
+
+static void on_change(void *ud, const st_change *c, size_t n)
+{
+    heard *h = ud;
+    pthread_mutex_lock(&h->mu);
+    for (size_t i = 0; i < n && h->n < 256; i++, h->n++) {
+        __typeof__(h->ch[0]) *e = &h->ch[h->n];
+        e->kind = c[i].kind;
+        snprintf(e->gid, sizeof(e->gid), "%.*s", (int)c[i].gid.n, c[i].gid.p);
+        snprintf(e->uid, sizeof(e->uid), "%.*s", (int)c[i].uid.n, c[i].uid.p);
+        e->mid = c[i].mid;
+        e->ts = c[i].ts;
+        e->ack = c[i].ack;
+        e->has_record = c[i].record != NULL;
+        e->record_n = c[i].record_n;
+        memcpy(e->record, c[i].record, c[i].record_n < 64 ? c[i].record_n : 64);
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+static size_t count(heard *h)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t n = h->n;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+/* Waits (bounded) until h holds at least n changes. */
+static void await(heard *h, size_t n)
+{
+    for (int i = 0; i < 500 && count(h) < n; i++)
+        usleep(10 * 1000);
+    cr_assert_geq(count(h), n, "heard %zu changes, expected %zu", count(h), n);
+}
+
+/* node: a name of its own (tests run side by side on one server, and the database
+ * shows every test's listeners). */
+static st_store *open_listening(const char *where, heard *h, const char *node)
+{
+    st_options o;
+    st_options_init(&o);
+    fx_locate(&o, where);
+    o.on_change = on_change;
+    o.change_ud = h;
+    o.node = node;
+    st_store *s = NULL;
+    char err[256];
+    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "%s", err);
+    return s;
+}
+
+static void need_pg(void)
+{
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only: RocksDB has one writer and no feed");
+}
+
+Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
+{
+    need_pg();
+    char *where = fx_tmpdir();
+    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    st_store *b = open_listening(where, &h, "feed-test-1");
+    await(&h, 1); /* the listener is up: its first word is RESYNC */
+    cr_assert_eq(h.ch[0].kind, ST_CH_RESYNC);
+    st_store *a = fx_open(where, true);
+
+    fx_join(a, "g", "alice");
+    uint64_t mid = 0, ts = 0;
+    bool dup = false;
+    cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
+                                &mid, &ts, &dup), 0);
+    st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
+    size_t applied = 0;
+    cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
+    static char big[9000];
+    memset(big, 'x', sizeof(big));
+    uint64_t mid2 = 0;
+    cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c2"), big,
+                                sizeof(big), &mid2, &ts, &dup), 0);
+    cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
+    await(&h, 6);
+    usleep(200 * 1000);
+    cr_assert_eq(count(&h), 6, "nothing more: %zu", count(&h));
+
+    cr_assert_eq(h.ch[1].kind, ST_CH_JOIN);
+    cr_assert_str_eq(h.ch[1].gid, "g");
+    cr_assert_str_eq(h.ch[1].uid, "alice");
+    cr_assert_eq(h.ch[1].ack, 0);
+    cr_assert_eq(h.ch[2].kind, ST_CH_MSG);
+    cr_assert_eq(h.ch[2].mid, mid);
+    cr_assert(h.ch[2].has_record && h.ch[2].record_n == 2 && memcmp(h.ch[2].record, "hi", 2) == 0);
+    cr_assert_gt(h.ch[2].ts, 0);
+    cr_assert_eq(h.ch[3].kind, ST_CH_ACK);
+    cr_assert_eq(h.ch[3].ack, mid);
+    cr_assert_eq(h.ch[4].kind, ST_CH_MSG, "the large one: a hint");
+    cr_assert_eq(h.ch[4].mid, mid2);
+    cr_assert(!h.ch[4].has_record, "too large for a notification: announced without it");
+    cr_assert_eq(h.ch[5].kind, ST_CH_LEAVE);
+    cr_assert_str_eq(h.ch[5].uid, "alice");
+
+    /* Its own commits it does not hear. */
+    fx_join(b, "g", "bob");
+    fx_append(b, "g", "bob", "b1");
+    usleep(300 * 1000);
+    cr_assert_eq(count(&h), 6);
+
+    st_stats st;
+    st_read_stats(b, &st);
+    cr_assert(st.feed_connected);
+    cr_assert_geq(st.feed_notifications, 4);
+    cr_assert_eq(st.feed_changes, 5);
+    st_read_stats(a, &st);
+    cr_assert_eq(st.feed_hints, 1);
+    st_close(a);
+    st_close(b);
+    fx_rmtree(where);
+    free(where);
+}
+
+Test(feed, a_listener_that_lost_its_connection_says_resync, .timeout = 60)
+{
+    need_pg();
+    char *where = fx_tmpdir();
+    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    st_store *b = open_listening(where, &h, "feed-test-2");
+    await(&h, 1);
+    /* Its connection ended by the database (as a failover or an operator would). */
+    cr_assert_eq(pgfx_scalar(where, "SELECT count(pg_terminate_backend(pid)) FROM"
+                                    " pg_stat_activity WHERE application_name = 'gw-feed feed-test-2'"),
+                 1);
+    await(&h, 2);
+    cr_assert_eq(h.ch[1].kind, ST_CH_RESYNC);
+    st_stats st;
+    st_read_stats(b, &st);
+    cr_assert_eq(st.feed_resyncs, 2);
+    st_close(b);
+    fx_rmtree(where);
+    free(where);
+}
