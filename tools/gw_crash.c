@@ -15,11 +15,25 @@
  * --kill db (and --pg-dir, the folder of a server of tools/pg_server.sh) it is the
  * database that is restarted at random moments (pg_ctl restart -m immediate), under a
  * gateway that keeps running: writes in flight get `unavailable` and senders resend them
- * with the same cid, receivers fill the holes that leaves by pulling.
+ * with the same cid, receivers fill the holes that leaves by pulling. At the end the
+ * harness also reads the group from the database itself (gw.msgs, gw.sends) and checks
+ * it against what was confirmed.
+ *
+ * A cluster (--nodes N, with --store): N gateways on the one database, client i on node
+ * i % N, so that receivers get most messages from senders on other nodes (pushed through
+ * the database's NOTIFY). --kill gw then kills a random node at each kill and restarts it
+ * after a short pause; its clients reconnect to the live node with the fewest clients
+ * (as a load balancer with least_conn would), senders resend what was not confirmed and
+ * receivers pull after their stored ack. --kill primary (--pg-dir the primary's folder,
+ * --pg-standby-dir its synchronous standby's, --store their tools/pg_server.sh
+ * multi-url) kills the primary at each kill, promotes the standby, and once every node
+ * takes writes again rejoins the old primary as the new standby.
  *
  *   gw_crash --gw build/gw [--kills 20] [--senders 3] [--receivers 3] [--seed N]
- *            [--store URL [--kill gw|db --pg-dir DIR]]
+ *            [--store URL [--nodes N] [--kill gw|db|primary --pg-dir DIR
+ *            [--pg-standby-dir DIR2]]]
  */
+#include "gw_crash.h"
 #include "gwc.h"
 
 #include <errno.h>
@@ -34,7 +48,7 @@
 #include <unistd.h>
 
 #define SECRET "crash-harness-secret-0123456789"
-#define MAX_MSGS 1500000 /* mids the harness tracks; senders stop short of it */
+#define MAX_MSGS 4000000 /* mids the harness tracks; senders stop short of it */
 #define GID "crash"
 #define ACK_FLUSH_MS 200
 
@@ -58,24 +72,39 @@ typedef struct client {
     uint64_t safe_ack;  /* the highest ack sent at least a flush window before the kill */
     uint64_t dups;
     uint8_t *seen;      /* by mid */
+    /* Where it is connected. In a cluster its session may end at any moment (its node
+     * killed, a sign-in refused while the database is away): it connects again by
+     * itself (keep_connected), and sends nothing while it has no session. */
+    int node;              /* the node of its session (or of its last one) */
+    bool up;               /* signed in and resumed: requests may go out */
+    uint64_t reconnect_at; /* without a session: when to connect again */
+    uint64_t hello_at;     /* when its hello went out */
+    uint64_t last_push;    /* receiver: mid of the last push of this session */
 } client;
 
 typedef struct opts {
     const char *gw;
-    int kills, senders, receivers;
+    int kills, senders, receivers, nodes;
     unsigned seed;
     const char *store;  /* --store URL: PostgreSQL */
     bool kill_db;       /* restart the database, not the gateway */
-    const char *pg_dir; /* its tools/pg_server.sh folder */
+    bool kill_primary;  /* fail the primary over to its standby */
+    const char *pg_dir; /* its tools/pg_server.sh folder (the primary's, at first) */
+    const char *pg_standby_dir; /* the synchronous standby's */
 } opts;
 
-static opts o = {.kills = 20, .senders = 3, .receivers = 3};
-static char dir[256], url[96], tools_dir[400];
-static pid_t gw_pid;
+static opts o = {.kills = 20, .senders = 3, .receivers = 3, .nodes = 1};
+static char dir[256], tools_dir[400];
+static bool cluster; /* clients keep themselves connected (several nodes, or failovers) */
 /* cid (per sender) -> confirmed mid; body is "<uid>:<cid>" so the stored message names it. */
 static uint64_t *confirmed_mid[64];
+static uint8_t *sent_via[64];    /* cid (per sender) -> the node it was last sent through */
 static uint64_t n_confirmed[64]; /* confirmed cids of each sender, counted as they come */
 static uint64_t n_refused;       /* sends answered with an error (then resent) */
+static uint64_t n_cross;         /* first deliveries that were pushes from another node */
+static uint64_t n_disorder;      /* pushes whose mid was not above the session's last push */
+static uint64_t n_reconnects;    /* sessions that cluster clients opened again */
+static uint64_t n_notifies;      /* notify instead of pushes (a session behind, a hole) */
 
 static uint64_t now_ms(void)
 {
@@ -94,47 +123,21 @@ static void die(const char *fmt, const char *a)
     fprintf(stderr, "gw_crash: ");
     fprintf(stderr, fmt, a);
     fprintf(stderr, "\n");
-    if (gw_pid > 0)
-        kill(gw_pid, SIGKILL);
+    nodes_kill_all();
     exit(1);
 }
 
-static void start_gw(void)
+/* Killed itself (a test's timeout, ^C): the nodes go with it, and the reason is said
+ * (with async-signal-safe calls only). */
+static void on_signal(int sig)
 {
-    char pf[300], data[300], logf[300];
-    snprintf(pf, sizeof(pf), "%s/port", dir);
-    snprintf(data, sizeof(data), "%s/data", dir);
-    snprintf(logf, sizeof(logf), "%s/gw.log", dir);
-    unlink(pf);
-    gw_pid = fork();
-    if (gw_pid == 0) {
-        FILE *l = freopen(logf, "a", stderr);
-        (void)l;
-        setenv("GW_SECRET", SECRET, 1);
-        /* Senders go flat out: the rate limits are off, they are not what is tested. */
-        const char *argv[20] = {o.gw, "--insecure", "--port", "0", "--port-file", pf,
-                                "--data", data, "--log-level", "1", "--ack-flush-ms", "200",
-                                "--rate-sends", "0", "--rate-bytes", "0", NULL};
-        if (o.store) {
-            argv[16] = "--store";
-            argv[17] = o.store;
-        }
-        execv(o.gw, (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 400; i++) {
-        FILE *f = fopen(pf, "r");
-        int port = 0;
-        if (f && fscanf(f, "%d", &port) == 1 && port > 0) {
-            fclose(f);
-            snprintf(url, sizeof(url), "ws://127.0.0.1:%d/ws", port);
-            return;
-        }
-        if (f)
-            fclose(f);
-        usleep(25000);
-    }
-    die("the gateway did not start (see %s/gw.log)", dir);
+    char m[] = "gw_crash: stopped by signal 00\n";
+    m[sizeof(m) - 4] = (char)('0' + sig / 10 % 10);
+    m[sizeof(m) - 3] = (char)('0' + sig % 10);
+    nodes_kill_all();
+    ssize_t w = write(2, m, sizeof(m) - 1);
+    (void)w;
+    _exit(128 + sig);
 }
 
 static void send_frame(client *c, msgpack_sbuffer *sb)
@@ -150,11 +153,12 @@ static void send_cid(client *c, uint64_t cid, msgpack_sbuffer *sb)
     snprintf(body, sizeof(body), "%s:%lu", c->uid, (unsigned long)cid);
     pr_enc_send(sb, cid, sl(GID), sl(cids), (pr_body){sl(body), false});
     send_frame(c, sb);
+    sent_via[atoi(c->uid + 1)][cid] = (uint8_t)c->node;
 }
 
 static void ack(client *c, msgpack_sbuffer *sb)
 {
-    if (c->held <= c->acked)
+    if (c->held <= c->acked || !c->up)
         return;
     pr_ack a = {sl(GID), c->held};
     pr_enc_ack(sb, &a, 1);
@@ -167,7 +171,7 @@ static void ack(client *c, msgpack_sbuffer *sb)
 /* Receivers fill holes the way a real client does: one pull after what they hold. */
 static void pull_after_held(client *c, msgpack_sbuffer *sb)
 {
-    if (c->pulling && now_ms() - c->pulled_at < 2000)
+    if (!c->up || (c->pulling && now_ms() - c->pulled_at < 2000))
         return;
     c->pulling = true;
     c->pulled_at = now_ms();
@@ -175,7 +179,7 @@ static void pull_after_held(client *c, msgpack_sbuffer *sb)
     send_frame(c, sb);
 }
 
-static void take(client *c, uint64_t mid, pr_slice body, msgpack_sbuffer *sb)
+static void take(client *c, uint64_t mid, pr_slice body, bool push, msgpack_sbuffer *sb)
 {
     if (mid >= MAX_MSGS)
         die("more messages than the harness can track (%s)", "MAX_MSGS");
@@ -200,6 +204,8 @@ static void take(client *c, uint64_t mid, pr_slice body, msgpack_sbuffer *sb)
                 (unsigned long)want, (unsigned long)mid);
         die("%s", "duplicate store");
     }
+    if (push && sent_via[sender][cid] != c->node)
+        n_cross++; /* it came through the database's NOTIFY from the sender's node */
     while (c->held < MAX_MSGS - 1 && c->seen[c->held + 1])
         c->held++;
     if (c->held - c->acked >= 50)
@@ -237,15 +243,22 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         break;
     }
     case PR_EV_MSG:
-        if (!c->sender) /* senders are members too: they see each other's messages */
-            take(c, ev->msg.mid, ev->msg.body.data, sb);
+        if (!c->sender) { /* senders are members too: they see each other's messages */
+            /* Pushes come in mid order (holes are filled by pages, not pushes). */
+            if (ev->msg.mid <= c->last_push)
+                n_disorder++;
+            c->last_push = ev->msg.mid;
+            take(c, ev->msg.mid, ev->msg.body.data, true, sb);
+        }
         break;
     case PR_EV_PAGE:
+        if (c->sender)
+            break; /* never asked for, but see notify */
         c->pulling = false;
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_message m;
             if (pr_event_message(ev, i, &m) == 0)
-                take(c, m.mid, m.body.data, sb);
+                take(c, m.mid, m.body.data, false, sb);
         }
         ack(c, sb);
         if (ev->more) {
@@ -255,6 +268,12 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         }
         break;
     case PR_EV_NOTIFY:
+        n_notifies++;
+        /* Senders keep no messages: they need not catch up. (A notify comes when a
+         * session falls behind, or when a node could not read a hole in what it
+         * pushes, e.g. after a failover.) */
+        if (c->sender)
+            break;
         pr_enc_pull(sb, PR_NO_RID, sl(GID), false, c->held, 500);
         send_frame(c, sb);
         break;
@@ -300,8 +319,35 @@ static void resend_unconfirmed(client *c, msgpack_sbuffer *sb)
     c->retry_at = 0;
 }
 
-/* Connects and signs in every client; receivers then pull after their stored ack and
- * senders resend every cid not confirmed yet. */
+static void hello(client *c, msgpack_sbuffer *sb)
+{
+    char *tok = NULL;
+    gwc_token_mint(SECRET, strlen(SECRET), c->uid, (int64_t)time(NULL) + 3600, NULL, 0,
+                   false, &tok);
+    pr_enc_hello(sb, PR_NO_RID, sl(tok));
+    send_frame(c, sb);
+    free(tok);
+}
+
+/* After a new sign-in: a receiver checks its stored ack and pulls after it (enter), a
+ * sender resends every cid not confirmed yet. */
+static void resume(client *c, msgpack_sbuffer *sb)
+{
+    if (!c->sender) {
+        /* The stored ack may trail the client's by at most the flush window. */
+        if (c->welcome_ack > c->acked)
+            die("%s: the stored ack is above what the client acked", c->uid);
+        if (c->welcome_ack < c->safe_ack)
+            die("%s: the stored ack went back more than the flush window", c->uid);
+        pr_enc_enter(sb, PR_NO_RID, sl(GID), 500);
+        send_frame(c, sb);
+    } else {
+        resend_unconfirmed(c, sb);
+    }
+}
+
+/* Connects and signs in every client, each to its node; the first time they join,
+ * afterwards they resume. */
 static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbuffer *sb)
 {
     for (int i = 0; i < n; i++) {
@@ -310,15 +356,11 @@ static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbu
             gwc_close(c->k);
         c->k = NULL;
         c->welcomed = c->entered = false;
-        if (gwc_connect(ctx, url, 5000, &c->k) != 0)
+        if (gwc_connect(ctx, node_url(c->node), 5000, &c->k) != 0)
             die("cannot connect: %s", gwc_ctx_last_error(ctx));
         gwc_set_user(c->k, c);
-        char *tok = NULL;
-        gwc_token_mint(SECRET, strlen(SECRET), c->uid, (int64_t)time(NULL) + 3600, NULL, 0,
-                       false, &tok);
-        pr_enc_hello(sb, PR_NO_RID, sl(tok));
-        send_frame(c, sb);
-        free(tok);
+        c->last_push = 0;
+        hello(c, sb);
     }
     uint64_t until = now_ms() + 10000;
     for (bool all = false; !all; pump(ctx, 5, sb)) {
@@ -330,24 +372,192 @@ static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbu
     }
     for (int i = 0; i < n; i++) {
         client *c = &cs[i];
+        c->up = true;
         if (first) {
             pr_enc_join(sb, PR_NO_RID, sl(GID));
             send_frame(c, sb);
-        } else if (!c->sender) {
-            /* The stored ack may trail the client's by at most the flush window. */
-            if (c->welcome_ack > c->acked)
-                die("%s: the stored ack is above what the client acked", c->uid);
-            if (c->welcome_ack < c->safe_ack)
-                die("%s: the stored ack went back more than the flush window", c->uid);
-            pr_enc_enter(sb, PR_NO_RID, sl(GID), 500);
-            send_frame(c, sb);
+        } else {
+            resume(c, sb);
         }
-        if (!first && c->sender)
-            resend_unconfirmed(c, sb);
     }
     if (first)
         for (uint64_t t = now_ms() + 2000; now_ms() < t;)
             pump(ctx, 5, sb);
+}
+
+/* The live node with the fewest clients: where a load balancer with least_conn puts a
+ * new connection. -1 while none is up. */
+static int least_loaded(const client *cs, int n)
+{
+    int load[MAX_NODES] = {0}, best = -1;
+    for (int i = 0; i < n; i++)
+        if (cs[i].k)
+            load[cs[i].node]++;
+    for (int d = 0; d < o.nodes; d++)
+        if (node_up(d) && (best < 0 || load[d] < load[best]))
+            best = d;
+    return best;
+}
+
+/* A cluster's clients, as real ones behind a load balancer: a session that ended (its
+ * node was killed, or the sign-in was refused with 4013 while the database was away) or
+ * that got no welcome in 10 s is dropped, and 100 to 300 ms later the client connects to
+ * the least loaded live node and signs in; once welcomed it resumes. */
+static void keep_connected(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
+{
+    uint64_t now = now_ms();
+    for (int i = 0; i < n; i++) {
+        client *c = &cs[i];
+        if (c->k && (!gwc_is_open(c->k) || (!c->up && now - c->hello_at > 10000))) {
+            gwc_close(c->k);
+            c->k = NULL;
+            c->up = c->welcomed = c->entered = c->pulling = false;
+            c->reconnect_at = now + 100 + (uint64_t)(rand() % 200);
+        }
+        if (c->k && !c->up && c->welcomed) {
+            c->up = true;
+            resume(c, sb);
+        }
+        if (!c->k && now >= c->reconnect_at) {
+            int d = least_loaded(cs, n);
+            c->reconnect_at = now + 200; /* the next try, if this one fails */
+            if (d < 0 || gwc_connect(ctx, node_url(d), 3000, &c->k) != 0) {
+                c->k = NULL;
+                continue;
+            }
+            n_reconnects++;
+            c->node = d;
+            c->last_push = 0;
+            gwc_set_user(c->k, c);
+            hello(c, sb);
+            c->hello_at = now_ms();
+        }
+    }
+}
+
+/* One turn of the load: senders top up their unconfirmed sends (at most 64 each),
+ * events are taken, receivers ack what they hold (after 100 ms at most), refused sends
+ * are resent. */
+static void one_round(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
+{
+    uint64_t sent_all = 0; /* every cid sent makes at most one mid */
+    for (int i = 0; i < o.senders; i++)
+        sent_all += cs[i].next_cid - 1;
+    for (int i = 0; i < o.senders; i++) /* at most 64 unconfirmed per sender */
+        for (int j = 0; j < 4 && cs[i].up && sent_all < MAX_MSGS - 1000 &&
+                        cs[i].next_cid - confirmed_count(i) < 64;
+             j++, sent_all++)
+            send_cid(&cs[i], cs[i].next_cid++, sb);
+    pump(ctx, 2, sb);
+    for (int i = o.senders; i < n; i++)
+        if (cs[i].acked < cs[i].held && now_ms() - cs[i].acked_at_ms[1] > 100)
+            ack(&cs[i], sb);
+    for (int i = 0; i < o.senders; i++)
+        if (cs[i].up && cs[i].retry_at && now_ms() >= cs[i].retry_at)
+            resend_unconfirmed(&cs[i], sb);
+    if (cluster)
+        keep_connected(ctx, cs, n, sb);
+}
+
+static void traffic(gwc_ctx *ctx, client *cs, int n, uint64_t ms, msgpack_sbuffer *sb)
+{
+    for (uint64_t until = now_ms() + ms; now_ms() < until;)
+        one_round(ctx, cs, n, sb);
+}
+
+/* Runs a shell command (tools/pg_server.sh) in the background while the load goes on,
+ * until it ends (5 minutes at most); dies if it fails. */
+static void traffic_during(const char *cmd, gwc_ctx *ctx, client *cs, int n,
+                           msgpack_sbuffer *sb)
+{
+    char log[300], why[1500];
+    snprintf(log, sizeof(log), "%s/pg_server.log", dir);
+    if (!cmd_start(cmd, log))
+        die("cannot run %s", cmd);
+    bool ok = false;
+    for (uint64_t until = now_ms() + 300000; !cmd_done(&ok);) {
+        if (now_ms() > until) {
+            snprintf(why, sizeof(why), "%s did not end within 5 minutes", cmd);
+            die("%s", why);
+        }
+        one_round(ctx, cs, n, sb);
+    }
+    if (!ok) {
+        snprintf(why, sizeof(why), "%s failed (see %s)", cmd, log);
+        die("%s", why);
+    }
+}
+
+/* What the store must hold at least: acks sent one flush window (and some slack for the
+ * writer) before a kill. */
+static void note_safe_acks(client *cs, int n)
+{
+    uint64_t kill_at = now_ms();
+    for (int i = o.senders; i < n; i++)
+        if (cs[i].acked_at_ms[1] + 2 * ACK_FLUSH_MS + 100 < kill_at)
+            cs[i].safe_ack = cs[i].acked_at_ms[0] > cs[i].safe_ack ? cs[i].acked_at_ms[0]
+                                                                   : cs[i].safe_ack;
+}
+
+/* A node of the cluster killed: its clients move to the others (keep_connected) while it
+ * is down, 50 to 500 ms; then it starts again, on its data folder and a new port. */
+static void kill_a_node(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
+{
+    note_safe_acks(cs, n);
+    int d = rand() % o.nodes;
+    node_kill(d);
+    traffic(ctx, cs, n, 50 + (uint64_t)(rand() % 450), sb);
+    if (!node_start(d))
+        die("a node did not start again (see %s)", node_log(d));
+}
+
+/* Failovers: which folder holds the primary now, and the worst time without writes. */
+static const char *pg_primary, *pg_standby;
+static uint64_t worst_outage_ms;
+
+/* The primary killed (SIGKILL), its standby promoted, under the load. Once every node
+ * answers /healthz with 200 and every sender has had a message confirmed since the
+ * promotion, the old primary is rejoined as the new one's synchronous standby (a new
+ * base backup), still under the load, so that the next failover loses nothing either. */
+static void fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
+{
+    char cmd[1300];
+    uint64_t t0 = now_ms();
+    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' kill '%s' && '%s/pg_server.sh' promote '%s'",
+             tools_dir, pg_primary, tools_dir, pg_standby);
+    traffic_during(cmd, ctx, cs, n, sb);
+    uint64_t promoted = now_ms(), before[64];
+    for (int s = 0; s < o.senders; s++)
+        before[s] = n_confirmed[s];
+    for (uint64_t until = promoted + 120000, probe = 0;;) {
+        one_round(ctx, cs, n, sb);
+        if (now_ms() < probe)
+            continue;
+        probe = now_ms() + 200;
+        bool back = true;
+        for (int s = 0; s < o.senders; s++)
+            back &= n_confirmed[s] > before[s];
+        for (int d = 0; d < o.nodes && back; d++)
+            back &= node_healthz(d) == 200;
+        if (back)
+            break;
+        if (now_ms() > until)
+            die("%s", "the nodes did not take writes again within 120 s of the promotion");
+    }
+    uint64_t back = now_ms();
+    if (back - t0 > worst_outage_ms)
+        worst_outage_ms = back - t0;
+    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' rejoin '%s' '%s' >/dev/null", tools_dir,
+             pg_primary, pg_standby);
+    traffic_during(cmd, ctx, cs, n, sb);
+    const char *t = pg_primary;
+    pg_primary = pg_standby;
+    pg_standby = t;
+    printf("gw_crash: failover %d: primary killed and standby promoted in %.1f s, writes "
+           "back on every node %.1f s after the kill, the old primary rejoined as the "
+           "standby in %.1f s\n",
+           no, (double)(promoted - t0) / 1000, (double)(back - t0) / 1000,
+           (double)(now_ms() - back) / 1000);
 }
 
 int main(int argc, char **argv)
@@ -357,7 +567,8 @@ int main(int argc, char **argv)
         {"senders", required_argument, 0, 's'},   {"receivers", required_argument, 0, 'r'},
         {"seed", required_argument, 0, 'S'},      {"help", no_argument, 0, 'h'},
         {"store", required_argument, 0, 'u'},     {"kill", required_argument, 0, 'K'},
-        {"pg-dir", required_argument, 0, 'P'},    {0, 0, 0, 0},
+        {"pg-dir", required_argument, 0, 'P'},    {"nodes", required_argument, 0, 'n'},
+        {"pg-standby-dir", required_argument, 0, 'B'}, {0, 0, 0, 0},
     };
     o.seed = (unsigned)time(NULL);
     int ch;
@@ -369,21 +580,32 @@ int main(int argc, char **argv)
         case 'r': o.receivers = atoi(optarg); break;
         case 'S': o.seed = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'u': o.store = optarg; break;
+        case 'n': o.nodes = atoi(optarg); break;
         case 'K':
-            if (strcmp(optarg, "db") != 0 && strcmp(optarg, "gw") != 0) {
-                fprintf(stderr, "gw_crash: --kill gw or --kill db\n");
+            if (strcmp(optarg, "db") != 0 && strcmp(optarg, "gw") != 0 &&
+                strcmp(optarg, "primary") != 0) {
+                fprintf(stderr, "gw_crash: --kill gw, --kill db or --kill primary\n");
                 return 2;
             }
             o.kill_db = strcmp(optarg, "db") == 0;
+            o.kill_primary = strcmp(optarg, "primary") == 0;
             break;
         case 'P': o.pg_dir = optarg; break;
+        case 'B': o.pg_standby_dir = optarg; break;
         case 'h':
             printf("usage: gw_crash --gw PATH [--kills N] [--senders N] [--receivers N] "
                    "[--seed N]\n"
-                   "                [--store URL [--kill gw|db --pg-dir DIR]]\n"
+                   "                [--store URL [--nodes N] [--kill gw|db|primary "
+                   "--pg-dir DIR [--pg-standby-dir DIR2]]]\n"
                    "  --store URL   the gateway's store is PostgreSQL at URL\n"
+                   "  --nodes N     N gateways (a cluster) on that database; client i on "
+                   "node i %% N;\n"
+                   "                --kill gw kills a random node each time\n"
                    "  --kill db     restart the database (pg_ctl restart -m immediate) instead\n"
-                   "                of killing the gateway; DIR is its tools/pg_server.sh folder\n");
+                   "                of killing the gateway; DIR is its tools/pg_server.sh folder\n"
+                   "  --kill primary  kill the primary (DIR), promote its synchronous standby\n"
+                   "                (DIR2), rejoin the old one as the new standby; each kill is\n"
+                   "                a failover. URL: tools/pg_server.sh multi-url DIR DIR2 DB\n");
             return 0;
         default: return 2;
         }
@@ -392,17 +614,33 @@ int main(int argc, char **argv)
         fprintf(stderr, "gw_crash: --kill db needs --store URL and --pg-dir DIR\n");
         return 2;
     }
+    if (o.kill_primary && (!o.store || !o.pg_dir || !o.pg_standby_dir)) {
+        fprintf(stderr, "gw_crash: --kill primary needs --store URL (naming both servers), "
+                        "--pg-dir DIR and --pg-standby-dir DIR2\n");
+        return 2;
+    }
+    if (o.nodes < 1 || o.nodes > MAX_NODES || (o.nodes > 1 && !o.store)) {
+        fprintf(stderr, "gw_crash: --nodes 1-%d; more than one needs --store URL\n",
+                MAX_NODES);
+        return 2;
+    }
     if (!o.gw || o.kills < 1 || o.kills > 1000 || o.senders < 1 || o.senders > 64 ||
         o.receivers < 1 || o.receivers > 64) {
         fprintf(stderr, "gw_crash: --gw PATH is required; kills 1-1000, senders and "
                         "receivers 1-64 (see --help)\n");
         return 2;
     }
+    cluster = o.nodes > 1 || o.kill_primary;
+    pg_primary = o.pg_dir;
+    pg_standby = o.pg_standby_dir;
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen */
     /* tools/pg_server.sh, beside the source of this build: GW_SOURCE_DIR. */
     snprintf(tools_dir, sizeof(tools_dir), "%s/tools", GW_SOURCE_DIR);
     srand(o.seed);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGHUP, on_signal);
     const char *base = getenv("TMPDIR");
     snprintf(dir, sizeof(dir), "%s/gw-crash-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(dir))
@@ -414,38 +652,39 @@ int main(int argc, char **argv)
         snprintf(cs[i].uid, sizeof(cs[i].uid), "%c%d", cs[i].sender ? 's' : 'r',
                  cs[i].sender ? i : i - o.senders);
         cs[i].next_cid = 1;
-        if (cs[i].sender)
+        cs[i].node = i % o.nodes;
+        if (cs[i].sender) {
             confirmed_mid[i] = calloc(MAX_MSGS, sizeof(uint64_t));
-        else
+            sent_via[i] = calloc(MAX_MSGS, 1);
+        } else {
             cs[i].seen = calloc(MAX_MSGS, 1);
+        }
     }
     gwc_ctx *ctx = gwc_ctx_new(NULL);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    start_gw();
+    nodes_init(o.gw, o.store, SECRET, dir, o.nodes);
+    for (int d = 0; d < o.nodes; d++)
+        if (!node_start(d))
+            die("the gateway did not start (see %s)", node_log(d));
     connect_all(ctx, cs, n, true, &sb);
-    printf("gw_crash: seed %u, %d senders, %d receivers, %d kills of the %s, %s store, data "
-           "in %s\n", o.seed, o.senders, o.receivers, o.kills, o.kill_db ? "database" : "gateway",
-           o.store ? "PostgreSQL" : "RocksDB", dir);
+    uint64_t started = now_ms();
+    if (cluster)
+        printf("gw_crash: seed %u, %d nodes, %d senders, %d receivers, %d %s, PostgreSQL "
+               "store, data in %s\n", o.seed, o.nodes, o.senders, o.receivers, o.kills,
+               o.kill_primary ? "failovers of the primary" : o.kill_db ? "database restarts"
+                                                               : "kills of a random node",
+               dir);
+    else
+        printf("gw_crash: seed %u, %d senders, %d receivers, %d kills of the %s, %s store, "
+               "data in %s\n", o.seed, o.senders, o.receivers, o.kills,
+               o.kill_db ? "database" : "gateway", o.store ? "PostgreSQL" : "RocksDB", dir);
 
     for (int kill_no = 1; kill_no <= o.kills; kill_no++) {
-        uint64_t until = now_ms() + 200 + (uint64_t)(rand() % 1300);
-        while (now_ms() < until) {
-            uint64_t sent_all = 0; /* every cid sent makes at most one mid */
-            for (int i = 0; i < o.senders; i++)
-                sent_all += cs[i].next_cid - 1;
-            for (int i = 0; i < o.senders; i++) /* at most 64 unconfirmed per sender */
-                for (int j = 0; j < 4 && sent_all < MAX_MSGS - 1000 &&
-                                cs[i].next_cid - confirmed_count(i) < 64;
-                     j++, sent_all++)
-                    send_cid(&cs[i], cs[i].next_cid++, &sb);
-            pump(ctx, 2, &sb);
-            for (int i = o.senders; i < n; i++)
-                if (cs[i].acked < cs[i].held && now_ms() - cs[i].acked_at_ms[1] > 100)
-                    ack(&cs[i], &sb);
-            for (int i = 0; i < o.senders; i++)
-                if (cs[i].retry_at && now_ms() >= cs[i].retry_at)
-                    resend_unconfirmed(&cs[i], &sb);
+        traffic(ctx, cs, n, 200 + (uint64_t)(rand() % 1300), &sb);
+        if (o.kill_primary) {
+            fail_over(kill_no, ctx, cs, n, &sb);
+            continue;
         }
         if (o.kill_db) {
             /* The database crashes and comes back; the gateway and its sessions stay. */
@@ -458,18 +697,16 @@ int main(int argc, char **argv)
                 printf("gw_crash: %d database restarts so far\n", kill_no);
             continue;
         }
-        /* What the store must hold at least: acks sent one flush window (and some slack
-         * for the writer) before the kill. */
-        uint64_t kill_at = now_ms();
-        for (int i = o.senders; i < n; i++)
-            if (cs[i].acked_at_ms[1] + 2 * ACK_FLUSH_MS + 100 < kill_at)
-                cs[i].safe_ack = cs[i].acked_at_ms[0] > cs[i].safe_ack ? cs[i].acked_at_ms[0]
-                                                                       : cs[i].safe_ack;
-        kill(gw_pid, SIGKILL);
-        waitpid(gw_pid, NULL, 0);
-        pump(ctx, 20, &sb);
-        start_gw();
-        connect_all(ctx, cs, n, false, &sb);
+        if (o.nodes > 1) {
+            kill_a_node(ctx, cs, n, &sb);
+        } else {
+            note_safe_acks(cs, n);
+            node_kill(0);
+            pump(ctx, 20, &sb);
+            if (!node_start(0))
+                die("the gateway did not start (see %s)", node_log(0));
+            connect_all(ctx, cs, n, false, &sb);
+        }
         if (kill_no % 5 == 0)
             printf("gw_crash: %d kills so far\n", kill_no);
     }
@@ -479,11 +716,13 @@ int main(int argc, char **argv)
     for (uint64_t t = now_ms() + 60000; now_ms() < t;) {
         pump(ctx, 5, &sb);
         for (int i = 0; i < o.senders; i++)
-            if (cs[i].retry_at && now_ms() >= cs[i].retry_at)
+            if (cs[i].up && cs[i].retry_at && now_ms() >= cs[i].retry_at)
                 resend_unconfirmed(&cs[i], &sb);
         for (int i = o.senders; i < n; i++)
             if (cs[i].entered)
                 pull_after_held(&cs[i], &sb); /* at most one every two seconds */
+        if (cluster)
+            keep_connected(ctx, cs, n, &sb);
         uint64_t top = 0;
         bool all_confirmed = true;
         for (int s = 0; s < o.senders; s++) {
@@ -498,7 +737,7 @@ int main(int argc, char **argv)
         if (caught_up)
             break;
     }
-    /* Last mid, from a fresh receiver's view: pull everything from 0 with a new client. */
+    /* The last mid: the highest confirmed. */
     uint64_t confirmed = 0, last = 0, losses = 0, dups = 0;
     for (int s = 0; s < o.senders; s++)
         for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
@@ -522,18 +761,53 @@ int main(int argc, char **argv)
             if (!c->seen[mid])
                 losses++;
     }
-    kill(gw_pid, SIGTERM);
-    waitpid(gw_pid, NULL, 0);
-    printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills, %lu sends refused and "
-           "resent, %lu re-deliveries absorbed by dedup, losses %lu\n",
-           (unsigned long)confirmed, (unsigned long)last, o.kills, (unsigned long)n_refused,
-           (unsigned long)dups, (unsigned long)losses);
+    double secs = (double)(now_ms() - started) / 1000;
+    bool unclean = false; /* said, and its log kept, but not judged here */
+    for (int d = 0; d < o.nodes; d++) {
+        int st = node_stop(d);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "gw_crash: a gateway did not stop cleanly (status %d, see %s)\n",
+                    st, node_log(d));
+            unclean = true;
+        }
+    }
+    /* The store itself, read from the database: each problem it finds counts as a loss. */
+    if (o.store) {
+        uint64_t next_cids[64];
+        for (int s = 0; s < o.senders; s++)
+            next_cids[s] = cs[s].next_cid;
+        long problems = db_check(o.store, GID, o.senders, confirmed_mid, next_cids);
+        if (problems < 0)
+            die("%s", "the final check could not read the database");
+        losses += (uint64_t)problems;
+    }
+    if (o.kill_primary)
+        printf("gw_crash: at most %.1f s from a kill of the primary until every node took "
+               "writes again\n", (double)worst_outage_ms / 1000);
+    if (cluster)
+        printf("gw_crash: confirmed %lu messages (last mid %lu), %d nodes, %d %s, %lu sends "
+               "refused and resent, %lu re-deliveries absorbed by dedup, %lu pushes across "
+               "nodes, %lu pushes out of order, %lu notifies, %lu reconnects, %.1f s, "
+               "losses %lu\n",
+               (unsigned long)confirmed, (unsigned long)last, o.nodes, o.kills,
+               o.kill_primary ? "failovers" : o.kill_db ? "database restarts" : "node kills",
+               (unsigned long)n_refused, (unsigned long)dups, (unsigned long)n_cross,
+               (unsigned long)n_disorder, (unsigned long)n_notifies,
+               (unsigned long)n_reconnects, secs,
+               (unsigned long)losses);
+    else
+        printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills, %lu sends refused "
+               "and resent, %lu re-deliveries absorbed by dedup, losses %lu\n",
+               (unsigned long)confirmed, (unsigned long)last, o.kills,
+               (unsigned long)n_refused, (unsigned long)dups, (unsigned long)losses);
     msgpack_sbuffer_destroy(&sb);
     gwc_ctx_free(ctx);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(cs[i].sender ? (void *)confirmed_mid[i] : (void *)cs[i].seen);
+        free(cs[i].sender ? sent_via[i] : NULL);
+    }
     free(cs);
-    if (losses == 0) {
+    if (losses == 0 && !unclean) {
         char cmd[300];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         if (system(cmd) != 0)

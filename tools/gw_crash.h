@@ -1,0 +1,42 @@
+/*
+ * gw_crash's cluster helpers (gw_crash_nodes.c), for gw_crash.c: the gateway nodes it
+ * starts, kills and restarts; the shell commands it runs while its clients keep sending
+ * (tools/pg_server.sh kill, promote, rejoin take seconds, and the traffic goes on through
+ * them); a node's /healthz; and the final check of what the database holds.
+ */
+#ifndef GW_CRASH_H
+#define GW_CRASH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MAX_NODES 16
+
+/* The gw binary, the store's URL, the token secret, the folder the nodes' data folders go
+ * in, and how many nodes (1..MAX_NODES). Borrowed: they must outlive the nodes. */
+void nodes_init(const char *gw, const char *store, const char *secret, const char *dir,
+                int n);
+/* Starts node i (again: on its data folder, a new free port); false if it did not come up. */
+bool node_start(int i);
+const char *node_log(int i);
+bool node_up(int i);
+/* ws://127.0.0.1:PORT/ws of node i (valid until it is started again). */
+const char *node_url(int i);
+/* SIGKILL of node i (waits for it). */
+void node_kill(int i);
+/* SIGTERM of node i; its exit status. */
+int node_stop(int i);
+void nodes_kill_all(void);
+/* GET /healthz of node i: the status, 0 when it does not answer. */
+int node_healthz(int i);
+/* Runs cmd through the shell in the background (its output to log); one at a time. */
+bool cmd_start(const char *cmd, const char *log);
+/* True once the command has ended (*ok: it exited 0). */
+bool cmd_done(bool *ok);
+/* Checks what the database at url holds of gid against what the senders saw confirmed
+ * (confirmed[s][cid] = mid, cids below next_cid[s]); prints its figures and returns the
+ * number of problems, or -1 if the database could not be read. */
+long db_check(const char *url, const char *gid, int senders, uint64_t *const *confirmed,
+              const uint64_t *next_cid);
+
+#endif
