@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MAX_URLS 8
+
 typedef struct config {
     const char *url;
     char secret[257];
@@ -39,6 +41,12 @@ typedef struct config {
     long count;     /* stop after this many sends (0: no limit) */
     int sources;    /* source addresses 127.0.0.1 .. 127.0.0.N */
     int server_pid; /* for CPU and RSS; 0: not reported */
+    /* Several gateways (a cluster): sessions spread over the URLs, CPU and RSS summed. */
+    const char *urls[MAX_URLS];
+    int n_urls;
+    int server_pids[MAX_URLS];
+    int n_server_pids;
+    const char *uid_prefix; /* before every user name: several gw_load, distinct users */
     bool idle;      /* only connect, sign in and join, then hold */
     bool own_groups; /* every sender sends to a group of its own (no receivers) */
     int ack_every;   /* > 0: ack after this many messages, not what welcome says */
@@ -55,6 +63,7 @@ typedef struct sess {
     lw_conn *k;
     int id;
     int group;      /* receivers: the group; senders: the next group to send to */
+    int url;        /* index in cfg.urls */
     bool sender;
     bool hello_sent, welcomed, joined;
     uint64_t held, acked; /* contiguous watermark and last ack sent */
@@ -65,6 +74,8 @@ typedef struct sess {
 typedef struct stats {
     uint64_t sends, confirmed, deliveries, ack_frames, notifies, errors, gaps;
     load_hist lat;
+    load_hist lat_url[MAX_URLS]; /* by the receiver's URL (--url with several) */
+    uint64_t deliveries_url[MAX_URLS];
 } stats;
 
 static config cfg;
@@ -87,6 +98,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gw_load --url ws://127.0.0.1:PORT/ws [options]\n"
+            "  --url U1,U2,...  several gateways (a cluster, at most 8): receivers and senders\n"
+            "                   round robin over them, latency reported per URL too\n"
             "  --sessions N     receiving sessions (default 100)\n"
             "  --group-size G   members per group (default 100; groups = N / G)\n"
             "  --senders S      sending sessions (default 1)\n"
@@ -97,6 +110,7 @@ static void usage(FILE *f)
             "  --count C        stop after C sends (default: no limit)\n"
             "  --sources K      spread sessions over 127.0.0.1 .. 127.0.0.K (default 1)\n"
             "  --server-pid P   report the gateway's CPU seconds and RSS from /proc\n"
+            "                   (P1,P2,...: several gateways', summed)\n"
             "  --idle           connect, sign in and join, then only hold the sessions\n"
             "  --own-groups     every sender sends to a group of its own with no other member\n"
             "                   (durable sends without fan-out; use with --sessions 0)\n"
@@ -109,6 +123,8 @@ static void usage(FILE *f)
             "  --pull-groups G  groups of the offline pull (default 40)\n"
             "  --interval S     also print a line every S seconds with that interval's figures\n"
             "                   (deliveries/s, latency, server CPU and RSS; JSON with --json)\n"
+            "  --uid-prefix P   put P before every user name (several gw_load processes on one\n"
+            "                   store, each its own users; at most 16 characters)\n"
             "  --json           print the report as one JSON object\n"
             "Peers (for side-by-side benchmarks), no protocol v1: every session subscribes at\n"
             "  --raw URL        and the senders publish frames at --raw-pub URL (default the\n"
@@ -146,14 +162,21 @@ static int parse(int argc, char **argv)
         {"raw-protocol", required_argument, 0, 'o'}, {"own-groups", no_argument, 0, 'O'},
         {"ack-every", required_argument, 0, 'A'}, {"pull", required_argument, 0, 'L'},
         {"pull-groups", required_argument, 0, 'G'}, {"interval", required_argument, 0, 'I'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"uid-prefix", required_argument, 0, 'U'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     cfg = (config){.sessions = 100, .group_size = 100, .senders = 1, .window = 64, .body = 200,
-                   .seconds = 10, .sources = 1, .pull_groups = 40};
+                   .seconds = 10, .sources = 1, .pull_groups = 40, .uid_prefix = ""};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'u': cfg.url = optarg; break;
+        case 'u':
+            /* A cluster: one URL per node, comma-separated. */
+            cfg.n_urls = 0;
+            for (char *t = strtok(optarg, ","); t && cfg.n_urls < MAX_URLS; t = strtok(NULL, ","))
+                cfg.urls[cfg.n_urls++] = t;
+            cfg.url = cfg.n_urls ? cfg.urls[0] : NULL;
+            break;
         case 'n': cfg.sessions = atoi(optarg); break;
         case 'g': cfg.group_size = atoi(optarg); break;
         case 's': cfg.senders = atoi(optarg); break;
@@ -163,7 +186,13 @@ static int parse(int argc, char **argv)
         case 't': cfg.seconds = atof(optarg); break;
         case 'c': cfg.count = atol(optarg); break;
         case 'S': cfg.sources = atoi(optarg); break;
-        case 'p': cfg.server_pid = atoi(optarg); break;
+        case 'p':
+            cfg.n_server_pids = 0;
+            for (char *t = strtok(optarg, ","); t && cfg.n_server_pids < MAX_URLS;
+                 t = strtok(NULL, ","))
+                cfg.server_pids[cfg.n_server_pids++] = atoi(t);
+            cfg.server_pid = cfg.n_server_pids ? cfg.server_pids[0] : 0;
+            break;
         case 'i': cfg.idle = true; break;
         case 'O': cfg.own_groups = true; break;
         case 'A': cfg.ack_every = atoi(optarg); break;
@@ -173,6 +202,7 @@ static int parse(int argc, char **argv)
         case 'R': cfg.raw_sub = optarg; break;
         case 'P': cfg.raw_pub = optarg; break;
         case 'o': cfg.raw_proto = optarg; break;
+        case 'U': cfg.uid_prefix = optarg; break;
         case 'j': cfg.json = true; break;
         case 'f':
             if (read_secret(optarg))
@@ -188,7 +218,8 @@ static int parse(int argc, char **argv)
         memcpy(cfg.secret, env, cfg.secret_n);
     }
     if (cfg.raw_sub) {
-        cfg.url = cfg.raw_sub;
+        cfg.url = cfg.urls[0] = cfg.raw_sub;
+        cfg.n_urls = 1;
         if (!cfg.raw_pub)
             cfg.raw_pub = cfg.raw_sub;
         if (!cfg.secret_n) /* no tokens in raw mode */
@@ -320,6 +351,8 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
         if (ev->msg.body.data.n >= sizeof(meant)) {
             memcpy(&meant, ev->msg.body.data.p, sizeof(meant));
             load_hist_add(&st.lat, (now - meant) / 1000);
+            load_hist_add(&st.lat_url[s->url], (now - meant) / 1000);
+            st.deliveries_url[s->url]++;
             if (cfg.interval > 0)
                 load_hist_add(&lat_iv, (now - meant) / 1000);
         }
@@ -391,7 +424,7 @@ static void send_raw(sess *s, int64_t meant_ns, uint8_t *body)
 static bool send_hello(sess *s, msgpack_sbuffer *sb)
 {
     char uid[32];
-    snprintf(uid, sizeof(uid), "%s%d", s->sender ? "s" : "u", s->id);
+    snprintf(uid, sizeof(uid), "%.16s%s%d", cfg.uid_prefix, s->sender ? "s" : "u", s->id);
     char *tok = NULL;
     if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0, false,
                        &tok) != 0)
@@ -486,6 +519,23 @@ static long proc_rss_kib(int pid)
     return kib;
 }
 
+/* The gateways' (--server-pid P1,P2,...) CPU seconds and RSS, summed. */
+static double servers_cpu_s(void)
+{
+    double s = 0;
+    for (int i = 0; i < cfg.n_server_pids; i++)
+        s += proc_cpu_s(cfg.server_pids[i]);
+    return s;
+}
+
+static long servers_rss_kib(void)
+{
+    long kib = 0;
+    for (int i = 0; i < cfg.n_server_pids; i++)
+        kib += proc_rss_kib(cfg.server_pids[i]);
+    return kib;
+}
+
 static double self_cpu_s(void)
 {
     struct rusage ru;
@@ -543,7 +593,7 @@ static bool setup_sessions(lw_loop *c, sess *ss, int n)
     for (int i = 0; i < n; i++) {
         char src[32];
         snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % cfg.sources);
-        const char *url = cfg.raw_sub && ss[i].sender ? cfg.raw_pub : cfg.url;
+        const char *url = cfg.raw_sub && ss[i].sender ? cfg.raw_pub : cfg.urls[ss[i].url];
         if (lw_connect(c, url, src, &ss[i], &ss[i].k) != 0) {
             fprintf(stderr, "gw_load: connect %d: %s\n", i, lw_loop_error(c));
             return false;
@@ -615,7 +665,7 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
                "\"latency_us\":{\"p50\":%ld,\"p99\":%ld,\"p999\":%ld,\"max\":%ld},"
                "\"ack_frames\":%lu,\"notifies\":%lu,\"gaps\":%lu,\"errors\":%lu,"
                "\"load_cpu_s\":%.3f,\"server_cpu_s\":%.3f,\"server_rss_kib\":%ld,"
-               "\"load_cpu_us_per_delivery\":%.3f,\"server_cpu_us_per_delivery\":%.3f}\n",
+               "\"load_cpu_us_per_delivery\":%.3f,\"server_cpu_us_per_delivery\":%.3f",
                secs, n, (unsigned long)st.sends, (unsigned long)st.confirmed,
                (double)st.confirmed / secs, (unsigned long)st.deliveries,
                (double)st.deliveries / secs, active, (double)st.deliveries / active,
@@ -624,6 +674,14 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
                (long)st.lat.max, (unsigned long)st.ack_frames, (unsigned long)st.notifies,
                (unsigned long)st.gaps, (unsigned long)st.errors, cpu_self, cpu_srv, rss,
                cpu_self * 1e6 / d, cpu_srv * 1e6 / d);
+        /* A cluster: the latency by the receiver's node (the senders' are on the first). */
+        for (int u = 0; cfg.n_urls > 1 && u < cfg.n_urls; u++)
+            printf("%s{\"url\":\"%s\",\"deliveries\":%lu,\"p50\":%ld,\"p99\":%ld,\"p999\":%ld}%s",
+                   u ? "," : ",\"by_url\":[", cfg.urls[u], (unsigned long)st.deliveries_url[u],
+                   (long)load_hist_quantile(&st.lat_url[u], 0.5),
+                   (long)load_hist_quantile(&st.lat_url[u], 0.99),
+                   (long)load_hist_quantile(&st.lat_url[u], 0.999), u == cfg.n_urls - 1 ? "]" : "");
+        printf("}\n");
         return;
     }
     printf("sessions %d, %.1f s\n", n, secs);
@@ -637,6 +695,12 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
            (double)load_hist_quantile(&st.lat, 0.5) / 1000.0,
            (double)load_hist_quantile(&st.lat, 0.99) / 1000.0,
            (double)load_hist_quantile(&st.lat, 0.999) / 1000.0, (double)st.lat.max / 1000.0);
+    for (int u = 0; cfg.n_urls > 1 && u < cfg.n_urls; u++)
+        printf("  receivers at %s: %lu deliveries, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n",
+               cfg.urls[u], (unsigned long)st.deliveries_url[u],
+               (double)load_hist_quantile(&st.lat_url[u], 0.5) / 1000.0,
+               (double)load_hist_quantile(&st.lat_url[u], 0.99) / 1000.0,
+               (double)load_hist_quantile(&st.lat_url[u], 0.999) / 1000.0);
     printf("CPU: load generator %.2f s (%.2f us/delivery)", cpu_self, cpu_self * 1e6 / d);
     if (cfg.server_pid)
         printf(", server %.2f s (%.2f us/delivery), server RSS %ld KiB", cpu_srv,
@@ -757,7 +821,7 @@ static int run_pull(gwc_ctx *c, msgpack_sbuffer *sb)
 
     /* 3. The user comes back and reads every group in pages, one request in flight, and
      * acks each group once it has read it. Timed from sign-in to the last page. */
-    double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
+    double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? servers_cpu_s() : 0;
     int64_t t0 = now_ns();
     k = pull_session(c, puller, gids, false, sb);
     if (!k)
@@ -788,7 +852,7 @@ static int run_pull(gwc_ctx *c, msgpack_sbuffer *sb)
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     double cpu_self = self_cpu_s() - cpu0;
-    double cpu_srv = cfg.server_pid ? proc_cpu_s(cfg.server_pid) - srv0 : 0;
+    double cpu_srv = cfg.server_pid ? servers_cpu_s() - srv0 : 0;
     gwc_close(k);
     printf("{\"pull\":{\"limit\":%d,\"groups\":%d,\"messages\":%lu,\"pages\":%lu,"
            "\"seconds\":%.3f,\"messages_per_s\":%.1f,\"pages_per_s\":%.1f},"
@@ -847,13 +911,14 @@ int main(int argc, char **argv)
         ss[i].sender = i >= cfg.sessions;
         ss[i].id = ss[i].sender ? i - cfg.sessions : i;
         ss[i].group = ss[i].sender ? ss[i].id % n_groups() : i / cfg.group_size;
+        ss[i].url = ss[i].id % cfg.n_urls;
     }
     if (!setup_sessions(c, ss, n))
         goto done;
     fprintf(stderr, "gw_load: %d sessions in %d groups, %d senders: running %.0f s\n", n,
             n_groups(), cfg.senders, cfg.seconds);
 
-    double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
+    double cpu0 = self_cpu_s(), srv0 = cfg.server_pid ? servers_cpu_s() : 0;
     int64_t t0 = now_ns(), until = t0 + (int64_t)(cfg.seconds * 1e9), last_print = t0,
             last_sweep = t0, last_iv = t0;
     uint64_t iv_deliveries = 0, iv_confirmed = 0;
@@ -901,10 +966,10 @@ int main(int argc, char **argv)
                 maybe_ack(&ss[i], sb, false, now);
         }
         if (cfg.interval > 0 && now - last_iv >= (int64_t)(cfg.interval * 1e9)) {
-            double srv_cpu = cfg.server_pid ? proc_cpu_s(cfg.server_pid) : 0;
+            double srv_cpu = cfg.server_pid ? servers_cpu_s() : 0;
             interval_line((double)(now - t0) / 1e9, (double)(now - last_iv) / 1e9,
                           st.deliveries - iv_deliveries, st.confirmed - iv_confirmed,
-                          srv_cpu - iv_cpu, cfg.server_pid ? proc_rss_kib(cfg.server_pid) : -1);
+                          srv_cpu - iv_cpu, cfg.server_pid ? servers_rss_kib() : -1);
             last_iv = now;
             iv_deliveries = st.deliveries;
             iv_confirmed = st.confirmed;
@@ -929,8 +994,8 @@ int main(int argc, char **argv)
     for (int64_t flush = now_ns() + 100000000; now_ns() < flush;)
         pump(c, 10); /* the last acks out */
     double cpu_self = self_cpu_s() - cpu0;
-    double cpu_srv = cfg.server_pid ? proc_cpu_s(cfg.server_pid) - srv0 : 0;
-    long rss = cfg.server_pid ? proc_rss_kib(cfg.server_pid) : -1;
+    double cpu_srv = cfg.server_pid ? servers_cpu_s() - srv0 : 0;
+    long rss = cfg.server_pid ? servers_rss_kib() : -1;
     report(secs, cpu_self, cpu_srv, rss, n);
     free(body);
     rc = st.errors ? 1 : 0;

@@ -31,16 +31,8 @@ while [ $# -gt 0 ]; do
 done
 [ ${#work[@]} -gt 0 ] || work=(w2 w5)
 load="$root/build/tools/gw_load"
-[ -x "$load" ] && [ -x "$root/build/gw" ] || {
-  echo "backends.sh: build first: tools/setup.sh" >&2; exit 1; }
-for c in db_bench pgbench psql; do
-  command -v "$c" >/dev/null || { echo "backends.sh: $c missing: tools/setup.sh installs it" >&2; exit 1; }
-done
-ulimit -n "$(ulimit -Hn)"
-export GW_SECRET=${GW_SECRET:-gw-bench-secret-0123456789}
+bench_need backends.sh db_bench pgbench psql
 say() { echo "backends.sh: $*" >&2; }
-med() { printf '%s\n' "$@" | awk 'NF' | median; }
-field() { [ -n "$1" ] && jget "$2" <<<"$1" || echo ""; }
 stats() { curl -s --max-time 5 "http://127.0.0.1:$SRV_PORT/stats"; }
 
 bench_init

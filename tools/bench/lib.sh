@@ -226,6 +226,21 @@ print(v)' "$1"
 
 # The median of the numbers on stdin; "nan" when there are none (every run failed), which
 # row() prints as "failed" instead of a figure that looks measured.
+# A script's start: the builds it runs and the commands it needs (NAME: the script's name
+# for the messages), every open file the hard limit allows, the token secret.
+bench_need() { # NAME CMD...
+  local name=$1 c; shift
+  [ -x "$root/build/tools/gw_load" ] && [ -x "$root/build/gw" ] || {
+    echo "$name: build first: tools/setup.sh" >&2; exit 1; }
+  for c in "$@"; do
+    command -v "$c" >/dev/null || { echo "$name: $c missing: tools/setup.sh installs it" >&2; exit 1; }
+  done
+  ulimit -n "$(ulimit -Hn)"
+  export GW_SECRET=${GW_SECRET:-gw-bench-secret-0123456789}
+}
+# The median of the non-empty arguments; a field of a JSON line ("" if there is none).
+med() { printf '%s\n' "$@" | awk 'NF' | median; }
+field() { [ -n "$1" ] && jget "$2" <<<"$1" || echo ""; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; else print "nan"}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a ~ /^[0-9.eE+-]+$/ && b ~ /^[0-9.eE+-]+$/ && b > 0) printf "%.2f", a/b; else printf "n/a"}'; }
 # row FORMAT ARGS...: printf for a table row, with a failed measurement shown as such.

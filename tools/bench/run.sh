@@ -70,8 +70,6 @@ gwload() {
   [ -n "$out" ] && echo "$tag $out" >>"$rawlog"
   echo "$out"
 }
-field() { [ -n "$1" ] && jget "$2" <<<"$1" || echo ""; }
-med() { printf '%s\n' "$@" | awk 'NF' | median; }
 
 # Fan-out target per server kind: the gw_load arguments after the server started.
 target() {
