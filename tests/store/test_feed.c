@@ -42,7 +42,8 @@ static void on_change(void *ud, const st_change *c, size_t n)
         e->ack = c[i].ack;
         e->has_record = c[i].record != NULL;
         e->record_n = c[i].record_n;
-        memcpy(e->record, c[i].record, c[i].record_n < 64 ? c[i].record_n : 64);
+        if (c[i].record && c[i].record_n)
+            memcpy(e->record, c[i].record, c[i].record_n < 64 ? c[i].record_n : 64);
     }
     pthread_mutex_unlock(&h->mu);
 }
