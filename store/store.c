@@ -103,7 +103,8 @@ void st_close(st_store *s)
 
 static bool is_read(enum st_op_kind k)
 {
-    return k == ST_OP_READ_PAGE || k == ST_OP_READ_GROUPS || k == ST_OP_READ_GROUP;
+    return k == ST_OP_READ_PAGE || k == ST_OP_READ_GROUPS || k == ST_OP_READ_GROUP ||
+           k == ST_OP_READ_MEMBERS;
 }
 
 static bool op_valid(const st_op *op)
@@ -129,6 +130,8 @@ static bool op_valid(const st_op *op)
         return st_id_ok(op->uid);
     case ST_OP_READ_GROUP:
         return st_id_ok(op->gid) && (op->uid.n == 0 || st_id_ok(op->uid));
+    case ST_OP_READ_MEMBERS:
+        return st_id_ok(op->gid) && op->limit > 0 && (op->uid.n == 0 || st_id_ok(op->uid));
     }
     return false;
 }
@@ -141,6 +144,7 @@ static void reset_outputs(st_op *op)
     op->applied = 0;
     op->page = NULL;
     op->groups = NULL;
+    op->members = NULL;
     op->next_ = NULL;
 }
 
@@ -322,6 +326,16 @@ int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from,
     *out = rc == 0 ? op.page : NULL;
     if (rc != 0)
         st_page_free(op.page);
+    return rc;
+}
+
+int st_read_members(st_store *s, st_id gid, st_id after, size_t limit, st_members **out)
+{
+    st_op op = {.kind = ST_OP_READ_MEMBERS, .gid = gid, .uid = after, .limit = limit};
+    int rc = submit_wait(s, &op);
+    *out = rc == 0 ? op.members : NULL;
+    if (rc != 0)
+        st_members_free(op.members);
     return rc;
 }
 

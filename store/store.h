@@ -181,13 +181,16 @@ void st_close(st_store *s);
 enum st_op_kind {
     /* Writes. */
     ST_OP_APPEND = 1, /* store a message; idempotent by (uid, cid) */
-    ST_OP_JOIN,       /* make uid a member of gid (ack = last_mid); create gid if allowed */
+    ST_OP_JOIN,       /* make uid a member of gid (ack = last_mid); create gid if allowed
+                       * (open_groups, or the op's `create`) */
     ST_OP_LEAVE,      /* remove the membership */
     ST_OP_ACKS,       /* apply a batch of cumulative acks */
     /* Reads: they see every write committed before they were submitted. */
     ST_OP_READ_PAGE,   /* a page of gid's messages: dir, from, limit, max_bytes -> page */
     ST_OP_READ_GROUPS, /* the groups of uid with their unread counts -> groups */
     ST_OP_READ_GROUP,  /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
+    ST_OP_READ_MEMBERS, /* a page of gid's members in uid order after uid, at most limit ->
+                         * members (see st_read_members) */
 };
 
 /* One cumulative ack: uid holds every message of gid up to mid. */
@@ -206,6 +209,8 @@ enum st_dir {
 typedef struct st_page st_page;
 /* A user's groups as listed at login; owns its ids. Free with st_groups_free. */
 typedef struct st_groups st_groups;
+/* A page of a group's members; owns its ids. Free with st_members_free. */
+typedef struct st_members st_members;
 
 typedef struct st_op st_op;
 
@@ -217,14 +222,15 @@ typedef void (*st_done_fn)(st_op *op);
  * A request, allocated by the caller (for example inside a session's request) and owned
  * by the caller. Between st_submit() and the call of `done` the store reads the inputs
  * and writes the outputs: the caller must keep the op and every byte its inputs point to
- * alive and unchanged until then. Outputs that own memory (page, groups) pass to the
- * caller with the result.
+ * alive and unchanged until then. Outputs that own memory (page, groups, members) pass to
+ * the caller with the result.
  */
 struct st_op {
     enum st_op_kind kind; /* in */
-    st_id gid;            /* in: APPEND, JOIN, LEAVE, READ_PAGE, READ_GROUP */
+    st_id gid;            /* in: APPEND, JOIN, LEAVE, READ_PAGE, READ_GROUP, READ_MEMBERS */
     st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE, READ_GROUPS; READ_GROUP
-                           * (optional: n == 0 for none) */
+                           * (optional: n == 0 for none); READ_MEMBERS, the uid the page
+                           * starts after, exclusive (n == 0: from the first member) */
     st_id cid;            /* in: APPEND, the client's message id */
     const void *record;   /* in: APPEND, the encoded message fields (opaque to the store) */
     size_t record_n;      /* in */
@@ -232,10 +238,16 @@ struct st_op {
     size_t n_acks;        /* in */
     enum st_dir dir;      /* in: READ_PAGE */
     uint64_t from;        /* in: READ_PAGE, the mid the page starts after or before */
-    size_t limit;         /* in: READ_PAGE, most messages (at least 1) */
+    size_t limit;         /* in: READ_PAGE, most messages (at least 1); READ_MEMBERS, most
+                           * members (at least 1; above ST_MEMBERS_MAX, ST_MEMBERS_MAX) */
     size_t max_bytes;     /* in: READ_PAGE, most record bytes (0: no bound); at least one
                            * message is always given, and a page cut short keeps the
                            * messages nearest to `from` and says more */
+    bool create;          /* in: JOIN, create gid if it does not exist even when the store
+                           * was opened with open_groups off (a service making its own
+                           * groups); false: as open_groups says */
+    bool any_sender;      /* in: APPEND, the sender need not be a member (the server API's
+                           * messages: a bot, the application itself) */
     st_done_fn done;      /* in: completion, on the store thread */
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
@@ -251,6 +263,7 @@ struct st_op {
     size_t applied;    /* out: ACKS, acks that moved a stored ack forward */
     st_page *page;     /* out: READ_PAGE, owned by the caller (st_page_free) */
     st_groups *groups; /* out: READ_GROUPS, owned by the caller (st_groups_free) */
+    st_members *members; /* out: READ_MEMBERS, owned by the caller (st_members_free) */
 
     st_op *next_;       /* private: queue link */
     uint64_t queued_us_; /* private: when it was submitted, for the read latency */
@@ -297,6 +310,40 @@ int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_use
 size_t st_groups_count(const st_groups *g);
 const st_user_group *st_groups_at(const st_groups *g, size_t i);
 void st_groups_free(st_groups *g);
+
+/* Most members in one page: a larger limit is taken as this, so that a page's memory is
+ * bounded (under 270 KB). */
+#define ST_MEMBERS_MAX 1000u
+
+/* One member of a page; uid is borrowed from its st_members. */
+typedef struct st_member {
+    st_id uid;
+    uint64_t ack;
+} st_member;
+
+/*
+ * A page of gid's members, from one consistent snapshot: those whose uid comes after
+ * `after` (exclusive; after.n == 0: from the first), at most `limit` of them (at least 1;
+ * above ST_MEMBERS_MAX, ST_MEMBERS_MAX), in uid order. The order is the ids' byte order
+ * (memcmp, and an id before every longer one that begins with it: "a" < "a1" < "b"), on
+ * every backend. ST_ENOGROUP if the group does not exist; ST_EINVAL for a zero limit or a
+ * malformed `after` (one given need not be a member). *out owns the result (NULL on
+ * error).
+ *
+ * A stable cursor: page on with the last uid of a page as the next `after`. Each page
+ * depends only on what is stored when it is read, not on earlier pages, so a member that
+ * stays a member throughout is listed exactly once, whatever joins and leaves happen
+ * between pages (a member who left is no cursor problem: `after` need not exist). One
+ * who joins or leaves meanwhile is listed or not: a uid that joins behind the cursor is
+ * not. Unread counts: last_mid (of that snapshot) - ack.
+ */
+int st_read_members(st_store *s, st_id gid, st_id after, size_t limit, st_members **out);
+size_t st_members_count(const st_members *m);
+/* The i-th member, in uid order; past the end, {{NULL, 0}, 0}. */
+st_member st_members_at(const st_members *m, size_t i);
+uint64_t st_members_last_mid(const st_members *m); /* the group's last mid in that snapshot */
+bool st_members_more(const st_members *m);         /* more members come after this page */
+void st_members_free(st_members *m);               /* NULL is a no-op */
 
 /* One message of a page; `record` is borrowed from the page. */
 typedef struct st_msg {

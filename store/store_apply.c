@@ -38,7 +38,7 @@ static int apply_append(st_store *s, st_op *op, uint64_t now)
     st_member_row m;
     if ((rc = b->get_group(s->be, op->gid, &g)) <= 0)
         return rc < 0 ? rc : ST_ENOGROUP;
-    if ((rc = b->get_member(s->be, op->gid, op->uid, &m)) <= 0)
+    if (!op->any_sender && (rc = b->get_member(s->be, op->gid, op->uid, &m)) <= 0)
         return rc < 0 ? rc : ST_ENOTMEMBER;
 
     uint64_t mid = g.last_mid + 1;
@@ -67,7 +67,9 @@ static int apply_join(st_store *s, st_op *op, uint64_t now)
     if (member < 0)
         return member;
     if (rc == 0) {
-        if (!s->open_groups)
+        /* open_groups is the policy for clients' joins; `create` is a service's own
+         * choice for a group it makes (and then adds members to). */
+        if (!s->open_groups && !op->create)
             return ST_ENOGROUP;
         g = (st_group_row){.last_mid = 0, .created_ms = now};
         b->put_group(s->be, op->gid, &g);

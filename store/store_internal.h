@@ -168,7 +168,7 @@ void st_fail(st_store *s, const char *why);
  * is due and returns true if that worked. */
 bool st_recover(st_store *s);
 
-/* ---- pages and group lists, built by the backends' reads (store_page.c) -------------- */
+/* ---- pages, group lists and member lists, built by the backends' reads (store_page.c) */
 
 /* The mids [lo, hi] a page covers, from its direction, start, limit and the group's
  * last mid (mids are dense, so the range is known before reading). False: empty. */
@@ -187,9 +187,22 @@ size_t st_page_bytes(const st_page *p);
 st_groups *st_groups_new(void);
 int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack);
 
+/* The most members a page of `limit` holds: limit, capped at ST_MEMBERS_MAX. */
+size_t st_members_limit(size_t limit);
+/* A page of at most st_members_limit(limit) members, filled in any order: it keeps the
+ * smallest uids offered (byte order), and one more to tell `more`. NULL: no memory. */
+st_members *st_members_new(uint64_t last_mid, size_t limit);
+/* Offers a member (the uid is copied). 1: kept for now; 0: not kept, as the page and its
+ * one more hold smaller uids already (so will every greater uid be); ST_ENOMEM. */
+int st_members_offer(st_members *m, st_id uid, uint64_t ack);
+/* The page is complete: in uid order, cut to its limit, more set from what was cut. */
+void st_members_finish(st_members *m);
+
 /* ---- small shared helpers (store_util.c) --------------------------------------------- */
 
 bool st_id_ok(st_id id);
+/* Byte order of ids (<0, 0, >0): memcmp, and an id before the longer ones it begins. */
+int st_id_cmp(st_id a, st_id b);
 void st_put_be64(char *p, uint64_t v);
 uint64_t st_get_be64(const char *p);
 uint64_t st_now_ms(void);  /* wall clock, for timestamps */

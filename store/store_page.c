@@ -1,7 +1,7 @@
 /*
- * What reads hand back: a page of messages and a user's list of groups. Both own their
- * bytes, so they outlive the snapshot and the thread that read them. The backends build
- * them with the helpers in store_internal.h.
+ * What reads hand back: a page of messages, a user's list of groups and a page of a
+ * group's members. Each owns its bytes, so it outlives the snapshot and the thread that
+ * read it. The backends build them with the helpers in store_internal.h.
  */
 #include "store_internal.h"
 
@@ -24,6 +24,25 @@ struct st_groups {
     char *ids; /* every gid, back to back; g[i].gid points in here once finished */
     size_t *offs;
     size_t used, room;
+};
+
+/* A member of a page, in a slot of its own: a page being filled replaces its greatest
+ * uid when a smaller one comes, and fixed slots make that a copy, with no bytes to free
+ * or compact. At most ST_MEMBERS_MAX + 1 of them: under 270 KB. */
+typedef struct member_slot {
+    uint64_t ack;
+    unsigned char n;
+    char uid[ST_MAX_ID];
+} member_slot;
+
+/* Until finished, slots[0..n) is a max-heap by uid (the greatest on top, the first to
+ * go); then it is in ascending order and n at most limit. */
+struct st_members {
+    uint64_t last_mid;
+    bool more;
+    size_t limit; /* the page's most members; it keeps one more, to know about more */
+    size_t n, cap;
+    member_slot *slots;
 };
 
 bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid,
@@ -200,4 +219,119 @@ void st_groups_free(st_groups *g)
     free(g->offs);
     free(g->ids);
     free(g);
+}
+
+/* ---- members ---------------------------------------------------------------------------- */
+
+static st_id slot_id(const member_slot *m)
+{
+    return (st_id){m->uid, m->n};
+}
+
+static int slot_cmp(const void *a, const void *b)
+{
+    return st_id_cmp(slot_id(a), slot_id(b));
+}
+
+static void slot_swap(member_slot *a, member_slot *b)
+{
+    member_slot t = *a;
+    *a = *b;
+    *b = t;
+}
+
+size_t st_members_limit(size_t limit)
+{
+    return limit < ST_MEMBERS_MAX ? limit : ST_MEMBERS_MAX;
+}
+
+st_members *st_members_new(uint64_t last_mid, size_t limit)
+{
+    st_members *m = calloc(1, sizeof(*m));
+    if (m) {
+        m->last_mid = last_mid;
+        m->limit = st_members_limit(limit);
+    }
+    return m;
+}
+
+int st_members_offer(st_members *m, st_id uid, uint64_t ack)
+{
+    size_t keep = m->limit + 1, i;
+    if (m->n == keep) {
+        /* Full: uid takes the place of the greatest, if it is smaller, and sinks. */
+        if (st_id_cmp(uid, slot_id(&m->slots[0])) >= 0)
+            return 0;
+        m->slots[0].ack = ack;
+        m->slots[0].n = (unsigned char)uid.n;
+        memcpy(m->slots[0].uid, uid.p, uid.n);
+        for (i = 0;;) {
+            size_t l = 2 * i + 1, r = l + 1, top = i;
+            if (l < m->n && slot_cmp(&m->slots[l], &m->slots[top]) > 0)
+                top = l;
+            if (r < m->n && slot_cmp(&m->slots[r], &m->slots[top]) > 0)
+                top = r;
+            if (top == i)
+                break;
+            slot_swap(&m->slots[i], &m->slots[top]);
+            i = top;
+        }
+        return 1;
+    }
+    if (m->n == m->cap) { /* grows as members come: a small group needs a small page */
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        cap = cap < keep ? cap : keep;
+        member_slot *ns = realloc(m->slots, cap * sizeof(*ns));
+        if (!ns)
+            return ST_ENOMEM;
+        m->slots = ns;
+        m->cap = cap;
+    }
+    /* Not full: in at the bottom, and up while greater than its parent. */
+    i = m->n++;
+    m->slots[i].ack = ack;
+    m->slots[i].n = (unsigned char)uid.n;
+    memcpy(m->slots[i].uid, uid.p, uid.n);
+    for (; i > 0 && slot_cmp(&m->slots[i], &m->slots[(i - 1) / 2]) > 0; i = (i - 1) / 2)
+        slot_swap(&m->slots[i], &m->slots[(i - 1) / 2]);
+    return 1;
+}
+
+void st_members_finish(st_members *m)
+{
+    if (m->n > 1)
+        qsort(m->slots, m->n, sizeof(*m->slots), slot_cmp);
+    m->more = m->n > m->limit;
+    if (m->more)
+        m->n = m->limit; /* the one more only told that there are more */
+}
+
+size_t st_members_count(const st_members *m)
+{
+    return m->n;
+}
+
+st_member st_members_at(const st_members *m, size_t i)
+{
+    if (i >= m->n)
+        return (st_member){{NULL, 0}, 0};
+    return (st_member){slot_id(&m->slots[i]), m->slots[i].ack};
+}
+
+uint64_t st_members_last_mid(const st_members *m)
+{
+    return m->last_mid;
+}
+
+bool st_members_more(const st_members *m)
+{
+    return m->more;
+}
+
+void st_members_free(st_members *m)
+{
+    if (!m)
+        return;
+    free(m->slots);
+    free(m);
 }

@@ -61,6 +61,23 @@ static int group_of(const PGresult *r, st_op *op)
     return ST_OK;
 }
 
+static int members_of(const PGresult *r, st_op *op)
+{
+    if (PQntuples(r) == 0)
+        return ST_ENOGROUP;
+    if (!(op->members = st_members_new(pg_get_int8(r, 0, 0), op->limit)))
+        return ST_ENOMEM;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetisnull(r, i, 1))
+            continue; /* the group, with no member after `after` */
+        int rc = st_members_offer(op->members, pg_get_id(r, i, 1), pg_get_int8(r, i, 2));
+        if (rc < 0)
+            return rc;
+    }
+    st_members_finish(op->members); /* limit + 1 rows at most: more if there was the one */
+    return ST_OK;
+}
+
 /* Queues the statement of one read. */
 static int send_read(pg *p, st_op *op, pg_buf *b)
 {
@@ -79,6 +96,11 @@ static int send_read(pg *p, st_op *op, pg_buf *b)
         pg_text(&b[0], op->gid.p, op->gid.n);
         pg_text(&b[1], op->uid.p ? op->uid.p : "", op->uid.n);
         return pg_send(p, PG_GROUP, params, 2);
+    case ST_OP_READ_MEMBERS:
+        pg_text(&b[0], op->gid.p, op->gid.n);
+        pg_text(&b[1], op->uid.p ? op->uid.p : "", op->uid.n);
+        pg_int8(&b[2], st_members_limit(op->limit));
+        return pg_send(p, PG_MEMBERS, params, 3);
     default:
         return ST_EINVAL;
     }
@@ -113,6 +135,7 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len)
         case ST_OP_READ_PAGE: op->result = page_of(r, op); break;
         case ST_OP_READ_GROUPS: op->result = groups_of(r, op); break;
         case ST_OP_READ_GROUP: op->result = group_of(r, op); break;
+        case ST_OP_READ_MEMBERS: op->result = members_of(r, op); break;
         default: op->result = ST_EIO; break; /* the statement failed, or was skipped */
         }
         PQclear(r);
@@ -121,6 +144,8 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len)
             op->page = NULL;
             st_groups_free(op->groups);
             op->groups = NULL;
+            st_members_free(op->members);
+            op->members = NULL;
         }
     }
     if (rc == ST_OK)

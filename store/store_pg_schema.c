@@ -11,9 +11,10 @@
  *   msgs    (gid, mid, ts, record)                each message once, by (gid, mid)
  *   sends   (uid, cid, gid, mid, ts)              idempotent send, by (uid, cid)
  *   schema_version (version, applied_ms)
- * Ids are text in the "C" collation: byte order, the order RocksDB keeps too, and the
- * cheapest comparisons. groups and members are updated in place all the time (last_mid,
- * ack), so their pages keep room for HOT updates (fillfactor): no index is touched.
+ * Ids are text in the "C" collation: byte order (the order store.h promises where it
+ * promises one: a page of members), and the cheapest comparisons. groups and members are
+ * updated in place all the time (last_mid, ack), so their pages keep room for HOT updates
+ * (fillfactor): no index is touched.
  */
 #include "store_pg.h"
 

@@ -73,6 +73,14 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                        " JOIN gw.groups g ON g.gid = m.gid WHERE m.uid = $1::text",
     [PG_GROUP] = "SELECT g.last_mid, m.ack FROM gw.groups g LEFT JOIN gw.members m"
                  " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
+    /* A page of a group's members after uid $2 ('': from the first), $3 of them and one
+     * more (that tells whether there are more), with the group's last mid from the same
+     * snapshot; no row at all when the group does not exist. uid is COLLATE "C": byte
+     * order, one range of the primary key (gid, uid). The rows come in no promised
+     * order: the page sorts them (st_members_finish), so the database need not. */
+    [PG_MEMBERS] = "SELECT g.last_mid, m.uid, m.ack FROM gw.groups g LEFT JOIN LATERAL ("
+                   " SELECT uid, ack FROM gw.members WHERE gid = g.gid AND uid > $2::text"
+                   " ORDER BY uid LIMIT $3::int8 + 1) m ON true WHERE g.gid = $1::text",
     /* The batch's announcement (store_pg_events.c), delivered at its commit. The
      * function scan yields the payloads in array order: they are announced in it. */
     [PG_NOTIFY] = "SELECT count(pg_notify('gw_feed', x)) FROM unnest($1::text[]) AS x",
@@ -93,6 +101,7 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_INS_SENDS] = "gw_ins_sends",     [PG_INS_MSGS] = "gw_ins_msgs",
     [PG_PAGE_AFTER] = "gw_page_after",   [PG_PAGE_BEFORE] = "gw_page_before",
     [PG_USER_GROUPS] = "gw_user_groups", [PG_GROUP] = "gw_group",
+    [PG_MEMBERS] = "gw_members",
     [PG_NOTIFY] = "gw_notify",           [PG_COUNT] = "gw_count",             [PG_SIZE] = "gw_size",
     [PG_RECOVERY] = "gw_recovery",       [PG_BEGIN] = "gw_begin",
     [PG_COMMIT] = "gw_commit",           [PG_ROLLBACK] = "gw_rollback",

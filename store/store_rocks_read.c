@@ -1,7 +1,8 @@
 /*
  * Reads of the RocksDB backend: committed state only, from any thread, answered at once.
  * Each read that combines several rows (a page and its group's last_mid, a user's groups
- * with their acks) uses one snapshot so the figures agree with each other.
+ * with their acks, a page of members and the last_mid) uses one snapshot so the figures
+ * agree with each other.
  *
  * A read holds rd_lock shared from start to end and uses the handle rd points to: the
  * store thread may reopen the database after disk trouble, and it switches rd (and
@@ -137,6 +138,71 @@ static int read_groups(reader *rd, st_op *op)
 }
 
 /*
+ * A page of a group's members in byte order of uid. A members key is len gid, len uid:
+ * within a group the keys sort by the uid's length first ("b" before "aa"), which is no
+ * order to promise a client. But the uids of one length are one run in byte order, so
+ * the scan takes each length the group holds in turn: it seeks to the first uid of that
+ * length above `after` and offers uids to the page, which keeps the smallest limit + 1,
+ * until one is not kept (the rest of that run is greater still). That is a seek or two
+ * per length present (a few in practice, 255 at most) and at most limit + 1 members read
+ * per length, whatever the group's size.
+ */
+static int read_members(reader *rd, st_op *op)
+{
+    uint64_t last_mid = 0;
+    int rc = read_last_mid(rd, op->gid, &last_mid);
+    if (rc != ST_OK)
+        return rc;
+    if (!(op->members = st_members_new(last_mid, op->limit)))
+        return ST_ENOMEM;
+    rk_key group, end, seek;
+    rk_key_id(&group, op->gid); /* the group's members: every key that starts so */
+    if (rk_key_prefix_end(&group, &end)) /* always: ids are printable ASCII */
+        rocksdb_readoptions_set_iterate_upper_bound(rd->ro, end.b, end.n);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MEMBERS]);
+    st_id after = op->uid;
+    size_t len = 1;
+    while (rc == ST_OK && len <= ST_MAX_ID) {
+        /* The uids of this length above `after` are the keys from len | after on (but
+         * after itself): a uid compares with after as its key with that one, and the
+         * two that differ in length agree too: a uid that after begins with sorts
+         * below both, one that begins with after above both. */
+        seek = group;
+        seek.b[seek.n++] = (char)len;
+        if (after.n)
+            memcpy(seek.b + seek.n, after.p, after.n);
+        seek.n += after.n;
+        size_t next = ST_MAX_ID + 1; /* the group's keys ran out: done */
+        for (rocksdb_iter_seek(it, seek.b, seek.n); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+            size_t kn, vn;
+            const char *kp = rocksdb_iter_key(it, &kn);
+            const char *vp = rocksdb_iter_value(it, &vn);
+            size_t un = kn > group.n ? (unsigned char)kp[group.n] : 0;
+            if (kn != group.n + 1 + un || un == 0 || vn != RK_MEMBER_VAL)
+                continue; /* not a member row: none is written so */
+            if (un != len) {
+                next = un > len ? un : len + 1; /* the next length the group holds */
+                break;
+            }
+            st_id uid = {kp + group.n + 1, un};
+            if (st_id_cmp(uid, after) == 0)
+                continue; /* after itself: the page starts above it */
+            int kept = st_members_offer(op->members, uid, st_get_be64(vp));
+            if (kept < 0)
+                rc = kept;
+            if (kept <= 0) {
+                next = len + 1;
+                break;
+            }
+        }
+        len = next;
+    }
+    rc = iter_done(it, rc);
+    st_members_finish(op->members);
+    return rc;
+}
+
+/*
  * One bounded scan over mids [lo, hi] in the direction of reading (ascending after a mid,
  * descending before one), so that when max_bytes cuts the page short it keeps the
  * messages nearest to where the client is reading. At least one message is always kept.
@@ -207,6 +273,7 @@ int rk_read(void *be, st_op *reads, char *why, size_t why_len)
         case ST_OP_READ_PAGE: op->result = read_page(&rd, op); break;
         case ST_OP_READ_GROUPS: op->result = read_groups(&rd, op); break;
         case ST_OP_READ_GROUP: op->result = read_group(&rd, op); break;
+        case ST_OP_READ_MEMBERS: op->result = read_members(&rd, op); break;
         default: op->result = ST_EINVAL; break;
         }
         reader_close(&rd);
@@ -215,6 +282,8 @@ int rk_read(void *be, st_op *reads, char *why, size_t why_len)
             op->page = NULL;
             st_groups_free(op->groups);
             op->groups = NULL;
+            st_members_free(op->members);
+            op->members = NULL;
         }
     }
     return ST_OK; /* a failed read says so in its result; the store is not in trouble */

@@ -16,6 +16,13 @@ bool st_id_ok(st_id id)
     return true;
 }
 
+int st_id_cmp(st_id a, st_id b)
+{
+    size_t n = a.n < b.n ? a.n : b.n;
+    int c = n ? memcmp(a.p, b.p, n) : 0; /* an empty id may have no bytes at all */
+    return c ? c : (a.n > b.n) - (a.n < b.n);
+}
+
 st_id st_id_str(const char *s)
 {
     return (st_id){s, s ? strlen(s) : 0};
