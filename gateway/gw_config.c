@@ -11,7 +11,7 @@ enum {
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
-    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE,
+    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE,
 };
 
 static const struct option options[] = {
@@ -21,6 +21,7 @@ static const struct option options[] = {
     {"data", required_argument, 0, O_DATA},
     {"store", required_argument, 0, O_STORE},
     {"node", required_argument, 0, O_NODE},
+    {"api-key-file", required_argument, 0, O_API_KEY_FILE},
     {"insecure", no_argument, 0, O_INSECURE},
     {"cert", required_argument, 0, O_CERT},
     {"key", required_argument, 0, O_KEY},
@@ -93,6 +94,9 @@ static void help(void)
         "  --secret-file PATH   HS256 token secret (or env GW_SECRET); default: DIR/token-secret,\n"
         "                       created with random bytes on first start\n"
         "  --demo               POST /demo/login issues a token for any name (insecure)\n"
+        "  --api-key-file PATH  turn the server API on (/api/v1/, docs/API.md): its keys,\n"
+        "                       one a line, at least 16 characters; requests send\n"
+        "                       Authorization: Bearer KEY\n"
         "  --web-root DIR       static files served at / (default: none)\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
@@ -247,6 +251,7 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_DATA: c->data = optarg; break;
         case O_STORE: c->store_url = optarg; break;
         case O_NODE: node = optarg; break;
+        case O_API_KEY_FILE: c->api_key_file = optarg; break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;

@@ -1,7 +1,9 @@
 /*
  * Plain HTTP on the gateway's port: /healthz, /stats (JSON), /metrics (Prometheus),
- * POST /demo/login (demo mode only) and the demo page's static files.
+ * POST /demo/login (demo mode only), the server API under /api/v1/ (gw_api.c) and the
+ * demo page's static files.
  */
+#include "gw_api.h"
 #include "gw_internal.h"
 #include "gw_tls.h"
 
@@ -19,6 +21,8 @@ typedef struct http_pss {
     char body[LOGIN_BODY_MAX + 1]; /* POST body being received */
     size_t n;
     bool too_long;
+    bool api;          /* an API request: its state is in `req` */
+    gw_api_conn req;
 } http_pss;
 
 size_t gw_http_pss_size(void)
@@ -111,6 +115,22 @@ static int demo_login(gw_server *srv, struct lws *wsi, http_pss *ps)
     return respond_json(wsi, HTTP_STATUS_OK, out);
 }
 
+/* An API request's answer, once it has one (a store job's comes later: its completion
+ * asks for a writeable callback, which comes back here). */
+static int api_answer(struct lws *wsi, http_pss *ps)
+{
+    unsigned status;
+    char *json = NULL;
+    if (!gw_api_ready(&ps->req, &status, &json))
+        return 0;
+    /* Released first: completing the HTTP transaction may free ps with it. */
+    gw_api_release(&ps->req);
+    ps->api = false;
+    int rc = json ? respond(wsi, status, "application/json", json, strlen(json)) : -1;
+    free(json);
+    return rc;
+}
+
 static const char *mime_of(const char *path)
 {
     static const struct { const char *ext, *mime; } types[] = {
@@ -167,6 +187,17 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_HTTP: {
         const char *path = in;
         bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+        if (gw_api_path(path)) {
+            const char *method = post ? "POST"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI) ? "PUT"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) ? "DELETE"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) ? "GET"
+                                                                                : "OTHER";
+            ps->api = true;
+            if (gw_api_begin(srv, &ps->req, wsi, path, method) == 1)
+                return 0; /* the body follows */
+            return api_answer(wsi, ps);
+        }
         if (post) {
             if (strcmp(path, "/demo/login") == 0 && srv->cfg.demo) {
                 ps->n = 0;
@@ -193,6 +224,8 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         return static_file(srv, wsi, path);
     }
     case LWS_CALLBACK_HTTP_BODY:
+        if (ps->api)
+            return gw_api_body(srv, &ps->req, in, len);
         if (ps->n + len > LOGIN_BODY_MAX) {
             ps->too_long = true;
             return 0;
@@ -201,7 +234,21 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         ps->n += len;
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        if (ps->api) {
+            gw_api_body_done(srv, &ps->req, wsi);
+            return api_answer(wsi, ps);
+        }
         return demo_login(srv, wsi, ps);
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (ps && ps->api)
+            return api_answer(wsi, ps);
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    case LWS_CALLBACK_CLOSED_HTTP:
+        if (ps && ps->api) {
+            gw_api_release(&ps->req);
+            ps->api = false;
+        }
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
     case LWS_CALLBACK_HTTP_FILE_COMPLETION:
         return lws_http_transaction_completed(wsi) ? -1 : 0;
     default:

@@ -405,6 +405,7 @@ struct gw_server {
     /* The modules, each with its own state. */
     gw_bridge *bridge;
     gw_feed *feed;          /* the other gateways' changes (NULL: not listening) */
+    struct gw_api *api;     /* the server API's keys (NULL: the API is off) */
     gw_cluster *cluster;
     gw_deliver *deliver;
     gw_sessions *sessions;

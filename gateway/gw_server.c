@@ -4,6 +4,7 @@
  * gw_server_init makes without libwebsockets so that the fuzz target runs the same ones.
  */
 #include "gw_server.h"
+#include "gw_api.h"
 #include "gw_internal.h"
 
 #include <ev.h>
@@ -219,7 +220,8 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_serve
     if (!srv)
         return -1;
     protocols[0].per_session_data_size = gw_http_pss_size();
-    if (gw_server_init(srv, cfg, store, wake_loop, srv) != 0)
+    if (gw_server_init(srv, cfg, store, wake_loop, srv) != 0 ||
+        gw_api_load(srv, cfg->api_key_file) != 0)
         goto fail;
 
     /* No libwebsockets validity timers (a hang-up time of 0 turns them off): the sweep
@@ -337,6 +339,7 @@ void gw_server_free(gw_server *srv)
         ev_loop_destroy(srv->loop);
         srv->loop = NULL;
     }
+    gw_api_free(srv->api);
     gw_server_release(srv);
     free(srv);
 }

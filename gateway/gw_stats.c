@@ -281,6 +281,10 @@ static void snapshot(gw_server *srv, table *t)
       "Messages pushed from those reads", n->hole_msgs);
     C("cluster", "hole_notifies", "gw_hole_notifies_total",
       "Holes too large to push, told as notify instead", n->hole_notifies);
+    C("api", "requests", "gw_api_requests_total",
+      "Server API requests with a valid key (docs/API.md)", n->api_requests);
+    C("api", "unauthorized", "gw_api_unauthorized_total",
+      "Server API requests refused for their key", n->api_unauthorized);
     G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
     G("lag", "total", "gw_member_ack_lag_messages", "Sum over online members of last_mid - ack",
       lag_total);

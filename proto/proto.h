@@ -208,6 +208,11 @@ typedef struct pr_message {
     pr_body body;
 } pr_message;
 
+/* Reads a stored record back into out's from and body (mid and ts are left 0): slices
+ * borrowed from rec. 0, or PR_E_BAD_FRAME for bytes that are not a record. Uses d's zone
+ * (as a decode does). */
+int pr_dec_record(pr_decoder *d, const uint8_t *rec, size_t n, pr_message *out);
+
 /* Server encoders. rid PR_NO_RID = no rid. */
 typedef struct pr_welcome {
     pr_slice uid;

@@ -518,3 +518,38 @@ int pr_decode_events(pr_decoder *d, const uint8_t *frame, size_t len, pr_event_c
     }
     return 0;
 }
+
+/* One object of several: msgpack-c says EXTRA_BYTES while more follow. */
+static bool unpacked(msgpack_unpack_return r)
+{
+    return r == MSGPACK_UNPACK_SUCCESS || r == MSGPACK_UNPACK_EXTRA_BYTES;
+}
+
+int pr_dec_record(pr_decoder *d, const uint8_t *rec, size_t n, pr_message *out)
+{
+    memset(out, 0, sizeof *out);
+    msgpack_zone_clear(&d->zone);
+    size_t off = 0;
+    bool from = false, body = false;
+    /* Key/value pairs without a map header (pr_enc_record): two keys, two values. The
+     * strings stay in rec (msgpack-c points into the buffer it unpacks). */
+    for (unsigned i = 0; i < PR_RECORD_PAIRS; i++) {
+        msgpack_object k, v;
+        if (!unpacked(msgpack_unpack((const char *)rec, n, &off, &d->zone, &k)) ||
+            !unpacked(msgpack_unpack((const char *)rec, n, &off, &d->zone, &v)) ||
+            k.type != MSGPACK_OBJECT_STR)
+            return PR_E_BAD_FRAME;
+        pr_slice key = slice_of(&k);
+        if (slice_is(key, "from") && v.type == MSGPACK_OBJECT_STR) {
+            out->from = slice_of(&v);
+            from = pr_id_valid(out->from);
+        } else if (slice_is(key, "body") &&
+                   (v.type == MSGPACK_OBJECT_STR || v.type == MSGPACK_OBJECT_BIN)) {
+            out->body = (pr_body){slice_of(&v), v.type == MSGPACK_OBJECT_BIN};
+            body = true;
+        } else {
+            return PR_E_BAD_FRAME;
+        }
+    }
+    return from && body && off == n ? 0 : PR_E_BAD_FRAME;
+}

@@ -340,17 +340,35 @@ int gwfx_closed(gwc_conn *k)
     return -1;
 }
 
-char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)
+char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer,
+                const char *body, int *status)
 {
-    char out[400], cmd[2048];
+    char out[400], in[400], cmd[2048];
     snprintf(out, sizeof(out), "%s/http-body", f->dir);
-    int n = snprintf(cmd, sizeof(cmd), "curl -s -m 10 -o %s -w '%%{http_code}' ", out);
+    snprintf(in, sizeof(in), "%s/http-request", f->dir);
+    int n = snprintf(cmd, sizeof(cmd), "curl -s -m 10 -o %s -w '%%{http_code}' -X %s ", out,
+                     method);
     if (f->tls)
         n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "--cacert %s/cert.pem ", f->dir);
-    if (post_body)
-        n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "-X POST --data-binary '%s' ",
-                      post_body);
-    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "%s://127.0.0.1:%d%s", f->tls ? "https" : "http",
+    if (bearer) /* from a file: a key never goes on a command line (ps shows it) */
+        n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "-H @%s/http-auth ", f->dir);
+    if (bearer) {
+        char hp[400];
+        snprintf(hp, sizeof(hp), "%s/http-auth", f->dir);
+        FILE *h = fopen(hp, "w");
+        cr_assert_not_null(h);
+        fprintf(h, "Authorization: Bearer %s\n", bearer);
+        fclose(h);
+    }
+    if (body) {
+        FILE *b = fopen(in, "wb");
+        cr_assert_not_null(b);
+        fwrite(body, 1, strlen(body), b);
+        fclose(b);
+        n += snprintf(cmd + n, sizeof(cmd) - (size_t)n,
+                      "-H 'Content-Type: application/json' --data-binary @%s ", in);
+    }
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "'%s://127.0.0.1:%d%s'", f->tls ? "https" : "http",
              f->port, path);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
@@ -364,12 +382,17 @@ char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)
     fseek(b, 0, SEEK_END);
     long len = ftell(b);
     fseek(b, 0, SEEK_SET);
-    char *body = malloc((size_t)len + 1);
-    size_t got = fread(body, 1, (size_t)len, b);
-    body[got] = 0;
+    char *resp = malloc((size_t)len + 1);
+    size_t got = fread(resp, 1, (size_t)len, b);
+    resp[got] = 0;
     fclose(b);
     unlink(out);
-    return body;
+    return resp;
+}
+
+char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)
+{
+    return gwfx_call(f, post_body ? "POST" : "GET", path, NULL, post_body, status);
 }
 
 st_store *gwfx_open_store(gwfx *f)

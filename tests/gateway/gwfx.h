@@ -100,6 +100,10 @@ void gwfx_rocksdb_only(const char *why);
 /* GET (or POST body, when not NULL) path on the gateway's HTTP side with curl; returns
  * the body (malloc'd) and sets *status (0 if the request failed). */
 char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status);
+/* Any method on path, with `Authorization: Bearer KEY` when bearer is not NULL and a
+ * JSON body when body is not NULL; returns the answer's body (malloc'd), *status. */
+char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer,
+                const char *body, int *status);
 /* GET /metrics (200 asserted), with the node label that every sample carries taken out
  * (and asserted on each): tests look samples up as "name" or "name{label=\"v\"}". */
 char *gwfx_metrics(gwfx *f);

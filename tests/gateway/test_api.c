@@ -1,0 +1,272 @@
+/*
+ * The server API (/api/v1/, docs/API.md) over real HTTP (curl) against the real gateway:
+ * keys, every endpoint and its errors, and that what it does reaches the sessions (a
+ * message pushed, a member added or removed, sessions closed), also from another node.
+ */
+#include "gwfx.h"
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KEY "test-api-key-0123456789abcdef"
+
+static gwfx f, g2;
+static char keyfile[300];
+
+static void teardown(void)
+{
+    gwfx_cleanup(&g2);
+    gwfx_cleanup(&f);
+    if (keyfile[0])
+        unlink(keyfile);
+}
+
+TestSuite(api, .fini = teardown);
+
+static pr_slice sl(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
+/* Starts the gateway with the API on (one key, and a comment line in the file). */
+static void start_api(gwfx *x, const char *const *more)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(keyfile, sizeof(keyfile), "%s/gw-api-keys-%d", tmp && *tmp ? tmp : "/tmp",
+             (int)getpid());
+    FILE *k = fopen(keyfile, "w");
+    cr_assert_not_null(k);
+    fprintf(k, "# the test's key\n%s\n", KEY);
+    fclose(k);
+    const char *args[16] = {"--api-key-file", keyfile};
+    int n = 2;
+    for (; more && more[n - 2]; n++)
+        args[n] = more[n - 2];
+    args[n] = NULL;
+    gwfx_start(x, args);
+}
+
+/* Calls the API with the test's key; checks the status; returns the body (malloc'd). */
+static char *call(gwfx *x, const char *method, const char *path, const char *body, int want)
+{
+    int status;
+    char *out = gwfx_call(x, method, path, KEY, body, &status);
+    cr_assert_eq(status, want, "%s %s: %d, expected %d: %s", method, path, status, want, out);
+    return out;
+}
+
+static bool has(const char *body, const char *part)
+{
+    return strstr(body, part) != NULL;
+}
+
+Test(api, is_off_without_keys_and_refuses_wrong_ones, .timeout = 60)
+{
+    gwfx_start(&f, NULL);
+    int status;
+    char *b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", KEY, NULL, &status);
+    cr_assert_eq(status, 404, "%d %s", status, b);
+    cr_assert(has(b, "--api-key-file"), "%s", b);
+    free(b);
+    gwfx_cleanup(&f);
+
+    start_api(&f, NULL);
+    b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", NULL, NULL, &status);
+    cr_assert_eq(status, 401, "no key: %d", status);
+    cr_assert(has(b, "\"error\":\"unauthorized\""), "%s", b);
+    free(b);
+    b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", "test-api-key-0123456789abcdeX",
+                  NULL, &status);
+    cr_assert_eq(status, 401, "a wrong key: %d", status);
+    free(b);
+    b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", KEY, NULL, &status);
+    cr_assert_eq(status, 200, "the key: %d %s", status, b);
+    free(b);
+}
+
+Test(api, a_posted_message_is_stored_once_and_pushed, .timeout = 60)
+{
+    start_api(&f, NULL);
+    gwc_conn *a = gwfx_login(&f, "alice", NULL);
+    gwfx_join(a, "news");
+    /* From a sender that is no member: a bot of the application. */
+    const char *msg = "{\"from\":\"bot\",\"cid\":\"n-1\",\"body\":\"the server says h\\u00e9\"}";
+    char *b = call(&f, "POST", "/api/v1/groups/news/messages", msg, 200);
+    cr_assert(has(b, "\"mid\":1") && has(b, "\"duplicate\":false"), "%s", b);
+    free(b);
+    pr_event ev = gwfx_expect(a, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, 1);
+    cr_assert(gwfx_slice_is(ev.msg.from, "bot"));
+    cr_assert(gwfx_slice_is(ev.msg.body.data, "the server says h\xc3\xa9"));
+    /* The same (from, cid) again: the first answer, nothing stored or pushed. */
+    b = call(&f, "POST", "/api/v1/groups/news/messages", msg, 200);
+    cr_assert(has(b, "\"mid\":1") && has(b, "\"duplicate\":true"), "%s", b);
+    free(b);
+    cr_assert(gwfx_quiet(a, 300), "pushed once");
+    /* The page as JSON, after and before. */
+    uint64_t m2 = gwfx_send_msg(a, "news", "a-1", "from alice");
+    cr_assert_eq(m2, 2);
+    b = call(&f, "GET", "/api/v1/groups/news/messages?after=0&limit=10", NULL, 200);
+    cr_assert(has(b, "\"last_mid\":2") && has(b, "\"more\":false"), "%s", b);
+    cr_assert(has(b, "\"from\":\"bot\"") && has(b, "\"from\":\"alice\"") &&
+                  has(b, "\"body\":\"from alice\""),
+              "%s", b);
+    free(b);
+    b = call(&f, "GET", "/api/v1/groups/news/messages?before=2&limit=1", NULL, 200);
+    cr_assert(has(b, "\"mid\":1") && !has(b, "\"mid\":2") && has(b, "\"more\":false"), "%s", b);
+    free(b);
+}
+
+Test(api, members_are_added_and_removed_and_their_sessions_follow, .timeout = 60)
+{
+    static const char *const closed[] = {"--closed-groups", NULL};
+    start_api(&f, closed);
+    gwc_conn *bob = gwfx_login(&f, "bob", NULL);
+    /* PUT makes the group (whatever --closed-groups says) and the member. */
+    char *b = call(&f, "PUT", "/api/v1/groups/team/members/bob", NULL, 201);
+    cr_assert(has(b, "\"created\":true") && has(b, "\"joined\":true"), "%s", b);
+    free(b);
+    b = call(&f, "PUT", "/api/v1/groups/team/members/bob", NULL, 200);
+    cr_assert(has(b, "\"joined\":false"), "again: nothing changes: %s", b);
+    free(b);
+    /* Bob's open session is a member at once: it sends, and gets the group's pushes. */
+    cr_assert_eq(gwfx_send_msg(bob, "team", "b-1", "hi"), 1);
+    b = call(&f, "POST", "/api/v1/groups/team/messages",
+             "{\"from\":\"system\",\"cid\":\"s-1\",\"body\":\"welcome\"}", 200);
+    free(b);
+    pr_event ev = gwfx_expect(bob, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, 2);
+    b = call(&f, "GET", "/api/v1/users/bob/groups", NULL, 200);
+    cr_assert(has(b, "\"gid\":\"team\"") && has(b, "\"last_mid\":2") && has(b, "\"unread\":2"),
+              "%s", b);
+    free(b);
+    /* DELETE: no more pushes, and a send is refused. */
+    b = call(&f, "DELETE", "/api/v1/groups/team/members/bob", NULL, 200);
+    free(b);
+    b = call(&f, "POST", "/api/v1/groups/team/messages",
+             "{\"from\":\"system\",\"cid\":\"s-2\",\"body\":\"bye\"}", 200);
+    free(b);
+    cr_assert(gwfx_quiet(bob, 300), "no push after the removal");
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_send(&sb, 9, sl("team"), sl("b-2"), (pr_body){sl("x"), false});
+    ev = gwfx_request(bob, &sb, PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_NOT_MEMBER);
+    msgpack_sbuffer_destroy(&sb);
+    b = call(&f, "DELETE", "/api/v1/groups/team/members/bob", NULL, 404);
+    cr_assert(has(b, "not_member"), "%s", b);
+    free(b);
+}
+
+Test(api, members_are_listed_page_by_page, .timeout = 60)
+{
+    start_api(&f, NULL);
+    gwc_conn *m3 = gwfx_login(&f, "m3", NULL); /* online */
+    for (int i = 1; i <= 5; i++) {
+        char path[80];
+        snprintf(path, sizeof(path), "/api/v1/groups/club/members/m%d", i);
+        free(call(&f, "PUT", path, NULL, 201));
+    }
+    free(call(&f, "POST", "/api/v1/groups/club/messages",
+              "{\"from\":\"bot\",\"cid\":\"c1\",\"body\":\"one\"}", 200));
+    gwfx_expect(m3, PR_EV_MSG);
+    char *b = call(&f, "GET", "/api/v1/groups/club/members?limit=3", NULL, 200);
+    cr_assert(has(b, "\"uid\":\"m1\"") && has(b, "\"uid\":\"m3\"") && !has(b, "\"m4\""), "%s", b);
+    cr_assert(has(b, "\"next\":\"m3\"") && has(b, "\"unread\":1"), "%s", b);
+    cr_assert(has(b, "\"uid\":\"m3\",\"ack\":0,\"unread\":1,\"online\":true"), "%s", b);
+    free(b);
+    b = call(&f, "GET", "/api/v1/groups/club/members?limit=3&after=m3", NULL, 200);
+    cr_assert(has(b, "\"uid\":\"m4\"") && has(b, "\"uid\":\"m5\"") && has(b, "\"next\":null"),
+              "%s", b);
+    cr_assert(has(b, "\"online\":false"), "%s", b);
+    free(b);
+    b = call(&f, "GET", "/api/v1/groups/nope/members", NULL, 404);
+    free(b);
+    b = call(&f, "GET", "/api/v1/groups/club/members?limit=5000", NULL, 400);
+    cr_assert(has(b, "\"field\":\"limit\""), "%s", b);
+    free(b);
+}
+
+Test(api, sessions_of_a_user_are_closed, .timeout = 60)
+{
+    start_api(&f, NULL);
+    gwc_conn *k1 = gwfx_login(&f, "carol", NULL);
+    gwc_conn *k2 = gwfx_login(&f, "carol", NULL);
+    gwc_conn *other = gwfx_login(&f, "dave", NULL);
+    char *b = call(&f, "DELETE", "/api/v1/users/carol/sessions", NULL, 200);
+    cr_assert(has(b, "\"closed\":2"), "%s", b);
+    free(b);
+    cr_assert_eq(gwfx_closed(k1), 4003);
+    cr_assert_eq(gwfx_closed(k2), 4003);
+    cr_assert(gwfx_quiet(other, 200) && gwc_is_open(other), "another user's session stays");
+}
+
+Test(api, bad_requests_name_the_field_and_store_nothing, .timeout = 60)
+{
+    start_api(&f, NULL);
+    gwc_conn *a = gwfx_login(&f, "alice", NULL);
+    gwfx_join(a, "g");
+    static const struct {
+        const char *method, *path, *body;
+        int status;
+        const char *has;
+    } cases[] = {
+        {"POST", "/api/v1/groups/g/messages", "{\"cid\":\"c\",\"body\":\"x\"}", 400, "\"field\":\"from\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"a b\",\"cid\":\"c\",\"body\":\"x\"}", 400, "\"field\":\"from\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"bot\",\"body\":\"x\"}", 400, "\"field\":\"cid\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"bot\",\"cid\":\"c\",\"body\":7}", 400, "\"field\":\"body\""},
+        {"POST", "/api/v1/groups/g/messages", "not json", 400, "bad_frame"},
+        {"POST", "/api/v1/groups/no%20such/messages", "{}", 400, "\"field\":\"gid\""},
+        {"POST", "/api/v1/groups/nogroup/messages", "{\"from\":\"bot\",\"cid\":\"c\",\"body\":\"x\"}", 404, "no_group"},
+        {"GET", "/api/v1/groups/g/messages?after=1&before=3", NULL, 400, "\"field\":"},
+        {"GET", "/api/v1/groups/g/messages?limit=0", NULL, 400, "\"field\":\"limit\""},
+        {"GET", "/api/v1/groups/g/messages?after=x", NULL, 400, "\"field\":\"after\""},
+        {"GET", "/api/v1/groups/nogroup/messages", NULL, 404, "no_group"},
+        {"PUT", "/api/v1/groups/g/members/a%20b", NULL, 400, "\"field\":\"uid\""},
+        {"PUT", "/api/v1/groups/g/messages", NULL, 405, "bad_type"},
+        {"GET", "/api/v1/nothing/here", NULL, 404, "not_found"},
+        {"GET", "/api/v1/groups/g/members/alice/extra/more", NULL, 404, "not_found"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *b = call(&f, cases[i].method, cases[i].path, cases[i].body, cases[i].status);
+        cr_assert(has(b, cases[i].has), "%s %s: %s", cases[i].method, cases[i].path, b);
+        cr_assert(has(b, "\"message\":"), "%s", b);
+        free(b);
+    }
+    /* Too large: a body over --max-body. */
+    size_t big = 70 * 1024;
+    char *json = malloc(big + 64);
+    int n = snprintf(json, 64, "{\"from\":\"bot\",\"cid\":\"big\",\"body\":\"");
+    memset(json + n, 'x', big);
+    strcpy(json + n + big, "\"}");
+    char *b = call(&f, "POST", "/api/v1/groups/g/messages", json, 413);
+    cr_assert(has(b, "too_large"), "%s", b);
+    free(b);
+    free(json);
+    /* Nothing was stored by any of them. */
+    b = call(&f, "GET", "/api/v1/groups/g/messages", NULL, 200);
+    cr_assert(has(b, "\"last_mid\":0") && has(b, "\"messages\":[]"), "%s", b);
+    free(b);
+    cr_assert(gwfx_quiet(a, 200));
+}
+
+Test(api, a_member_added_through_one_node_gets_pushes_on_another, .timeout = 60)
+{
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
+    start_api(&f, NULL);
+    gwfx_start_beside(&g2, &f, NULL);
+    gwc_conn *erin = gwfx_login(&g2, "erin", NULL); /* on node 2 */
+    char *b = call(&f, "PUT", "/api/v1/groups/ops/members/erin", NULL, 201);
+    free(b);
+    b = call(&f, "POST", "/api/v1/groups/ops/messages",
+             "{\"from\":\"pager\",\"cid\":\"p-1\",\"body\":\"disk full\"}", 200);
+    free(b);
+    pr_event ev = gwfx_expect(erin, PR_EV_MSG);
+    cr_assert_eq(ev.msg.mid, 1);
+    cr_assert(gwfx_slice_is(ev.msg.from, "pager"));
+}
