@@ -11,7 +11,7 @@ enum {
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
-    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE,
+    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE, O_GROUPS,
 };
 
 static const struct option options[] = {
@@ -28,6 +28,7 @@ static const struct option options[] = {
     {"secret-file", required_argument, 0, O_SECRET_FILE},
     {"no-sync", no_argument, 0, O_NO_SYNC},
     {"closed-groups", no_argument, 0, O_CLOSED_GROUPS},
+    {"groups", required_argument, 0, O_GROUPS},
     {"demo", no_argument, 0, O_DEMO},
     {"web-root", required_argument, 0, O_WEB_ROOT},
     {"max-frame", required_argument, 0, O_MAX_FRAME},
@@ -84,7 +85,13 @@ static void help(void)
         "  --no-sync            do not fsync commits (PostgreSQL: synchronous_commit off;\n"
         "                       faster; a machine or database crash may lose the last\n"
         "                       confirmed messages; a crash of gw loses nothing)\n"
-        "  --closed-groups      join does not create groups that do not exist\n"
+        "  --groups MODE        who makes groups and members (default open):\n"
+        "                       open      a client's join creates the group if missing\n"
+        "                       existing  a client joins only groups that exist\n"
+        "                       managed   only the server API (docs/API.md), or a token's\n"
+        "                                 groups claim, makes members: any other join is\n"
+        "                                 refused with unauthorized\n"
+        "  --closed-groups      the same as --groups existing\n"
         "Cluster (several gw nodes over one PostgreSQL: docs/DEPLOY.md)\n"
         "  --node NAME          this node's name in logs, /stats, /metrics (label node) and\n"
         "                       the database's pg_stat_activity; letters, digits and ._:-\n"
@@ -257,7 +264,17 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_KEY: c->key = optarg; break;
         case O_SECRET_FILE: secret_file = optarg; break;
         case O_NO_SYNC: c->sync = false; break;
-        case O_CLOSED_GROUPS: c->open_groups = false; break;
+        case O_CLOSED_GROUPS: c->open_groups = false, c->managed_groups = false; break;
+        case O_GROUPS:
+            if (strcmp(optarg, "open") == 0 || strcmp(optarg, "existing") == 0 ||
+                strcmp(optarg, "managed") == 0) {
+                c->open_groups = strcmp(optarg, "open") == 0;
+                c->managed_groups = strcmp(optarg, "managed") == 0;
+            } else {
+                fprintf(stderr, "gw: --groups %s: open, existing or managed\n", optarg);
+                rc = -1;
+            }
+            break;
         case O_DEMO: c->demo = true; break;
         case O_WEB_ROOT: c->web_root = optarg; break;
         case O_MAX_FRAME: rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v; break;

@@ -20,7 +20,10 @@ typedef struct gw_config {
     char secret[256];      /* HS256 token secret */
     size_t secret_n;
     bool sync;             /* fsync every group commit */
-    bool open_groups;      /* join creates missing groups */
+    bool open_groups;      /* join creates missing groups (--groups open) */
+    bool managed_groups;   /* --groups managed: only the server API (or a token's groups
+                            * claim) makes members; a client's join of any other group is
+                            * `unauthorized` */
     bool demo;             /* POST /demo/login issues tokens (insecure) */
     const char *web_root;  /* static files served at / */
     size_t max_frame;      /* bytes */

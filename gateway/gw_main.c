@@ -136,8 +136,9 @@ int main(int argc, char **argv)
             gw_err("%s (%s)", err, store_path);
         return 1;
     }
-    gw_info("store opened: %s %s (sync %s, open groups %s)%s", st_backend_name(store),
-            st_where(store), cfg.sync ? "on" : "off", cfg.open_groups ? "on" : "off",
+    gw_info("store opened: %s %s (sync %s, groups %s)%s", st_backend_name(store),
+            st_where(store), cfg.sync ? "on" : "off",
+            cfg.managed_groups ? "managed" : cfg.open_groups ? "open" : "existing",
             st_writable(store) ? "" : "; not reachable yet: retrying");
 
     gw_server *srv = NULL;

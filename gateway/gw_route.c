@@ -272,6 +272,15 @@ static void on_join(gw_sess *s, const pr_req *r)
     }
     gw_user *u = s->user;
     bool member = gw_member_find(u, r->gid) != NULL;
+    /* Managed groups: the application makes members (its API, or the groups its token
+     * names, which it chose); joining anything else is not the client's to do. */
+    bool claimed = s->id.groups != NULL;
+    if (s->srv->cfg.managed_groups && !member && !claimed) {
+        gw_sess_error(s, r->rid, PR_E_UNAUTHORIZED,
+                      "this gateway's groups are managed by the application: it adds members",
+                      r->gid);
+        return;
+    }
     /* Joins of this user's other sessions still in flight count too. */
     if (!member && HASH_COUNT(u->groups) + u->joins_inflight >= s->srv->cfg.max_groups) {
         gw_sess_error(s, r->rid, PR_E_TOO_LARGE, "member of too many groups: leave one first",
@@ -281,6 +290,7 @@ static void on_join(gw_sess *s, const pr_req *r)
     gw_req *q = membership_req(s, r, ST_OP_JOIN);
     if (!q)
         return;
+    q->job.op.create = s->srv->cfg.managed_groups && claimed; /* the token made it */
     q->counted = !member;
     if (q->counted)
         u->joins_inflight++; /* undone in complete_join, or here if refused */

@@ -7,6 +7,7 @@
 #include "pgfx.h"
 
 #include <criterion/criterion.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,4 +270,59 @@ Test(api, a_member_added_through_one_node_gets_pushes_on_another, .timeout = 60)
     pr_event ev = gwfx_expect(erin, PR_EV_MSG);
     cr_assert_eq(ev.msg.mid, 1);
     cr_assert(gwfx_slice_is(ev.msg.from, "pager"));
+}
+
+/* Signs in with a token whose groups claim names only `claim`. */
+static gwc_conn *login_claiming(gwfx *x, const char *uid, const char *claim)
+{
+    char *tok = NULL;
+    const char *groups[1] = {claim};
+    cr_assert_eq(gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600,
+                                groups, 1, false, &tok), 0);
+    gwc_conn *k = gwfx_connect_raw(x);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_hello(&sb, 1, sl(tok));
+    gwfx_request(k, &sb, PR_EV_WELCOME);
+    msgpack_sbuffer_destroy(&sb);
+    free(tok);
+    return k;
+}
+
+static int join_result(gwc_conn *k, const char *gid)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_join(&sb, 3, sl(gid));
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    pr_event ev = gwfx_expect_any(k);
+    return ev.t == PR_EV_JOINED ? 0 : ev.t == PR_EV_ERR ? ev.err_code : -100;
+}
+
+Test(api, managed_groups_take_members_from_the_application_only, .timeout = 60)
+{
+    static const char *const managed[] = {"--groups", "managed", NULL};
+    start_api(&f, managed);
+    gwc_conn *a = gwfx_login(&f, "alice", NULL);
+    free(call(&f, "PUT", "/api/v1/groups/made/members/bob", NULL, 201)); /* the group exists */
+    /* A client joins neither a new group nor an existing one by itself. */
+    cr_assert_eq(join_result(a, "new-one"), PR_E_UNAUTHORIZED);
+    cr_assert_eq(join_result(a, "made"), PR_E_UNAUTHORIZED);
+    /* The application adds alice: her join now answers (she is a member) and she sends. */
+    free(call(&f, "PUT", "/api/v1/groups/made/members/alice", NULL, 201));
+    cr_assert_eq(join_result(a, "made"), 0);
+    cr_assert_eq(gwfx_send_msg(a, "made", "a-1", "in"), 1);
+    /* A token whose groups claim the application chose makes the member (and the group). */
+    gwc_conn *c = login_claiming(&f, "carol", "claimed");
+    cr_assert_eq(join_result(c, "claimed"), 0);
+    cr_assert_eq(join_result(c, "made"), PR_E_UNAUTHORIZED);
+    char *b = call(&f, "GET", "/api/v1/groups/claimed/members", NULL, 200);
+    cr_assert(has(b, "\"uid\":\"carol\""), "%s", b);
+    free(b);
+    /* Nothing was made by the refused joins. */
+    int status;
+    b = gwfx_call(&f, "GET", "/api/v1/groups/new-one/members", KEY, NULL, &status);
+    cr_assert_eq(status, 404, "nothing was made by the refused joins: %d %s", status, b);
+    free(b);
 }
