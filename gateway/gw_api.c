@@ -222,7 +222,7 @@ static void membership_done(gw_job *jb)
                              "joined", op->joined, "created", op->created));
     } else {
         if (u && !u->loading)
-            gw_member_remove(srv->registry, u, j->gid);
+            gw_member_end(srv->registry, u, j->gid, NULL);
         if (j->conn && op->result == 0)
             answer(j->conn, 200, json_pack("{s:s, s:s, s:b}", "gid", j->gid, "uid", j->uid,
                                            "removed", true));

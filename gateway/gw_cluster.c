@@ -76,7 +76,7 @@ static void user_reread(gw_job *j)
         if (!u->joins_inflight)
             HASH_ITER(hh, u->groups, m, tmp)
                 if (!m->seen)
-                    gw_member_remove(reg, u, m->gid);
+                    gw_member_end(reg, u, m->gid, NULL);
     }
     st_groups_free(op->groups);
     free(r);
@@ -189,7 +189,7 @@ void gw_cluster_change(void *ud, const st_change *ch)
         break;
     case ST_CH_LEAVE:
         if (m)
-            gw_member_remove(reg, u, gid);
+            gw_member_end(reg, u, gid, NULL);
         break;
     case ST_CH_ACK:
         if (m && ch->ack > m->ack)

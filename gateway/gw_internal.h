@@ -305,6 +305,9 @@ gw_member *gw_member_find(gw_user *u, pr_slice gid);
 gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
                          uint64_t last_mid);
 void gw_member_remove(gw_registry *reg, gw_user *u, const char *gid);
+/* A membership ended (a leave committed, here or elsewhere, or the application removed
+ * it): removed, and the user's sessions but `except` (the one that asked) are told. */
+void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except);
 gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n);
 /* A page showed gid's last mid: keep the cap on acks in step with what clients see. */
 void gw_group_saw(gw_registry *reg, const char *gid, uint64_t last_mid);

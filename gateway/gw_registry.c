@@ -131,6 +131,25 @@ void gw_member_remove(gw_registry *reg, gw_user *u, const char *gid)
     group_offline(reg, u, gid);
 }
 
+void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except)
+{
+    if (!gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)}))
+        return;
+    gw_member_remove(reg, u, gid);
+    /* The user's other sessions are told: `left` without a rid (docs/PROTOCOL.md). */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (pr_enc_left(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}) == 0) {
+        gw_sess *s;
+        DL_FOREACH2(u->sessions, s, user_next)
+        {
+            if (s != except)
+                gw_out_reply(s, &sb);
+        }
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void user_free(gw_registry *reg, gw_user *u)
 {
     gw_member *m, *tmp;

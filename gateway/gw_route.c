@@ -469,7 +469,7 @@ static void complete_leave(gw_server *srv, gw_req *r, gw_sess *s)
     const st_op *op = &r->job.op;
     gw_user *u = gw_user_find(srv->registry, r->uid);
     if (op->result == 0 && u)
-        gw_member_remove(srv->registry, u, r->gid);
+        gw_member_end(srv->registry, u, r->gid, s);
     if (!s)
         return;
     if (op->result != 0) {

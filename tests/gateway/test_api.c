@@ -145,9 +145,12 @@ Test(api, members_are_added_and_removed_and_their_sessions_follow, .timeout = 60
     cr_assert(has(b, "\"gid\":\"team\"") && has(b, "\"last_mid\":2") && has(b, "\"unread\":2"),
               "%s", b);
     free(b);
-    /* DELETE: no more pushes, and a send is refused. */
+    /* DELETE: bob's session is told (`left` without a rid), gets no more pushes, and a
+     * send is refused. */
     b = call(&f, "DELETE", "/api/v1/groups/team/members/bob", NULL, 200);
     free(b);
+    ev = gwfx_expect(bob, PR_EV_LEFT);
+    cr_assert(gwfx_slice_is(ev.gid, "team") && !ev.has_rid);
     b = call(&f, "POST", "/api/v1/groups/team/messages",
              "{\"from\":\"system\",\"cid\":\"s-2\",\"body\":\"bye\"}", 200);
     free(b);

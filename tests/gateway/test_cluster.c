@@ -342,10 +342,13 @@ Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
     cr_assert(group_entry(a2, "team", &g));
     cr_assert_eq(g.unread, 0);
 
-    /* A leave on A: B lists it no more and gets no pushes of it. */
+    /* A leave on A: B's session is told (`left` without a rid), lists it no more and
+     * gets no pushes of it. */
     sb.size = 0;
     pr_enc_leave(&sb, 9, sl("team"));
     gwfx_request(a1, &sb, PR_EV_LEFT);
+    ev = gwfx_expect(a2, PR_EV_LEFT);
+    cr_assert(gwfx_slice_is(ev.gid, "team") && !ev.has_rid);
     await_group(a2, "team", false, 0);
     gwfx_send_msg(bob, "team", "b2", "anyone?");
     cr_assert(gwfx_quiet(a2, 500), "no push after the leave");
