@@ -38,6 +38,7 @@ typedef struct api_job {
     gw_api_conn *conn; /* NULL once the connection is gone */
     char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1], cid[PR_MAX_ID + 1];
     msgpack_sbuffer record;
+    unsigned closed; /* DELETE sessions: how many were closed here */
 } api_job;
 
 static void sha256(const void *p, size_t n, unsigned char out[32])
@@ -502,15 +503,30 @@ static void get_members(gw_server *srv, gw_api_conn *c, struct lws *wsi, const c
     submit(j, members_done);
 }
 
-/* The online sessions of uid here are closed with code (a cluster's other nodes close
- * theirs when told: docs/API.md). */
+static void signed_out(gw_job *jb)
+{
+    api_job *j = (api_job *)jb;
+    if (j->conn && jb->op.result == 0)
+        answer(j->conn, 200, json_pack("{s:s, s:I}", "uid", j->uid, "closed",
+                                       (json_int_t)j->closed));
+    else if (j->conn)
+        fail_store(j->conn, jb->op.result, "the other nodes were not told");
+    job_free(j);
+}
+
+/* The user's sessions here are closed at once with 4003; the other nodes close theirs
+ * when the store announces it (ST_OP_SIGNOUT, through the cluster's change feed). */
 static void close_sessions(gw_server *srv, gw_api_conn *c, const char *uid)
 {
-    gw_user *u = gw_user_find(srv->registry, uid);
-    unsigned n = 0;
-    for (gw_sess *s = u ? u->sessions : NULL; s; s = s->user_next, n++)
-        gw_sess_close(s, GW_API_CLOSE_CODE, "signed out by the application");
-    answer(c, 200, json_pack("{s:s, s:I}", "uid", uid, "closed", (json_int_t)n));
+    api_job *j = job_new(srv, c, ST_OP_SIGNOUT);
+    if (!j) {
+        fail(c, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    strcpy(j->uid, uid);
+    j->closed = gw_user_sign_out(srv, uid);
+    j->job.op.uid = st_id_str(j->uid);
+    submit(j, signed_out);
 }
 
 /* Splits path (after the prefix) into at most 4 segments. */

@@ -15,9 +15,6 @@ typedef struct gw_server gw_server;
 typedef struct gw_api gw_api;
 typedef struct api_job api_job;
 
-/* The close code of sessions the API signs out (DELETE /api/v1/users/{uid}/sessions). */
-#define GW_API_CLOSE_CODE 4003
-
 /* One API request on its HTTP connection. */
 typedef struct gw_api_conn {
     struct lws *wsi;  /* NULL once released */

@@ -162,6 +162,14 @@ void gw_cluster_change(void *ud, const st_change *ch)
         gw_cluster_resync(srv);
         return;
     }
+    if (ch->kind == ST_CH_SIGNOUT) {
+        if (ch->uid.n <= PR_MAX_ID) {
+            memcpy(uid, ch->uid.p, ch->uid.n);
+            uid[ch->uid.n] = 0;
+            gw_user_sign_out(srv, uid);
+        }
+        return;
+    }
     if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
         return; /* cannot be made through the protocol */
     memcpy(gid, ch->gid.p, ch->gid.n);

@@ -151,6 +151,9 @@ struct gw_sess {
     char close_reason[96];
 };
 
+/* The close code of sessions the application signs out (its API: docs/API.md). */
+#define GW_CLOSE_SIGNED_OUT 4003
+
 /* ---- sessions (gw_session.c) -------------------------------------------------------- */
 
 gw_sessions *gw_sessions_new(gw_server *srv, uint64_t boot_id);
@@ -305,6 +308,8 @@ gw_member *gw_member_find(gw_user *u, pr_slice gid);
 gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
                          uint64_t last_mid);
 void gw_member_remove(gw_registry *reg, gw_user *u, const char *gid);
+/* Closes every session of uid here with 4003 (signed out by the application); how many. */
+unsigned gw_user_sign_out(gw_server *srv, const char *uid);
 /* A membership ended (a leave committed, here or elsewhere, or the application removed
  * it): removed, and the user's sessions but `except` (the one that asked) are told. */
 void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except);

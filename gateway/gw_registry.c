@@ -131,6 +131,17 @@ void gw_member_remove(gw_registry *reg, gw_user *u, const char *gid)
     group_offline(reg, u, gid);
 }
 
+unsigned gw_user_sign_out(gw_server *srv, const char *uid)
+{
+    gw_user *u = gw_user_find(srv->registry, uid);
+    unsigned n = 0;
+    for (gw_sess *s = u ? u->sessions : NULL; s; s = s->user_next, n++)
+        gw_sess_close(s, GW_CLOSE_SIGNED_OUT, "signed out by the application");
+    if (n)
+        gw_info("user %s signed out by the application: %u sessions closed here", uid, n);
+    return n;
+}
+
 void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except)
 {
     if (!gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)}))

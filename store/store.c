@@ -118,6 +118,8 @@ static bool op_valid(const st_op *op)
     case ST_OP_JOIN:
     case ST_OP_LEAVE:
         return st_id_ok(op->gid) && st_id_ok(op->uid);
+    case ST_OP_SIGNOUT:
+        return st_id_ok(op->uid);
     case ST_OP_ACKS:
         for (size_t i = 0; i < op->n_acks; i++)
             if (!st_id_ok(op->acks[i].gid) || !st_id_ok(op->acks[i].uid))

@@ -109,6 +109,7 @@ enum st_change_kind {
     ST_CH_LEAVE,   /* uid is no longer a member of gid */
     ST_CH_ACK,     /* uid's stored ack of gid moved forward to ack */
     ST_CH_RESYNC,  /* the listener (re)connected or fell behind: changes may be missing */
+    ST_CH_SIGNOUT, /* uid's sessions are to end (ST_OP_SIGNOUT) */
 };
 
 typedef struct st_change {
@@ -185,6 +186,8 @@ enum st_op_kind {
                        * (open_groups, or the op's `create`) */
     ST_OP_LEAVE,      /* remove the membership */
     ST_OP_ACKS,       /* apply a batch of cumulative acks */
+    ST_OP_SIGNOUT,    /* announce that uid's sessions end, on every gateway (changes no
+                       * table; PostgreSQL: the other gateways hear ST_CH_SIGNOUT) */
     /* Reads: they see every write committed before they were submitted. */
     ST_OP_READ_PAGE,   /* a page of gid's messages: dir, from, limit, max_bytes -> page */
     ST_OP_READ_GROUPS, /* the groups of uid with their unread counts -> groups */

@@ -131,6 +131,7 @@ int st_apply(st_store *s, st_op *op, uint64_t now)
     case ST_OP_JOIN: return apply_join(s, op, now);
     case ST_OP_LEAVE: return apply_leave(s, op);
     case ST_OP_ACKS: return apply_acks(s, op);
+    case ST_OP_SIGNOUT: return ST_OK; /* only announced (store_pg_events.c) */
     default: return ST_EINVAL;
     }
 }

@@ -192,6 +192,7 @@ static int take_reads(pg *p, char *why, size_t why_len)
 static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
 {
     pg *p = be;
+    p->writes = writes; /* its signouts are announced at commit */
     rows_clear(p);
     if (!p->conn) {
         snprintf(why, why_len, "not connected to the database (%s)", p->where);
@@ -471,6 +472,9 @@ static int announce(pg *p, int *n_stmts)
     HASH_ITER(hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == DELETE)
             pg_announce_member(a, 'l', r->a, r->b, 0);
+    for (st_op *op = p->writes; op; op = op->next_)
+        if (op->kind == ST_OP_SIGNOUT && op->result == ST_OK)
+            pg_announce_signout(a, op->uid);
     return pg_announce_send(p, a, n_stmts);
 }
 

@@ -77,6 +77,7 @@ typedef struct pg {
     uint64_t probe_n; /* idle probes, for the slower refreshes */
     uint64_t origin;     /* random per open: names this store's announcements */
     pg_announce announce; /* the batch's, made at commit */
+    st_op *writes;        /* the batch's ops, from begin to commit (its signouts) */
     atomic_uint_fast64_t announced, hints;
     pg_feed *feed;       /* the listener (NULL: not listening) */
     atomic_bool connected;
@@ -169,6 +170,8 @@ void pg_announce_reset(pg_announce *a, uint64_t origin);
 void pg_announce_free(pg_announce *a);
 /* kind 'j' (joined, with ack), 'a' (ack moved) or 'l' (left; ack unused). */
 void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack);
+/* uid's sessions end on every gateway. */
+void pg_announce_signout(pg_announce *a, st_id uid);
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
                      size_t n);
 /* Queues the pg_notify of every payload, in order, in the batch's transaction. */

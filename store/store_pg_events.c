@@ -10,6 +10,7 @@
  *   h GID MID TS               a message whose record did not fit: read it
  *   a GID UID ACK              an ack moved forward
  *   l GID UID                  a membership ended
+ *   s UID                      a user's sessions are to end (signed out)
  * Ids are printable ASCII without spaces (st_id_ok), so spaces separate the fields. A
  * batch whose changes do not fit one payload makes several, sent in order by one
  * statement; each starts with the header line. Joins come before the batch's messages
@@ -100,6 +101,13 @@ void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_
     line(a, h, (size_t)n, NULL, 0);
 }
 
+void pg_announce_signout(pg_announce *a, st_id uid)
+{
+    char h[8 + ST_MAX_ID];
+    int n = snprintf(h, sizeof(h), "s %.*s", (int)uid.n, uid.p);
+    line(a, h, (size_t)n, NULL, 0);
+}
+
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
                      size_t n)
 {
@@ -180,6 +188,10 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
         return false;
     char k = s[0];
     const char *at = s + 2;
+    if (k == 's') {
+        ch->kind = ST_CH_SIGNOUT;
+        return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && at == end;
+    }
     if (!field(&at, end, &ch->gid) || !st_id_ok(ch->gid))
         return false;
     switch (k) {

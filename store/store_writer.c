@@ -152,7 +152,7 @@ static void answer_reads(st_store *s, st_op *reads)
 
 static bool is_write(const st_op *op)
 {
-    return op->kind <= ST_OP_ACKS;
+    return op->kind <= ST_OP_SIGNOUT;
 }
 
 /* One batch: the writes, then the reads, each list in queue order. */

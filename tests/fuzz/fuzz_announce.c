@@ -31,11 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     pg_announce_reset(&a, 1);
     for (size_t i = 0; i < k; i++) {
         const st_change *c = &ch[i];
-        if (!st_id_ok(c->gid) || (c->kind != ST_CH_MSG && !st_id_ok(c->uid)))
+        if ((c->kind != ST_CH_SIGNOUT && !st_id_ok(c->gid)) ||
+            (c->kind != ST_CH_MSG && !st_id_ok(c->uid)))
             abort();
         if (c->record && c->record_n > n)
             abort();
-        if (c->kind == ST_CH_MSG)
+        if (c->kind == ST_CH_SIGNOUT)
+            pg_announce_signout(&a, c->uid);
+        else if (c->kind == ST_CH_MSG)
             pg_announce_msg(&a, c->gid, c->mid, c->ts, c->record ? c->record : "", c->record_n);
         else
             pg_announce_member(&a, c->kind == ST_CH_JOIN ? 'j' : c->kind == ST_CH_ACK ? 'a' : 'l',

@@ -273,6 +273,11 @@ Test(api, a_member_added_through_one_node_gets_pushes_on_another, .timeout = 60)
     pr_event ev = gwfx_expect(erin, PR_EV_MSG);
     cr_assert_eq(ev.msg.mid, 1);
     cr_assert(gwfx_slice_is(ev.msg.from, "pager"));
+    /* Signed out through node 1: her session on node 2 is closed too. */
+    b = call(&f, "DELETE", "/api/v1/users/erin/sessions", NULL, 200);
+    cr_assert(has(b, "\"closed\":0"), "none on the node that answered: %s", b);
+    free(b);
+    cr_assert_eq(gwfx_closed(erin), 4003);
 }
 
 /* Signs in with a token whose groups claim names only `claim`. */
