@@ -555,6 +555,7 @@ static bool seg_is(const char *s, size_t n, const char *want)
 /* Decides what the request is and starts it; answers at once what needs no store. */
 static void route(gw_server *srv, gw_api_conn *c, struct lws *wsi)
 {
+    c->routed = true;
     const char *seg[4];
     size_t len[4];
     size_t n = segments(c->path + strlen(API_PREFIX), seg, len);
@@ -672,6 +673,8 @@ int gw_api_begin(gw_server *srv, gw_api_conn *c, struct lws *wsi, const char *pa
 
 int gw_api_body(gw_server *srv, gw_api_conn *c, const void *in, size_t len)
 {
+    if (c->routed)
+        return 0; /* a body on a request that does not take one */
     /* A message's JSON: its body (escaped, up to 6 bytes a byte) and the other fields. */
     size_t max = 6 * srv->cfg.max_body + 4096;
     if (c->answered || c->body_n + len > max) {
@@ -692,7 +695,9 @@ int gw_api_body(gw_server *srv, gw_api_conn *c, const void *in, size_t len)
 
 void gw_api_body_done(gw_server *srv, gw_api_conn *c, struct lws *wsi)
 {
-    if (!c->answered && c->authorized)
+    /* Only a POST waits for its body; the others started at their headers (and a body
+     * sent with them is ignored). */
+    if (!c->answered && c->authorized && !c->routed && strcmp(c->method, "POST") == 0)
         route(srv, c, wsi);
 }
 

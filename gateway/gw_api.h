@@ -21,6 +21,7 @@ typedef struct gw_api_conn {
     char path[512];
     char method[8];
     bool authorized;
+    bool routed;      /* started: it is never started twice */
     char *body;       /* POST body so far (malloc'd) */
     size_t body_n;
     api_job *job;     /* its store job under way, or NULL */
@@ -35,7 +36,8 @@ void gw_api_free(gw_api *a);
 
 /* True for paths the API answers. */
 bool gw_api_path(const char *path);
-/* LWS_CALLBACK_HTTP of an API path: 1 when a body follows (POST), else 0. */
+/* LWS_CALLBACK_HTTP of an API path: checks the key; starts a request that takes no body
+ * (a POST starts at gw_api_body_done). 1 for a POST (its body follows), else 0. */
 int gw_api_begin(gw_server *srv, gw_api_conn *c, struct lws *wsi, const char *path,
                  const char *method);
 /* LWS_CALLBACK_HTTP_BODY and _COMPLETION. */

@@ -22,6 +22,7 @@ typedef struct http_pss {
     size_t n;
     bool too_long;
     bool api;          /* an API request: its state is in `req` */
+    bool api_body;     /* ... whose body is still coming: not answered before it is in */
     gw_api_conn req;
 } http_pss;
 
@@ -121,7 +122,7 @@ static int api_answer(struct lws *wsi, http_pss *ps)
 {
     unsigned status;
     char *json = NULL;
-    if (!gw_api_ready(&ps->req, &status, &json))
+    if (ps->api_body || !gw_api_ready(&ps->req, &status, &json))
         return 0;
     /* Released first: completing the HTTP transaction may free ps with it. */
     gw_api_release(&ps->req);
@@ -193,9 +194,16 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
                                  : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) ? "DELETE"
                                  : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) ? "GET"
                                                                                 : "OTHER";
+            /* A request with a body is answered once the body is in, whatever the method
+             * (an answer before it would leave its bytes to the next request). */
+            char cl[24] = "";
+            lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH);
             ps->api = true;
-            if (gw_api_begin(srv, &ps->req, wsi, path, method) == 1)
+            ps->api_body = atoll(cl) > 0;
+            gw_api_begin(srv, &ps->req, wsi, path, method);
+            if (ps->api_body)
                 return 0; /* the body follows */
+            gw_api_body_done(srv, &ps->req, wsi); /* a POST without one */
             return api_answer(wsi, ps);
         }
         if (post) {
@@ -235,6 +243,7 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
         if (ps->api) {
+            ps->api_body = false;
             gw_api_body_done(srv, &ps->req, wsi);
             return api_answer(wsi, ps);
         }

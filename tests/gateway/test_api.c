@@ -173,7 +173,8 @@ Test(api, members_are_listed_page_by_page, .timeout = 60)
     for (int i = 1; i <= 5; i++) {
         char path[80];
         snprintf(path, sizeof(path), "/api/v1/groups/club/members/m%d", i);
-        free(call(&f, "PUT", path, NULL, 201));
+        /* One with a body it does not need: still done once, and answered once. */
+        free(call(&f, "PUT", path, i == 5 ? "{\"ignored\":true}" : NULL, 201));
     }
     free(call(&f, "POST", "/api/v1/groups/club/messages",
               "{\"from\":\"bot\",\"cid\":\"c1\",\"body\":\"one\"}", 200));
