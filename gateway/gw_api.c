@@ -29,6 +29,8 @@
 struct gw_api {
     unsigned char key[MAX_KEYS][32]; /* SHA-256 of each key */
     size_t n_keys;
+    gw_limit rate;                   /* requests a second per key (--api-rate) */
+    gw_bucket bucket[MAX_KEYS];
 };
 
 /* A request waiting for the store. */
@@ -88,7 +90,11 @@ int gw_api_load(gw_server *srv, const char *path)
         free(a);
         return -1;
     }
-    gw_info("api: on at %s (%zu keys)", API_PREFIX, a->n_keys);
+    a->rate = gw_limit_make(srv->cfg.api_rate, srv->cfg.rate_burst_s);
+    for (size_t i = 0; i < a->n_keys; i++)
+        gw_bucket_init(&a->bucket[i], &a->rate, gw_mono_ms());
+    gw_info("api: on at %s (%zu keys, %u requests a second each%s)", API_PREFIX, a->n_keys,
+            srv->cfg.api_rate, srv->cfg.api_rate ? "" : ": no limit");
     srv->api = a;
     return 0;
 }
@@ -627,20 +633,22 @@ bool gw_api_path(const char *path)
            strcmp(path, "/api/v1") == 0;
 }
 
-/* The key in `Authorization: Bearer KEY`, checked against every key, in constant time. */
-static bool authorized(gw_api *a, struct lws *wsi)
+/* The key in `Authorization: Bearer KEY`, checked against every key, in constant time:
+ * its index, or -1. */
+static int authorized(gw_api *a, struct lws *wsi)
 {
     char hdr[600];
     int n = lws_hdr_copy(wsi, hdr, sizeof(hdr), WSI_TOKEN_HTTP_AUTHORIZATION);
     if (n <= 7 || strncasecmp(hdr, "Bearer ", 7) != 0)
-        return false;
+        return -1;
     unsigned char d[32];
     sha256(hdr + 7, (size_t)n - 7, d);
     explicit_bzero(hdr, sizeof(hdr));
-    int ok = 0;
+    int which = -1;
     for (size_t i = 0; i < a->n_keys; i++)
-        ok |= CRYPTO_memcmp(d, a->key[i], 32) == 0;
-    return ok;
+        if (CRYPTO_memcmp(d, a->key[i], 32) == 0)
+            which = (int)i; /* no early exit: every key is compared */
+    return which;
 }
 
 int gw_api_begin(gw_server *srv, gw_api_conn *c, struct lws *wsi, const char *path,
@@ -658,9 +666,19 @@ int gw_api_begin(gw_server *srv, gw_api_conn *c, struct lws *wsi, const char *pa
         fail(c, 404, "not_found", NULL, "the API is off: start the gateway with --api-key-file");
         return 0;
     }
-    if (!authorized(srv->api, wsi)) {
+    int key = authorized(srv->api, wsi);
+    if (key < 0) {
         srv->n.api_unauthorized++;
         fail(c, 401, "unauthorized", NULL, "send Authorization: Bearer KEY with a key of --api-key-file");
+        return 0;
+    }
+    gw_api *a = srv->api;
+    uint64_t now = gw_mono_ms();
+    if (srv->cfg.api_rate && !gw_bucket_take(&a->bucket[key], &a->rate, 1, now)) {
+        srv->n.api_rate_limited++;
+        uint64_t wait = gw_bucket_wait_ms(&a->bucket[key], &a->rate, 1, now);
+        fail(c, 429, "rate_limited", NULL, "over --api-rate for this key: wait retry_ms");
+        json_object_set_new(c->answer, "retry_ms", json_integer((json_int_t)(wait < 1 ? 1 : wait)));
         return 0;
     }
     srv->n.api_requests++;

@@ -11,7 +11,7 @@ enum {
     O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
-    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE, O_GROUPS,
+    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE, O_GROUPS, O_API_RATE,
 };
 
 static const struct option options[] = {
@@ -22,6 +22,7 @@ static const struct option options[] = {
     {"store", required_argument, 0, O_STORE},
     {"node", required_argument, 0, O_NODE},
     {"api-key-file", required_argument, 0, O_API_KEY_FILE},
+    {"api-rate", required_argument, 0, O_API_RATE},
     {"insecure", no_argument, 0, O_INSECURE},
     {"cert", required_argument, 0, O_CERT},
     {"key", required_argument, 0, O_KEY},
@@ -104,6 +105,8 @@ static void help(void)
         "  --api-key-file PATH  turn the server API on (/api/v1/, docs/API.md): its keys,\n"
         "                       one a line, at least 16 characters; requests send\n"
         "                       Authorization: Bearer KEY\n"
+        "  --api-rate N         API requests per second per key, bursts of --rate-burst\n"
+        "                       seconds (default 1000; 0 = no limit); more get 429\n"
         "  --web-root DIR       static files served at / (default: none)\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
@@ -216,6 +219,7 @@ static void defaults(gw_config *c)
     c->store_high = 20000;
     c->store_overload = 200000;
     c->log_level = 2;
+    c->api_rate = 1000;
 }
 
 bool gw_config_node_ok(const char *name)
@@ -259,6 +263,7 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_STORE: c->store_url = optarg; break;
         case O_NODE: node = optarg; break;
         case O_API_KEY_FILE: c->api_key_file = optarg; break;
+        case O_API_RATE: rc = number(name, optarg, 0, 1000000, &v), c->api_rate = (unsigned)v; break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;

@@ -14,6 +14,7 @@ typedef struct gw_config {
     const char *data;      /* data folder: the token secret, TLS files, the RocksDB store */
     const char *store_url; /* PostgreSQL connection URI; NULL: RocksDB in data/store */
     const char *api_key_file; /* the server API's keys, one a line (NULL: the API is off) */
+    unsigned api_rate;        /* API requests a second per key (0: no limit) */
     bool insecure;         /* plain ws:// and http:// (development on loopback) */
     const char *cert;      /* TLS certificate (PEM) */
     const char *key;       /* TLS private key (PEM) */

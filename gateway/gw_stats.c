@@ -285,6 +285,8 @@ static void snapshot(gw_server *srv, table *t)
       "Server API requests with a valid key (docs/API.md)", n->api_requests);
     C("api", "unauthorized", "gw_api_unauthorized_total",
       "Server API requests refused for their key", n->api_unauthorized);
+    C("api", "rate_limited", "gw_api_rate_limited_total",
+      "Server API requests refused for their key's rate (--api-rate)", n->api_rate_limited);
     G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
     G("lag", "total", "gw_member_ack_lag_messages", "Sum over online members of last_mid - ack",
       lag_total);

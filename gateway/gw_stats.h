@@ -27,7 +27,7 @@ typedef struct gw_counters {
     /* The cluster: other gateways' changes applied, resyncs, and the pushes in order. */
     uint64_t feed_applied, resyncs;
     uint64_t held, hole_reads, hole_msgs, hole_notifies;
-    uint64_t api_requests, api_unauthorized; /* the server API (gw_api.c) */
+    uint64_t api_requests, api_unauthorized, api_rate_limited; /* the server API (gw_api.c) */
 } gw_counters;
 
 /* A sample of the counters that have a rate in /stats. */

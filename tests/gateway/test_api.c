@@ -335,3 +335,15 @@ Test(api, managed_groups_take_members_from_the_application_only, .timeout = 60)
     cr_assert_eq(status, 404, "nothing was made by the refused joins: %d %s", status, b);
     free(b);
 }
+
+Test(api, each_key_has_a_rate, .timeout = 60)
+{
+    static const char *const slow[] = {"--api-rate", "1", "--rate-burst", "1", NULL};
+    start_api(&f, slow);
+    free(call(&f, "GET", "/api/v1/users/zoe/groups", NULL, 200));
+    char *b = call(&f, "GET", "/api/v1/users/zoe/groups", NULL, 429);
+    cr_assert(has(b, "\"error\":\"rate_limited\"") && has(b, "\"retry_ms\":"), "%s", b);
+    free(b);
+    usleep(1100 * 1000);
+    free(call(&f, "GET", "/api/v1/users/zoe/groups", NULL, 200));
+}
