@@ -160,52 +160,6 @@ static void await_sent(gwc_conn *k, int n)
     }
 }
 
-Test(cluster, messages_reach_every_node_in_order_once, .timeout = 120)
-{
-    need_pg();
-    three_nodes();
-    gwc_conn *sa = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *sb_ = gwfx_login(&fb, "bob", NULL);
-    gwc_conn *rb = gwfx_login(&fb, "carol", NULL);
-    gwc_conn *rc = gwfx_login(&fc, "dave", NULL);
-    gwfx_join(sa, "room");
-    gwfx_join(sb_, "room");
-    gwfx_join(rb, "room");
-    gwfx_join(rc, "room");
-    /* Two senders on two nodes at once: their mids interleave, and each node's own
-     * commits race the other's announcements. */
-    enum { N = 400 };
-    holder hb, hc;
-    holder_init(&hb, rb, 2 * N);
-    holder_init(&hc, rc, 2 * N);
-    for (int i = 1; i <= N; i += 50) {
-        send_burst(sa, "room", "a", i, 50);
-        send_burst(sb_, "room", "b", i, 50);
-        take(&hb, 0);
-        take(&hc, 0);
-    }
-    await_sent(sa, N);
-    await_sent(sb_, N);
-    uint64_t deadline = now_ms() + 20000;
-    while ((hb.watermark < 2 * N || hc.watermark < 2 * N) && now_ms() < deadline) {
-        take(&hb, 100);
-        take(&hc, 100);
-    }
-    holder *hs[2] = {&hb, &hc};
-    for (int i = 0; i < 2; i++) {
-        cr_assert_eq(hs[i]->watermark, 2 * N, "receiver %d holds up to %lu of %d by push", i,
-                     (unsigned long)hs[i]->watermark, 2 * N);
-        cr_assert_eq(hs[i]->pushes, 2 * N, "receiver %d: %lu pushes", i,
-                     (unsigned long)hs[i]->pushes);
-        cr_assert_eq(hs[i]->twice, 0);
-        cr_assert_eq(hs[i]->out_of_order, 0, "receiver %d: %lu pushes out of mid order", i,
-                     (unsigned long)hs[i]->out_of_order);
-    }
-    cr_assert(gwfx_quiet(rb, 300) && gwfx_quiet(rc, 300), "nothing more comes");
-    free(hb.seen);
-    free(hc.seen);
-}
-
 /* Sends n messages of `bytes` bytes each (too large to be announced with their record:
  * the other nodes read them from the store), pipelined. */
 static void send_large(gwc_conn *k, const char *gid, const char *prefix, int from, int n,
@@ -227,10 +181,12 @@ static void send_large(gwc_conn *k, const char *gid, const char *prefix, int fro
     msgpack_sbuffer_destroy(&sb);
 }
 
-Test(cluster, large_messages_are_read_from_the_store_and_pushed_in_order, .timeout = 120)
+/* Senders on nodes A and B send n messages each, in bursts (A's of `large` bytes each when
+ * not 0: too large to announce, so the other nodes read them), while receivers on B and
+ * C take their pushes. Then each receiver must hold all 2n by push, each pushed once and
+ * in mid order, and nothing more comes. */
+static void two_senders(int n, int burst, size_t large)
 {
-    need_pg();
-    three_nodes();
     gwc_conn *sa = gwfx_login(&fa, "alice", NULL);
     gwc_conn *sb_ = gwfx_login(&fb, "bob", NULL);
     gwc_conn *rb = gwfx_login(&fb, "carol", NULL);
@@ -239,37 +195,59 @@ Test(cluster, large_messages_are_read_from_the_store_and_pushed_in_order, .timeo
     gwfx_join(sb_, "room");
     gwfx_join(rb, "room");
     gwfx_join(rc, "room");
-    /* Alice's are announced as hints (read by the other nodes before they can push them),
-     * while node B's own small ones complete meanwhile: B must hold its own until
-     * Alice's that come before them have been read. */
-    enum { N = 100 };
     holder hb, hc;
-    holder_init(&hb, rb, 2 * N);
-    holder_init(&hc, rc, 2 * N);
-    for (int i = 1; i <= N; i += 10) {
-        send_large(sa, "room", "a", i, 10, 20000);
-        send_burst(sb_, "room", "b", i, 10);
+    holder_init(&hb, rb, 2 * (size_t)n);
+    holder_init(&hc, rc, 2 * (size_t)n);
+    for (int i = 1; i <= n; i += burst) {
+        if (large)
+            send_large(sa, "room", "a", i, burst, large);
+        else
+            send_burst(sa, "room", "a", i, burst);
+        send_burst(sb_, "room", "b", i, burst);
         take(&hb, 0);
         take(&hc, 0);
     }
-    await_sent(sa, N);
-    await_sent(sb_, N);
+    await_sent(sa, n);
+    await_sent(sb_, n);
     uint64_t deadline = now_ms() + 20000;
-    while ((hb.watermark < 2 * N || hc.watermark < 2 * N) && now_ms() < deadline) {
+    while ((hb.watermark < 2 * (uint64_t)n || hc.watermark < 2 * (uint64_t)n) &&
+           now_ms() < deadline) {
         take(&hb, 100);
         take(&hc, 100);
     }
     holder *hs[2] = {&hb, &hc};
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(hs[i]->watermark, 2 * N, "receiver %d holds up to %lu of %d by push", i,
-                     (unsigned long)hs[i]->watermark, 2 * N);
+        cr_assert_eq(hs[i]->watermark, 2 * (uint64_t)n, "receiver %d holds up to %lu of %d by push",
+                     i, (unsigned long)hs[i]->watermark, 2 * n);
+        cr_assert_eq(hs[i]->pushes, 2 * (uint64_t)n, "receiver %d: %lu pushes", i,
+                     (unsigned long)hs[i]->pushes);
         cr_assert_eq(hs[i]->twice, 0);
         cr_assert_eq(hs[i]->out_of_order, 0, "receiver %d: %lu pushes out of mid order", i,
                      (unsigned long)hs[i]->out_of_order);
     }
-    cr_assert_gt(watch_stat(&fc, "cluster.hole_reads"), 0, "node C read the hints' records");
+    cr_assert(gwfx_quiet(rb, 300) && gwfx_quiet(rc, 300), "nothing more comes");
     free(hb.seen);
     free(hc.seen);
+}
+
+Test(cluster, messages_reach_every_node_in_order_once, .timeout = 120)
+{
+    need_pg();
+    three_nodes();
+    /* Two senders on two nodes at once: their mids interleave, and each node's own
+     * commits race the other's announcements. */
+    two_senders(400, 50, 0);
+}
+
+Test(cluster, large_messages_are_read_from_the_store_and_pushed_in_order, .timeout = 120)
+{
+    need_pg();
+    three_nodes();
+    /* Alice's are announced as hints (read by the other nodes before they can push them),
+     * while node B's own small ones complete meanwhile: B must hold its own until
+     * Alice's that come before them have been read. */
+    two_senders(100, 10, 20000);
+    cr_assert_gt(watch_stat(&fc, "cluster.hole_reads"), 0, "node C read the hints' records");
 }
 
 /* The group's entry in a `groups` reply (ack and unread), or false if absent. */
