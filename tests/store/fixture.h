@@ -38,4 +38,22 @@ bool fx_wait_writable(st_store *s, bool want, long ms);
  * database's tables. */
 void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes);
 
+/* A suite whose every test has a fresh place (`dir`) and a store open on it (`s`, sync as
+ * given), closed and removed after the test. */
+#define FX_STORE_SUITE(name, sync_on)                                                      \
+    static char *dir;                                                                      \
+    static st_store *s;                                                                    \
+    static void fx_suite_setup(void)                                                       \
+    {                                                                                      \
+        dir = fx_tmpdir();                                                                 \
+        s = fx_open(dir, sync_on);                                                         \
+    }                                                                                      \
+    static void fx_suite_teardown(void)                                                    \
+    {                                                                                      \
+        st_close(s);                                                                       \
+        fx_rmtree(dir);                                                                    \
+        free(dir);                                                                         \
+    }                                                                                      \
+    TestSuite(name, .init = fx_suite_setup, .fini = fx_suite_teardown)
+
 #endif

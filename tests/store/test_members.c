@@ -11,23 +11,7 @@
 #define N_BIG 2500
 #define N_MSGS 30
 
-static char *dir;
-static st_store *s;
-
-static void setup(void)
-{
-    dir = fx_tmpdir();
-    s = fx_open(dir, false);
-}
-
-static void teardown(void)
-{
-    st_close(s);
-    fx_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(members, .init = setup, .fini = teardown);
+FX_STORE_SUITE(members, false);
 
 /* ---- many ops at once: they commit in a few batches, not one each ------------------------ */
 

@@ -6,23 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dir;
-static st_store *s;
-
-static void setup(void)
-{
-    dir = fx_tmpdir();
-    s = fx_open(dir, false);
-}
-
-static void teardown(void)
-{
-    st_close(s);
-    fx_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(user_groups, .init = setup, .fini = teardown);
+FX_STORE_SUITE(user_groups, false);
 
 typedef struct listing {
     int n;
