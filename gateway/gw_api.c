@@ -12,6 +12,8 @@
  */
 #include "gw_api.h"
 #include "gw_internal.h"
+#include "gw_json.h"
+#include "gw_webhook.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -201,6 +203,7 @@ static void posted(gw_job *jb)
             srv->n.sends++;
             gw_fanout(srv->registry, j->gid, op->mid, op->ts, j->record.data, j->record.size,
                       NULL);
+            gw_unread_stored(srv->unread, j->gid, op->mid);
         }
     }
     if (j->conn) {
@@ -273,22 +276,7 @@ static void page_done(gw_job *jb)
             pr_message r;
             if (pr_dec_record(srv->dec, m->record, m->record_n, &r) != 0)
                 continue; /* cannot happen for what the gateway stored */
-            json_t *e = json_pack("{s:I, s:s%, s:I}", "mid", (json_int_t)m->mid, "from",
-                                  r.from.p, r.from.n, "ts", (json_int_t)m->ts);
-            /* A text body as it is; a binary one (or text that is not UTF-8) in base64. */
-            json_t *text = r.body.is_bin ? NULL : json_stringn((const char *)r.body.data.p,
-                                                               r.body.data.n);
-            if (text) {
-                json_object_set_new(e, "body", text);
-            } else {
-                size_t b64n = 4 * ((r.body.data.n + 2) / 3) + 1;
-                unsigned char *b64 = malloc(b64n);
-                int k = b64 ? EVP_EncodeBlock(b64, r.body.data.p, (int)r.body.data.n) : 0;
-                json_object_set_new(e, "body", json_stringn((const char *)b64, (size_t)k));
-                json_object_set_new(e, "encoding", json_string("base64"));
-                free(b64);
-            }
-            json_array_append_new(arr, e);
+            json_array_append_new(arr, gw_json_message(m->mid, m->ts, &r, true));
         }
         answer(j->conn, 200, json_pack("{s:s, s:I, s:b, s:o}", "gid", j->gid, "last_mid",
                                        (json_int_t)st_page_last_mid(op->page), "more",

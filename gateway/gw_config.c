@@ -12,6 +12,8 @@ enum {
     O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
     O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
     O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE, O_GROUPS, O_API_RATE,
+    O_WEBHOOK_URL, O_WEBHOOK_SECRET, O_WEBHOOK_DELAY, O_WEBHOOK_TIMEOUT, O_WEBHOOK_QUEUE,
+    O_WEBHOOK_BATCH, O_WEBHOOK_BODY,
 };
 
 static const struct option options[] = {
@@ -23,6 +25,13 @@ static const struct option options[] = {
     {"node", required_argument, 0, O_NODE},
     {"api-key-file", required_argument, 0, O_API_KEY_FILE},
     {"api-rate", required_argument, 0, O_API_RATE},
+    {"webhook-url", required_argument, 0, O_WEBHOOK_URL},
+    {"webhook-secret-file", required_argument, 0, O_WEBHOOK_SECRET},
+    {"webhook-delay", required_argument, 0, O_WEBHOOK_DELAY},
+    {"webhook-timeout", required_argument, 0, O_WEBHOOK_TIMEOUT},
+    {"webhook-queue", required_argument, 0, O_WEBHOOK_QUEUE},
+    {"webhook-batch", required_argument, 0, O_WEBHOOK_BATCH},
+    {"webhook-body", no_argument, 0, O_WEBHOOK_BODY},
     {"insecure", no_argument, 0, O_INSECURE},
     {"cert", required_argument, 0, O_CERT},
     {"key", required_argument, 0, O_KEY},
@@ -108,6 +117,18 @@ static void help(void)
         "  --api-rate N         API requests per second per key, bursts of --rate-burst\n"
         "                       seconds (default 1000; 0 = no limit); more get 429\n"
         "  --web-root DIR       static files served at / (default: none)\n"
+        "Unread webhook (docs/API.md: tells the application who has not read a message)\n"
+        "  --webhook-url URL    POST events there (http:// or https://); off without it\n"
+        "  --webhook-secret-file PATH  the key events are signed with (HMAC-SHA256), 16 to\n"
+        "                       256 bytes; needed with --webhook-url\n"
+        "  --webhook-delay MS   a member who has not acked a message this long after it was\n"
+        "                       stored is told about (default 5000)\n"
+        "  --webhook-timeout MS one POST may take this long, then it is retried (default\n"
+        "                       10000)\n"
+        "  --webhook-queue N    events waiting at most; more are dropped and counted\n"
+        "                       (default 10000)\n"
+        "  --webhook-batch N    events in one POST at most (default 100)\n"
+        "  --webhook-body       events carry the unread message's body (default: not)\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
         "  --max-body BYTES     largest message body (default 65536)\n"
@@ -162,23 +183,25 @@ static int number(const char *name, const char *arg, long long lo, long long hi,
     return 0;
 }
 
-static int read_secret(gw_config *c, const char *path)
+/* A secret of 16 to 256 bytes from the file of option --opt (a final newline is not
+ * part of it) into buf (256 bytes). */
+static int read_secret(const char *opt, const char *path, char *buf, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "gw: --secret-file %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "gw: --%s %s: %s\n", opt, path, strerror(errno));
         return -1;
     }
-    size_t n = fread(c->secret, 1, sizeof(c->secret), f);
+    size_t n = fread(buf, 1, 256, f);
     bool more = fgetc(f) != EOF;
     fclose(f);
-    while (n && (c->secret[n - 1] == '\n' || c->secret[n - 1] == '\r'))
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
     if (more || n < 16) {
-        fprintf(stderr, "gw: --secret-file %s: the secret must be 16 to 256 bytes\n", path);
+        fprintf(stderr, "gw: --%s %s: the secret must be 16 to 256 bytes\n", opt, path);
         return -1;
     }
-    c->secret_n = n;
+    *len = n;
     return 0;
 }
 
@@ -220,6 +243,10 @@ static void defaults(gw_config *c)
     c->store_overload = 200000;
     c->log_level = 2;
     c->api_rate = 1000;
+    c->webhook_delay_ms = 5000;
+    c->webhook_timeout_ms = 10000;
+    c->webhook_queue = 10000;
+    c->webhook_batch = 100;
 }
 
 bool gw_config_node_ok(const char *name)
@@ -248,7 +275,7 @@ void gw_config_set_node(gw_config *c, const char *name, int port)
 int gw_config_parse(gw_config *c, int argc, char **argv)
 {
     defaults(c);
-    const char *secret_file = NULL, *node = NULL;
+    const char *secret_file = NULL, *node = NULL, *webhook_secret = NULL;
     int opt;
     long long v;
     optind = 1;
@@ -264,6 +291,13 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_NODE: node = optarg; break;
         case O_API_KEY_FILE: c->api_key_file = optarg; break;
         case O_API_RATE: rc = number(name, optarg, 0, 1000000, &v), c->api_rate = (unsigned)v; break;
+        case O_WEBHOOK_URL: c->webhook_url = optarg; break;
+        case O_WEBHOOK_SECRET: webhook_secret = optarg; break;
+        case O_WEBHOOK_DELAY: rc = number(name, optarg, 100, 86400000, &v), c->webhook_delay_ms = (unsigned)v; break;
+        case O_WEBHOOK_TIMEOUT: rc = number(name, optarg, 100, 600000, &v), c->webhook_timeout_ms = (unsigned)v; break;
+        case O_WEBHOOK_QUEUE: rc = number(name, optarg, 1, 10000000, &v), c->webhook_queue = (size_t)v; break;
+        case O_WEBHOOK_BATCH: rc = number(name, optarg, 1, 1000, &v), c->webhook_batch = (unsigned)v; break;
+        case O_WEBHOOK_BODY: c->webhook_body = true; break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;
@@ -352,9 +386,22 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
                 c->rate_bytes, c->rate_burst_s, c->max_frame);
         return -1;
     }
+    if (c->webhook_url && strncmp(c->webhook_url, "http://", 7) != 0 &&
+        strncmp(c->webhook_url, "https://", 8) != 0) {
+        fprintf(stderr, "gw: --webhook-url %s: an http:// or https:// URL\n", c->webhook_url);
+        return -1;
+    }
+    if (!c->webhook_url != !webhook_secret) {
+        fprintf(stderr, "gw: --webhook-url and --webhook-secret-file go together (events are "
+                        "always signed: docs/API.md)\n");
+        return -1;
+    }
+    if (webhook_secret && read_secret("webhook-secret-file", webhook_secret,
+                                      c->webhook_secret, &c->webhook_secret_n))
+        return -1;
     const char *env = getenv("GW_SECRET");
     if (secret_file) {
-        if (read_secret(c, secret_file))
+        if (read_secret("secret-file", secret_file, c->secret, &c->secret_n))
             return -1;
     } else if (env && *env) {
         size_t n = strlen(env);

@@ -15,6 +15,14 @@ typedef struct gw_config {
     const char *store_url; /* PostgreSQL connection URI; NULL: RocksDB in data/store */
     const char *api_key_file; /* the server API's keys, one a line (NULL: the API is off) */
     unsigned api_rate;        /* API requests a second per key (0: no limit) */
+    const char *webhook_url;  /* the unread webhook's receiver (NULL: no webhook) */
+    char webhook_secret[256]; /* its HMAC-SHA256 key (--webhook-secret-file) */
+    size_t webhook_secret_n;
+    unsigned webhook_delay_ms;   /* a message unread this long is told */
+    unsigned webhook_timeout_ms; /* one POST may take this long */
+    size_t webhook_queue;        /* events waiting at most (more are dropped, counted) */
+    unsigned webhook_batch;      /* events in one POST at most */
+    bool webhook_body;           /* events carry the message's body */
     bool insecure;         /* plain ws:// and http:// (development on loopback) */
     const char *cert;      /* TLS certificate (PEM) */
     const char *key;       /* TLS private key (PEM) */

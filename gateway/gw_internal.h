@@ -414,6 +414,8 @@ struct gw_server {
     gw_bridge *bridge;
     gw_feed *feed;          /* the other gateways' changes (NULL: not listening) */
     struct gw_api *api;     /* the server API's keys (NULL: the API is off) */
+    struct gw_unread *unread;   /* the unread webhook (gw_webhook.h; NULL: off) */
+    struct gw_webhook *webhook;
     gw_cluster *cluster;
     gw_deliver *deliver;
     gw_sessions *sessions;

@@ -4,6 +4,7 @@
  * decides when a request starts; this file, what it does.
  */
 #include "gw_internal.h"
+#include "gw_webhook.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,6 +364,7 @@ static void on_ack(gw_sess *s, const pr_req *r)
         if (mid > m->ack) {
             m->ack = mid;
             gw_acks_add(srv->acks, m->gid, s->user->uid, mid);
+            gw_unread_acked(srv->unread, m->gid, s->user->uid, mid, cap);
         }
     }
 }
@@ -430,8 +432,10 @@ static void complete_append(gw_server *srv, gw_req *r, gw_sess *s)
             gw_out_reply(s, &sb);
         msgpack_sbuffer_destroy(&sb);
     }
-    if (!op->duplicate)
+    if (!op->duplicate) {
         gw_fanout(srv->registry, r->gid, op->mid, op->ts, r->record.data, r->record.size, s);
+        gw_unread_stored(srv->unread, r->gid, op->mid);
+    }
 }
 
 static void complete_join(gw_server *srv, gw_req *r, gw_sess *s)

@@ -5,6 +5,7 @@
  */
 #include "gw_server.h"
 #include "gw_api.h"
+#include "gw_webhook.h"
 #include "gw_internal.h"
 
 #include <ev.h>
@@ -268,6 +269,12 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_serve
     void *loops[1] = {srv->loop};
     info.foreign_loops = loops;
     info.options |= LWS_SERVER_OPTION_LIBEV;
+    if (cfg->webhook_url) {
+        srv->webhook = gw_webhook_new(srv);
+        srv->unread = srv->webhook ? gw_unread_new(srv) : NULL;
+        if (!srv->unread)
+            goto fail;
+    }
     srv->ctx = lws_create_context(&info);
     if (!srv->ctx) {
         gw_err("cannot listen on %s:%d (address in use, bad certificate or key?)", cfg->listen,
@@ -335,6 +342,10 @@ void gw_server_free(gw_server *srv)
     if (srv->loop) {
         gw_acks_free(srv->acks); /* stops its timer while the loop is there */
         srv->acks = NULL;
+        gw_unread_free(srv->unread);
+        srv->unread = NULL;
+        gw_webhook_free(srv->webhook);
+        srv->webhook = NULL;
         ev_run(srv->loop, EVRUN_NOWAIT); /* what the context's teardown left to the loop */
         ev_loop_destroy(srv->loop);
         srv->loop = NULL;

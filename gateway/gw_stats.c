@@ -25,7 +25,7 @@ typedef struct fig {
     const char *str; /* JSON: this string instead of v (Prometheus: its label, value 1) */
 } fig;
 
-#define MAX_FIGS 224
+#define MAX_FIGS 256
 
 typedef struct table {
     fig f[MAX_FIGS];
@@ -287,6 +287,36 @@ static void snapshot(gw_server *srv, table *t)
       "Server API requests refused for their key", n->api_unauthorized);
     C("api", "rate_limited", "gw_api_rate_limited_total",
       "Server API requests refused for their key's rate (--api-rate)", n->api_rate_limited);
+    /* The unread webhook (docs/API.md): zero while it is off. */
+    C("webhook", "passes", "gw_webhook_passes_total",
+      "Looks at unread members after --webhook-delay (a range of messages, or an ack)",
+      n->webhook_passes);
+    C("webhook", "events", "gw_webhook_events_total", "Unread events made", n->webhook_events);
+    C("webhook", "missed", "gw_webhook_missed_total",
+      "Messages or acks not looked at (too many waiting, or the store failing)",
+      n->webhook_missed);
+    C("webhook", "read_errors", "gw_webhook_read_errors_total",
+      "Store reads of those looks that failed (tried again)", n->webhook_read_errors);
+    G("webhook", "queued", "gw_webhook_queued_events", "Events waiting or being sent",
+      n->webhook_queued);
+    C("webhook", "delivered", "gw_webhook_delivered_total",
+      "Events the receiver took (2xx)", n->webhook_delivered);
+    C("webhook", "batches", "gw_webhook_batches_total", "Batches the receiver took",
+      n->webhook_batches);
+    C("webhook", "attempts", "gw_webhook_attempts_total", "POSTs made (first tries and retries)",
+      n->webhook_attempts);
+    C("webhook", "failures", "gw_webhook_failures_total",
+      "POSTs that failed and are tried again (no answer, timeout, 408, 429, 5xx)",
+      n->webhook_failures);
+    C("webhook", "timeouts", "gw_webhook_timeouts_total",
+      "POSTs given up for --webhook-timeout (among the failures)", n->webhook_timeouts);
+    C("webhook", "rejected", "gw_webhook_rejected_total",
+      "Events dropped because the receiver refused their batch (3xx, 4xx)",
+      n->webhook_rejected);
+    C("webhook", "dropped", "gw_webhook_dropped_total",
+      "Events dropped because the queue was full (--webhook-queue)", n->webhook_dropped);
+    G("webhook", "last_status", "gw_webhook_last_status",
+      "The HTTP status of the last answer (0: none, or no answer)", n->webhook_last_status);
     G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
     G("lag", "total", "gw_member_ack_lag_messages", "Sum over online members of last_mid - ack",
       lag_total);

@@ -28,6 +28,11 @@ typedef struct gw_counters {
     uint64_t feed_applied, resyncs;
     uint64_t held, hole_reads, hole_msgs, hole_notifies;
     uint64_t api_requests, api_unauthorized, api_rate_limited; /* the server API (gw_api.c) */
+    /* The unread webhook: who is to be told (gw_unread.c), and the delivery (gw_webhook.c). */
+    uint64_t webhook_passes, webhook_events, webhook_missed, webhook_read_errors;
+    uint64_t webhook_queued; /* a gauge: events waiting or in the batch out */
+    uint64_t webhook_delivered, webhook_batches, webhook_attempts, webhook_failures;
+    uint64_t webhook_timeouts, webhook_rejected, webhook_dropped, webhook_last_status;
 } gw_counters;
 
 /* A sample of the counters that have a rate in /stats. */

@@ -16,11 +16,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # are used by the tests; wslay frames the load generator's lean WebSocket client; libev
 # and libwebsockets' libev plugin are the gateway's event loop; libpq (libpq-dev) is the
 # PostgreSQL backend's client, and PostgreSQL 15 itself (the server, psql, pgbench) is
-# what the tests and benchmarks run it against, in servers of their own.
+# what the tests and benchmarks run it against, in servers of their own; libcurl
+# (libcurl4-openssl-dev, the OpenSSL build like the rest) is the unread webhook's client.
 packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
           libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools libwslay-dev
           libev-dev libwebsockets-evlib-ev libpq-dev postgresql-15 postgresql-client-15
+          libcurl4-openssl-dev
           curl python3-prometheus-client)
 # The web demo and its browser tests: Debian's chromium, driven by playwright-core (no
 # browser is ever downloaded); Node.js and npm for their npm packages, only when no node

@@ -250,6 +250,16 @@ void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb)
     cr_assert_eq(rc, 0, "send: %s", gwc_strerror(rc));
 }
 
+void gwfx_ack(gwc_conn *k, const char *gid, uint64_t mid)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_ack a = {{(const uint8_t *)gid, strlen(gid)}, mid};
+    pr_enc_ack(&sb, &a, 1);
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 pr_event gwfx_expect_any(gwc_conn *k)
 {
     pr_event ev;
@@ -388,6 +398,36 @@ char *gwfx_call(gwfx *f, const char *method, const char *path, const char *beare
     fclose(b);
     unlink(out);
     return resp;
+}
+
+static char api_key_path[300];
+
+static void remove_api_key_file(void)
+{
+    unlink(api_key_path);
+}
+
+const char *gwfx_api_key_file(void)
+{
+    if (!api_key_path[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(api_key_path, sizeof(api_key_path), "%s/gw-api-keys-%d",
+                 tmp && *tmp ? tmp : "/tmp", (int)getpid());
+        FILE *k = fopen(api_key_path, "w");
+        cr_assert_not_null(k);
+        fprintf(k, "# the tests' key\n%s\n", GWFX_API_KEY);
+        fclose(k);
+        atexit(remove_api_key_file);
+    }
+    return api_key_path;
+}
+
+char *gwfx_api(gwfx *f, const char *method, const char *path, const char *body, int want)
+{
+    int status;
+    char *out = gwfx_call(f, method, path, GWFX_API_KEY, body, &status);
+    cr_assert_eq(status, want, "%s %s: %d, expected %d: %s", method, path, status, want, out);
+    return out;
 }
 
 char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)

@@ -84,6 +84,8 @@ pr_event gwfx_request(gwc_conn *k, const msgpack_sbuffer *sb, enum pr_ev_type t)
 
 /* Convenience requests. */
 void gwfx_join(gwc_conn *k, const char *gid);
+/* Sends an ack of gid up to mid (written while the client next waits for events). */
+void gwfx_ack(gwc_conn *k, const char *gid, uint64_t mid);
 /* Sends a text body with the given cid and waits for `sent`; returns the mid. Events that
  * arrive meanwhile (pushes) fail the test: use it on sessions that get no pushes. */
 uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char *text);
@@ -104,6 +106,13 @@ char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status);
  * JSON body when body is not NULL; returns the answer's body (malloc'd), *status. */
 char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer,
                 const char *body, int *status);
+#define GWFX_API_KEY "test-api-key-0123456789abcdef"
+/* A file holding GWFX_API_KEY (after a comment line), for --api-key-file: made once per
+ * process in TMPDIR, removed at exit. */
+const char *gwfx_api_key_file(void);
+/* Calls the server API with GWFX_API_KEY and asserts the answer's status; returns its
+ * body (malloc'd). */
+char *gwfx_api(gwfx *f, const char *method, const char *path, const char *body, int want);
 /* GET /metrics (200 asserted), with the node label that every sample carries taken out
  * (and asserted on each): tests look samples up as "name" or "name{label=\"v\"}". */
 char *gwfx_metrics(gwfx *f);

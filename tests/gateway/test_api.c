@@ -13,17 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KEY "test-api-key-0123456789abcdef"
+#define KEY GWFX_API_KEY
 
 static gwfx f, g2;
-static char keyfile[300];
 
 static void teardown(void)
 {
     gwfx_cleanup(&g2);
     gwfx_cleanup(&f);
-    if (keyfile[0])
-        unlink(keyfile);
 }
 
 TestSuite(api, .fini = teardown);
@@ -36,14 +33,7 @@ static pr_slice sl(const char *s)
 /* Starts the gateway with the API on (one key, and a comment line in the file). */
 static void start_api(gwfx *x, const char *const *more)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(keyfile, sizeof(keyfile), "%s/gw-api-keys-%d", tmp && *tmp ? tmp : "/tmp",
-             (int)getpid());
-    FILE *k = fopen(keyfile, "w");
-    cr_assert_not_null(k);
-    fprintf(k, "# the test's key\n%s\n", KEY);
-    fclose(k);
-    const char *args[16] = {"--api-key-file", keyfile};
+    const char *args[16] = {"--api-key-file", gwfx_api_key_file()};
     int n = 2;
     for (; more && more[n - 2]; n++)
         args[n] = more[n - 2];
@@ -51,14 +41,7 @@ static void start_api(gwfx *x, const char *const *more)
     gwfx_start(x, args);
 }
 
-/* Calls the API with the test's key; checks the status; returns the body (malloc'd). */
-static char *call(gwfx *x, const char *method, const char *path, const char *body, int want)
-{
-    int status;
-    char *out = gwfx_call(x, method, path, KEY, body, &status);
-    cr_assert_eq(status, want, "%s %s: %d, expected %d: %s", method, path, status, want, out);
-    return out;
-}
+#define call gwfx_api
 
 static bool has(const char *body, const char *part)
 {

@@ -25,12 +25,7 @@ TestSuite(flow, .init = setup, .fini = teardown, .timeout = 60);
 
 static void ack(gwc_conn *k, const char *gid, uint64_t mid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_ack a = {{(const uint8_t *)gid, strlen(gid)}, mid};
-    pr_enc_ack(&sb, &a, 1);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    gwfx_ack(k, gid, mid);
 }
 
 static const pr_group *find_group(const pr_event *welcome, const char *gid, pr_group *out)
