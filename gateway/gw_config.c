@@ -122,7 +122,8 @@ static void help(void)
         "  --webhook-secret-file PATH  the key events are signed with (HMAC-SHA256), 16 to\n"
         "                       256 bytes; needed with --webhook-url\n"
         "  --webhook-delay MS   a member who has not acked a message this long after it was\n"
-        "                       stored is told about (default 5000)\n"
+        "                       stored is told about (default 5000; longer than\n"
+        "                       --ack-flush-ms)\n"
         "  --webhook-timeout MS one POST may take this long, then it is retried (default\n"
         "                       10000)\n"
         "  --webhook-queue N    events waiting at most; more are dropped and counted\n"
@@ -394,6 +395,12 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
     if (!c->webhook_url != !webhook_secret) {
         fprintf(stderr, "gw: --webhook-url and --webhook-secret-file go together (events are "
                         "always signed: docs/API.md)\n");
+        return -1;
+    }
+    /* A pass reads the stored acks: one not yet persisted would look unread. */
+    if (c->webhook_url && c->webhook_delay_ms <= c->ack_flush_ms) {
+        fprintf(stderr, "gw: --webhook-delay %u must be longer than --ack-flush-ms %u (acks "
+                        "are read from the store)\n", c->webhook_delay_ms, c->ack_flush_ms);
         return -1;
     }
     if (webhook_secret && read_secret("webhook-secret-file", webhook_secret,

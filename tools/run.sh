@@ -2,7 +2,8 @@
 # Runs the gateway on its embedded default: RocksDB in ./data, TLS with a self-signed
 # certificate made in ./data/tls on first start, demo mode (POST /demo/login issues
 # tokens: for trying the product only), the demo page at https://localhost:8443/ and the
-# server API at /api/v1/ (docs/API.md) with a key made in ./data/api-key on first start.
+# server API at /api/v1/ (docs/API.md) with a key made in ./data/api-key on first start
+# (and a secret for the unread webhook in ./data/webhook-secret, for --webhook-url).
 # Installs what is missing and builds first (tools/setup.sh). Extra arguments go to gw
 # (see build/gw --help); GW_PORT and GW_DATA change the port and the data folder.
 # Stop it with Ctrl-C or SIGTERM: it confirms what is in flight, flushes acks, then exits.
@@ -15,6 +16,10 @@ data=${GW_DATA:-$root/data}
 mkdir -p "$data"
 if [ ! -s "$data/api-key" ]; then
   (umask 077 && openssl rand -hex 24 > "$data/api-key")
+fi
+# The unread webhook's signing secret, for --webhook-url ... --webhook-secret-file it.
+if [ ! -s "$data/webhook-secret" ]; then
+  (umask 077 && openssl rand -hex 32 > "$data/webhook-secret")
 fi
 cat <<MSG
 run: open https://localhost:$port/ (a self-signed certificate: the browser asks you to accept it)

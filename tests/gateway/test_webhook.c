@@ -393,7 +393,7 @@ Test(webhook, a_batch_is_retried_after_500s_until_it_is_taken)
     const char *flags[] = {"--fail", "2", NULL};
     rx_start(flags);
     const char *more[] = {"--webhook-body", NULL};
-    start_gw(&f, NULL, rx_url, "200", more);
+    start_gw(&f, NULL, rx_url, "300", more);
     add_member(&f, "g", "bob");
     post(&f, "g", "pager", "r1", "hi bob");
     json_t *e = wait_told("bob", 1);
@@ -427,7 +427,7 @@ Test(webhook, a_receiver_too_slow_is_timed_out_and_tried_again)
     const char *flags[] = {"--hang", "1", NULL};
     rx_start(flags);
     const char *more[] = {"--webhook-timeout", "1000", NULL};
-    start_gw(&f, NULL, rx_url, "200", more);
+    start_gw(&f, NULL, rx_url, "300", more);
     add_member(&f, "g", "bob");
     post(&f, "g", "pager", "t1", "slow");
     json_decref(wait_told("bob", 1));
@@ -442,7 +442,7 @@ Test(webhook, a_batch_the_receiver_refuses_is_dropped_and_counted)
 {
     const char *flags[] = {"--fail", "1", "--status", "400", NULL};
     rx_start(flags);
-    start_gw(&f, NULL, rx_url, "200", NULL);
+    start_gw(&f, NULL, rx_url, "300", NULL);
     add_member(&f, "g", "bob");
     add_member(&f, "h", "bob");
     post(&f, "g", "pager", "x1", "refused");
@@ -466,7 +466,7 @@ Test(webhook, a_full_queue_drops_and_counts_and_the_gateway_goes_on)
     snprintf(url, sizeof(url), "%s", rx_url);
     rx_start(NULL); /* only for the secret file */
     const char *more[] = {"--webhook-queue", "2", NULL};
-    start_gw(&f, NULL, url, "200", more);
+    start_gw(&f, NULL, url, "300", more);
     const char *who[] = {"m1", "m2", "m3", "m4", "m5"};
     for (int i = 0; i < 5; i++)
         add_member(&f, "g", who[i]);
@@ -515,8 +515,10 @@ Test(webhook, two_nodes_tell_each_member_once_from_the_stored_acks)
 /* The gateway's exit status for these flags (it stops at parsing). */
 static int run_gw(const char *flags)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "%s --insecure --port 0 %s >/dev/null 2>&1", GW_BINARY, flags);
+    char cmd[1200];
+    /* timeout: a gateway that took the flags would run on. */
+    snprintf(cmd, sizeof(cmd), "timeout 10 %s --insecure --port 0 %s >/dev/null 2>&1", GW_BINARY,
+             flags);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -528,4 +530,11 @@ Test(webhook, its_flags_are_checked)
                  "http or https");
     cr_assert_eq(run_gw("--webhook-url http://127.0.0.1:1/ --webhook-secret-file /nonexistent"), 2);
     cr_assert_eq(run_gw("--webhook-delay 5"), 2, "at least 100 ms");
+    rx_start(NULL); /* for its secret file */
+    char flags[700];
+    snprintf(flags, sizeof(flags),
+             "--webhook-url http://127.0.0.1:1/ --webhook-secret-file %s/secret "
+             "--webhook-delay 200 --ack-flush-ms 500 --data %s/data",
+             rx_dir, rx_dir);
+    cr_assert_eq(run_gw(flags), 2, "acks are stored before they are read");
 }

@@ -3,8 +3,10 @@
 signature the way docs/API.md tells receivers to, and writes one JSON line per request
 to --log: what it answered, whether the signature held, the headers and the raw body.
 
-  webhook_receiver.py --secret-file F --port-file P --log L [--fail N] [--status S]
-                      [--hang N]
+  webhook_receiver.py --secret-file F --log L [--port N | --port-file P] [--fail N]
+                      [--status S] [--hang N]
+
+--port N listens on 127.0.0.1:N (default: a free port, written to --port-file).
 
 --fail N answers the first N requests with --status (default 500); --hang N holds the
 first N requests' answers for 3 seconds (longer than the tests' --webhook-timeout).
@@ -34,7 +36,8 @@ def verify(secret: bytes, header: str, body: bytes, tolerance: int = 300) -> boo
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--secret-file", required=True)
-    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file")
     ap.add_argument("--log", required=True)
     ap.add_argument("--fail", type=int, default=0)
     ap.add_argument("--status", type=int, default=500)
@@ -71,11 +74,12 @@ def main():
         def log_message(self, *args):
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    tmp = a.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(srv.server_address[1]))
-    os.rename(tmp, a.port_file)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    if a.port_file:
+        tmp = a.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(srv.server_address[1]))
+        os.rename(tmp, a.port_file)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
