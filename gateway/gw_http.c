@@ -23,6 +23,7 @@ typedef struct http_pss {
     bool too_long;
     bool api;          /* an API request: its state is in `req` */
     bool api_body;     /* ... whose body is still coming: not answered before it is in */
+    bool api_close;    /* ... a POST or PUT without Content-Length: see gw_http_callback */
     gw_api_conn req;
 } http_pss;
 
@@ -31,9 +32,10 @@ size_t gw_http_pss_size(void)
     return sizeof(http_pss);
 }
 
-/* Sends a whole small response. Returns what the callback should return. */
-static int respond(struct lws *wsi, unsigned status, const char *type, const char *body,
-                   size_t len)
+/* Sends a whole small response, with `Connection: close` when close is set. Returns what
+ * the callback should return. */
+static int respond_ex(struct lws *wsi, unsigned status, const char *type, const char *body,
+                      size_t len, bool close)
 {
     size_t room = LWS_PRE + 1024 + len;
     uint8_t *buf = malloc(room);
@@ -44,6 +46,8 @@ static int respond(struct lws *wsi, unsigned status, const char *type, const cha
     if (lws_add_http_common_headers(wsi, status, type, (lws_filepos_t)len, &p, end) ||
         lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
                                     (const unsigned char *)"no-store", 8, &p, end) ||
+        (close && lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+                                              (const unsigned char *)"close", 5, &p, end)) ||
         lws_finalize_write_http_header(wsi, start, &p, end))
         goto out;
     memcpy(start, body, len);
@@ -53,6 +57,12 @@ static int respond(struct lws *wsi, unsigned status, const char *type, const cha
 out:
     free(buf);
     return rc;
+}
+
+static int respond(struct lws *wsi, unsigned status, const char *type, const char *body,
+                   size_t len)
+{
+    return respond_ex(wsi, status, type, body, len, false);
 }
 
 static int respond_text(struct lws *wsi, unsigned status, const char *text)
@@ -127,7 +137,9 @@ static int api_answer(struct lws *wsi, http_pss *ps)
     /* Released first: completing the HTTP transaction may free ps with it. */
     gw_api_release(&ps->req);
     ps->api = false;
-    int rc = json ? respond(wsi, status, "application/json", json, strlen(json)) : -1;
+    int rc = json ? respond_ex(wsi, status, "application/json", json, strlen(json),
+                               ps->api_close)
+                  : -1;
     free(json);
     return rc;
 }
@@ -200,6 +212,10 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
             lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH);
             ps->api = true;
             ps->api_body = atoll(cl) > 0;
+            /* libwebsockets 4.1 takes a POST or PUT without Content-Length to have a body
+             * of up to 100 MiB, and would swallow the next request on the connection as
+             * that body: such a request is answered with Connection: close. */
+            ps->api_close = !cl[0] && (post || lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI));
             gw_api_begin(srv, &ps->req, wsi, path, method);
             if (ps->api_body)
                 return 0; /* the body follows */
