@@ -115,6 +115,9 @@ enum gw_pause {
     GW_PAUSE_RATE = 8,    /* gw_throttle.c: over a rate limit */
 };
 
+/* The subprotocol of JSON text frames (proto.h, "The JSON form"). */
+#define GW_PROTO_JSON "gw.v1.json"
+
 struct gw_sess {
     gw_server *srv;
     struct lws *wsi; /* NULL once libwebsockets has closed it */
@@ -132,6 +135,7 @@ struct gw_sess {
     uint8_t *rx;
     size_t rx_n, rx_cap;
     bool rx_text;      /* the message being received is a text frame */
+    bool json;         /* subprotocol gw.v1.json: JSON text frames both ways */
     size_t rx_discard; /* bytes dropped of a message over max_frame */
 
     gw_outq out;

@@ -300,10 +300,25 @@ int gw_out_writeable(gw_sess *s)
         len = take_notifies(s, &out);
         o->slow = false;
     }
+    enum lws_write_protocol kind = LWS_WRITE_BINARY;
+    if (len && s->json) { /* a JSON session: the frame as JSON text (proto.h) */
+        char *text;
+        size_t text_n;
+        if (pr_json_from_msgpack(out, len, &text, &text_n) != 0)
+            return -1; /* cannot happen for what the gateway encodes */
+        out = frame_room(text_n);
+        if (out)
+            memcpy(out, text, text_n);
+        free(text);
+        if (!out)
+            return -1;
+        len = text_n;
+        kind = LWS_WRITE_TEXT;
+    }
     if (len) {
         srv->n.frames_out++;
         srv->n.bytes_out += len;
-        if (lws_write(s->wsi, out, len, LWS_WRITE_BINARY) < (int)len)
+        if (lws_write(s->wsi, out, len, kind) < (int)len)
             return -1;
     }
     if (o->len || o->notify || s->close_code)

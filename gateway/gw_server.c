@@ -145,6 +145,7 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         ps->sess = gw_sess_new(srv, wsi);
         if (!ps->sess)
             return -1;
+        ps->sess->json = strcmp(lws_get_protocol(wsi)->name, GW_PROTO_JSON) == 0;
         srv->n.connections++;
         if (gw_sessions_count(srv->sessions) > srv->n.connections_peak)
             srv->n.connections_peak = gw_sessions_count(srv->sessions);
@@ -203,6 +204,8 @@ static struct lws_protocols protocols[] = {
      * 1 KiB holds a typical request whole and keeps an idle session's memory small:
      * with 64 KiB, the pages it touched cost 6 KiB of RSS per idle session. */
     {"gw.v1", ws_callback, sizeof(pss), 1024, 0, NULL, 0},
+    /* The same messages as JSON text, for any WebSocket tool (docs/PROTOCOL.md). */
+    {GW_PROTO_JSON, ws_callback, sizeof(pss), 1024, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 

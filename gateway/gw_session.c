@@ -200,15 +200,29 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
     }
     srv->n.frames_in++;
     gw_throttle_frame(s, msg_n);
-    if (s->rx_text && !s->user && !s->loading) {
+    /* A JSON session's frame becomes MessagePack here, and takes the one path from there. */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    bool wrong_kind = s->rx_text != s->json;
+    bool bad_json = !wrong_kind && s->json &&
+                    pr_msgpack_from_json((const char *)msg, msg_n, &sb) != 0;
+    if ((wrong_kind || bad_json) && !s->user && !s->loading) {
         srv->n.closes_4001++;
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
-    } else if (s->rx_text) {
-        gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME, "binary frames only: send MessagePack",
+    } else if (wrong_kind) {
+        gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME,
+                      s->json ? "text frames only: send JSON (subprotocol gw.v1.json)"
+                              : "binary frames only: send MessagePack",
                       (pr_slice){0});
+    } else if (bad_json) {
+        gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME,
+                      "not a JSON object or array (or a bad {\"base64\"} body)", (pr_slice){0});
+    } else if (s->json) {
+        gw_reqs_frame(s, (const uint8_t *)sb.data, sb.size);
     } else {
         gw_reqs_frame(s, msg, msg_n);
     }
+    msgpack_sbuffer_destroy(&sb);
     free(s->rx);
     s->rx = NULL;
     s->rx_n = s->rx_cap = 0;

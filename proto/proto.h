@@ -291,4 +291,17 @@ int pr_decode_events(pr_decoder *d, const uint8_t *frame, size_t len, pr_event_c
  */
 int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error *err);
 
+/*
+ * The JSON form (subprotocol gw.v1.json, proto_json.c): the same messages as JSON text.
+ * A session of that subprotocol has its text frames made MessagePack on the way in and
+ * its frames made JSON on the way out; everything between is the MessagePack path. A
+ * MessagePack bin (or a string that is not UTF-8) is the object {"base64": "..."}.
+ */
+/* One MessagePack frame (a map, or an array of maps) as JSON text: *out malloc'd (the
+ * caller frees), *out_n its length. 0, or PR_E_BAD_FRAME. */
+int pr_json_from_msgpack(const uint8_t *p, size_t n, char **out, size_t *out_n);
+/* JSON text (an object or an array) appended to out as MessagePack. 0, or PR_E_BAD_FRAME
+ * (not JSON, duplicate keys, nested too deep, a bad base64 object). */
+int pr_msgpack_from_json(const char *p, size_t n, msgpack_sbuffer *out);
+
 #endif

@@ -13,7 +13,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # store; msgpack-c the wire format; Criterion the tests; libjwt tokens; jansson JSON for
 # /stats; uthash the gateway's hash tables; rocksdb-tools gives db_bench, the store
 # benchmark's peer; curl and python3-prometheus-client (a real Prometheus text parser)
-# are used by the tests; wslay frames the load generator's lean WebSocket client; libev
+# are used by the tests, and python3-websockets (a WebSocket library that knows nothing
+# of the gateway) speaks the JSON subprotocol in them; wslay frames the load generator's lean WebSocket client; libev
 # and libwebsockets' libev plugin are the gateway's event loop; libpq (libpq-dev) is the
 # PostgreSQL backend's client, and PostgreSQL 15 itself (the server, psql, pgbench) is
 # what the tests and benchmarks run it against, in servers of their own; libcurl
@@ -23,7 +24,7 @@ packages=(build-essential cmake pkg-config git
           libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools libwslay-dev
           libev-dev libwebsockets-evlib-ev libpq-dev postgresql-15 postgresql-client-15
           libcurl4-openssl-dev
-          curl python3-prometheus-client)
+          curl python3-prometheus-client python3-websockets)
 # The web demo and its browser tests: Debian's chromium, driven by playwright-core (no
 # browser is ever downloaded); Node.js and npm for their npm packages, only when no node
 # or npm is on the PATH (playwright-core wants node >= 20).

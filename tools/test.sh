@@ -100,6 +100,14 @@ log="$work/deploy.log"
 timeout -k 10 180 "$root/tests/deploy/test_nginx.sh" 2>&1 | tee "$log"
 count_summary tests/deploy "$log" "${PIPESTATUS[0]}" \
   's/^deploy: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^deploy: [0-9]+ passed, ([0-9]+) failed$/\1/p'
+# The JSON subprotocol from a WebSocket library that knows nothing of the gateway
+# (Debian's python3-websockets; tests/clients/json_tool.py starts its own gw). Its
+# "json-tool: N passed, N failed" line joins the counts above.
+echo "== tests/clients/json_tool.py"
+log="$work/json-tool.log"
+timeout -k 10 120 /usr/bin/python3 "$root/tests/clients/json_tool.py" "$root/build" 2>&1 | tee "$log"
+count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
+  's/^json-tool: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^json-tool: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.

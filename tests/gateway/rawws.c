@@ -128,8 +128,8 @@ int rawws_handshake(rawws *c, int port, bool bytewise, int timeout_ms)
     int n = snprintf(req, sizeof(req),
                      "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: gw.v1\r\n\r\n",
-                     port);
+                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
+                     port, c->subprotocol ? c->subprotocol : "gw.v1");
     if (rawws_write(c, req, (size_t)n, bytewise) != 0)
         return -1;
     long deadline = now_ms() + timeout_ms;
@@ -137,6 +137,12 @@ int rawws_handshake(rawws *c, int port, bool bytewise, int timeout_ms)
         uint8_t *end = c->in_n ? memmem(c->in, c->in_n, "\r\n\r\n", 4) : NULL;
         if (end) {
             bool ok = c->in_n > 12 && memcmp(c->in, "HTTP/1.1 101", 12) == 0;
+            c->agreed[0] = 0;
+            const char *h = memmem(c->in, (size_t)(end - c->in), "sec-websocket-protocol: ", 24);
+            if (!h)
+                h = memmem(c->in, (size_t)(end - c->in), "Sec-WebSocket-Protocol: ", 24);
+            if (h)
+                sscanf(h + 24, "%31[^\r]", c->agreed);
             consume(c, (size_t)(end + 4 - c->in));
             c->upgraded = ok;
             return ok ? 0 : -1;
@@ -186,16 +192,26 @@ size_t rawws_frame(uint8_t *out, size_t cap, int opcode, bool fin, const void *p
     return i + len;
 }
 
-int rawws_send(rawws *c, const void *payload, size_t len, bool bytewise)
+static int send_op(rawws *c, int opcode, const void *payload, size_t len, bool bytewise)
 {
     size_t cap = len + 14;
     uint8_t *buf = malloc(cap);
     if (!buf)
         return -1;
-    size_t n = rawws_frame(buf, cap, RAWWS_BIN, true, payload, len);
+    size_t n = rawws_frame(buf, cap, opcode, true, payload, len);
     int rc = rawws_write(c, buf, n, bytewise);
     free(buf);
     return rc;
+}
+
+int rawws_send(rawws *c, const void *payload, size_t len, bool bytewise)
+{
+    return send_op(c, RAWWS_BIN, payload, len, bytewise);
+}
+
+int rawws_send_text(rawws *c, const char *text)
+{
+    return send_op(c, RAWWS_TEXT, text, strlen(text), false);
 }
 
 int rawws_read_frame(rawws *c, int timeout_ms, int *opcode, const uint8_t **payload,

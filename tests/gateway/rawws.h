@@ -26,6 +26,8 @@ typedef struct rawws {
     int close_code; /* the server's close code, once a close frame was read (else 0) */
     char close_reason[124]; /* ... and its reason text */
     bool upgraded;  /* the handshake succeeded: what comes are frames */
+    const char *subprotocol; /* asked for in the handshake (NULL: gw.v1); set after connect */
+    char agreed[32];         /* the subprotocol the server chose ("" if none) */
     pr_decoder *dec; /* rawws_next: the events of the last frame, handed out one by one */
     pr_event *evs;
     size_t n_evs, next_ev;
@@ -52,6 +54,8 @@ size_t rawws_frame(uint8_t *out, size_t cap, int opcode, bool fin, const void *p
 int rawws_write(rawws *c, const void *p, size_t n, bool bytewise);
 /* Encodes and writes one binary frame. */
 int rawws_send(rawws *c, const void *payload, size_t len, bool bytewise);
+/* Encodes and writes one text frame. */
+int rawws_send_text(rawws *c, const char *text);
 
 /* Reads the next data frame (answering nothing; pings are skipped). 0; -1 when the
  * connection ended (a close frame sets close_code; EOF or a reset leave it 0); -2 when
