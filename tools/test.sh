@@ -108,6 +108,13 @@ log="$work/json-tool.log"
 timeout -k 10 120 /usr/bin/python3 "$root/tests/clients/json_tool.py" "$root/build" 2>&1 | tee "$log"
 count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
   's/^json-tool: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^json-tool: [0-9]+ passed, ([0-9]+) failed$/\1/p'
+# The C client library as a user installs it: cmake --install into a temporary prefix,
+# and docs/CLIENT.md's example built with pkg-config and run against the installed gw.
+echo "== tests/clients/test_install.sh"
+log="$work/install.log"
+timeout -k 10 180 "$root/tests/clients/test_install.sh" "$root/build" 2>&1 | tee "$log"
+count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
+  's/^install: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^install: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.
