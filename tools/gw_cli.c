@@ -69,7 +69,21 @@ static void usage(FILE *f)
         "Text output: [gid #mid] from: body. JSON lines: "
         "{\"gid\",\"mid\",\"from\",\"ts\",\"body\"};\n"
         "a bin body (\"bin\":true), or one that is not UTF-8, is base64 with \"enc\":\"base64\".\n"
-        "Exit status: 0 done, 1 failed (the reason is on stderr), 2 bad usage.\n");
+        "\n"
+        "Examples\n"
+        "  export GW_URL=wss://localhost:8443/ws GW_TOKEN=$(gw_token --user alice)\n"
+        "  gw_cli join lobby && gw_cli send lobby hello everyone\n"
+        "  gw_cli tail lobby                        # unread, then live; Ctrl-C stops\n"
+        "  gw_cli --json tail lobby | jq -r .body   # JSON lines for scripts\n"
+        "  printf 'one\\ntwo\\n' | gw_cli send --cid-prefix batch-7 lobby  # again: stored once\n"
+        "  gw_cli pull --all --after 0 lobby        # the whole history, page by page\n"
+        "\n"
+        "Exit status\n"
+        "  0  done (tail: --count or --seconds reached, or Ctrl-C)\n"
+        "  1  failed: refused (a bad token, not a member, ...), the connection was lost\n"
+        "     past --retry, or no reply within --timeout; the reason is on stderr\n"
+        "  2  bad usage (unknown option or command, a missing argument)\n"
+        "Progress, reconnects and errors go to stderr; stdout has only messages and mids.\n");
 }
 
 enum {

@@ -192,13 +192,15 @@ int cli_open_or_say(cli *c)
 
 int cli_reopen(cli *c, const char *what, int64_t until)
 {
-    cli_err("%s; reconnecting", what);
+    cli_err("%s; reconnecting to %s", what, c->o.url);
     int backoff = BACKOFF_FIRST_MS;
-    for (;;) {
+    int64_t since = cli_now_ms();
+    for (int attempt = 1;; attempt++) {
         if (cli_stop) return -1;
         int rc = open_session(c);
         if (rc == 0) {
-            cli_err("reconnected");
+            cli_err("reconnected after %d attempt%s (%.1f s)", attempt, attempt == 1 ? "" : "s",
+                    (double)(cli_now_ms() - since) / 1000.0);
             return 0;
         }
         if (rc == OPEN_FATAL) {
@@ -211,7 +213,10 @@ int cli_reopen(cli *c, const char *what, int64_t until)
             return -1;
         }
         int wait = backoff + rand() % (backoff / 2 + 1); /* jitter: clients do not stampede */
-        sleep_ms(wait < left ? wait : (int)left);
+        if (wait > left)
+            wait = (int)left;
+        cli_err("attempt %d failed (%s); next in %.1f s", attempt, c->why, (double)wait / 1000.0);
+        sleep_ms(wait);
         backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
 }

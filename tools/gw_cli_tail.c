@@ -140,6 +140,9 @@ static int resume(tailer *t, const char *what, int64_t end)
         return -1;
     }
     if (g.last_mid > t->known) t->known = g.last_mid;
+    if (t->known > t->w)
+        cli_err("%s: catching up from mid %" PRIu64 " to %" PRIu64 " (nothing is printed twice)",
+                t->gid, t->w + 1, t->known);
     /* The gateway persists acks in batches: a crash may have lost our last one. */
     t->acked = g.ack < t->w ? g.ack : t->w;
     ack(t, true);

@@ -286,6 +286,7 @@ Test(cli, usage_help_and_exit_codes, .init = start_ws, .fini = stop)
     char *out, *err;
     cr_assert_eq(cli(NULL, NULL, &out, NULL, "--help", NULL), 0);
     cr_assert(strstr(out, "usage: gw_cli"), "--help: %s", out);
+    cr_assert(strstr(out, "Examples\n") && strstr(out, "Exit status\n"), "--help: %s", out);
     cr_assert(strstr(out, "tail GID"));
     free(out);
     cr_assert_eq(cli(NULL, NULL, &out, NULL, "help", NULL), 0);
@@ -652,7 +653,8 @@ Test(cli, tail_resumes_after_a_crash_and_prints_each_message_once, .fini = stop)
         cr_assert_eq(jint(m, "mid"), i + 1, "line %d", i + 1);
         cr_assert_str_eq(jstr(m, "body"), want);
     }
-    cr_assert(strstr(err, "reconnect"), "no word of the reconnection: %s", err);
+    cr_assert(strstr(err, "reconnecting to "), "no word of the reconnection: %s", err);
+    cr_assert(strstr(err, "reconnected after "), "no word of the reconnection: %s", err);
     json_decref(got);
     free(out);
     free(err);
