@@ -27,6 +27,12 @@ static json_t *b64_object(const char *p, size_t n)
     return o;
 }
 
+/* msgpack-c gives an empty string or bin a NULL pointer, which jansson refuses. */
+static const char *bytes(const char *p, uint32_t n)
+{
+    return n ? p : "";
+}
+
 static json_t *to_json(const msgpack_object *o, int depth)
 {
     if (depth > DEPTH_MAX) return NULL;
@@ -44,11 +50,11 @@ static json_t *to_json(const msgpack_object *o, int depth)
     case MSGPACK_OBJECT_FLOAT64:
         return json_real(o->via.f64);
     case MSGPACK_OBJECT_STR: {
-        json_t *s = json_stringn(o->via.str.ptr, o->via.str.size);
-        return s ? s : b64_object(o->via.str.ptr, o->via.str.size);
+        json_t *s = json_stringn(bytes(o->via.str.ptr, o->via.str.size), o->via.str.size);
+        return s ? s : b64_object(bytes(o->via.str.ptr, o->via.str.size), o->via.str.size);
     }
     case MSGPACK_OBJECT_BIN:
-        return b64_object(o->via.bin.ptr, o->via.bin.size);
+        return b64_object(bytes(o->via.bin.ptr, o->via.bin.size), o->via.bin.size);
     case MSGPACK_OBJECT_ARRAY: {
         json_t *a = json_array();
         for (uint32_t i = 0; a && i < o->via.array.size; i++)
@@ -63,8 +69,8 @@ static json_t *to_json(const msgpack_object *o, int depth)
         for (uint32_t i = 0; m && i < o->via.map.size; i++) {
             const msgpack_object_kv *kv = &o->via.map.ptr[i];
             if (kv->key.type != MSGPACK_OBJECT_STR ||
-                json_object_setn_new(m, kv->key.via.str.ptr, kv->key.via.str.size,
-                                     to_json(&kv->val, depth + 1)) != 0) {
+                json_object_setn_new(m, bytes(kv->key.via.str.ptr, kv->key.via.str.size),
+                                     kv->key.via.str.size, to_json(&kv->val, depth + 1)) != 0) {
                 json_decref(m);
                 return NULL;
             }
@@ -144,7 +150,10 @@ static int pack(msgpack_packer *pk, json_t *j, int depth)
         if (msgpack_pack_map(pk, json_object_size(j))) return -1;
         json_object_foreach(j, key, v)
         {
-            if (msgpack_pack_str_with_body(pk, key, strlen(key)) || pack(pk, v, depth + 1))
+            /* The key's own length: a key may hold \u0000. */
+            if (msgpack_pack_str_with_body(
+                    pk, key, json_object_iter_key_len(json_object_key_to_iter(key))) ||
+                pack(pk, v, depth + 1))
                 return -1;
         }
         return 0;

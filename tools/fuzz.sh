@@ -2,7 +2,7 @@
 # Bounded fuzzing with libFuzzer (clang): the request decoder, the server-event decoder,
 # the token check, whole requests through the gateway's session path (fuzz_session: a
 # real store in a temp folder, no sockets) and the cluster's change feed payloads
-# (fuzz_announce), each for N seconds (default 60), from a seed corpus of valid inputs,
+# (fuzz_announce) and the JSON form of the protocol (fuzz_json), each for N seconds (default 60), from a seed corpus of valid inputs,
 # after replaying every saved regression input. Exits non-zero on
 # any crash, and keeps the crashing input in tests/fuzz/regressions/<target>/ to be
 # committed as a test.
@@ -14,7 +14,7 @@ build="$root/build-fuzz"
 CC=clang cmake -S "$root" -B "$build" -DGW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null ||
   { echo "fuzz: configure failed"; exit 1; }
 cmake --build "$build" -j "$(nproc)" \
-  --target fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce make_seeds >/dev/null || { echo "fuzz: build failed"; exit 1; }
+  --target fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce fuzz_json make_seeds >/dev/null || { echo "fuzz: build failed"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gw-fuzz-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -27,8 +27,14 @@ mkdir -p "$work/fuzz_announce" # a payload of each kind of change
 printf 'gw1 00000000000000ff\nj g1 alice 3\nm g1 4 1700000000000 aGVsbG8=\nh g1 5 1700000000001\na g1 bob 4\nl g1 carol\ns dave' \
   > "$work/fuzz_announce/seed"
 
+mkdir -p "$work/fuzz_json" # a request of each shape, and a binary body
+printf '{"t":"hello","rid":1,"token":"abc"}' > "$work/fuzz_json/hello"
+printf '{"t":"send","rid":2,"gid":"g","cid":"c1","body":{"base64":"AAEC/w=="}}' > "$work/fuzz_json/send"
+printf '{"t":"ack","acks":{"g":3,"h":4}}' > "$work/fuzz_json/ack"
+printf '[{"t":"ping"},{"t":"pull","gid":"g","after":0,"limit":5},null,true,-1,1.5]' > "$work/fuzz_json/batch"
+
 passed=0 failed=0
-for t in fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce; do
+for t in fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce fuzz_json; do
   reg="$root/tests/fuzz/regressions/$t"
   if compgen -G "$reg/*" >/dev/null; then
     if "$build/tests/fuzz/$t" "$reg"/* >"$work/$t-reg.log" 2>&1; then

@@ -155,18 +155,25 @@ Test(json, json_and_msgpack_sessions_see_the_same_messages)
     cr_assert_eq(ev.msg.body.data.n, 4);
     cr_assert_eq(memcmp(ev.msg.body.data.p, "\x00\x01\x02\xff", 4), 0);
 
-    /* A page in JSON: all three, the binary one in base64 again. */
+    /* An empty body is an empty string both ways (not an empty binary). */
+    cr_assert_eq(gwfx_send_msg(bob, "g", "b2", ""), 4);
+    m = jexpect(&alice, "msg");
+    cr_assert(json_is_string(json_object_get(m, "body")), "an empty text body stays text");
+    cr_assert_str_eq(sval(m, "body"), "");
+    json_decref(m);
+
+    /* A page in JSON: all of them, the binary one in base64 again. */
     jsend(&alice, "{\"t\":\"pull\",\"rid\":5,\"gid\":\"g\",\"after\":0}");
     m = jexpect(&alice, "page");
     json_t *msgs = json_object_get(m, "msgs");
-    cr_assert_eq(json_array_size(msgs), 3);
+    cr_assert_eq(json_array_size(msgs), 4);
     cr_assert_str_eq(sval(json_array_get(msgs, 0), "body"), "hi from json");
     cr_assert_str_eq(sval(json_array_get(msgs, 1), "from"), "bob");
     cr_assert_str_eq(sval(json_object_get(json_array_get(msgs, 2), "body"), "base64"), "AAEC/w==");
     json_decref(m);
 
     /* An ack in JSON is stored: a new session's welcome shows it. */
-    jsend(&alice, "{\"t\":\"ack\",\"acks\":{\"g\":3}}");
+    jsend(&alice, "{\"t\":\"ack\",\"acks\":{\"g\":4}}");
     jsend(&alice, "{\"t\":\"ping\",\"rid\":6}");
     json_decref(jexpect(&alice, "pong"));
     usleep(600 * 1000); /* the ack flush (200 ms) */
@@ -180,7 +187,7 @@ Test(json, json_and_msgpack_sessions_see_the_same_messages)
     m = jexpect(&again, "welcome");
     json_t *g = json_array_get(json_object_get(m, "groups"), 0);
     cr_assert_str_eq(sval(g, "gid"), "g");
-    cr_assert_eq(ival(g, "ack"), 3);
+    cr_assert_eq(ival(g, "ack"), 4);
     cr_assert_eq(ival(g, "unread"), 0);
     json_decref(m);
     jclose(&again);
