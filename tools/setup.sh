@@ -52,11 +52,12 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# npm packages, exactly as each lock file says: the page's MessagePack library
-# (web-demo/node_modules, served to the browser by the gateway) and playwright-core for
-# tests/browser. Skipped when node_modules was installed from this very lock file (a
+# npm packages, exactly as each lock file says: the JavaScript client package's own
+# (clients/js: its MessagePack library, and ws and typescript for its tests), the page's
+# (web-demo/node_modules, served to the browser by the gateway: MessagePack and the
+# client package, a link to clients/js) and playwright-core for tests/browser. Skipped when node_modules was installed from this very lock file (a
 # stamp holds its checksum: file times are too coarse to tell a fresh clone apart).
-for dir in web-demo tests/browser; do
+for dir in clients/js web-demo tests/browser; do
   lock="$root/$dir/package-lock.json"
   [ -f "$lock" ] || continue
   stamp="$root/$dir/node_modules/.gw-installed-from"

@@ -115,6 +115,15 @@ log="$work/install.log"
 timeout -k 10 180 "$root/tests/clients/test_install.sh" "$root/build" 2>&1 | tee "$log"
 count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
   's/^install: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^install: [0-9]+ passed, ([0-9]+) failed$/\1/p'
+# The JavaScript client package (clients/js): its pure parts, the client against a
+# scripted socket, its declarations under tsc --strict, and the package against the real
+# build/gw. Its "# pass N" and "# fail N" lines join the counts above.
+echo "== clients/js (node --test)"
+log="$work/js.log"
+(cd "$root/clients/js" && GW_BUILD="$root/build" timeout -k 10 180 node --test \
+   --test-reporter=tap test/) 2>&1 | tee "$log"
+count_summary clients/js "$log" "${PIPESTATUS[0]}" \
+  's/^# pass ([0-9]+)$/\1/p' 's/^# fail ([0-9]+)$/\1/p'
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.

@@ -1,9 +1,9 @@
 // The demo page: sign-in, group list, message view, composer, connection state and the
-// figures panel. Everything the protocol asks of a client is in gw-client.js; this file
-// draws what it reports and passes on what the user does. User text only ever goes into
-// the page through textContent, never as HTML.
+// figures panel. Everything the protocol asks of a client is in the gw-client package
+// (clients/js); this file draws what it reports and passes on what the user does. User
+// text only ever goes into the page through textContent, never as HTML.
 
-import { GwClient, isValidId } from './gw-client.js';
+import { GwClient, isValidId } from 'gw-client';
 import { StatsPanel } from './stats.js';
 
 const $ = (id) => document.getElementById(id);

@@ -1,11 +1,11 @@
-// The page's protocol module (web-demo/js/gw-client.js) on its own, in node, against a
-// scripted fake WebSocket: the rules that the browser tests can only see from outside,
-// checked frame by frame. Fast, and no browser or gateway needed.
+// The client (src/client.js) on its own, in node, against a scripted fake WebSocket: the
+// rules that the browser tests can only see from outside, checked frame by frame. Fast,
+// and no browser or gateway needed.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encode, decode } from '../../web-demo/node_modules/@msgpack/msgpack/dist.esm/index.mjs';
-import { GwClient, backoffDelay, makeCid, isValidId } from '../../web-demo/js/gw-client.js';
+import { encode, decode } from '@msgpack/msgpack';
+import { GwClient, backoffDelay, makeCid, isValidId } from '../src/index.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 

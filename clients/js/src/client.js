@@ -1,4 +1,5 @@
-// Protocol v1 client logic for the demo page (docs/PROTOCOL.md), with no DOM in it.
+// The protocol v1 client (docs/PROTOCOL.md), with no DOM in it: it composes the
+// connection (connection.js) and a log per group (group-log.js) into what a page needs.
 //
 // What lives here, and why it is kept apart from the page: the rules a client has to get
 // right whatever it looks like. The watermark of each group, dedup by (gid, mid), batched
@@ -14,24 +15,17 @@
 //   'auth'   {reason}                             the token was refused and cannot be renewed
 
 import { encode, decode } from '@msgpack/msgpack';
+import { GroupLog } from './group-log.js';
+import {
+  BACKOFF_RESET_AFTER_MS,
+  CONNECT_TIMEOUT_MS,
+  PING_IDLE_MS,
+  PONG_TIMEOUT_MS,
+  backoffDelay,
+  openSocket,
+  closeSocket,
+} from './connection.js';
 
-export const SUBPROTOCOL = 'gw.v1';
-
-// Reconnect: exponential steps from 500 ms up to 15 s, each with "equal jitter" (half of
-// the step fixed, half random). The jitter spreads the reconnects of many pages after a
-// gateway restart so that they do not all arrive in the same instant; the fixed half
-// keeps a page from hammering a gateway that is down.
-const BACKOFF_BASE_MS = 500;
-const BACKOFF_CAP_MS = 15000;
-// A connection that stayed up this long starts the backoff from the first step again;
-// one that drops sooner keeps climbing, so a gateway that accepts and then closes at
-// once is not reconnected to in a tight loop.
-const BACKOFF_RESET_AFTER_MS = 10000;
-const CONNECT_TIMEOUT_MS = 10000; // socket opened and `welcome` received
-// The gateway pings idle sessions itself (the browser answers those), but a page can
-// only notice a dead network path by asking: an application ping when nothing came in.
-const PING_IDLE_MS = 25000;
-const PONG_TIMEOUT_MS = 10000;
 const PAGE_LIMIT = 100; // messages per enter/pull (the server's default page)
 const MAX_ACK_ENTRIES = 32; // per ack frame (protocol limit)
 // A group view that is left keeps its newest messages in memory, so that coming back
@@ -39,12 +33,6 @@ const MAX_ACK_ENTRIES = 32; // per ack frame (protocol limit)
 const KEEP_WHEN_LEFT = 500;
 const SEND_RETRY_CODES = new Set(['overloaded', 'unavailable', 'internal', 'rate_limited']);
 const SEND_MAX_RETRIES = 5;
-
-/** Delay before reconnect attempt number `attempt` (0 = first). */
-export function backoffDelay(attempt, random = Math.random) {
-  const step = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** Math.min(attempt, 16));
-  return Math.round(step / 2 + (random() * step) / 2);
-}
 
 /** A client message id: random, so that it is unique per user across tabs and reloads
  * (the gateway remembers (uid, cid) for idempotent sends), and made only of characters
@@ -87,25 +75,14 @@ class Group {
   }
 }
 
-/**
- * The messages of a group that has been opened. `held` is keyed by mid: that is the
- * dedup. `w` is the contiguous watermark: this page holds (or the user had acked before
- * the view was opened) every message with mid <= w. Only w is ever acked, never a mid
- * beyond a hole, because an ack is cumulative: it says "I have everything up to here".
- */
-class View {
+/** A group that has been opened: its log (group-log.js), and the requests and the ack
+ * timer that keep it filled and acked. */
+class View extends GroupLog {
   constructor() {
-    this.held = new Map(); // mid -> {mid, from, ts, body}
-    this.w = null; // null until the first page of `enter` says where the user stood
-    this.lowest = null; // lowest mid shown; older history is pulled `before` it
-    this.hasOlder = false;
+    super();
     this.fwdRid = null; // the enter or pull-after in flight (one at a time)
     this.olderRid = null; // the pull-before in flight
-    this.ackedTo = 0; // highest ack sent (or known to the server) for this group
-    this.unacked = 0; // messages newly held in the open view since the last ack
     this.ackTimer = null;
-    this.firstUnackedAt = 0;
-    this.firstUnread = null; // mid of the first unread message when the view was entered
   }
 }
 
@@ -250,7 +227,7 @@ export class GwClient extends EventTarget {
     this.flushAcks([gid], 'leave');
     this.openGid = null;
     const g = this.groups.get(gid);
-    if (g && g.view) this.trim(g.view);
+    if (g && g.view) g.view.trim(KEEP_WHEN_LEFT);
     this.markGroups();
   }
 
@@ -264,7 +241,7 @@ export class GwClient extends EventTarget {
     const g = this.groups.get(this.openGid);
     const v = g && g.view;
     if (!v || v.w === null || !v.hasOlder || v.olderRid !== null || this.state !== 'online') return false;
-    const before = this.lowestOf(v);
+    const before = v.lowestShown();
     if (before <= 1) {
       v.hasOlder = false;
       this.markView(g.gid);
@@ -346,29 +323,19 @@ export class GwClient extends EventTarget {
     if (this.stopped) return;
     let ws;
     try {
-      ws = new this.WebSocketImpl(this.url, SUBPROTOCOL);
+      ws = openSocket(this.WebSocketImpl, this.url, (x) => this.ws === x, {
+        open: () => this.sendFrame({ t: 'hello', token }),
+        frame: (bytes) => this.onFrame(bytes),
+        close: (code, reason) => this.onClosed(code, reason),
+      });
     } catch (e) {
       return this.scheduleReconnect(String(e.message || e));
     }
-    ws.binaryType = 'arraybuffer';
     this.ws = ws;
     this.counters.connects++;
     this.connectTimer = setTimeout(() => {
       if (this.ws === ws && this.state !== 'online') this.teardown(4000, 'connect timeout');
     }, CONNECT_TIMEOUT_MS);
-    ws.onopen = () => {
-      if (this.ws === ws) this.sendFrame({ t: 'hello', token });
-    };
-    ws.onmessage = (ev) => {
-      if (this.ws !== ws) return;
-      if (typeof ev.data === 'string') return; // the protocol has binary frames only
-      this.onFrame(new Uint8Array(ev.data));
-    };
-    ws.onerror = () => {}; // a close event always follows, with the code
-    ws.onclose = (ev) => {
-      if (this.ws !== ws) return;
-      this.onClosed(ev.code, ev.reason);
-    };
   }
 
   /** Close our socket without reconnecting from its close event. */
@@ -377,14 +344,7 @@ export class GwClient extends EventTarget {
     this.ws = null;
     this.clearConnTimers();
     if (!ws) return;
-    ws.onmessage = ws.onopen = null;
-    ws.onclose = () => {};
-    try {
-      if (ws.readyState === 1) ws.close(code, reason);
-      else if (ws.readyState === 0) ws.onopen = () => ws.close(code, reason); // closing a connecting socket logs a browser error
-    } catch {
-      /* already closed */
-    }
+    closeSocket(ws, code, reason);
     this.resetInFlight();
     if (!this.stopped && code === 4000) this.scheduleReconnect(reason);
   }
@@ -676,7 +636,7 @@ export class GwClient extends EventTarget {
     if (info.kind === 'before') {
       v.olderRid = null;
       for (const e of msgs) this.hold(g, this.fromPage(e), true);
-      v.hasOlder = msgs.length > 0 && !!m.more && this.lowestOf(v) > 1;
+      v.hasOlder = msgs.length > 0 && !!m.more && v.lowestShown() > 1;
       this.markView(gid);
       return;
     }
@@ -699,7 +659,7 @@ export class GwClient extends EventTarget {
       for (const mid of v.held.keys()) if (v.lowest === null || mid < v.lowest) v.lowest = mid;
     }
     for (const e of msgs) this.hold(g, this.fromPage(e));
-    v.hasOlder = this.lowestOf(v) > 1;
+    v.hasOlder = v.lowestShown() > 1;
     const before = v.w;
     this.advance(g, /* fromPage */ true);
     // Acking each page: the user has it on screen, and if the tab dies in the middle of
@@ -755,26 +715,11 @@ export class GwClient extends EventTarget {
     return { mid: asInt(e.mid), from: String(e.from), ts: asInt(e.ts), body: e.body };
   }
 
-  /** The lowest mid shown (v.lowest caches the lowest held), or just above the
-   * watermark when nothing is held: `pull before` that gives the history before it. */
-  lowestOf(v) {
-    if (v.lowest !== null) return v.lowest;
-    return v.w === null ? 1 : v.w + 1;
-  }
-
-  /** Keep a message unless it is already held: (gid, mid) is the dedup key, whatever the
-   * gateway re-sends (a page overlapping a push, re-delivery after a crash lost acks). A
-   * push below the oldest message shown is not kept either: older history is pulled in
-   * order by `pull before`, and a lone old message would leave a gap on screen. */
+  /** Keep a message unless it is already held ((gid, mid) is the dedup key: GroupLog). */
   hold(g, m, older = false) {
-    const v = g.view;
-    if (!m.mid || v.held.has(m.mid)) {
-      if (m.mid) this.counters.duplicates++;
-      return false;
-    }
-    if (!older && v.w !== null && m.mid <= v.w && m.mid < this.lowestOf(v)) return false;
-    v.held.set(m.mid, m);
-    if (v.lowest === null || m.mid < v.lowest) v.lowest = m.mid;
+    const r = g.view.hold(m, older);
+    if (r === 'duplicate') this.counters.duplicates++;
+    if (r !== 'held') return false;
     this.markView(g.gid, { upserts: [this.entryOf(g.gid, m)] });
     return true;
   }
@@ -785,11 +730,7 @@ export class GwClient extends EventTarget {
   advance(g, fromPage = false) {
     const v = g.view;
     if (v.w === null) return; // enter has not answered yet: nothing to measure against
-    let n = 0;
-    while (v.held.has(v.w + 1)) {
-      v.w++;
-      n++;
-    }
+    const n = v.advance();
     if (v.w > g.lastMid) g.lastMid = v.w;
     if (g.gid !== this.openGid) return;
     if (n && !fromPage) this.countUnacked(g, n);
@@ -801,8 +742,8 @@ export class GwClient extends EventTarget {
    * incoming frame (ackIfCounted), so a batch frame of 256 pushes gives one ack, not five. */
   countUnacked(g, n) {
     const v = g.view;
-    v.unacked += n;
-    if (!v.ackTimer && v.unacked < this.ackEvery) {
+    v.countUnacked(n, now());
+    if (!v.ackTimer && !v.ackDueByCount(this.ackEvery)) {
       v.firstUnackedAt = now();
       v.ackTimer = setTimeout(() => {
         v.ackTimer = null;
@@ -813,7 +754,7 @@ export class GwClient extends EventTarget {
 
   ackIfCounted() {
     const g = this.groups.get(this.openGid);
-    if (g && g.view && g.view.unacked >= this.ackEvery) this.flushAcks([g.gid], 'count');
+    if (g && g.view && g.view.ackDueByCount(this.ackEvery)) this.flushAcks([g.gid], 'count');
   }
 
   /** Send one ack frame for these groups: each at its contiguous watermark. */
@@ -825,11 +766,12 @@ export class GwClient extends EventTarget {
       if (!v || v.w === null) continue;
       clearTimeout(v.ackTimer);
       v.ackTimer = null;
-      if (v.w <= v.ackedTo || v.w < 1) {
+      const to = v.ackTarget();
+      if (!to) {
         v.unacked = 0;
         continue;
       }
-      entries.push({ g, v, from: v.ackedTo, to: v.w, covered: v.unacked, waited: v.firstUnackedAt ? now() - v.firstUnackedAt : 0 });
+      entries.push({ g, v, from: v.ackedTo, to, covered: v.unacked, waited: v.firstUnackedAt ? now() - v.firstUnackedAt : 0 });
     }
     if (!entries.length || this.state !== 'online') return; // offline: re-acked after welcome
     for (let i = 0; i < entries.length; i += MAX_ACK_ENTRIES) {
@@ -838,9 +780,7 @@ export class GwClient extends EventTarget {
       for (const e of chunk) acks[e.g.gid] = e.to;
       if (!this.sendFrame({ t: 'ack', acks })) return;
       for (const e of chunk) {
-        e.v.ackedTo = e.to;
-        e.v.unacked = 0;
-        e.v.firstUnackedAt = 0;
+        e.v.acked(e.to);
         e.g.ack = Math.max(e.g.ack, e.to);
       }
       if (this.ackLog.length > 2000) this.ackLog.splice(0, 1000);
@@ -877,15 +817,6 @@ export class GwClient extends EventTarget {
   transmitSend(p) {
     p.tries++;
     this.request({ t: 'send', gid: p.gid, cid: p.cid, body: p.body }, { kind: 'send', gid: p.gid, cid: p.cid });
-  }
-
-  /** A view that is left keeps only its newest messages. */
-  trim(v) {
-    if (v.held.size <= KEEP_WHEN_LEFT) return;
-    const mids = [...v.held.keys()].sort((a, b) => a - b);
-    for (const mid of mids.slice(0, mids.length - KEEP_WHEN_LEFT)) v.held.delete(mid);
-    v.lowest = mids[mids.length - KEEP_WHEN_LEFT];
-    v.hasOlder = v.lowest > 1;
   }
 
   // ---- other tabs --------------------------------------------------------------------

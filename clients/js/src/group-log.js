@@ -1,0 +1,91 @@
+// The per-group log of a client (docs/PROTOCOL.md, Semantics): what it holds of one
+// group, its watermark, and when to ack. Pure logic: no socket, no timers, no clock of
+// its own (the caller passes the time), so every rule here is tested on its own
+// (test/group-log.test.js) and reused by any client built on this package.
+//
+//   held     mid -> message: the dedup, by (gid, mid), whatever the gateway sends twice
+//   w        the contiguous watermark: every message with mid <= w is held (or was acked
+//            before the log was opened). null until the first page says where it stands
+//   ackedTo  the highest ack sent for the group. Only w is ever acked, never a mid beyond
+//            a hole: an ack is cumulative ("I hold everything up to here").
+
+export class GroupLog {
+  constructor() {
+    /** @type {Map<number, object>} */
+    this.held = new Map();
+    this.w = null;
+    this.lowest = null; // lowest mid held; older history is pulled `before` it
+    this.hasOlder = false;
+    this.ackedTo = 0;
+    this.unacked = 0; // messages newly held since the last ack
+    this.firstUnackedAt = 0; // when the first of them came (the caller's clock)
+    this.firstUnread = null; // mid of the first unread message when the log was entered
+  }
+
+  /** The lowest mid held, or just above the watermark when nothing is: `pull before` that
+   * gives the history before it. */
+  lowestShown() {
+    if (this.lowest !== null) return this.lowest;
+    return this.w === null ? 1 : this.w + 1;
+  }
+
+  /** Keeps m ({mid, from, ts, body}) unless it is held already: 'held', 'duplicate', or
+   * 'ignored' for a push below the oldest message held (older history comes in order by
+   * `pull before`, and a lone old message would leave a gap). older: m comes from such a
+   * pull. */
+  hold(m, older = false) {
+    if (!m.mid) return 'ignored';
+    if (this.held.has(m.mid)) return 'duplicate';
+    if (!older && this.w !== null && m.mid <= this.w && m.mid < this.lowestShown()) return 'ignored';
+    this.held.set(m.mid, m);
+    if (this.lowest === null || m.mid < this.lowest) this.lowest = m.mid;
+    return 'held';
+  }
+
+  /** Moves the watermark over every contiguous message now held; how many it moved. */
+  advance() {
+    if (this.w === null) return 0;
+    let n = 0;
+    while (this.held.has(this.w + 1)) {
+      this.w++;
+      n++;
+    }
+    return n;
+  }
+
+  /** Counts n newly seen messages towards the next ack. True when they are the first
+   * unacked ones: the caller starts its ack_delay_ms timer then (unless every is reached). */
+  countUnacked(n, nowMs) {
+    const first = this.unacked === 0 && n > 0;
+    this.unacked += n;
+    if (first) this.firstUnackedAt = nowMs;
+    return first;
+  }
+
+  /** The protocol's batching: ack after `every` unacked messages (or after the delay). */
+  ackDueByCount(every) {
+    return this.unacked >= every;
+  }
+
+  /** The mid to ack now (the watermark), or 0 when it says nothing new. */
+  ackTarget() {
+    return this.w !== null && this.w >= 1 && this.w > this.ackedTo ? this.w : 0;
+  }
+
+  /** The ack up to `to` went out (or nothing was due: to omitted). */
+  acked(to = this.ackedTo) {
+    this.ackedTo = Math.max(this.ackedTo, to);
+    this.unacked = 0;
+    this.firstUnackedAt = 0;
+  }
+
+  /** Keeps only the newest `keep` messages (a log that is left: coming back pulls only
+   * what arrived since). */
+  trim(keep) {
+    if (this.held.size <= keep) return;
+    const mids = [...this.held.keys()].sort((a, b) => a - b);
+    for (const mid of mids.slice(0, mids.length - keep)) this.held.delete(mid);
+    this.lowest = mids[mids.length - keep];
+    this.hasOlder = this.lowest > 1;
+  }
+}

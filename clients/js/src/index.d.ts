@@ -1,0 +1,195 @@
+// Types of gw-client, the gateway's protocol v1 client (docs/PROTOCOL.md).
+
+/** The subprotocol the client asks for: "gw.v1" (MessagePack frames). */
+export declare const SUBPROTOCOL: 'gw.v1';
+
+/** Delay in ms before reconnect attempt `attempt` (0 = first): 500 ms doubling to 15 s,
+ * half of each step fixed and half random. */
+export declare function backoffDelay(attempt: number, random?: () => number): number;
+/** A client message id (random, unique per user across tabs and reloads). */
+export declare function makeCid(): string;
+/** True for an id the protocol allows: 1-64 characters of [A-Za-z0-9_.:-]. */
+export declare function isValidId(s: unknown): s is string;
+/** A body as text: a string as it is, bytes decoded as UTF-8 when they are. */
+export declare function bodyText(body: string | Uint8Array | unknown): { text: string; binary: boolean };
+
+/** A stored message as the gateway sends it (a `msg`, or an entry of a `page`). */
+export interface StoredMessage {
+  mid: number;
+  from: string;
+  ts: number;
+  /** The type the sender used: text, or bytes. */
+  body: string | Uint8Array;
+}
+
+/** What a group's view shows: stored messages by mid, then the user's pending ones. */
+export interface ViewEntry {
+  key: string;
+  sort: number;
+  /** Absent for a message not stored yet. */
+  mid?: number;
+  cid?: string;
+  from: string;
+  ts?: number;
+  text: string;
+  binary: boolean;
+  own: boolean;
+  /** 'stored', or for the user's own sends 'pending' (waiting for `sent`) or 'failed'. */
+  state: 'stored' | 'pending' | 'failed';
+  code?: string | null;
+}
+
+export interface GroupSummary {
+  gid: string;
+  lastMid: number;
+  unread: number;
+  open: boolean;
+}
+
+export interface ViewMeta {
+  hasOlder: boolean;
+  loadingOlder: boolean;
+  catchingUp: boolean;
+  firstUnread: number | null;
+  lastMid: number;
+  w?: number | null;
+}
+
+export type ConnectionState = 'connecting' | 'online' | 'offline' | 'stopped';
+
+export interface StateDetail {
+  state: ConnectionState;
+  reason: string;
+  /** Reconnect attempts so far. */
+  attempt: number;
+  /** Date.now() of the next attempt, when offline. */
+  retryAt: number;
+}
+export interface ViewDetail {
+  gid: string;
+  reset: boolean;
+  upserts: ViewEntry[];
+  removes: string[];
+  meta: ViewMeta;
+}
+export interface NoticeDetail {
+  kind: string;
+  code: string;
+  msg: string;
+  gid?: string;
+}
+
+/** The client's events, each a CustomEvent with this detail. */
+export interface GwClientEventMap {
+  /** The connection changed. */
+  state: CustomEvent<StateDetail>;
+  /** The group list, an unread count or a membership changed. */
+  groups: CustomEvent<Record<string, never>>;
+  /** The messages of a group with a view changed. */
+  view: CustomEvent<ViewDetail>;
+  /** Something the user should be told (an error). */
+  notice: CustomEvent<NoticeDetail>;
+  /** The token was refused and cannot be renewed: sign in again. */
+  auth: CustomEvent<{ reason: string }>;
+}
+
+export interface GwClientOptions {
+  /** ws:// or wss:// URL of the gateway's /ws. */
+  url: string;
+  /** A token (HS256 JWT whose sub is the user); refresh: the last one was refused. */
+  getToken: (opts: { refresh: boolean }) => Promise<string>;
+  /** The WebSocket class: the browser's by default; node's `ws` package works too. */
+  WebSocketImpl?: typeof WebSocket | (new (url: string, protocol: string) => unknown);
+}
+
+/**
+ * The client: one user's session, reconnecting by itself. It keeps each group's
+ * watermark, dedups by (gid, mid), acks in batches as the gateway's welcome asks, fills
+ * holes by pull, resends pending messages with their cid after a reconnect, and tells
+ * other tabs of the same user (BroadcastChannel) what it acked.
+ */
+export declare class GwClient extends EventTarget {
+  constructor(options: GwClientOptions);
+  readonly state: ConnectionState;
+  readonly reason: string;
+  /** From the welcome (null before the first one). */
+  readonly uid: string | null;
+  readonly ackEvery: number;
+  readonly ackDelayMs: number;
+  readonly maxBody: number;
+  readonly openGid: string | null;
+
+  /** Connect (and keep reconnecting until stop). */
+  start(): void;
+  /** Close for good: acks the open group first. */
+  stop(): void;
+  /** Skip the rest of the backoff wait. */
+  reconnectNow(): void;
+
+  /** Groups sorted by id, each with its unread count. */
+  groupList(): GroupSummary[];
+  /** Join a group (created when the gateway allows it). Throws for an invalid id. */
+  join(gid: string): void;
+  leave(gid: string): void;
+  refreshGroups(): void;
+
+  /** Open a group's view: the first time `enter` (pull after the stored ack), later a
+   * pull after the watermark. Only one view is open at a time. */
+  open(gid: string): void;
+  /** Leave the open view: acks it at once. */
+  close(): void;
+  /** Ack the open group now (the page is being hidden or unloaded). */
+  flushOpen(reason?: string): void;
+  /** Pull older history of the open group; false when there is none to pull now. */
+  loadOlder(): boolean;
+  viewEntries(gid: string): ViewEntry[];
+  viewMeta(gid: string): ViewMeta;
+
+  /** Send a text message; its cid. Pending until `sent`, resent after a reconnect with
+   * the same cid (stored once). Throws when over the gateway's max_body. */
+  send(gid: string, text: string): string;
+  /** Try a failed message again (same cid). */
+  retry(cid: string): void;
+  /** Forget a failed message. */
+  discard(cid: string): void;
+
+  addEventListener<K extends keyof GwClientEventMap>(
+    type: K,
+    listener: (ev: GwClientEventMap[K]) => void,
+    options?: boolean | AddEventListenerOptions,
+  ): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
+}
+
+/**
+ * One group's log: pure logic, no socket and no timers (the caller passes the time).
+ * held is the dedup by mid; w the contiguous watermark (null until the first page);
+ * only w is ever acked.
+ */
+export declare class GroupLog {
+  held: Map<number, StoredMessage>;
+  w: number | null;
+  lowest: number | null;
+  hasOlder: boolean;
+  ackedTo: number;
+  unacked: number;
+  firstUnackedAt: number;
+  firstUnread: number | null;
+  constructor();
+  /** The lowest mid held, or w + 1 when nothing is: `pull before` it for older history. */
+  lowestShown(): number;
+  /** Keeps m unless it is held already (or is a lone push below what is held). */
+  hold(m: StoredMessage, older?: boolean): 'held' | 'duplicate' | 'ignored';
+  /** Moves w over every contiguous message now held; how many. */
+  advance(): number;
+  /** Counts n newly seen messages; true when they are the first unacked ones. */
+  countUnacked(n: number, nowMs: number): boolean;
+  /** At least `every` messages wait for an ack. */
+  ackDueByCount(every: number): boolean;
+  /** The mid to ack now (w), or 0 when it says nothing new. */
+  ackTarget(): number;
+  /** The ack up to `to` went out. */
+  acked(to?: number): void;
+  /** Keeps only the newest `keep` messages. */
+  trim(keep: number): void;
+}

@@ -1,0 +1,72 @@
+// The per-group log (src/group-log.js): pure logic, no socket and no timers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GroupLog } from '../src/index.js';
+
+const m = (mid) => ({ mid, from: 'u', ts: mid, body: `m${mid}` });
+
+test('dedup by mid: a message held twice is a duplicate', () => {
+  const g = new GroupLog();
+  g.w = 0;
+  assert.equal(g.hold(m(1)), 'held');
+  assert.equal(g.hold(m(1)), 'duplicate');
+  assert.equal(g.hold({ mid: 0 }), 'ignored');
+  assert.equal(g.held.size, 1);
+});
+
+test('the watermark moves over contiguous mids only, and stops at a hole', () => {
+  const g = new GroupLog();
+  assert.equal(g.advance(), 0, 'no watermark before the first page');
+  g.w = 0;
+  g.hold(m(1));
+  g.hold(m(2));
+  g.hold(m(4));
+  assert.equal(g.advance(), 2);
+  assert.equal(g.w, 2, 'mid 3 is missing: 4 is held, not counted');
+  g.hold(m(3));
+  assert.equal(g.advance(), 2);
+  assert.equal(g.w, 4);
+});
+
+test('a push below the oldest message held is ignored, a pull-before is not', () => {
+  const g = new GroupLog();
+  g.w = 10;
+  g.hold(m(11));
+  assert.equal(g.lowestShown(), 11);
+  assert.equal(g.hold(m(5)), 'ignored', 'a lone old push would leave a gap');
+  assert.equal(g.hold(m(10), true), 'held', 'older history, pulled in order');
+  assert.equal(g.lowestShown(), 10);
+});
+
+test('acks: only the watermark, only when it moved, batched by count', () => {
+  const g = new GroupLog();
+  assert.equal(g.ackTarget(), 0, 'nothing to ack before the first page');
+  g.w = 0;
+  for (const i of [1, 2, 3]) g.hold(m(i));
+  const n = g.advance();
+  assert.equal(g.countUnacked(n, 1000), true, 'the first unacked: start the delay timer');
+  assert.equal(g.firstUnackedAt, 1000);
+  assert.equal(g.ackDueByCount(3), true);
+  assert.equal(g.ackDueByCount(4), false);
+  assert.equal(g.ackTarget(), 3);
+  g.acked(3);
+  assert.equal(g.ackTarget(), 0, 'nothing new since');
+  assert.equal(g.unacked, 0);
+  g.hold(m(5));
+  g.advance();
+  assert.equal(g.ackTarget(), 0, 'a mid beyond a hole is never acked');
+  assert.equal(g.countUnacked(1, 2000), true);
+  assert.equal(g.countUnacked(1, 3000), false, 'not the first: the timer runs already');
+  assert.equal(g.firstUnackedAt, 2000);
+});
+
+test('trim keeps the newest messages and says older ones exist', () => {
+  const g = new GroupLog();
+  g.w = 0;
+  for (let i = 1; i <= 10; i++) g.hold(m(i));
+  g.advance();
+  g.trim(4);
+  assert.deepEqual([...g.held.keys()].sort((a, b) => a - b), [7, 8, 9, 10]);
+  assert.equal(g.lowestShown(), 7);
+  assert.equal(g.hasOlder, true);
+});
