@@ -19,9 +19,8 @@ import { GroupLog } from './group-log.js';
 import {
   BACKOFF_RESET_AFTER_MS,
   CONNECT_TIMEOUT_MS,
-  PING_IDLE_MS,
-  PONG_TIMEOUT_MS,
   backoffDelay,
+  Pinger,
   openSocket,
   closeSocket,
 } from './connection.js';
@@ -106,8 +105,10 @@ export class GwClient extends EventTarget {
     this.retryAt = 0;
     this.retryTimer = null;
     this.connectTimer = null;
-    this.pingTimer = null;
-    this.pongTimer = null;
+    this.pinger = new Pinger({
+      ping: () => this.state === 'online' && this.request({ t: 'ping' }, { kind: 'ping' }) !== null,
+      dead: () => this.noPong(),
+    });
     this.onlineSince = 0;
     this.tokenRefusals = 0;
     // From `welcome`.
@@ -351,9 +352,8 @@ export class GwClient extends EventTarget {
 
   clearConnTimers() {
     clearTimeout(this.connectTimer);
-    clearTimeout(this.pingTimer);
-    clearTimeout(this.pongTimer);
-    this.connectTimer = this.pingTimer = this.pongTimer = null;
+    this.pinger.stop();
+    this.connectTimer = null;
   }
 
   /** Requests in flight are lost with the connection: forget their rids. Pending sends
@@ -408,25 +408,18 @@ export class GwClient extends EventTarget {
   }
 
   armPing() {
-    clearTimeout(this.pingTimer);
-    if (this.state !== 'online') return;
-    this.pingTimer = setTimeout(() => {
-      if (this.state !== 'online') return;
-      this.request({ t: 'ping' }, { kind: 'ping' });
-      this.pongTimer = setTimeout(() => {
-        const ws = this.ws;
-        if (!ws) return;
-        this.ws = null;
-        this.clearConnTimers();
-        try {
-          ws.onclose = () => {};
-          ws.close(4000, 'no pong');
-        } catch {
-          /* gone */
-        }
-        this.onClosed(1006, 'no answer to ping');
-      }, PONG_TIMEOUT_MS);
-    }, PING_IDLE_MS);
+    if (this.state === 'online') this.pinger.arm();
+    else this.pinger.stop();
+  }
+
+  /** No answer to a ping: the path is gone though the socket looks open. */
+  noPong() {
+    const ws = this.ws;
+    if (!ws) return;
+    this.ws = null;
+    this.clearConnTimers();
+    closeSocket(ws, 4000, 'no pong');
+    this.onClosed(1006, 'no answer to ping');
   }
 
   sendFrame(obj) {
@@ -450,8 +443,7 @@ export class GwClient extends EventTarget {
 
   onFrame(bytes) {
     this.counters.frames_in++;
-    clearTimeout(this.pongTimer); // anything that comes in shows the path is alive
-    this.pongTimer = null;
+    this.pinger.heard(); // anything that comes in shows the path is alive
     let v;
     try {
       v = decode(bytes);

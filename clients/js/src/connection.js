@@ -1,4 +1,4 @@
-// The connection's rules: the subprotocol, the reconnect backoff, the timeouts, and the
+// The connection's rules: the subprotocol, the reconnect backoff, the ping, and the
 // socket itself (opened for binary frames, closed without firing the owner's handlers).
 // No protocol logic: client.js decides what to send and what a close means.
 
@@ -57,5 +57,42 @@ export function closeSocket(ws, code, reason) {
     else if (ws.readyState === 0) ws.onopen = () => ws.close(code, reason); // closing a connecting socket logs a browser error
   } catch {
     /* already closed */
+  }
+}
+
+/**
+ * The application ping: after idleMs with nothing received, ping() is called (it sends
+ * a `ping` request, or returns false when it cannot); if nothing at all comes within
+ * pongMs after it, dead() is called (the path is gone though the socket looks open).
+ */
+export class Pinger {
+  constructor({ ping, dead, idleMs = PING_IDLE_MS, pongMs = PONG_TIMEOUT_MS }) {
+    this.ping = ping;
+    this.dead = dead;
+    this.idleMs = idleMs;
+    this.pongMs = pongMs;
+    this.idleTimer = null;
+    this.pongTimer = null;
+  }
+
+  /** Something came in: the path is alive. */
+  heard() {
+    clearTimeout(this.pongTimer);
+    this.pongTimer = null;
+  }
+
+  /** Starts (again) the wait for quiet. */
+  arm() {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      if (this.ping()) this.pongTimer = setTimeout(() => this.dead(), this.pongMs);
+    }, this.idleMs);
+  }
+
+  stop() {
+    clearTimeout(this.idleTimer);
+    clearTimeout(this.pongTimer);
+    this.idleTimer = this.pongTimer = null;
   }
 }
