@@ -12,6 +12,7 @@ struct gw_bridge {
     pthread_cond_t cv;  /* for gw_bridge_wait */
     gw_job *head, *tail; /* posted, not drained: under mu */
     unsigned inflight;   /* service thread only */
+    bool closed;         /* the store is closed: submits are refused (service thread) */
 };
 
 gw_bridge *gw_bridge_new(st_store *store, void (*wake)(void *ud), void *ud)
@@ -60,6 +61,9 @@ int gw_bridge_submit(gw_bridge *b, gw_job *j)
     j->op.ud = j;
     j->bridge_ = b;
     j->next_ = NULL;
+    if (b->closed)
+        return ST_ECLOSED; /* st_close freed the store: a completion drained after it may
+                            * still want to read on */
     int rc = st_submit(b->store, &j->op);
     if (rc == ST_DONE) {
         j->complete(j);
@@ -68,6 +72,11 @@ int gw_bridge_submit(gw_bridge *b, gw_job *j)
     if (rc == 0)
         b->inflight++;
     return rc;
+}
+
+void gw_bridge_close(gw_bridge *b)
+{
+    b->closed = true;
 }
 
 void gw_bridge_drain(gw_bridge *b)

@@ -39,6 +39,10 @@ void gw_bridge_free(gw_bridge *b);
  * refused (j->complete is not called). */
 int gw_bridge_submit(gw_bridge *b, gw_job *j);
 
+/* The store was closed (st_close, which frees it): from now on gw_bridge_submit refuses
+ * with ST_ECLOSED, so that the completions drained after it cannot reach the store. */
+void gw_bridge_close(gw_bridge *b);
+
 /* Runs every posted completion, in order. Service thread. */
 void gw_bridge_drain(gw_bridge *b);
 

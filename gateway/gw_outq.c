@@ -304,8 +304,12 @@ int gw_out_writeable(gw_sess *s)
     if (len && s->json) { /* a JSON session: the frame as JSON text (proto.h) */
         char *text;
         size_t text_n;
-        if (pr_json_from_msgpack(out, len, &text, &text_n) != 0)
-            return -1; /* cannot happen for what the gateway encodes */
+        if (pr_json_from_msgpack(out, len, &text, &text_n) != 0) {
+            /* Cannot happen for what the gateway encodes (ids, str or bin bodies). */
+            gw_warn("session %s: a frame has no JSON form: closing the JSON session",
+                    s->sid_str);
+            return -1;
+        }
         out = frame_room(text_n);
         if (out)
             memcpy(out, text, text_n);

@@ -328,7 +328,9 @@ void gw_server_run(gw_server *srv)
 
 void gw_server_drain(gw_server *srv)
 {
-    /* After st_close every store request has completed: run what was posted since. */
+    /* After st_close every store request has completed: run what was posted since. The
+     * store is gone: a completion that wants to read on is refused (ST_ECLOSED). */
+    gw_bridge_close(srv->bridge);
     gw_bridge_drain(srv->bridge);
 }
 

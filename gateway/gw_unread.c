@@ -38,7 +38,11 @@
 #define MEMBERS_PAGE 1000
 #define RECENT_N     16384 /* ids of the events made lately (direct-mapped) */
 #define RETRIES      5     /* a pass the store failed is tried again, a second apart */
-#define TICK_S       0.1
+#define STARTS_MAX                                                                                 \
+    64 /* passes started per look at the due list: RocksDB answers at                              \
+        * once, so a pass runs whole inside its start; this bounds what                            \
+        * one tick does on the service thread */
+#define TICK_S 0.1
 
 /* What waits for its delay: messages lo..hi of gid, or uid's ack lo of gid. */
 typedef struct due {
@@ -66,7 +70,7 @@ typedef struct pass {
     gw_unread *u;
     due *d;
     enum pass_phase phase;
-    char after[PR_MAX_ID + 1]; /* members: the cursor ("" from the first) */
+    char after[ST_MAX_ID + 1]; /* members: the cursor ("" from the first) */
     bool more;                 /* members after this page */
     cand *c;
     size_t n;
@@ -198,7 +202,6 @@ static void make_event(gw_unread *u, const char *gid, const cand *c, uint64_t la
     uint64_t k = event_id(gid, c->uid, m->mid, id);
     uint64_t *slot = &u->recent[k % RECENT_N];
     if (*slot == k) return; /* made here lately */
-    *slot = k;
     json_t *msg = gw_json_message(m->mid, m->ts, &r, srv->cfg.webhook_body);
     json_t *ev =
         json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}", "id", id, "type", "unread",
@@ -207,7 +210,7 @@ static void make_event(gw_unread *u, const char *gid, const cand *c, uint64_t la
                   (json_int_t)last_mid, "message", msg, "ts", (json_int_t)gw_now_ms());
     if (!ev) return;
     srv->n.webhook_events++;
-    gw_webhook_push(srv->webhook, ev);
+    if (gw_webhook_push(srv->webhook, ev)) *slot = k; /* queued: not made again for a while */
 }
 
 /* ---- passes ------------------------------------------------------------------------- */
@@ -265,8 +268,11 @@ static void pass_end(pass *p, bool failed)
 {
     gw_unread *u = p->u;
     if (failed && ++p->d->tries <= RETRIES) {
-        p->d->at_ms = gw_mono_ms() + 1000;
-        enqueue(u, p->d); /* tried again a second later */
+        /* Again a second later, or after the delay if that is shorter: the list stays
+         * in time order only if nothing in it waits longer than the delay. */
+        unsigned pause = u->srv->cfg.webhook_delay_ms < 1000 ? u->srv->cfg.webhook_delay_ms : 1000;
+        p->d->at_ms = gw_mono_ms() + pause;
+        enqueue(u, p->d);
         p->d = NULL;
     } else if (failed) {
         u->srv->n.webhook_missed++;
@@ -299,12 +305,13 @@ static void pass_step(gw_job *jb)
         p->more = st_members_more(op->members);
         for (size_t i = 0; i < st_members_count(op->members); i++) {
             st_member m = st_members_at(op->members, i);
-            if (m.uid.n > PR_MAX_ID) continue;
-            if (i + 1 == st_members_count(op->members)) {
+            /* The cursor moves on whatever the member (a uid longer than the protocol's
+             * ids, written by another tool, is passed over, not told). */
+            if (i + 1 == st_members_count(op->members) && m.uid.n <= ST_MAX_ID) {
                 memcpy(p->after, m.uid.p, m.uid.n);
                 p->after[m.uid.n] = 0;
             }
-            if (m.ack + 1 < p->d->lo || m.ack + 1 > p->d->hi) continue;
+            if (m.uid.n > PR_MAX_ID || m.ack + 1 < p->d->lo || m.ack + 1 > p->d->hi) continue;
             cand *c = &p->c[p->n++];
             memcpy(c->uid, m.uid.p, m.uid.n);
             c->uid[m.uid.n] = 0;
@@ -379,7 +386,8 @@ static void pop_due(gw_unread *u)
     if (u->popping) return;
     u->popping = true;
     uint64_t now = gw_mono_ms();
-    while (u->head && u->head->at_ms <= now && u->passes < SCANS_MAX) {
+    unsigned started = 0;
+    while (u->head && u->head->at_ms <= now && u->passes < SCANS_MAX && started++ < STARTS_MAX) {
         due *d = u->head;
         u->head = d->next;
         if (!u->head) u->tail = NULL;

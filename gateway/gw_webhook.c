@@ -156,11 +156,13 @@ static void end_batch(gw_webhook *w)
 /* What comes next: a batch at once if a whole one waits, else after the linger. */
 static void next(gw_webhook *w)
 {
-    if (w->busy || ev_is_active(&w->send_timer) || w->len == 0) return;
-    if (w->len >= w->srv->cfg.webhook_batch) {
+    if (w->busy || w->len == 0) return;
+    if (w->len >= w->srv->cfg.webhook_batch) { /* a whole batch waits: no more lingering */
+        ev_timer_stop(w->srv->loop, &w->send_timer);
         start_batch(w);
         return;
     }
+    if (ev_is_active(&w->send_timer)) return;
     ev_timer_set(&w->send_timer, LINGER_S, 0);
     ev_timer_start(w->srv->loop, &w->send_timer);
 }
@@ -336,6 +338,7 @@ static void start_batch(gw_webhook *w)
         gw_err("webhook: out of memory: %zu events dropped", n);
         srv->n.webhook_rejected += n;
         end_batch(w);
+        next(w);
         return;
     }
     attempt(w);
@@ -343,26 +346,27 @@ static void start_batch(gw_webhook *w)
 
 /* ---- the queue ---------------------------------------------------------------------- */
 
-void gw_webhook_push(gw_webhook *w, json_t *event)
+bool gw_webhook_push(gw_webhook *w, json_t *event)
 {
     if (!w) {
         json_decref(event);
-        return;
+        return false;
     }
     gw_server *srv = w->srv;
-    if (w->len == w->cap) {
+    if (w->len + w->batch_n >= w->cap) { /* the batch out counts: --webhook-queue in all */
         srv->n.webhook_dropped++;
         if (srv->n.webhook_dropped == 1 || srv->n.webhook_dropped % 1000 == 0)
             gw_warn("webhook: queue full (%zu events, --webhook-queue): %llu events dropped "
                     "so far",
                     w->cap, (unsigned long long)srv->n.webhook_dropped);
         json_decref(event);
-        return;
+        return false;
     }
     w->q[(w->head + w->len) % w->cap] = event;
     w->len++;
     srv->n.webhook_queued++;
     next(w);
+    return true;
 }
 
 gw_webhook *gw_webhook_new(gw_server *srv)

@@ -26,6 +26,7 @@
 #define GW_WEBHOOK_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct gw_server gw_server;
@@ -50,7 +51,8 @@ void gw_unread_acked(gw_unread *u, const char *gid, const char *uid, uint64_t ac
 gw_webhook *gw_webhook_new(gw_server *srv);
 /* Stops: a POST under way is abandoned, and what is not delivered is logged as lost. */
 void gw_webhook_free(gw_webhook *w);
-/* Queues one event (takes the reference): dropped and counted when the queue is full. */
-void gw_webhook_push(gw_webhook *w, json_t *event);
+/* Queues one event (takes the reference): true, or false when it was dropped (the queue
+ * full: counted; or no webhook). */
+bool gw_webhook_push(gw_webhook *w, json_t *event);
 
 #endif

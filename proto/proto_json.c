@@ -11,10 +11,26 @@
 
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define DEPTH_MAX 16 /* deeper than any message of the protocol */
+
+/* Standard base64 with its padding, nothing else: EVP_DecodeBlock alone would also take
+ * spaces, newlines and '=' anywhere, and count them into the length. */
+static bool b64_strict(const char *s, size_t n)
+{
+    if (n % 4) return false;
+    size_t pad = n && s[n - 1] == '=' ? (n > 1 && s[n - 2] == '=' ? 2 : 1) : 0;
+    for (size_t i = 0; i < n - pad; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/'))
+            return false;
+    }
+    return true;
+}
 
 static json_t *b64_object(const char *p, size_t n)
 {
@@ -134,7 +150,7 @@ static int pack(msgpack_packer *pk, json_t *j, int depth)
         json_t *b64 = json_object_get(j, "base64");
         if (json_object_size(j) == 1 && json_is_string(b64)) { /* a binary body */
             size_t n = json_string_length(b64);
-            if (n % 4) return -1;
+            if (!b64_strict(json_string_value(b64), n)) return -1;
             unsigned char *b = malloc(n / 4 * 3 + 1);
             int k =
                 b ? EVP_DecodeBlock(b, (const unsigned char *)json_string_value(b64), (int)n) : -1;
@@ -150,7 +166,6 @@ static int pack(msgpack_packer *pk, json_t *j, int depth)
         if (msgpack_pack_map(pk, json_object_size(j))) return -1;
         json_object_foreach(j, key, v)
         {
-            /* The key's own length: a key may hold \u0000. */
             if (msgpack_pack_str_with_body(
                     pk, key, json_object_iter_key_len(json_object_key_to_iter(key))) ||
                 pack(pk, v, depth + 1))

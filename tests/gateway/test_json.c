@@ -219,6 +219,14 @@ Test(json, a_json_session_gets_the_protocols_errors_and_limits)
     expect_err(&c, "bad_frame"); /* duplicate keys */
     jsend(&c, "{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"%%%\"}}");
     expect_err(&c, "bad_frame");
+    /* Base64 with anything but its alphabet and final padding (OpenSSL alone would take
+     * the newlines and count them as bytes). */
+    jsend(
+        &c,
+        "{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"AA==\\n\\n\\n\\n\"}}");
+    expect_err(&c, "bad_frame");
+    jsend(&c, "{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"A=AA\"}}");
+    expect_err(&c, "bad_frame");
     cr_assert_eq(rawws_send(&c.ws, "\x81\xa1t\xa4ping", 7, false), 0);
     expect_err(&c, "bad_frame"); /* a binary frame on a JSON session */
     /* A body over max_body (64 KiB) is too_large, as it is in MessagePack. */

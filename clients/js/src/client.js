@@ -13,6 +13,7 @@
 //   'view'   {gid, reset, upserts, removes, meta} the messages of a group with a view changed
 //   'notice' {kind, code, msg, gid}               something the user should be told (an error)
 //   'auth'   {reason}                             the token was refused and cannot be renewed
+//   'joined' {gid}                                a join of this page was answered
 
 import { encode, decode } from '@msgpack/msgpack';
 import { GroupLog } from './group-log.js';

@@ -85,6 +85,8 @@ export interface GwClientEventMap {
   state: CustomEvent<StateDetail>;
   /** The group list, an unread count or a membership changed. */
   groups: CustomEvent<Record<string, never>>;
+  /** A join of this page was answered: the group is in the list now. */
+  joined: CustomEvent<{ gid: string }>;
   /** The messages of a group with a view changed. */
   view: CustomEvent<ViewDetail>;
   /** Something the user should be told (an error). */
@@ -114,6 +116,8 @@ export declare class GwClient extends EventTarget {
   readonly reason: string;
   /** From the welcome (null before the first one). */
   readonly uid: string | null;
+  /** The session id the gateway gave (null before the first welcome). */
+  readonly sid: string | null;
   readonly ackEvery: number;
   readonly ackDelayMs: number;
   readonly maxBody: number;
