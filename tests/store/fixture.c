@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,7 @@
 
 char *fx_tmpdir(void)
 {
-    if (pgfx_on())
-        return pgfx_db_new();
+    if (pgfx_on()) return pgfx_db_new();
     const char *base = getenv("TMPDIR");
     char buf[512];
     snprintf(buf, sizeof(buf), "%s/gw-store-test-XXXXXX", base && *base ? base : "/tmp");
@@ -149,4 +149,61 @@ void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes)
     free(opts);
     free(cfs);
     rocksdb_options_destroy(o);
+}
+
+typedef struct counter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+} counter;
+
+static void counted(st_op *op)
+{
+    counter *c = op->ud;
+    pthread_mutex_lock(&c->mu);
+    if (--c->left == 0) pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void fx_run_all(st_store *s, st_op *ops, size_t n)
+{
+    counter c = {.left = n};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    for (size_t i = 0; i < n; i++) {
+        ops[i].done = counted;
+        ops[i].ud = &c;
+        int rc = st_submit(s, &ops[i]);
+        cr_assert(rc == 0 || rc == ST_DONE, "submit %zu: %s", i, st_strerror(rc));
+        if (rc == ST_DONE) {
+            pthread_mutex_lock(&c.mu);
+            c.left--;
+            pthread_mutex_unlock(&c.mu);
+        }
+    }
+    pthread_mutex_lock(&c.mu);
+    while (c.left)
+        pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+}
+
+int fx_submit_wait(st_store *s, st_op *op)
+{
+    counter c = {.left = 1};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    op->done = counted;
+    op->ud = &c;
+    int rc = st_submit(s, op);
+    if (rc == 0) {
+        pthread_mutex_lock(&c.mu);
+        while (c.left)
+            pthread_cond_wait(&c.cv, &c.mu);
+        pthread_mutex_unlock(&c.mu);
+    }
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+    return rc;
 }

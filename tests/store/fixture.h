@@ -26,6 +26,13 @@ st_store *fx_open(const char *path, bool sync);
 void fx_join(st_store *s, const char *gid, const char *uid);
 /* Appends a message whose record is the text "<cid>" and returns its mid, or fails. */
 uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *cid);
+/* Submits n ops at once (their done and ud are set here) and waits for every one; each
+ * submit must be accepted (0, or ST_DONE for a read answered at once). Their results are
+ * in the ops. */
+void fx_run_all(st_store *s, st_op *ops, size_t n);
+/* One op as a server submits it (done and ud set here): answered at once (ST_DONE) or
+ * later through done, which this waits for. Returns what st_submit returned. */
+int fx_submit_wait(st_store *s, st_op *op);
 
 /* Milliseconds since t0 (CLOCK_MONOTONIC). */
 long fx_ms_since(const struct timespec *t0);
@@ -40,20 +47,20 @@ void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes);
 
 /* A suite whose every test has a fresh place (`dir`) and a store open on it (`s`, sync as
  * given), closed and removed after the test. */
-#define FX_STORE_SUITE(name, sync_on)                                                      \
-    static char *dir;                                                                      \
-    static st_store *s;                                                                    \
-    static void fx_suite_setup(void)                                                       \
-    {                                                                                      \
-        dir = fx_tmpdir();                                                                 \
-        s = fx_open(dir, sync_on);                                                         \
-    }                                                                                      \
-    static void fx_suite_teardown(void)                                                    \
-    {                                                                                      \
-        st_close(s);                                                                       \
-        fx_rmtree(dir);                                                                    \
-        free(dir);                                                                         \
-    }                                                                                      \
+#define FX_STORE_SUITE(name, sync_on)                                                              \
+    static char *dir;                                                                              \
+    static st_store *s;                                                                            \
+    static void fx_suite_setup(void)                                                               \
+    {                                                                                              \
+        dir = fx_tmpdir();                                                                         \
+        s = fx_open(dir, sync_on);                                                                 \
+    }                                                                                              \
+    static void fx_suite_teardown(void)                                                            \
+    {                                                                                              \
+        st_close(s);                                                                               \
+        fx_rmtree(dir);                                                                            \
+        free(dir);                                                                                 \
+    }                                                                                              \
     TestSuite(name, .init = fx_suite_setup, .fini = fx_suite_teardown)
 
 #endif

@@ -3,7 +3,6 @@
 #include "fixture.h"
 
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,39 +14,10 @@ FX_STORE_SUITE(members, false);
 
 /* ---- many ops at once: they commit in a few batches, not one each ------------------------ */
 
-typedef struct counter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
-} counter;
-
-static void counted(st_op *op)
-{
-    counter *c = op->ud;
-    pthread_mutex_lock(&c->mu);
-    if (--c->left == 0)
-        pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* Submits n ops (done and ud are set here) and waits for all; each must succeed. */
+/* Submits n ops and waits for all; each must succeed. */
 static void run_all(st_op *ops, size_t n)
 {
-    counter c = {.left = n};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    for (size_t i = 0; i < n; i++) {
-        ops[i].done = counted;
-        ops[i].ud = &c;
-        int rc = st_submit(s, &ops[i]);
-        cr_assert_eq(rc, 0, "submit %zu: %s", i, st_strerror(rc));
-    }
-    pthread_mutex_lock(&c.mu);
-    while (c.left)
-        pthread_cond_wait(&c.cv, &c.mu);
-    pthread_mutex_unlock(&c.mu);
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
+    fx_run_all(s, ops, n);
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(ops[i].result, 0, "op %zu: %s", i, st_strerror(ops[i].result));
 }
@@ -308,27 +278,6 @@ Test(members, empty_group)
     st_members_free(m);
 }
 
-/* The op itself, as a server submits it: answered at once (ST_DONE: RocksDB) or later
- * through done. Returns what st_submit returned. */
-static int submit_wait(st_op *op)
-{
-    counter c = {.left = 1};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    op->done = counted;
-    op->ud = &c;
-    int rc = st_submit(s, op);
-    if (rc == 0) {
-        pthread_mutex_lock(&c.mu);
-        while (c.left)
-            pthread_cond_wait(&c.cv, &c.mu);
-        pthread_mutex_unlock(&c.mu);
-    }
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
-    return rc;
-}
-
 Test(members, as_an_op)
 {
     fx_join(s, "g", "b");
@@ -341,7 +290,7 @@ Test(members, as_an_op)
 
     st_op op = {.kind = ST_OP_READ_MEMBERS, .gid = st_id_str("g"), .uid = st_id_str("a"),
                 .limit = 1};
-    int rc = submit_wait(&op);
+    int rc = fx_submit_wait(s, &op);
     cr_assert(rc == 0 || rc == ST_DONE, "%s", st_strerror(rc));
     cr_assert_eq(op.result, 0);
     cr_assert_not_null(op.members);
@@ -353,7 +302,7 @@ Test(members, as_an_op)
     st_members_free(op.members);
 
     op = (st_op){.kind = ST_OP_READ_MEMBERS, .gid = st_id_str("g"), .limit = 10};
-    rc = submit_wait(&op);
+    rc = fx_submit_wait(s, &op);
     cr_assert(rc == 0 || rc == ST_DONE, "%s", st_strerror(rc));
     cr_assert_eq(op.result, 0);
     cr_assert_eq(st_members_count(op.members), 3);
@@ -364,9 +313,9 @@ Test(members, as_an_op)
     st_members_free(op.members);
 
     op = (st_op){.kind = ST_OP_READ_MEMBERS, .gid = st_id_str("g"), .limit = 0};
-    cr_assert_eq(submit_wait(&op), ST_EINVAL);
+    cr_assert_eq(fx_submit_wait(s, &op), ST_EINVAL);
     op = (st_op){.kind = ST_OP_READ_MEMBERS, .gid = st_id_str("missing"), .limit = 5};
-    rc = submit_wait(&op);
+    rc = fx_submit_wait(s, &op);
     cr_assert(rc == 0 || rc == ST_DONE, "%s", st_strerror(rc));
     cr_assert_eq(op.result, ST_ENOGROUP);
     cr_assert_null(op.members);

@@ -2,7 +2,6 @@
 #include "fixture.h"
 
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,7 +81,8 @@ Test(user_groups, join_twice_changes_nothing_and_leave_removes)
     cr_assert_eq(list("a").n, 1);
 }
 
-Test(user_groups, closed_groups)
+/* The suite's store opened again with open_groups off. */
+static void reopen_with_closed_groups(void)
 {
     st_close(s);
     st_options o;
@@ -90,53 +90,28 @@ Test(user_groups, closed_groups)
     fx_locate(&o, dir);
     o.open_groups = false;
     cr_assert_eq(st_open(&o, &s, NULL, 0), 0);
+}
+
+Test(user_groups, closed_groups)
+{
+    reopen_with_closed_groups();
     cr_assert_eq(st_join_sync(s, st_id_str("new"), st_id_str("a"), NULL, NULL), ST_ENOGROUP);
     cr_assert_eq(list("a").n, 0);
 }
 
 /* A join with `create`, as a service makes its groups: the store's open_groups off is for
  * clients' joins, and those still follow it. */
-typedef struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} waiter;
-
-static void woken(st_op *op)
-{
-    waiter *w = op->ud;
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 static int join(const char *gid, const char *uid, bool create, st_op *op)
 {
-    waiter w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
     *op = (st_op){.kind = ST_OP_JOIN, .gid = st_id_str(gid), .uid = st_id_str(uid),
-                  .create = create, .done = woken, .ud = &w};
-    int rc = st_submit(s, op);
-    cr_assert_eq(rc, 0, "submit: %s", st_strerror(rc));
-    pthread_mutex_lock(&w.mu);
-    while (!w.done)
-        pthread_cond_wait(&w.cv, &w.mu);
-    pthread_mutex_unlock(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    pthread_mutex_destroy(&w.mu);
+                  .create = create};
+    fx_run_all(s, op, 1);
     return op->result;
 }
 
 Test(user_groups, closed_groups_join_with_create)
 {
-    st_close(s);
-    st_options o;
-    st_options_init(&o);
-    fx_locate(&o, dir);
-    o.open_groups = false;
-    cr_assert_eq(st_open(&o, &s, NULL, 0), 0);
+    reopen_with_closed_groups();
     st_op op;
     cr_assert_eq(join("made", "a", false, &op), ST_ENOGROUP);
     cr_assert_not(op.created);
