@@ -165,7 +165,9 @@ static void counted(st_op *op)
     pthread_mutex_unlock(&c->mu);
 }
 
-void fx_run_all(st_store *s, st_op *ops, size_t n)
+/* Submits n ops at once and waits for those the store took (0): the others (ST_DONE, or
+ * refused) have no completion to wait for. rcs[i]: what st_submit returned for ops[i]. */
+static void submit_all(st_store *s, st_op *ops, size_t n, int *rcs)
 {
     counter c = {.left = n};
     pthread_mutex_init(&c.mu, NULL);
@@ -173,9 +175,8 @@ void fx_run_all(st_store *s, st_op *ops, size_t n)
     for (size_t i = 0; i < n; i++) {
         ops[i].done = counted;
         ops[i].ud = &c;
-        int rc = st_submit(s, &ops[i]);
-        cr_assert(rc == 0 || rc == ST_DONE, "submit %zu: %s", i, st_strerror(rc));
-        if (rc == ST_DONE) {
+        rcs[i] = st_submit(s, &ops[i]);
+        if (rcs[i] != 0) {
             pthread_mutex_lock(&c.mu);
             c.left--;
             pthread_mutex_unlock(&c.mu);
@@ -189,21 +190,19 @@ void fx_run_all(st_store *s, st_op *ops, size_t n)
     pthread_mutex_destroy(&c.mu);
 }
 
+void fx_run_all(st_store *s, st_op *ops, size_t n)
+{
+    int *rcs = calloc(n, sizeof(*rcs));
+    cr_assert_not_null(rcs);
+    submit_all(s, ops, n, rcs);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(rcs[i] == 0 || rcs[i] == ST_DONE, "submit %zu: %s", i, st_strerror(rcs[i]));
+    free(rcs);
+}
+
 int fx_submit_wait(st_store *s, st_op *op)
 {
-    counter c = {.left = 1};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    op->done = counted;
-    op->ud = &c;
-    int rc = st_submit(s, op);
-    if (rc == 0) {
-        pthread_mutex_lock(&c.mu);
-        while (c.left)
-            pthread_cond_wait(&c.cv, &c.mu);
-        pthread_mutex_unlock(&c.mu);
-    }
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
+    int rc;
+    submit_all(s, op, 1, &rc);
     return rc;
 }
