@@ -16,28 +16,20 @@
 #include <unistd.h>
 
 #define GWC_MAX_FRAME_DEFAULT (1024u * 1024u)
-#define GWC_SUBPROTOCOL       "gw.v1"
-#define GWC_CLOSE_WAIT_MS     500 /* how long a close may wait for the server's close ack */
+#define GWC_SUBPROTOCOL "gw.v1"
+#define GWC_CLOSE_WAIT_MS 500 /* how long a close may wait for the server's close ack */
 
 const char *gwc_strerror(int err)
 {
     switch (err) {
-    case GWC_OK:
-        return "ok";
-    case GWC_EINVAL:
-        return "invalid argument or URL";
-    case GWC_ECONNECT:
-        return "could not connect";
-    case GWC_ETIMEDOUT:
-        return "timed out";
-    case GWC_ECLOSED:
-        return "connection closed";
-    case GWC_ENOMEM:
-        return "out of memory";
-    case GWC_EPROTO:
-        return "server frame does not decode";
-    default:
-        return "unknown error";
+    case GWC_OK: return "ok";
+    case GWC_EINVAL: return "invalid argument or URL";
+    case GWC_ECONNECT: return "could not connect";
+    case GWC_ETIMEDOUT: return "timed out";
+    case GWC_ECLOSED: return "connection closed";
+    case GWC_ENOMEM: return "out of memory";
+    case GWC_EPROTO: return "server frame does not decode";
+    default: return "unknown error";
     }
 }
 
@@ -74,7 +66,8 @@ void gwc_poll(gwc_ctx *c, int timeout_ms)
 
 void gwc_service(gwc_ctx *c, int timeout_ms)
 {
-    if (!c) return;
+    if (!c)
+        return;
     int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     do
         service_once(c, deadline - now_ms());
@@ -85,16 +78,20 @@ gwc_ctx *gwc_ctx_new(const gwc_options *o)
 {
     static const gwc_options defaults = {0};
     struct lws_context_creation_info info;
-    if (!o) o = &defaults;
+    if (!o)
+        o = &defaults;
     /* lws only logs an unreadable CA file and then fails every handshake: fail here. */
-    if (o->ca_file && access(o->ca_file, R_OK)) return NULL;
+    if (o->ca_file && access(o->ca_file, R_OK))
+        return NULL;
 
     gwc_ctx *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
+    if (!c)
+        return NULL;
     c->max_frame = o->max_frame ? o->max_frame : GWC_MAX_FRAME_DEFAULT;
     c->insecure = o->insecure;
     const char *sub = o->subprotocol ? o->subprotocol : GWC_SUBPROTOCOL;
-    if (*sub && !(c->subprotocol = strdup(sub))) goto fail_sub;
+    if (*sub && !(c->subprotocol = strdup(sub)))
+        goto fail_sub;
 
     lws_set_log_level(LLL_ERR | LLL_WARN, NULL); /* tests print lws' stderr */
     memset(&info, 0, sizeof info);
@@ -105,7 +102,8 @@ gwc_ctx *gwc_ctx_new(const gwc_options *o)
     info.client_ssl_ca_filepath = o->ca_file;
     info.gid = -1;
     info.uid = -1;
-    if (!(c->lws = lws_create_context(&info))) goto fail_lws;
+    if (!(c->lws = lws_create_context(&info)))
+        goto fail_lws;
     return c;
 
 fail_lws:
@@ -200,7 +198,8 @@ static void conn_free(gwc_conn *k)
         k->prev->next = k->next;
     else
         k->ctx->conns = k->next;
-    if (k->next) k->next->prev = k->prev;
+    if (k->next)
+        k->next->prev = k->prev;
     gwc_queue_clear(&k->in);
     gwc_queue_clear(&k->out);
     release_current(k);
@@ -220,7 +219,8 @@ static void begin_close(gwc_conn *k)
 
 void gwc_close(gwc_conn *k)
 {
-    if (!k) return;
+    if (!k)
+        return;
     begin_close(k);
     int64_t deadline = now_ms() + GWC_CLOSE_WAIT_MS;
     while (k->wsi && deadline - now_ms() > 0)
@@ -230,7 +230,8 @@ void gwc_close(gwc_conn *k)
 
 void gwc_ctx_free(gwc_ctx *c)
 {
-    if (!c) return;
+    if (!c)
+        return;
     /* Close them all at once, so that the wait is bounded once, not per connection. */
     gwc_conn *k;
     bool pending = false;
@@ -241,7 +242,8 @@ void gwc_ctx_free(gwc_ctx *c)
         pending = false;
         for (k = c->conns; k && !pending; k = k->next)
             pending = k->wsi != NULL;
-        if (pending) service_once(c, deadline - now_ms());
+        if (pending)
+            service_once(c, deadline - now_ms());
     } while (pending && deadline - now_ms() > 0);
     while (c->conns)
         conn_free(c->conns);
@@ -271,26 +273,33 @@ static int parse_url(const char *url, char *buf, const char **host, int *port, c
     }
     size_t auth_n = strcspn(p, "/?#");
     const char *auth_end = p + auth_n, *h = p, *h_end, *colon;
-    if (memchr(p, '@', auth_n)) return -1; /* no user info */
+    if (memchr(p, '@', auth_n))
+        return -1; /* no user info */
     if (*h == '[') {
         h++;
-        if (!(h_end = memchr(h, ']', (size_t)(auth_end - h)))) return -1;
+        if (!(h_end = memchr(h, ']', (size_t)(auth_end - h))))
+            return -1;
         colon = h_end + 1 < auth_end ? h_end + 1 : NULL;
-        if (colon && *colon != ':') return -1;
+        if (colon && *colon != ':')
+            return -1;
     } else {
         colon = memchr(h, ':', auth_n);
         h_end = colon ? colon : auth_end;
     }
-    if (h_end == h) return -1;
+    if (h_end == h)
+        return -1;
     *port = *tls ? 443 : 80;
     if (colon) {
         long v = 0;
         const char *d = colon + 1;
-        if (d == auth_end) return -1;
+        if (d == auth_end)
+            return -1;
         for (; d < auth_end; d++) {
-            if (*d < '0' || *d > '9' || (v = v * 10 + (*d - '0')) > 65535) return -1;
+            if (*d < '0' || *d > '9' || (v = v * 10 + (*d - '0')) > 65535)
+                return -1;
         }
-        if (v == 0) return -1;
+        if (v == 0)
+            return -1;
         *port = (int)v;
     }
     memcpy(buf, h, (size_t)(h_end - h));
@@ -298,7 +307,8 @@ static int parse_url(const char *url, char *buf, const char **host, int *port, c
     *host = buf;
     char *w = buf + (h_end - h) + 1;
     *path = w;
-    if (*auth_end != '/') *w++ = '/';
+    if (*auth_end != '/')
+        *w++ = '/';
     size_t rest = strcspn(auth_end, "#"); /* the fragment is never sent */
     memcpy(w, auth_end, rest);
     w[rest] = '\0';
@@ -330,7 +340,8 @@ static int handshake_start(gwc_conn *k, const char *host, int port, const char *
     ci.pwsi = &k->wsi; /* so that callbacks during the call already find the wsi */
     ci.iface = source;
     if (!lws_client_connect_via_info(&ci)) {
-        if (!k->err[0]) gwc_set_err(k->err, sizeof k->err, "cannot connect to %s:%d", host, port);
+        if (!k->err[0])
+            gwc_set_err(k->err, sizeof k->err, "cannot connect to %s:%d", host, port);
         return GWC_ECONNECT;
     }
     return 0;
@@ -362,10 +373,13 @@ int gwc_connect(gwc_ctx *c, const char *url, int timeout_ms, gwc_conn **out)
     const char *host, *path;
     int port, rc;
     bool tls;
-    if (out) *out = NULL;
-    if (!c || !url || !out) return GWC_EINVAL;
+    if (out)
+        *out = NULL;
+    if (!c || !url || !out)
+        return GWC_EINVAL;
     char *buf = malloc(2 * strlen(url) + 4);
-    if (!buf) return GWC_ENOMEM;
+    if (!buf)
+        return GWC_ENOMEM;
     if (parse_url(url, buf, &host, &port, &path, &tls)) {
         gwc_set_err(c->err, sizeof c->err, "bad URL: %.150s", url);
         rc = GWC_EINVAL;
@@ -379,7 +393,8 @@ int gwc_connect(gwc_ctx *c, const char *url, int timeout_ms, gwc_conn **out)
     k->ctx = c;
     k->state = GWC_ST_CONNECTING;
     k->close_code = -1;
-    if ((k->next = c->conns)) k->next->prev = k;
+    if ((k->next = c->conns))
+        k->next->prev = k;
     c->conns = k;
     if ((rc = handshake(k, host, port, path, tls, timeout_ms))) {
         gwc_set_err(c->err, sizeof c->err, "%s: %s", url, k->err);
@@ -398,8 +413,10 @@ int gwc_connect_start(gwc_ctx *c, const char *url, const char *source, gwc_conn 
     const char *host, *path;
     int port;
     bool tls;
-    if (out) *out = NULL;
-    if (!c || !url || !out) return GWC_EINVAL;
+    if (out)
+        *out = NULL;
+    if (!c || !url || !out)
+        return GWC_EINVAL;
     gwc_conn *k = calloc(1, sizeof *k);
     char *buf = malloc(2 * strlen(url) + 4);
     if (!k || !buf) {
@@ -417,7 +434,8 @@ int gwc_connect_start(gwc_ctx *c, const char *url, const char *source, gwc_conn 
     k->state = GWC_ST_CONNECTING;
     k->close_code = -1;
     k->url_buf = buf; /* host and path point in here; kept until the connection is freed */
-    if ((k->next = c->conns)) k->next->prev = k;
+    if ((k->next = c->conns))
+        k->next->prev = k;
     c->conns = k;
     int rc = handshake_start(k, host, port, path, tls, source);
     if (rc) {
@@ -431,14 +449,18 @@ int gwc_connect_start(gwc_ctx *c, const char *url, const char *source, gwc_conn 
 
 static int queue_out(gwc_conn *k, const void *data, size_t len, bool text)
 {
-    if (!k || (!data && len)) return GWC_EINVAL;
-    if (!k->wsi || k->state != GWC_ST_OPEN || k->close_requested) return GWC_ECLOSED;
+    if (!k || (!data && len))
+        return GWC_EINVAL;
+    if (!k->wsi || k->state != GWC_ST_OPEN || k->close_requested)
+        return GWC_ECLOSED;
     gwc_frame *f = malloc(sizeof *f + LWS_PRE + len);
-    if (!f) return GWC_ENOMEM;
+    if (!f)
+        return GWC_ENOMEM;
     f->len = len;
     f->off = LWS_PRE; /* lws writes the WebSocket header in front of the payload */
     f->text = text;
-    if (len) memcpy(f->data + LWS_PRE, data, len);
+    if (len)
+        memcpy(f->data + LWS_PRE, data, len);
     gwc_queue_push(&k->out, f);
     lws_callback_on_writable(k->wsi);
     return 0;
@@ -458,20 +480,25 @@ int gwc_send_raw(gwc_conn *k, const void *data, size_t len, bool text)
 static int wait_frame(gwc_conn *k, int64_t deadline)
 {
     for (bool first = true;; first = false) {
-        if (k->in.head) return 0;
-        if (k->state != GWC_ST_OPEN || !k->wsi) return GWC_ECLOSED;
+        if (k->in.head)
+            return 0;
+        if (k->state != GWC_ST_OPEN || !k->wsi)
+            return GWC_ECLOSED;
         int64_t left = deadline - now_ms();
-        if (left <= 0 && !first) return GWC_ETIMEDOUT;
+        if (left <= 0 && !first)
+            return GWC_ETIMEDOUT;
         service_once(k->ctx, left);
     }
 }
 
 int gwc_recv(gwc_conn *k, int timeout_ms, const uint8_t **frame, size_t *len)
 {
-    if (!k || !frame || !len) return GWC_EINVAL;
+    if (!k || !frame || !len)
+        return GWC_EINVAL;
     release_current(k);
     int rc = wait_frame(k, now_ms() + (timeout_ms > 0 ? timeout_ms : 0));
-    if (rc) return rc;
+    if (rc)
+        return rc;
     k->cur = gwc_queue_pop(&k->in);
     *frame = k->cur->data;
     *len = k->cur->len;
@@ -486,7 +513,8 @@ static int collect_event(void *ud, const pr_event *ev)
     if (k->n_evs == k->cap_evs) {
         size_t cap = k->cap_evs ? 2 * k->cap_evs : 8;
         pr_event *evs = realloc(k->evs, cap * sizeof *evs);
-        if (!evs) return GWC_CB_NOMEM;
+        if (!evs)
+            return GWC_CB_NOMEM;
         k->evs = evs;
         k->cap_evs = cap;
     }
@@ -496,17 +524,20 @@ static int collect_event(void *ud, const pr_event *ev)
 
 int gwc_next(gwc_conn *k, int timeout_ms, pr_event *ev)
 {
-    if (!k || !ev) return GWC_EINVAL;
+    if (!k || !ev)
+        return GWC_EINVAL;
     if (!k->dec) { /* made on first use: a decoder holds a zone, gwc_recv needs none */
         pr_limits lim = pr_limits_default();
         lim.max_frame = k->ctx->max_frame;
-        if (!(k->dec = pr_decoder_new(&lim))) return GWC_ENOMEM;
+        if (!(k->dec = pr_decoder_new(&lim)))
+            return GWC_ENOMEM;
     }
     int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     while (k->next_ev >= k->n_evs) { /* an empty batch yields nothing: take the next frame */
         release_current(k);
         int rc = wait_frame(k, deadline);
-        if (rc) return rc;
+        if (rc)
+            return rc;
         k->cur = gwc_queue_pop(&k->in);
         pr_error perr;
         rc = pr_decode_events(k->dec, k->cur->data, k->cur->len, collect_event, k, &perr);

@@ -37,9 +37,9 @@ typedef struct gwc_ctx gwc_ctx;
 typedef struct gwc_conn gwc_conn;
 
 typedef struct gwc_options {
-    const char *ca_file;    /* wss: trust this CA or certificate (PEM); NULL: system CAs */
-    bool insecure;          /* wss: do not verify the server certificate (tests only) */
-    size_t max_frame;       /* largest frame accepted from the server; 0 = 1 MiB */
+    const char *ca_file;     /* wss: trust this CA or certificate (PEM); NULL: system CAs */
+    bool insecure;           /* wss: do not verify the server certificate (tests only) */
+    size_t max_frame;        /* largest frame accepted from the server; 0 = 1 MiB */
     const char *subprotocol; /* NULL = "gw.v1"; "" = ask for none (for tests). When one is
                                 asked for, a server that does not select it fails the
                                 handshake (GWC_ECONNECT) */

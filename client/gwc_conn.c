@@ -36,7 +36,8 @@ void gwc_queue_push(gwc_queue *q, gwc_frame *f)
 gwc_frame *gwc_queue_pop(gwc_queue *q)
 {
     gwc_frame *f = q->head;
-    if (f && !(q->head = f->next)) q->tail = NULL;
+    if (f && !(q->head = f->next))
+        q->tail = NULL;
     return f;
 }
 
@@ -53,7 +54,8 @@ static void mark_closed(gwc_conn *k)
         k->state = GWC_ST_FAILED;
     } else if (k->state == GWC_ST_OPEN) {
         k->state = GWC_ST_CLOSED;
-        if (k->close_code < 0) k->close_code = 0; /* dropped without a close frame */
+        if (k->close_code < 0)
+            k->close_code = 0; /* dropped without a close frame */
     }
     free(k->rx); /* a message cut off by the close is never delivered */
     k->rx = NULL;
@@ -77,7 +79,8 @@ static int on_receive(gwc_conn *k, struct lws *wsi, const void *in, size_t len)
     }
     if (!k->rx || want > k->rx_cap) {
         size_t cap = k->rx && want < 2 * k->rx_cap ? 2 * k->rx_cap : want;
-        if (cap > k->ctx->max_frame) cap = k->ctx->max_frame;
+        if (cap > k->ctx->max_frame)
+            cap = k->ctx->max_frame;
         gwc_frame *f = realloc(k->rx, sizeof *f + cap);
         if (!f) {
             gwc_set_err(k->err, sizeof k->err, "out of memory for a %zu byte frame", want);
@@ -88,9 +91,11 @@ static int on_receive(gwc_conn *k, struct lws *wsi, const void *in, size_t len)
     }
     k->rx->off = 0;
     k->rx->text = false;
-    if (len) memcpy(k->rx->data + have, in, len);
+    if (len)
+        memcpy(k->rx->data + have, in, len);
     k->rx->len = have + len;
-    if (!lws_is_final_fragment(wsi)) return 0;
+    if (!lws_is_final_fragment(wsi))
+        return 0;
     gwc_queue_push(&k->in, k->rx);
     k->rx = NULL;
     k->rx_cap = 0;
@@ -105,7 +110,8 @@ static int on_writeable(gwc_conn *k, struct lws *wsi)
     gwc_frame *f = gwc_queue_pop(&k->out);
     if (!f) {
         /* lws calls WRITEABLE again while it awaits the close ack: -1 then would drop it */
-        if (!k->close_requested || k->close_sent) return 0;
+        if (!k->close_requested || k->close_sent)
+            return 0;
         k->close_sent = true;
         lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
         return -1; /* lws sends the close frame and waits for the server's ack */
@@ -118,7 +124,8 @@ static int on_writeable(gwc_conn *k, struct lws *wsi)
         return -1;
     }
     k->frames_out++;
-    if (k->out.head || k->close_requested) lws_callback_on_writable(wsi);
+    if (k->out.head || k->close_requested)
+        lws_callback_on_writable(wsi);
     return 0;
 }
 
@@ -127,7 +134,8 @@ static int check_subprotocol(gwc_conn *k, struct lws *wsi)
 {
     const char *want = k->ctx->subprotocol;
     char got[64] = "";
-    if (!want) return 0;
+    if (!want)
+        return 0;
     if (lws_hdr_copy(wsi, got, (int)sizeof got, WSI_TOKEN_PROTOCOL) > 0 && !strcmp(got, want))
         return 0;
     gwc_set_err(k->err, sizeof k->err, "server selected subprotocol \"%s\", not \"%s\"", got, want);
@@ -147,10 +155,8 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
     case LWS_CALLBACK_CLIENT_WRITEABLE:
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
     case LWS_CALLBACK_CLIENT_CLOSED:
-    case LWS_CALLBACK_WSI_DESTROY:
-        break;
-    default:
-        return 0;
+    case LWS_CALLBACK_WSI_DESTROY: break;
+    default: return 0;
     }
     /* NULL once gwc_close has let go of this wsi while lws finishes it: end it quietly. */
     if (!(k = lws_get_opaque_user_data(wsi))) {
@@ -166,12 +172,12 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
             gwc_set_err(k->err, sizeof k->err, "server certificate refused: %s",
                         X509_verify_cert_error_string(X509_STORE_CTX_get_error(user)));
         return 0;
-    case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
-        return check_subprotocol(k, wsi);
+    case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH: return check_subprotocol(k, wsi);
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         k->state = GWC_ST_OPEN;
         gwc_mark_ready(k);
-        if (k->out.head) lws_callback_on_writable(wsi);
+        if (k->out.head)
+            lws_callback_on_writable(wsi);
         return 0;
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
         if (!k->err[0]) /* keep a more precise reason set earlier, e.g. the subprotocol */
@@ -179,10 +185,8 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
                         in ? (const char *)in : "failed");
         mark_closed(k);
         return 0;
-    case LWS_CALLBACK_CLIENT_RECEIVE:
-        return on_receive(k, wsi, in, len);
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
-        return on_writeable(k, wsi);
+    case LWS_CALLBACK_CLIENT_RECEIVE: return on_receive(k, wsi, in, len);
+    case LWS_CALLBACK_CLIENT_WRITEABLE: return on_writeable(k, wsi);
     case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE: {
         const uint8_t *p = in;
         k->close_code = len >= 2 ? p[0] << 8 | p[1] : 0;
@@ -191,17 +195,15 @@ static int gwc_lws_callback(struct lws *wsi, enum lws_callback_reasons reason, v
         mark_closed(k);
         return 0; /* lws answers with its close ack by itself */
     }
-    case LWS_CALLBACK_CLIENT_CLOSED:
-        mark_closed(k);
-        return 0;
+    case LWS_CALLBACK_CLIENT_CLOSED: mark_closed(k); return 0;
     case LWS_CALLBACK_WSI_DESTROY:
-        if (k->wsi == wsi) k->wsi = NULL;
+        if (k->wsi == wsi)
+            k->wsi = NULL;
         if (k->state == GWC_ST_CONNECTING && !k->err[0])
             gwc_set_err(k->err, sizeof k->err, "connection closed before the handshake completed");
         mark_closed(k);
         return 0;
-    default:
-        return 0;
+    default: return 0;
     }
 }
 

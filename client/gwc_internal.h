@@ -35,23 +35,23 @@ struct gwc_conn {
     gwc_conn *prev, *next; /* in ctx->conns, so that gwc_ctx_free finds every connection */
     struct lws *wsi;       /* NULL once lws has destroyed it */
     enum gwc_state state;
-    bool close_requested; /* gwc_close: send 1000 once the out queue has drained */
-    bool close_sent;      /* ... and that close is on its way */
-    int close_code;       /* see gwc_close_code */
+    bool close_requested;   /* gwc_close: send 1000 once the out queue has drained */
+    bool close_sent;        /* ... and that close is on its way */
+    int close_code;         /* see gwc_close_code */
     char close_reason[124]; /* see gwc_close_reason */
-    gwc_queue in;         /* complete frames from the server, oldest first */
-    gwc_queue out;        /* frames waiting for WRITEABLE */
-    gwc_frame *rx;        /* message being reassembled from RECEIVE fragments */
-    size_t rx_cap;        /* bytes allocated after rx->data */
-    gwc_frame *cur;       /* the frame last handed out; lives until the next recv/next */
-    pr_decoder *dec;      /* owns the objects that cur's events borrow */
-    pr_event *evs;        /* events of cur not yet handed out by gwc_next */
+    gwc_queue in;           /* complete frames from the server, oldest first */
+    gwc_queue out;          /* frames waiting for WRITEABLE */
+    gwc_frame *rx;          /* message being reassembled from RECEIVE fragments */
+    size_t rx_cap;          /* bytes allocated after rx->data */
+    gwc_frame *cur;         /* the frame last handed out; lives until the next recv/next */
+    pr_decoder *dec;        /* owns the objects that cur's events borrow */
+    pr_event *evs;          /* events of cur not yet handed out by gwc_next */
     size_t n_evs, next_ev, cap_evs;
     uint64_t frames_in, frames_out;
     char err[200]; /* see gwc_last_error */
-    void *user;          /* gwc_set_user */
-    char *url_buf;       /* gwc_connect_start: the parsed URL, alive while lws may read it */
-    bool in_ready;       /* in ctx->ready */
+    void *user;    /* gwc_set_user */
+    char *url_buf; /* gwc_connect_start: the parsed URL, alive while lws may read it */
+    bool in_ready; /* in ctx->ready */
     gwc_conn *ready_next;
 };
 
@@ -61,8 +61,8 @@ struct gwc_ctx {
     bool insecure;     /* wss: skip certificate checks */
     size_t max_frame;
     gwc_conn *conns;
-    lws_sorted_usec_list_t wake; /* bounds each lws_service wait, see service_once */
-    char err[200];               /* see gwc_ctx_last_error */
+    lws_sorted_usec_list_t wake;       /* bounds each lws_service wait, see service_once */
+    char err[200];                     /* see gwc_ctx_last_error */
     gwc_conn *ready_head, *ready_tail; /* connections with news: gwc_next_ready */
 };
 

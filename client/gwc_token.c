@@ -44,10 +44,12 @@ static char *groups_json(const char *const *groups, size_t n)
     for (size_t i = 0; i < n; i++)
         size += strlen(groups[i]) * JSON_ESC_MAX + 3;
     char *json = malloc(size), *w = json;
-    if (!json) return NULL;
+    if (!json)
+        return NULL;
     w += sprintf(w, "{\"groups\":[");
     for (size_t i = 0; i < n; i++) {
-        if (i) *w++ = ',';
+        if (i)
+            *w++ = ',';
         w = json_str(w, groups[i]);
     }
     strcpy(w, "]}");
@@ -65,30 +67,41 @@ int gwc_token_mint(const void *secret, size_t secret_n, const char *uid, int64_t
     jwt_t *jwt = NULL;
     char *json = NULL;
     int rc;
-    if (out) *out = NULL;
-    if (!uid || !out || (n_groups && !groups)) return GWC_EINVAL;
-    if (!none && (!secret || !secret_n || secret_n > INT_MAX)) return GWC_EINVAL;
+    if (out)
+        *out = NULL;
+    if (!uid || !out || (n_groups && !groups))
+        return GWC_EINVAL;
+    if (!none && (!secret || !secret_n || secret_n > INT_MAX))
+        return GWC_EINVAL;
     for (size_t i = 0; i < n_groups; i++)
-        if (!groups[i]) return GWC_EINVAL;
+        if (!groups[i])
+            return GWC_EINVAL;
 
-    if ((rc = jwt_new(&jwt))) return from_errno(rc);
+    if ((rc = jwt_new(&jwt)))
+        return from_errno(rc);
     if (none)
         rc = jwt_set_alg(jwt, JWT_ALG_NONE, NULL, 0);
     else
         rc = jwt_set_alg(jwt, JWT_ALG_HS256, secret, (int)secret_n);
-    if (rc) goto done;
-    if ((rc = jwt_add_grant(jwt, "sub", uid))) goto done;
-    if ((rc = jwt_add_grant_int(jwt, "exp", (long)exp))) goto done;
-    if ((rc = jwt_add_grant_int(jwt, "iat", (long)time(NULL)))) goto done;
+    if (rc)
+        goto done;
+    if ((rc = jwt_add_grant(jwt, "sub", uid)))
+        goto done;
+    if ((rc = jwt_add_grant_int(jwt, "exp", (long)exp)))
+        goto done;
+    if ((rc = jwt_add_grant_int(jwt, "iat", (long)time(NULL))))
+        goto done;
     if (n_groups) {
         if (!(json = groups_json(groups, n_groups))) {
             rc = ENOMEM;
             goto done;
         }
-        if ((rc = jwt_add_grants_json(jwt, json))) goto done;
+        if ((rc = jwt_add_grants_json(jwt, json)))
+            goto done;
     }
     /* The string comes from libjwt's default allocator, malloc, so free() releases it. */
-    if (!(*out = jwt_encode_str(jwt))) rc = errno ? errno : ENOMEM;
+    if (!(*out = jwt_encode_str(jwt)))
+        rc = errno ? errno : ENOMEM;
 
 done:
     free(json);

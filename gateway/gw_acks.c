@@ -52,8 +52,7 @@ gw_acks *gw_acks_new(gw_server *srv)
 static void clear(ack_entry **h)
 {
     ack_entry *e, *tmp;
-    HASH_ITER(hh, *h, e, tmp)
-    {
+    HASH_ITER (hh, *h, e, tmp) {
         HASH_DEL(*h, e);
         free(e);
     }
@@ -136,8 +135,8 @@ static void written(gw_acks *a, const ack_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
         char key[2 * PR_MAX_ID + 2];
-        int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)b->acks[i].gid.n,
-                          b->acks[i].gid.p, (int)b->acks[i].uid.n, b->acks[i].uid.p);
+        int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)b->acks[i].gid.n, b->acks[i].gid.p,
+                          (int)b->acks[i].uid.n, b->acks[i].uid.p);
         ack_entry *w = NULL;
         HASH_FIND(hh, a->writing, key, (size_t)kn, w);
         if (w && w->mid <= b->acks[i].mid) { /* a later batch may carry a higher one */
@@ -197,7 +196,7 @@ void gw_acks_flush(gw_acks *a)
     ack_batch *b = calloc(1, sizeof(*b));
     size_t ids_n = 0;
     ack_entry *e, *tmp;
-    HASH_ITER(hh, a->waiting, e, tmp)
+    HASH_ITER (hh, a->waiting, e, tmp)
         ids_n += strlen(e->key) + 1;
     if (b) {
         b->acks = calloc(n, sizeof(*b->acks));
@@ -213,8 +212,7 @@ void gw_acks_flush(gw_acks *a)
     b->a = a;
     b->n = n;
     size_t i = 0, off = 0;
-    HASH_ITER(hh, a->waiting, e, tmp)
-    {
+    HASH_ITER (hh, a->waiting, e, tmp) {
         /* The key is "gid\1uid": copy it and split it in place. */
         size_t kl = strlen(e->key);
         char *k = b->ids + off;
@@ -235,7 +233,9 @@ void gw_acks_flush(gw_acks *a)
             HASH_ADD(hh, a->writing, key, kl, e);
         }
     }
-    b->job.op = (st_op){.kind = ST_OP_ACKS, .acks = b->acks, .n_acks = n,
+    b->job.op = (st_op){.kind = ST_OP_ACKS,
+                        .acks = b->acks,
+                        .n_acks = n,
                         .urgent = true}; /* a backlog of sends must not hold acks back */
     b->job.complete = flushed;
     int rc = gw_bridge_submit(a->srv->bridge, &b->job);

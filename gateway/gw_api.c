@@ -31,7 +31,7 @@
 struct gw_api {
     unsigned char key[MAX_KEYS][32]; /* SHA-256 of each key */
     size_t n_keys;
-    gw_limit rate;                   /* requests a second per key (--api-rate) */
+    gw_limit rate; /* requests a second per key (--api-rate) */
     gw_bucket bucket[MAX_KEYS];
 };
 
@@ -144,12 +144,15 @@ static void fail_store(gw_api_conn *c, int rc, const char *what)
         fail(c, 404, "not_member", "uid", msg);
         return;
     case ST_ECONFLICT:
-        fail(c, 409, "bad_field", "cid", "this cid was already used by this sender for another group");
+        fail(c, 409, "bad_field", "cid",
+             "this cid was already used by this sender for another group");
         return;
     case ST_EIO:
     case ST_ECLOSED:
-        snprintf(msg, sizeof(msg), "%s: the store does not take writes now; retry (a message "
-                 "with the same cid is stored once)", what);
+        snprintf(msg, sizeof(msg),
+                 "%s: the store does not take writes now; retry (a message "
+                 "with the same cid is stored once)",
+                 what);
         fail(c, 503, "unavailable", NULL, msg);
         return;
     default:
@@ -201,15 +204,15 @@ static void posted(gw_job *jb)
             srv->n.sends_dup++;
         } else {
             srv->n.sends++;
-            gw_fanout(srv->registry, j->gid, op->mid, op->ts, j->record.data, j->record.size,
-                      NULL);
+            gw_fanout(srv->registry, j->gid, op->mid, op->ts, j->record.data, j->record.size, NULL);
             gw_unread_stored(srv->unread, j->gid, op->mid);
         }
     }
     if (j->conn) {
         if (op->result == 0)
-            answer(j->conn, 200, json_pack("{s:I, s:I, s:b}", "mid", (json_int_t)op->mid, "ts",
-                                           (json_int_t)op->ts, "duplicate", op->duplicate));
+            answer(j->conn, 200,
+                   json_pack("{s:I, s:I, s:b}", "mid", (json_int_t)op->mid, "ts",
+                             (json_int_t)op->ts, "duplicate", op->duplicate));
         else
             fail_store(j->conn, op->result, "the message was not stored");
     }
@@ -234,12 +237,13 @@ static void membership_done(gw_job *jb)
         if (u && !u->loading)
             gw_member_end(srv->registry, u, j->gid, NULL);
         if (j->conn && op->result == 0)
-            answer(j->conn, 200, json_pack("{s:s, s:s, s:b}", "gid", j->gid, "uid", j->uid,
-                                           "removed", true));
+            answer(j->conn, 200,
+                   json_pack("{s:s, s:s, s:b}", "gid", j->gid, "uid", j->uid, "removed", true));
     }
     if (j->conn && op->result != 0)
-        fail_store(j->conn, op->result, op->kind == ST_OP_JOIN ? "the member was not added"
-                                                               : "the member was not removed");
+        fail_store(j->conn, op->result,
+                   op->kind == ST_OP_JOIN ? "the member was not added"
+                                          : "the member was not removed");
     job_free(j);
 }
 
@@ -251,10 +255,10 @@ static void groups_done(gw_job *jb)
         json_t *arr = json_array();
         for (size_t i = 0; i < st_groups_count(op->groups); i++) {
             const st_user_group *g = st_groups_at(op->groups, i);
-            json_array_append_new(arr, json_pack("{s:s%, s:I, s:I, s:I}", "gid", g->gid.p,
-                                                 g->gid.n, "last_mid", (json_int_t)g->last_mid,
-                                                 "ack", (json_int_t)g->ack, "unread",
-                                                 (json_int_t)g->unread));
+            json_array_append_new(arr,
+                                  json_pack("{s:s%, s:I, s:I, s:I}", "gid", g->gid.p, g->gid.n,
+                                            "last_mid", (json_int_t)g->last_mid, "ack",
+                                            (json_int_t)g->ack, "unread", (json_int_t)g->unread));
         }
         answer(j->conn, 200, json_pack("{s:s, s:o}", "uid", j->uid, "groups", arr));
     } else if (j->conn) {
@@ -278,9 +282,10 @@ static void page_done(gw_job *jb)
                 continue; /* cannot happen for what the gateway stored */
             json_array_append_new(arr, gw_json_message(m->mid, m->ts, &r, true));
         }
-        answer(j->conn, 200, json_pack("{s:s, s:I, s:b, s:o}", "gid", j->gid, "last_mid",
-                                       (json_int_t)st_page_last_mid(op->page), "more",
-                                       st_page_more(op->page), "messages", arr));
+        answer(j->conn, 200,
+               json_pack("{s:s, s:I, s:b, s:o}", "gid", j->gid, "last_mid",
+                         (json_int_t)st_page_last_mid(op->page), "more", st_page_more(op->page),
+                         "messages", arr));
     } else if (j->conn) {
         fail_store(j->conn, op->result, "cannot read the group's messages");
     }
@@ -316,9 +321,9 @@ static void members_done(gw_job *jb)
         json_t *o = json_pack("{s:s, s:I, s:o}", "gid", j->gid, "last_mid", (json_int_t)last,
                               "members", arr);
         /* The cursor of the next page: the last uid of this one. */
-        json_object_set_new(o, "next", st_members_more(op->members) && next
-                                           ? json_stringn(next, next_n)
-                                           : json_null());
+        json_object_set_new(o, "next",
+                            st_members_more(op->members) && next ? json_stringn(next, next_n)
+                                                                 : json_null());
         answer(j->conn, 200, o);
     } else if (j->conn) {
         fail_store(j->conn, op->result, "cannot read the group's members");
@@ -410,8 +415,7 @@ static void post_message(gw_server *srv, gw_api_conn *c, const char *gid)
     submit(j, posted);
 }
 
-static void membership(gw_server *srv, gw_api_conn *c, const char *gid, const char *uid,
-                       bool add)
+static void membership(gw_server *srv, gw_api_conn *c, const char *gid, const char *uid, bool add)
 {
     api_job *j = job_new(srv, c, add ? ST_OP_JOIN : ST_OP_LEAVE);
     if (!j) {
@@ -501,8 +505,8 @@ static void signed_out(gw_job *jb)
 {
     api_job *j = (api_job *)jb;
     if (j->conn && jb->op.result == 0)
-        answer(j->conn, 200, json_pack("{s:s, s:I}", "uid", j->uid, "closed",
-                                       (json_int_t)j->closed));
+        answer(j->conn, 200,
+               json_pack("{s:s, s:I}", "uid", j->uid, "closed", (json_int_t)j->closed));
     else if (j->conn)
         fail_store(j->conn, jb->op.result, "the other nodes were not told");
     job_free(j);
@@ -555,8 +559,8 @@ static void route(gw_server *srv, gw_api_conn *c, struct lws *wsi)
     size_t n = segments(c->path + strlen(API_PREFIX), seg, len);
     char a[PR_MAX_ID + 1], b[PR_MAX_ID + 1];
     const char *m = c->method;
-    bool get = strcmp(m, "GET") == 0, post = strcmp(m, "POST") == 0,
-         put = strcmp(m, "PUT") == 0, del = strcmp(m, "DELETE") == 0;
+    bool get = strcmp(m, "GET") == 0, post = strcmp(m, "POST") == 0, put = strcmp(m, "PUT") == 0,
+         del = strcmp(m, "DELETE") == 0;
     if (n >= 2 && seg_is(seg[0], len[0], "groups")) {
         if (!take_id(seg[1], len[1], a)) {
             fail(c, 400, "bad_field", "gid", "gid: an id, 1-64 characters [A-Za-z0-9_.:-]");
@@ -617,8 +621,7 @@ static void route(gw_server *srv, gw_api_conn *c, struct lws *wsi)
 
 bool gw_api_path(const char *path)
 {
-    return strncmp(path, API_PREFIX, strlen(API_PREFIX)) == 0 ||
-           strcmp(path, "/api/v1") == 0;
+    return strncmp(path, API_PREFIX, strlen(API_PREFIX)) == 0 || strcmp(path, "/api/v1") == 0;
 }
 
 /* The key in `Authorization: Bearer KEY`, checked against every key, in constant time:
@@ -657,7 +660,8 @@ int gw_api_begin(gw_server *srv, gw_api_conn *c, struct lws *wsi, const char *pa
     int key = authorized(srv->api, wsi);
     if (key < 0) {
         srv->n.api_unauthorized++;
-        fail(c, 401, "unauthorized", NULL, "send Authorization: Bearer KEY with a key of --api-key-file");
+        fail(c, 401, "unauthorized", NULL,
+             "send Authorization: Bearer KEY with a key of --api-key-file");
         return 0;
     }
     gw_api *a = srv->api;

@@ -17,15 +17,15 @@ typedef struct api_job api_job;
 
 /* One API request on its HTTP connection. */
 typedef struct gw_api_conn {
-    struct lws *wsi;  /* NULL once released */
+    struct lws *wsi; /* NULL once released */
     char path[512];
     char method[8];
     bool authorized;
-    bool routed;      /* started: it is never started twice */
-    char *body;       /* POST body so far (malloc'd) */
+    bool routed; /* started: it is never started twice */
+    char *body;  /* POST body so far (malloc'd) */
     size_t body_n;
-    api_job *job;     /* its store job under way, or NULL */
-    bool answered;    /* status and answer are set: write them when writable */
+    api_job *job;  /* its store job under way, or NULL */
+    bool answered; /* status and answer are set: write them when writable */
     unsigned status;
     json_t *answer;
 } gw_api_conn;

@@ -53,8 +53,8 @@ out:
     return rc;
 }
 
-int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t now,
-                  gw_identity *id, const char **why)
+int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t now, gw_identity *id,
+                  const char **why)
 {
     memset(id, 0, sizeof(*id));
     if (token.n == 0 || token.n > MAX_TOKEN) {

@@ -23,8 +23,8 @@ typedef struct gw_identity {
  * valid id, `exp` must be present and in the future, and `groups`, if present, an array of
  * valid ids. Returns 0 and fills *id, or -1 with a short reason in why (never the token).
  */
-int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t now,
-                  gw_identity *id, const char **why);
+int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t now, gw_identity *id,
+                  const char **why);
 void gw_identity_release(gw_identity *id);
 
 /* Mints an HS256 token for uid expiring at exp (demo login). *out is malloc'd. 0 or -1. */

@@ -9,7 +9,7 @@ struct gw_bridge {
     void (*wake)(void *ud);
     void *wake_ud;
     pthread_mutex_t mu;
-    pthread_cond_t cv;  /* for gw_bridge_wait */
+    pthread_cond_t cv;   /* for gw_bridge_wait */
     gw_job *head, *tail; /* posted, not drained: under mu */
     unsigned inflight;   /* service thread only */
     bool closed;         /* the store is closed: submits are refused (service thread) */

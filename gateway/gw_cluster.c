@@ -59,7 +59,7 @@ static void user_reread(gw_job *j)
     if (u && !u->loading) {
         /* Mark what the store lists; what is left unmarked has ended elsewhere. */
         gw_member *m, *tmp;
-        HASH_ITER(hh, u->groups, m, tmp)
+        HASH_ITER (hh, u->groups, m, tmp)
             m->seen = false;
         for (size_t i = 0; i < st_groups_count(op->groups); i++) {
             const st_user_group *e = st_groups_at(op->groups, i);
@@ -74,7 +74,7 @@ static void user_reread(gw_job *j)
         }
         /* A join of this gateway still in flight is not in the read yet: keep those. */
         if (!u->joins_inflight)
-            HASH_ITER(hh, u->groups, m, tmp)
+            HASH_ITER (hh, u->groups, m, tmp)
                 if (!m->seen)
                     gw_member_end(reg, u, m->gid, NULL);
     }
@@ -143,7 +143,8 @@ void gw_cluster_resync(gw_server *srv)
     /* At the listener's first connection nobody is online yet: nothing worth a line. */
     if (users)
         gw_info("cluster: catching up from the store (the change feed may have missed some): "
-                "%" PRIu64 " users and %" PRIu64 " groups online here", users, groups);
+                "%" PRIu64 " users and %" PRIu64 " groups online here",
+                users, groups);
     gw_registry_each(srv->registry, resync_user, resync_group, srv);
 }
 
@@ -203,7 +204,6 @@ void gw_cluster_change(void *ud, const st_change *ch)
         if (m && ch->ack > m->ack)
             m->ack = ch->ack;
         break;
-    default:
-        break;
+    default: break;
     }
 }

@@ -7,13 +7,52 @@
 #include <string.h>
 
 enum {
-    O_LISTEN = 256, O_PORT, O_PORT_FILE, O_DATA, O_INSECURE, O_CERT, O_KEY, O_SECRET_FILE,
-    O_NO_SYNC, O_CLOSED_GROUPS, O_DEMO, O_WEB_ROOT, O_MAX_FRAME, O_MAX_BODY, O_QUEUE_CAP,
-    O_SLOW_CLOSE, O_ACK_FLUSH, O_QUEUE_BYTES, O_MAX_GROUPS, O_ACK_EVERY, O_ACK_DELAY, O_PAGE_DEFAULT, O_PAGE_MAX,
-    O_HELLO_TIMEOUT, O_ERROR_BUDGET, O_PING, O_INFLIGHT, O_RATE_SENDS, O_RATE_BYTES,
-    O_RATE_CONNS, O_RATE_BURST, O_HANDSHAKE_TIMEOUT, O_LOG_LEVEL, O_HELP, O_STORE, O_NODE, O_API_KEY_FILE, O_GROUPS, O_API_RATE,
-    O_WEBHOOK_URL, O_WEBHOOK_SECRET, O_WEBHOOK_DELAY, O_WEBHOOK_TIMEOUT, O_WEBHOOK_QUEUE,
-    O_WEBHOOK_BATCH, O_WEBHOOK_BODY,
+    O_LISTEN = 256,
+    O_PORT,
+    O_PORT_FILE,
+    O_DATA,
+    O_INSECURE,
+    O_CERT,
+    O_KEY,
+    O_SECRET_FILE,
+    O_NO_SYNC,
+    O_CLOSED_GROUPS,
+    O_DEMO,
+    O_WEB_ROOT,
+    O_MAX_FRAME,
+    O_MAX_BODY,
+    O_QUEUE_CAP,
+    O_SLOW_CLOSE,
+    O_ACK_FLUSH,
+    O_QUEUE_BYTES,
+    O_MAX_GROUPS,
+    O_ACK_EVERY,
+    O_ACK_DELAY,
+    O_PAGE_DEFAULT,
+    O_PAGE_MAX,
+    O_HELLO_TIMEOUT,
+    O_ERROR_BUDGET,
+    O_PING,
+    O_INFLIGHT,
+    O_RATE_SENDS,
+    O_RATE_BYTES,
+    O_RATE_CONNS,
+    O_RATE_BURST,
+    O_HANDSHAKE_TIMEOUT,
+    O_LOG_LEVEL,
+    O_HELP,
+    O_STORE,
+    O_NODE,
+    O_API_KEY_FILE,
+    O_GROUPS,
+    O_API_RATE,
+    O_WEBHOOK_URL,
+    O_WEBHOOK_SECRET,
+    O_WEBHOOK_DELAY,
+    O_WEBHOOK_TIMEOUT,
+    O_WEBHOOK_QUEUE,
+    O_WEBHOOK_BATCH,
+    O_WEBHOOK_BODY,
 };
 
 static const struct option options[] = {
@@ -291,13 +330,23 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_STORE: c->store_url = optarg; break;
         case O_NODE: node = optarg; break;
         case O_API_KEY_FILE: c->api_key_file = optarg; break;
-        case O_API_RATE: rc = number(name, optarg, 0, 1000000, &v), c->api_rate = (unsigned)v; break;
+        case O_API_RATE:
+            rc = number(name, optarg, 0, 1000000, &v), c->api_rate = (unsigned)v;
+            break;
         case O_WEBHOOK_URL: c->webhook_url = optarg; break;
         case O_WEBHOOK_SECRET: webhook_secret = optarg; break;
-        case O_WEBHOOK_DELAY: rc = number(name, optarg, 100, 86400000, &v), c->webhook_delay_ms = (unsigned)v; break;
-        case O_WEBHOOK_TIMEOUT: rc = number(name, optarg, 100, 600000, &v), c->webhook_timeout_ms = (unsigned)v; break;
-        case O_WEBHOOK_QUEUE: rc = number(name, optarg, 1, 10000000, &v), c->webhook_queue = (size_t)v; break;
-        case O_WEBHOOK_BATCH: rc = number(name, optarg, 1, 1000, &v), c->webhook_batch = (unsigned)v; break;
+        case O_WEBHOOK_DELAY:
+            rc = number(name, optarg, 100, 86400000, &v), c->webhook_delay_ms = (unsigned)v;
+            break;
+        case O_WEBHOOK_TIMEOUT:
+            rc = number(name, optarg, 100, 600000, &v), c->webhook_timeout_ms = (unsigned)v;
+            break;
+        case O_WEBHOOK_QUEUE:
+            rc = number(name, optarg, 1, 10000000, &v), c->webhook_queue = (size_t)v;
+            break;
+        case O_WEBHOOK_BATCH:
+            rc = number(name, optarg, 1, 1000, &v), c->webhook_batch = (unsigned)v;
+            break;
         case O_WEBHOOK_BODY: c->webhook_body = true; break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
@@ -317,26 +366,60 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             break;
         case O_DEMO: c->demo = true; break;
         case O_WEB_ROOT: c->web_root = optarg; break;
-        case O_MAX_FRAME: rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v; break;
+        case O_MAX_FRAME:
+            rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v;
+            break;
         case O_MAX_BODY: rc = number(name, optarg, 1, 16 << 20, &v), c->max_body = (size_t)v; break;
-        case O_QUEUE_CAP: rc = number(name, optarg, 1, 1 << 20, &v), c->queue_cap = (size_t)v; break;
-        case O_QUEUE_BYTES: rc = number(name, optarg, 65536, 1 << 30, &v), c->queue_bytes = (size_t)v; break;
-        case O_MAX_GROUPS: rc = number(name, optarg, 1, 100000, &v), c->max_groups = (unsigned)v; break;
-        case O_SLOW_CLOSE: rc = number(name, optarg, 1, 86400, &v), c->slow_close_s = (unsigned)v; break;
-        case O_ACK_FLUSH: rc = number(name, optarg, 1, 60000, &v), c->ack_flush_ms = (unsigned)v; break;
-        case O_ACK_EVERY: rc = number(name, optarg, 1, 100000, &v), c->ack_every = (unsigned)v; break;
-        case O_ACK_DELAY: rc = number(name, optarg, 1, 600000, &v), c->ack_delay_ms = (unsigned)v; break;
-        case O_PAGE_DEFAULT: rc = number(name, optarg, 1, 10000, &v), c->page_default = (unsigned)v; break;
+        case O_QUEUE_CAP:
+            rc = number(name, optarg, 1, 1 << 20, &v), c->queue_cap = (size_t)v;
+            break;
+        case O_QUEUE_BYTES:
+            rc = number(name, optarg, 65536, 1 << 30, &v), c->queue_bytes = (size_t)v;
+            break;
+        case O_MAX_GROUPS:
+            rc = number(name, optarg, 1, 100000, &v), c->max_groups = (unsigned)v;
+            break;
+        case O_SLOW_CLOSE:
+            rc = number(name, optarg, 1, 86400, &v), c->slow_close_s = (unsigned)v;
+            break;
+        case O_ACK_FLUSH:
+            rc = number(name, optarg, 1, 60000, &v), c->ack_flush_ms = (unsigned)v;
+            break;
+        case O_ACK_EVERY:
+            rc = number(name, optarg, 1, 100000, &v), c->ack_every = (unsigned)v;
+            break;
+        case O_ACK_DELAY:
+            rc = number(name, optarg, 1, 600000, &v), c->ack_delay_ms = (unsigned)v;
+            break;
+        case O_PAGE_DEFAULT:
+            rc = number(name, optarg, 1, 10000, &v), c->page_default = (unsigned)v;
+            break;
         case O_PAGE_MAX: rc = number(name, optarg, 1, 10000, &v), c->page_max = (unsigned)v; break;
-        case O_HELLO_TIMEOUT: rc = number(name, optarg, 1, 3600, &v), c->hello_timeout_s = (unsigned)v; break;
-        case O_ERROR_BUDGET: rc = number(name, optarg, 1, 100000, &v), c->error_budget = (unsigned)v; break;
+        case O_HELLO_TIMEOUT:
+            rc = number(name, optarg, 1, 3600, &v), c->hello_timeout_s = (unsigned)v;
+            break;
+        case O_ERROR_BUDGET:
+            rc = number(name, optarg, 1, 100000, &v), c->error_budget = (unsigned)v;
+            break;
         case O_PING: rc = number(name, optarg, 1, 3600, &v), c->ping_s = (unsigned)v; break;
-        case O_INFLIGHT: rc = number(name, optarg, 1, 100000, &v), c->inflight_max = (unsigned)v; break;
-        case O_RATE_SENDS: rc = number(name, optarg, 0, 1000000, &v), c->rate_sends = (unsigned)v; break;
-        case O_RATE_BYTES: rc = number(name, optarg, 0, 1ll << 32, &v), c->rate_bytes = (size_t)v; break;
-        case O_RATE_CONNS: rc = number(name, optarg, 0, 1000000, &v), c->rate_conns = (unsigned)v; break;
-        case O_RATE_BURST: rc = number(name, optarg, 1, 3600, &v), c->rate_burst_s = (unsigned)v; break;
-        case O_HANDSHAKE_TIMEOUT: rc = number(name, optarg, 1, 3600, &v), c->handshake_timeout_s = (unsigned)v; break;
+        case O_INFLIGHT:
+            rc = number(name, optarg, 1, 100000, &v), c->inflight_max = (unsigned)v;
+            break;
+        case O_RATE_SENDS:
+            rc = number(name, optarg, 0, 1000000, &v), c->rate_sends = (unsigned)v;
+            break;
+        case O_RATE_BYTES:
+            rc = number(name, optarg, 0, 1ll << 32, &v), c->rate_bytes = (size_t)v;
+            break;
+        case O_RATE_CONNS:
+            rc = number(name, optarg, 0, 1000000, &v), c->rate_conns = (unsigned)v;
+            break;
+        case O_RATE_BURST:
+            rc = number(name, optarg, 1, 3600, &v), c->rate_burst_s = (unsigned)v;
+            break;
+        case O_HANDSHAKE_TIMEOUT:
+            rc = number(name, optarg, 1, 3600, &v), c->handshake_timeout_s = (unsigned)v;
+            break;
         case O_LOG_LEVEL: rc = number(name, optarg, 0, 3, &v), c->log_level = (int)v; break;
         case O_HELP: help(); return 1;
         default: fprintf(stderr, "gw: see --help\n"); return -1;
@@ -364,8 +447,10 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         return -1;
     }
     if (node && !gw_config_node_ok(node)) {
-        fprintf(stderr, "gw: --node '%s': 1 to 64 letters, digits and . _ : - only (it is a "
-                        "Prometheus label value and an application_name)\n", node);
+        fprintf(stderr,
+                "gw: --node '%s': 1 to 64 letters, digits and . _ : - only (it is a "
+                "Prometheus label value and an application_name)\n",
+                node);
         return -1;
     }
     gw_config_set_node(c, node, c->port);
@@ -375,15 +460,18 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         return -1;
     }
     if (c->max_body + 1024 > c->max_frame) {
-        fprintf(stderr, "gw: --max-body %zu leaves no room in --max-frame %zu for the other "
-                        "fields (need 1024 bytes more)\n", c->max_body, c->max_frame);
+        fprintf(stderr,
+                "gw: --max-body %zu leaves no room in --max-frame %zu for the other "
+                "fields (need 1024 bytes more)\n",
+                c->max_body, c->max_frame);
         return -1;
     }
     /* A frame is paid for from the byte bucket; one that can never fit in it would make
      * every full-size send wait forever. */
     if (c->rate_bytes && (uint64_t)c->rate_bytes * c->rate_burst_s < c->max_frame) {
-        fprintf(stderr, "gw: --rate-bytes %zu with --rate-burst %u holds less than one "
-                        "--max-frame (%zu bytes): a full-size frame could never be sent\n",
+        fprintf(stderr,
+                "gw: --rate-bytes %zu with --rate-burst %u holds less than one "
+                "--max-frame (%zu bytes): a full-size frame could never be sent\n",
                 c->rate_bytes, c->rate_burst_s, c->max_frame);
         return -1;
     }
@@ -399,12 +487,14 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
     }
     /* A pass reads the stored acks: one not yet persisted would look unread. */
     if (c->webhook_url && c->webhook_delay_ms <= c->ack_flush_ms) {
-        fprintf(stderr, "gw: --webhook-delay %u must be longer than --ack-flush-ms %u (acks "
-                        "are read from the store)\n", c->webhook_delay_ms, c->ack_flush_ms);
+        fprintf(stderr,
+                "gw: --webhook-delay %u must be longer than --ack-flush-ms %u (acks "
+                "are read from the store)\n",
+                c->webhook_delay_ms, c->ack_flush_ms);
         return -1;
     }
-    if (webhook_secret && read_secret("webhook-secret-file", webhook_secret,
-                                      c->webhook_secret, &c->webhook_secret_n))
+    if (webhook_secret &&
+        read_secret("webhook-secret-file", webhook_secret, c->webhook_secret, &c->webhook_secret_n))
         return -1;
     const char *env = getenv("GW_SECRET");
     if (secret_file) {

@@ -8,11 +8,11 @@
 #include <stdint.h>
 
 typedef struct gw_config {
-    const char *listen;    /* address to bind */
-    int port;              /* 0: any free port (the log says which) */
-    const char *port_file; /* if set, the bound port is written there (for scripts) */
-    const char *data;      /* data folder: the token secret, TLS files, the RocksDB store */
-    const char *store_url; /* PostgreSQL connection URI; NULL: RocksDB in data/store */
+    const char *listen;       /* address to bind */
+    int port;                 /* 0: any free port (the log says which) */
+    const char *port_file;    /* if set, the bound port is written there (for scripts) */
+    const char *data;         /* data folder: the token secret, TLS files, the RocksDB store */
+    const char *store_url;    /* PostgreSQL connection URI; NULL: RocksDB in data/store */
     const char *api_key_file; /* the server API's keys, one a line (NULL: the API is off) */
     unsigned api_rate;        /* API requests a second per key (0: no limit) */
     const char *webhook_url;  /* the unread webhook's receiver (NULL: no webhook) */
@@ -23,10 +23,10 @@ typedef struct gw_config {
     size_t webhook_queue;        /* events waiting at most (more are dropped, counted) */
     unsigned webhook_batch;      /* events in one POST at most */
     bool webhook_body;           /* events carry the message's body */
-    bool insecure;         /* plain ws:// and http:// (development on loopback) */
-    const char *cert;      /* TLS certificate (PEM) */
-    const char *key;       /* TLS private key (PEM) */
-    char secret[256];      /* HS256 token secret */
+    bool insecure;               /* plain ws:// and http:// (development on loopback) */
+    const char *cert;            /* TLS certificate (PEM) */
+    const char *key;             /* TLS private key (PEM) */
+    char secret[256];            /* HS256 token secret */
     size_t secret_n;
     bool sync;             /* fsync every group commit */
     bool open_groups;      /* join creates missing groups (--groups open) */
@@ -47,19 +47,19 @@ typedef struct gw_config {
     unsigned page_default; /* enter/pull without limit */
     unsigned page_max;     /* larger limits are clamped */
     unsigned hello_timeout_s;
-    unsigned error_budget; /* bad requests tolerated in a burst before closing with 1008 */
-    unsigned ping_s;       /* idle sessions are pinged after this, closed after twice it */
-    unsigned inflight_max; /* store writes in flight per session before its reads pause */
-    unsigned rate_sends;   /* `send`s per second per session (0: no limit) */
-    size_t rate_bytes;     /* bytes per second a session may send (0: no limit) */
-    unsigned rate_conns;   /* new connections per second per source address (0: no limit) */
-    unsigned rate_burst_s; /* each rate's bucket holds this many seconds' worth */
+    unsigned error_budget;        /* bad requests tolerated in a burst before closing with 1008 */
+    unsigned ping_s;              /* idle sessions are pinged after this, closed after twice it */
+    unsigned inflight_max;        /* store writes in flight per session before its reads pause */
+    unsigned rate_sends;          /* `send`s per second per session (0: no limit) */
+    size_t rate_bytes;            /* bytes per second a session may send (0: no limit) */
+    unsigned rate_conns;          /* new connections per second per source address (0: no limit) */
+    unsigned rate_burst_s;        /* each rate's bucket holds this many seconds' worth */
     unsigned handshake_timeout_s; /* TLS handshake and HTTP request (or upgrade) must finish */
-    size_t store_high;     /* writer queue length that pauses reading from senders */
-    size_t store_overload; /* writer queue length past which writes get `overloaded` */
-    int log_level;         /* 0 error .. 3 debug */
-    char node[72];         /* --node, or listen:port (the bound port, once known) */
-    bool node_given;       /* --node was given */
+    size_t store_high;            /* writer queue length that pauses reading from senders */
+    size_t store_overload;        /* writer queue length past which writes get `overloaded` */
+    int log_level;                /* 0 error .. 3 debug */
+    char node[72];                /* --node, or listen:port (the bound port, once known) */
+    bool node_given;              /* --node was given */
 } gw_config;
 
 /* Fills defaults, then parses argv. Returns 0 to run, 1 when --help was printed (exit

@@ -21,11 +21,11 @@
 #include <string.h>
 #include <utlist.h>
 
-#define HOLE_WAIT_MS 100   /* how long a hole may wait for the message that fills it */
-#define TICK_S 0.05        /* the hole timer, while there is a hole */
-#define READ_LIMIT 256     /* messages read at a time to fill a hole */
-#define HOLE_MAX 4096      /* past this many missing or held, notify instead */
-#define RECENT_N 4096      /* announcements of offline groups remembered (by gid hash) */
+#define HOLE_WAIT_MS 100 /* how long a hole may wait for the message that fills it */
+#define TICK_S 0.05      /* the hole timer, while there is a hole */
+#define READ_LIMIT 256   /* messages read at a time to fill a hole */
+#define HOLE_MAX 4096    /* past this many missing or held, notify instead */
+#define RECENT_N 4096    /* announcements of offline groups remembered (by gid hash) */
 
 /* A message that came before the ones it follows. */
 struct gw_held {
@@ -103,8 +103,7 @@ static void push_now(gw_server *srv, gw_group *g, uint64_t mid, gw_buf *b, uint6
     g->pushed = mid;
     srv->n.pushes++;
     gw_online *o, *tmp;
-    HASH_ITER(hh, g->online, o, tmp)
-    {
+    HASH_ITER (hh, g->online, o, tmp) {
         gw_sess *s;
         DL_FOREACH2(o->user->sessions, s, user_next)
         {
@@ -161,11 +160,10 @@ static void hole_check(gw_server *srv, gw_group *g)
 static void notify_all(gw_server *srv, gw_group *g)
 {
     gw_online *o, *tmp;
-    HASH_ITER(hh, g->online, o, tmp)
-    {
+    HASH_ITER (hh, g->online, o, tmp) {
         gw_sess *s;
         DL_FOREACH2(o->user->sessions, s, user_next)
-            gw_out_notify(s, g->gid, g->last_mid);
+        gw_out_notify(s, g->gid, g->last_mid);
     }
     srv->n.hole_notifies++;
     g->pushed = g->last_mid;
@@ -307,8 +305,12 @@ static void fill(gw_server *srv, gw_group *g)
         return;
     f->srv = srv;
     strcpy(f->gid, g->gid);
-    f->job.op = (st_op){.kind = ST_OP_READ_PAGE, .gid = st_id_str(f->gid), .dir = ST_AFTER,
-                        .from = g->pushed, .limit = READ_LIMIT, .max_bytes = 4u << 20};
+    f->job.op = (st_op){.kind = ST_OP_READ_PAGE,
+                        .gid = st_id_str(f->gid),
+                        .dir = ST_AFTER,
+                        .from = g->pushed,
+                        .limit = READ_LIMIT,
+                        .max_bytes = 4u << 20};
     f->job.complete = filled;
     g->filling = true;
     int rc = gw_bridge_submit(srv->bridge, &f->job);
@@ -339,6 +341,6 @@ size_t gw_deliver_holes(const gw_deliver *d)
     size_t n = 0;
     const gw_group *g;
     DL_FOREACH2(d->holes, g, hole_next)
-        n++;
+    n++;
     return n;
 }

@@ -21,9 +21,9 @@ typedef struct http_pss {
     char body[LOGIN_BODY_MAX + 1]; /* POST body being received */
     size_t n;
     bool too_long;
-    bool api;          /* an API request: its state is in `req` */
-    bool api_body;     /* ... whose body is still coming: not answered before it is in */
-    bool api_close;    /* ... a POST or PUT without Content-Length: see gw_http_callback */
+    bool api;       /* an API request: its state is in `req` */
+    bool api_body;  /* ... whose body is still coming: not answered before it is in */
+    bool api_close; /* ... a POST or PUT without Content-Length: see gw_http_callback */
     gw_api_conn req;
 } http_pss;
 
@@ -59,8 +59,7 @@ out:
     return rc;
 }
 
-static int respond(struct lws *wsi, unsigned status, const char *type, const char *body,
-                   size_t len)
+static int respond(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len)
 {
     return respond_ex(wsi, status, type, body, len, false);
 }
@@ -118,9 +117,9 @@ static int demo_login(gw_server *srv, struct lws *wsi, http_pss *ps)
                             json_pack("{s:s}", "error", "cannot make a token"));
     }
     gw_info("demo login: token issued for %s (demo mode: no password)", user);
-    json_t *out = json_pack("{s:s, s:s, s:I, s:s}", "token", tok, "uid", user, "exp",
-                            (json_int_t)exp, "warning",
-                            "demo mode: anyone can sign in as anyone; do not use in production");
+    json_t *out =
+        json_pack("{s:s, s:s, s:I, s:s}", "token", tok, "uid", user, "exp", (json_int_t)exp,
+                  "warning", "demo mode: anyone can sign in as anyone; do not use in production");
     free(tok);
     json_decref(req);
     return respond_json(wsi, HTTP_STATUS_OK, out);
@@ -137,21 +136,27 @@ static int api_answer(struct lws *wsi, http_pss *ps)
     /* Released first: completing the HTTP transaction may free ps with it. */
     gw_api_release(&ps->req);
     ps->api = false;
-    int rc = json ? respond_ex(wsi, status, "application/json", json, strlen(json),
-                               ps->api_close)
-                  : -1;
+    int rc =
+        json ? respond_ex(wsi, status, "application/json", json, strlen(json), ps->api_close) : -1;
     free(json);
     return rc;
 }
 
 static const char *mime_of(const char *path)
 {
-    static const struct { const char *ext, *mime; } types[] = {
-        {".html", "text/html; charset=utf-8"}, {".js", "text/javascript"},
-        {".mjs", "text/javascript"},           {".css", "text/css"},
-        {".json", "application/json"},        {".svg", "image/svg+xml"},
-        {".png", "image/png"},                {".ico", "image/x-icon"},
-        {".map", "application/json"},         {".txt", "text/plain; charset=utf-8"},
+    static const struct {
+        const char *ext, *mime;
+    } types[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".js", "text/javascript"},
+        {".mjs", "text/javascript"},
+        {".css", "text/css"},
+        {".json", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".map", "application/json"},
+        {".txt", "text/plain; charset=utf-8"},
     };
     const char *dot = strrchr(path, '.');
     for (size_t i = 0; dot && i < sizeof(types) / sizeof(types[0]); i++)
@@ -201,11 +206,11 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         const char *path = in;
         bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
         if (gw_api_path(path)) {
-            const char *method = post ? "POST"
-                                 : lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI) ? "PUT"
+            const char *method = post                                              ? "POST"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI)    ? "PUT"
                                  : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) ? "DELETE"
-                                 : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) ? "GET"
-                                                                                : "OTHER";
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI)    ? "GET"
+                                                                                   : "OTHER";
             /* A request with a body is answered once the body is in, whatever the method
              * (an answer before it would leave its bytes to the next request). */
             char cl[24] = "";
@@ -218,7 +223,7 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
             ps->api_close = !cl[0] && (post || lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI));
             gw_api_begin(srv, &ps->req, wsi, path, method);
             if (ps->api_body)
-                return 0; /* the body follows */
+                return 0;                         /* the body follows */
             gw_api_body_done(srv, &ps->req, wsi); /* a POST without one */
             return api_answer(wsi, ps);
         }
@@ -274,9 +279,7 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
             ps->api = false;
         }
         return lws_callback_http_dummy(wsi, reason, user, in, len);
-    case LWS_CALLBACK_HTTP_FILE_COMPLETION:
-        return lws_http_transaction_completed(wsi) ? -1 : 0;
-    default:
-        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    case LWS_CALLBACK_HTTP_FILE_COMPLETION: return lws_http_transaction_completed(wsi) ? -1 : 0;
+    default: return lws_callback_http_dummy(wsi, reason, user, in, len);
     }
 }

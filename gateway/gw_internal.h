@@ -70,13 +70,13 @@ typedef struct gw_notify {
 typedef struct gw_outq {
     gw_qitem *q;
     size_t head, len, cap;
-    size_t pushes;      /* pushes in the ring */
-    size_t push_bytes;  /* ... and their bytes */
-    size_t reply_bytes; /* bytes of replies in the ring: reading pauses past a budget */
-    bool slow;          /* over the push cap: pushes become notify entries */
-    uint64_t slow_since; /* monotonic ms */
-    gw_notify *notify;  /* coalesced notify per group while slow */
-    bool ping_due;      /* a WebSocket ping goes out at the next writeable */
+    size_t pushes;            /* pushes in the ring */
+    size_t push_bytes;        /* ... and their bytes */
+    size_t reply_bytes;       /* bytes of replies in the ring: reading pauses past a budget */
+    bool slow;                /* over the push cap: pushes become notify entries */
+    uint64_t slow_since;      /* monotonic ms */
+    gw_notify *notify;        /* coalesced notify per group while slow */
+    bool ping_due;            /* a WebSocket ping goes out at the next writeable */
     uint64_t backed_up_since; /* monotonic ms since replies were over the budget (0: not) */
 } gw_outq;
 
@@ -91,18 +91,18 @@ typedef struct gw_waiting {
 typedef struct gw_reqq {
     gw_waiting *head, *tail; /* frames waiting their turn, copied */
     size_t n_waiting, waiting_bytes;
-    unsigned sends;     /* sends in flight: more sends (and acks) may follow them */
-    bool barrier;       /* another request in flight: everything after it waits */
-    bool pumping;       /* gw_reqs_pump is running (a completion may come inside it) */
-    gw_req *inflight;   /* DL: its requests with a store job under way */
+    unsigned sends;   /* sends in flight: more sends (and acks) may follow them */
+    bool barrier;     /* another request in flight: everything after it waits */
+    bool pumping;     /* gw_reqs_pump is running (a completion may come inside it) */
+    gw_req *inflight; /* DL: its requests with a store job under way */
 } gw_reqq;
 
 /* A session's rate limits (gw_throttle.c). */
 typedef struct gw_srate {
     gw_bucket sends, bytes;
-    uint64_t until;   /* monotonic ms: reading is paused until then */
-    ev_timer timer;   /* resumes reading at `until` (libev: see gw_acks.c) */
-    size_t frame_len; /* the frame being handled ... */
+    uint64_t until;        /* monotonic ms: reading is paused until then */
+    ev_timer timer;        /* resumes reading at `until` (libev: see gw_acks.c) */
+    size_t frame_len;      /* the frame being handled ... */
     bool frame_over_bytes; /* ... and whether it overdrew the byte bucket */
 } gw_srate;
 
@@ -126,10 +126,10 @@ struct gw_sess {
     gw_user *user;    /* NULL until a valid hello has loaded it */
     gw_user *loading; /* the user whose groups are being read for this session's hello */
     gw_identity id;
-    gw_sess *user_prev, *user_next; /* the user's sessions, or its waiters while loading */
-    gw_sess *prev, *next;           /* every session (gw_session.c) */
+    gw_sess *user_prev, *user_next;     /* the user's sessions, or its waiters while loading */
+    gw_sess *prev, *next;               /* every session (gw_session.c) */
     gw_sess *paused_prev, *paused_next; /* paused sessions (gw_session.c) */
-    unsigned pause;   /* GW_PAUSE_* reasons */
+    unsigned pause;                     /* GW_PAUSE_* reasons */
 
     /* Receive: one WebSocket message may arrive in several pieces. */
     uint8_t *rx;
@@ -229,10 +229,10 @@ void gw_reqs_release(gw_sess *s);
 struct gw_req {
     gw_job job;
     gw_server *srv;
-    gw_sess *sess;        /* NULL once the session is gone: nothing to answer */
-    gw_req *prev, *next;  /* in its session's reqs.inflight */
+    gw_sess *sess;       /* NULL once the session is gone: nothing to answer */
+    gw_req *prev, *next; /* in its session's reqs.inflight */
     uint64_t rid;
-    bool counted;         /* JOIN: counted in its user's joins_inflight */
+    bool counted; /* JOIN: counted in its user's joins_inflight */
     char gid[PR_MAX_ID + 1];
     char uid[PR_MAX_ID + 1];
     char cid[PR_MAX_ID + 1];
@@ -261,12 +261,12 @@ struct gw_user {
     char uid[PR_MAX_ID + 1];
     gw_sess *sessions; /* utlist DL through gw_sess.user_prev/next */
     unsigned n_sessions;
-    gw_sess *waiters;  /* sessions whose hello waits for the read of its groups */
-    bool loading;      /* that read is under way */
-    gw_member *groups; /* by gid */
+    gw_sess *waiters;        /* sessions whose hello waits for the read of its groups */
+    bool loading;            /* that read is under way */
+    gw_member *groups;       /* by gid */
     unsigned joins_inflight; /* joins submitted, not completed: count towards --max-groups */
-    bool stale;      /* another gateway changed its memberships during the load: read again */
-    bool rereading;  /* such a read is under way */
+    bool stale;        /* another gateway changed its memberships during the load: read again */
+    bool rereading;    /* such a read is under way */
     UT_hash_handle hh; /* in the registry's users, by uid */
 };
 
@@ -287,8 +287,8 @@ typedef struct gw_group {
     unsigned n_online;
     UT_hash_handle hh; /* in the registry's groups, by gid */
     /* Pushes in mid order (gw_deliver.c, which alone touches these). */
-    uint64_t pushed;     /* every mid up to it has gone to the online sessions here */
-    gw_held *held;       /* messages ahead of a hole, ascending */
+    uint64_t pushed; /* every mid up to it has gone to the online sessions here */
+    gw_held *held;   /* messages ahead of a hole, ascending */
     size_t n_held;
     bool in_holes;       /* last_mid > pushed: in the list of holes */
     bool filling;        /* a read of the hole is under way */
@@ -321,11 +321,11 @@ gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n);
 /* A page showed gid's last mid: keep the cap on acks in step with what clients see. */
 void gw_group_saw(gw_registry *reg, const char *gid, uint64_t last_mid);
 /* Pushes a committed message to every online session of every member but `except`. */
-void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts,
-               const void *record, size_t record_n, gw_sess *except);
+void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts, const void *record,
+               size_t record_n, gw_sess *except);
 /* Figures: users and groups online, and how far online members' acks trail. */
-void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups,
-                         uint64_t *members, uint64_t *lag_total, uint64_t *lag_max);
+void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups, uint64_t *members,
+                         uint64_t *lag_total, uint64_t *lag_max);
 /* True when nothing is left (the fuzz target's check after each input). */
 bool gw_registry_empty(const gw_registry *reg);
 
@@ -408,17 +408,17 @@ struct gw_server {
     gw_config cfg;
     st_store *store;
     struct lws_context *ctx;
-    struct ev_loop *loop; /* libev (epoll): libwebsockets runs on it; NULL without a loop */
-    pr_decoder *dec;      /* one decoder: requests are decoded one at a time */
-    int port;             /* bound */
+    struct ev_loop *loop;     /* libev (epoll): libwebsockets runs on it; NULL without a loop */
+    pr_decoder *dec;          /* one decoder: requests are decoded one at a time */
+    int port;                 /* bound */
     uint64_t started_ms;      /* wall clock */
     uint64_t started_mono_ms; /* for uptime */
 
     /* The modules, each with its own state. */
     gw_bridge *bridge;
-    gw_feed *feed;          /* the other gateways' changes (NULL: not listening) */
-    struct gw_api *api;     /* the server API's keys (NULL: the API is off) */
-    struct gw_unread *unread;   /* the unread webhook (gw_webhook.h; NULL: off) */
+    gw_feed *feed;            /* the other gateways' changes (NULL: not listening) */
+    struct gw_api *api;       /* the server API's keys (NULL: the API is off) */
+    struct gw_unread *unread; /* the unread webhook (gw_webhook.h; NULL: off) */
     struct gw_webhook *webhook;
     gw_cluster *cluster;
     gw_deliver *deliver;
@@ -438,8 +438,8 @@ struct gw_server {
 
 /* Sets up a server's modules without libwebsockets or a loop (the fuzz target; the
  * server adds its context and loop on top). wake: see gw_bridge_new. */
-int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store,
-                   void (*wake)(void *ud), void *wake_ud);
+int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store, void (*wake)(void *ud),
+                   void *wake_ud);
 /* Frees what gw_server_init made. */
 void gw_server_release(gw_server *srv);
 

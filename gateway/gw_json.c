@@ -12,7 +12,8 @@ json_t *gw_json_message(uint64_t mid, uint64_t ts, const pr_message *r, bool wit
 {
     json_t *e = json_pack("{s:I, s:s%, s:I}", "mid", (json_int_t)mid, "from",
                           (const char *)r->from.p, r->from.n, "ts", (json_int_t)ts);
-    if (!e || !with_body) return e;
+    if (!e || !with_body)
+        return e;
     json_t *text =
         r->body.is_bin ? NULL : json_stringn((const char *)r->body.data.p, r->body.data.n);
     if (text) {

@@ -30,8 +30,8 @@ static void vlog(enum gw_log_level lvl, const char *fmt, va_list ap)
     gmtime_r(&ts.tv_sec, &tm);
     char line[1024];
     int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, names[lvl], node);
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, names[lvl], node);
     vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     /* One write per line, so lines from the store thread never interleave mid-line. */
     size_t len = strlen(line);

@@ -91,8 +91,8 @@ int main(int argc, char **argv)
      * kills the process. Ignored, the write fails with EFBIG like any other full disk:
      * the store refuses writes and recovers once the limit is lifted. */
     signal(SIGXFSZ, SIG_IGN);
-    gw_info("gw starting: data %s, store %s, %s", cfg.data, cfg.store_url ? "PostgreSQL" : "RocksDB",
-            cfg.insecure ? "no TLS (--insecure)" : "TLS");
+    gw_info("gw starting: data %s, store %s, %s", cfg.data,
+            cfg.store_url ? "PostgreSQL" : "RocksDB", cfg.insecure ? "no TLS (--insecure)" : "TLS");
 
     if (mkdir(cfg.data, 0700) != 0 && errno != EEXIST) {
         gw_err("cannot create data folder %s: %s", cfg.data, strerror(errno));
@@ -136,9 +136,11 @@ int main(int argc, char **argv)
             gw_err("%s (%s)", err, store_path);
         return 1;
     }
-    gw_info("store opened: %s %s (sync %s, groups %s)%s", st_backend_name(store),
-            st_where(store), cfg.sync ? "on" : "off",
-            cfg.managed_groups ? "managed" : cfg.open_groups ? "open" : "existing",
+    gw_info("store opened: %s %s (sync %s, groups %s)%s", st_backend_name(store), st_where(store),
+            cfg.sync ? "on" : "off",
+            cfg.managed_groups ? "managed"
+            : cfg.open_groups  ? "open"
+                               : "existing",
             st_writable(store) ? "" : "; not reachable yet: retrying");
 
     gw_server *srv = NULL;

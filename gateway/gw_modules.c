@@ -5,15 +5,17 @@
  */
 #include "gw_internal.h"
 
-int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store,
-                   void (*wake)(void *ud), void *wake_ud)
+int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store, void (*wake)(void *ud),
+                   void *wake_ud)
 {
     srv->cfg = *cfg;
     srv->store = store;
     srv->started_ms = gw_now_ms();
     srv->started_mono_ms = gw_mono_ms();
-    pr_limits lim = {.max_frame = cfg->max_frame, .max_body = cfg->max_body,
-                     .page_default = cfg->page_default, .page_max = cfg->page_max};
+    pr_limits lim = {.max_frame = cfg->max_frame,
+                     .max_body = cfg->max_body,
+                     .page_default = cfg->page_default,
+                     .page_max = cfg->page_max};
     srv->dec = pr_decoder_new(&lim);
     srv->bridge = gw_bridge_new(store, wake, wake_ud);
     srv->sessions = gw_sessions_new(srv, srv->started_ms);

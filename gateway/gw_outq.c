@@ -37,8 +37,7 @@ static uint8_t *frame_room(size_t len)
 static void notify_clear(gw_outq *o)
 {
     gw_notify *n, *tmp;
-    HASH_ITER(hh, o->notify, n, tmp)
-    {
+    HASH_ITER (hh, o->notify, n, tmp) {
         HASH_DEL(o->notify, n);
         free(n);
     }
@@ -184,8 +183,8 @@ void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
         o->slow_since = gw_mono_ms();
         srv->n.slow_switches++;
         gw_info("session %s user %s is a slow consumer (%zu pushes, %zu bytes queued): "
-                "switching to notify", s->sid_str, s->user ? s->user->uid : "-", o->pushes,
-                o->push_bytes);
+                "switching to notify",
+                s->sid_str, s->user ? s->user->uid : "-", o->pushes, o->push_bytes);
     }
     notify_add(o, gid, mid);
 }
@@ -224,8 +223,7 @@ static size_t take_notifies(gw_sess *s, uint8_t **out)
     if (n > 1)
         pr_enc_batch_begin(&sb, n);
     gw_notify *e, *tmp;
-    HASH_ITER(hh, o->notify, e, tmp)
-    {
+    HASH_ITER (hh, o->notify, e, tmp) {
         pr_enc_notify(&sb, (pr_slice){(const uint8_t *)e->gid, strlen(e->gid)}, e->last_mid);
         s->srv->n.notifies++;
     }
@@ -306,8 +304,7 @@ int gw_out_writeable(gw_sess *s)
         size_t text_n;
         if (pr_json_from_msgpack(out, len, &text, &text_n) != 0) {
             /* Cannot happen for what the gateway encodes (ids, str or bin bodies). */
-            gw_warn("session %s: a frame has no JSON form: closing the JSON session",
-                    s->sid_str);
+            gw_warn("session %s: a frame has no JSON form: closing the JSON session", s->sid_str);
             return -1;
         }
         out = frame_room(text_n);

@@ -13,8 +13,8 @@
 
 struct gw_registry {
     gw_server *srv;
-    gw_user *users;  /* by uid */
-    gw_group *groups; /* by gid: groups with an online member */
+    gw_user *users;          /* by uid */
+    gw_group *groups;        /* by gid: groups with an online member */
     gw_attached_fn attached; /* what hellos waiting for a user are told */
 };
 
@@ -164,8 +164,7 @@ void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *excep
 static void user_free(gw_registry *reg, gw_user *u)
 {
     gw_member *m, *tmp;
-    HASH_ITER(hh, u->groups, m, tmp)
-    {
+    HASH_ITER (hh, u->groups, m, tmp) {
         group_offline(reg, u, m->gid);
         HASH_DEL(u->groups, m);
         free(m);
@@ -282,8 +281,8 @@ void gw_registry_detach(gw_registry *reg, gw_sess *s)
         user_free(reg, u);
 }
 
-void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts,
-               const void *record, size_t record_n, gw_sess *except)
+void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts, const void *record,
+               size_t record_n, gw_sess *except)
 {
     size_t n = strlen(gid);
     gw_group *g = gw_group_find(reg, gid, n);
@@ -293,18 +292,16 @@ void gw_fanout(gw_registry *reg, const char *gid, uint64_t mid, uint64_t ts,
         gw_deliver_offline(reg->srv, gid, n, mid);
 }
 
-void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups,
-                         uint64_t *members, uint64_t *lag_total, uint64_t *lag_max)
+void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups, uint64_t *members,
+                         uint64_t *lag_total, uint64_t *lag_max)
 {
     *users = HASH_COUNT(reg->users);
     *groups = HASH_COUNT(reg->groups);
     *members = *lag_total = *lag_max = 0;
     gw_user *u, *ut;
-    HASH_ITER(hh, reg->users, u, ut)
-    {
+    HASH_ITER (hh, reg->users, u, ut) {
         gw_member *m, *mt;
-        HASH_ITER(hh, u->groups, m, mt)
-        {
+        HASH_ITER (hh, u->groups, m, mt) {
             gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
             uint64_t l = g && g->last_mid > m->ack ? g->last_mid - m->ack : 0;
             (*members)++;
@@ -325,8 +322,7 @@ void gw_registry_free(gw_registry *reg)
     if (!reg)
         return;
     gw_user *u, *tmp;
-    HASH_ITER(hh, reg->users, u, tmp)
-    {
+    HASH_ITER (hh, reg->users, u, tmp) {
         u->sessions = u->waiters = NULL;
         user_free(reg, u);
     }
@@ -337,9 +333,9 @@ void gw_registry_each(gw_registry *reg, void (*user)(void *ud, gw_user *u),
                       void (*group)(void *ud, gw_group *g), void *ud)
 {
     gw_user *u, *ut;
-    HASH_ITER(hh, reg->users, u, ut)
+    HASH_ITER (hh, reg->users, u, ut)
         user(ud, u);
     gw_group *g, *gt;
-    HASH_ITER(hh, reg->groups, g, gt)
+    HASH_ITER (hh, reg->groups, g, gt)
         group(ud, g);
 }

@@ -166,8 +166,7 @@ void gw_reqs_release(gw_sess *s)
     q->tail = NULL;
     q->n_waiting = q->waiting_bytes = 0;
     gw_req *r, *tmp;
-    DL_FOREACH_SAFE(q->inflight, r, tmp)
-    {
+    DL_FOREACH_SAFE (q->inflight, r, tmp) {
         DL_DELETE(q->inflight, r);
         r->sess = NULL; /* its completion still updates the registry; it answers nobody */
     }

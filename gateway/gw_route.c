@@ -110,8 +110,7 @@ static int enc_groups(gw_sess *s, msgpack_sbuffer *sb)
 {
     int rc = 0;
     gw_member *m, *tmp;
-    HASH_ITER(hh, s->user->groups, m, tmp)
-    {
+    HASH_ITER (hh, s->user->groups, m, tmp) {
         gw_group *g = gw_group_find(s->srv->registry, m->gid, strlen(m->gid));
         uint64_t last = g ? g->last_mid : m->ack;
         pr_group e = {cstr(m->gid), last, m->ack, last > m->ack ? last - m->ack : 0};
@@ -129,8 +128,11 @@ static void send_groups(gw_sess *s, uint64_t rid, bool welcome)
     size_t n = HASH_COUNT(s->user->groups);
     int rc;
     if (welcome) {
-        pr_welcome w = {.uid = cstr(s->user->uid), .sid = cstr(s->sid_str), .ts = gw_now_ms(),
-                        .ack_every = srv->cfg.ack_every, .ack_delay_ms = srv->cfg.ack_delay_ms,
+        pr_welcome w = {.uid = cstr(s->user->uid),
+                        .sid = cstr(s->sid_str),
+                        .ts = gw_now_ms(),
+                        .ack_every = srv->cfg.ack_every,
+                        .ack_delay_ms = srv->cfg.ack_delay_ms,
                         .max_body = (uint32_t)srv->cfg.max_body};
         rc = pr_enc_welcome_begin(&sb, rid, &w, n);
     } else {
@@ -267,8 +269,7 @@ static gw_req *membership_req(gw_sess *s, const pr_req *r, enum st_op_kind kind)
 static void on_join(gw_sess *s, const pr_req *r)
 {
     if (!gw_identity_allows(&s->id, r->gid)) {
-        gw_sess_error(s, r->rid, PR_E_UNAUTHORIZED, "your token does not allow this group",
-                      r->gid);
+        gw_sess_error(s, r->rid, PR_E_UNAUTHORIZED, "your token does not allow this group", r->gid);
         return;
     }
     gw_user *u = s->user;

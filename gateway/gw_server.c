@@ -153,10 +153,9 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     case LWS_CALLBACK_RECEIVE:
         if (!ps->sess)
             return -1;
-        return gw_sess_rx(ps->sess, in, len, lws_is_first_fragment(wsi),
-                          lws_is_final_fragment(wsi), lws_frame_is_binary(wsi));
-    case LWS_CALLBACK_SERVER_WRITEABLE:
-        return ps->sess ? gw_out_writeable(ps->sess) : -1;
+        return gw_sess_rx(ps->sess, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi),
+                          lws_frame_is_binary(wsi));
+    case LWS_CALLBACK_SERVER_WRITEABLE: return ps->sess ? gw_out_writeable(ps->sess) : -1;
     case LWS_CALLBACK_RECEIVE_PONG:
         if (ps->sess)
             gw_sess_alive(ps->sess);
@@ -164,9 +163,8 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     case LWS_CALLBACK_CLOSED:
         if (ps->sess) {
             if (!ps->sess->close_code)
-                gw_dbg("session %s%s%s closed by the client or the network",
-                       ps->sess->sid_str, ps->sess->user ? " user " : "",
-                       ps->sess->user ? ps->sess->user->uid : "");
+                gw_dbg("session %s%s%s closed by the client or the network", ps->sess->sid_str,
+                       ps->sess->user ? " user " : "", ps->sess->user ? ps->sess->user->uid : "");
             ps->sess->wsi = NULL;
             gw_sess_free(ps->sess);
             ps->sess = NULL;
@@ -176,15 +174,14 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         drain(srv);
         check_stop(srv);
         return 0;
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
 /* Protocol 0: plain HTTP (gw_http.c), and the first look at every new connection, which
  * libwebsockets gives to protocol 0 only, before TLS or HTTP. */
-static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
-                         void *in, size_t len)
+static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                         size_t len)
 {
     if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
         /* Draining: no new connection, so that a client (or a load balancer trying the
@@ -230,8 +227,7 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_serve
 
     /* No libwebsockets validity timers (a hang-up time of 0 turns them off): the sweep
      * pings and hangs up instead, see gw_session.c. */
-    static const lws_retry_bo_t retry = {.secs_since_valid_ping = 0,
-                                         .secs_since_valid_hangup = 0};
+    static const lws_retry_bo_t retry = {.secs_since_valid_ping = 0, .secs_since_valid_hangup = 0};
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));

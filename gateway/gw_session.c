@@ -71,8 +71,8 @@ void gw_sessions_store_calm(gw_sessions *all)
         return;
     gw_sess *s, *tmp;
     DL_FOREACH_SAFE2(all->paused, s, tmp, paused_next)
-        if (s->pause & GW_PAUSE_STORE)
-            gw_sess_pause(s, GW_PAUSE_STORE, false);
+    if (s->pause & GW_PAUSE_STORE)
+        gw_sess_pause(s, GW_PAUSE_STORE, false);
 }
 
 gw_sess *gw_sess_new(gw_server *srv, struct lws *wsi)
@@ -204,8 +204,8 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     bool wrong_kind = s->rx_text != s->json;
-    bool bad_json = !wrong_kind && s->json &&
-                    pr_msgpack_from_json((const char *)msg, msg_n, &sb) != 0;
+    bool bad_json =
+        !wrong_kind && s->json && pr_msgpack_from_json((const char *)msg, msg_n, &sb) != 0;
     if ((wrong_kind || bad_json) && !s->user && !s->loading) {
         srv->n.closes_4001++;
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
@@ -285,7 +285,8 @@ void gw_sessions_sweep(gw_sessions *all, uint64_t now_ms)
             now_ms - s->born_ms >= (uint64_t)cfg->hello_timeout_s * 1000u) {
             n->closes_4001++;
             gw_sess_close(s, 4001, "unauthorized: no hello in time");
-        } else if (s->out.slow && now_ms - s->out.slow_since > (uint64_t)cfg->slow_close_s * 1000u) {
+        } else if (s->out.slow &&
+                   now_ms - s->out.slow_since > (uint64_t)cfg->slow_close_s * 1000u) {
             n->closes_slow++;
             gw_sess_close(s, LWS_CLOSE_STATUS_POLICY_VIOLATION,
                           "slow consumer: not reading its messages");

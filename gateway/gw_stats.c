@@ -50,9 +50,9 @@ static void add_label(table *t, const char *group, const char *key, const char *
 /* A latency of the store as a Prometheus summary (p50, p99, sum, count; in seconds) and
  * as store.<key_p50>, <key_p99> (ms) in the JSON. names: the family, then its _sum and
  * _count samples (literals: the table keeps the pointers). */
-static void summary(table *t, const char *key_p50, const char *key_p99,
-                    const char *const names[3], const char *help, uint64_t p50_us,
-                    uint64_t p99_us, uint64_t sum_us, uint64_t count)
+static void summary(table *t, const char *key_p50, const char *key_p99, const char *const names[3],
+                    const char *help, uint64_t p50_us, uint64_t p99_us, uint64_t sum_us,
+                    uint64_t count)
 {
     add_label(t, "store", key_p50, names[0], "summary", help, "quantile", "0.5",
               (double)p50_us / 1e6);
@@ -106,8 +106,7 @@ static void snapshot(gw_server *srv, table *t)
     double r_sends, r_deliveries, r_pushes;
     rates(srv, &r_sends, &r_deliveries, &r_pushes);
     uint64_t users, groups_online, lag_members, lag_total, lag_max, ack_writes, ack_entries;
-    gw_registry_figures(srv->registry, &users, &groups_online, &lag_members, &lag_total,
-                        &lag_max);
+    gw_registry_figures(srv->registry, &users, &groups_online, &lag_members, &lag_total, &lag_max);
     gw_acks_figures(srv->acks, &ack_writes, &ack_entries);
 
     add(t, NULL, "node", "gw_node_info", "gauge",
@@ -123,8 +122,7 @@ static void snapshot(gw_server *srv, table *t)
       n->connections);
     G("sessions", "authenticated", "gw_sessions_authenticated", "Sessions past hello",
       gw_sessions_authenticated(srv->sessions));
-    C("sessions", "auth_failures", "gw_auth_failures_total", "Refused tokens",
-      n->auth_failures);
+    C("sessions", "auth_failures", "gw_auth_failures_total", "Refused tokens", n->auth_failures);
     G(NULL, "users_online", "gw_users_online", "Users with at least one session", users);
     G("groups", "total", "gw_groups", "Groups in the store", st.groups);
     G("groups", "online", "gw_groups_online", "Groups with an online member", groups_online);
@@ -142,8 +140,7 @@ static void snapshot(gw_server *srv, table *t)
     R("messages", "pushes_per_s", r_pushes);
     C("traffic", "bytes_in", "gw_received_bytes_total", "WebSocket payload bytes received",
       n->bytes_in);
-    C("traffic", "bytes_out", "gw_sent_bytes_total", "WebSocket payload bytes sent",
-      n->bytes_out);
+    C("traffic", "bytes_out", "gw_sent_bytes_total", "WebSocket payload bytes sent", n->bytes_out);
     C("traffic", "frames_in", "gw_frames_received_total", "WebSocket messages received",
       n->frames_in);
     C("traffic", "frames_out", "gw_frames_sent_total", "WebSocket frames sent (batches count once)",
@@ -151,8 +148,8 @@ static void snapshot(gw_server *srv, table *t)
     C("acks", "received", "gw_acks_received_total", "Ack entries received", n->acks_received);
     C("acks", "frames", "gw_ack_frames_total", "Ack frames received", n->ack_frames);
     C("acks", "writes", "gw_ack_writes_total", "Ack batches persisted", ack_writes);
-    C("acks", "entries_written", "gw_ack_entries_written_total",
-      "Coalesced acks persisted", ack_entries);
+    C("acks", "entries_written", "gw_ack_entries_written_total", "Coalesced acks persisted",
+      ack_entries);
     add(t, "acks", "deliveries_per_ack_frame", "gw_deliveries_per_ack_frame", "gauge",
         "Live deliveries per ack frame received (ack compression)",
         n->ack_frames ? (double)n->deliveries / (double)n->ack_frames : 0.0, false);
@@ -162,15 +159,17 @@ static void snapshot(gw_server *srv, table *t)
       "Requests that waited for the session's requests before them", n->requests_waited);
     C("slow_consumers", "switches", "gw_slow_consumer_switches_total",
       "Sessions switched from pushes to notify", n->slow_switches);
-    C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent",
-      n->notifies);
+    C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent", n->notifies);
     for (int code = PR_E_BAD_FRAME; code >= PR_E_LAST; code--) {
         if (code == PR_E_NOMEM)
             continue;
         add_label(t, "errors", pr_err_name(code), "gw_errors_total", "counter",
                   "err replies sent, by code", "code", pr_err_name(code), (double)n->errors[-code]);
     }
-    static const struct { const char *key; size_t off; } closes[] = {
+    static const struct {
+        const char *key;
+        size_t off;
+    } closes[] = {
         {"unauthorized", offsetof(gw_counters, closes_4001)},
         {"policy", offsetof(gw_counters, closes_1008)},
         {"too_large", offsetof(gw_counters, closes_1009)},
@@ -181,7 +180,10 @@ static void snapshot(gw_server *srv, table *t)
         add_label(t, "closes", closes[i].key, "gw_session_closes_total", "counter",
                   "Sessions the gateway closed, by reason", "reason", closes[i].key,
                   (double)*(const uint64_t *)((const char *)n + closes[i].off));
-    static const struct { const char *key; size_t off; } limited[] = {
+    static const struct {
+        const char *key;
+        size_t off;
+    } limited[] = {
         {"sends", offsetof(gw_counters, rate_sends_refused)},
         {"bytes", offsetof(gw_counters, rate_bytes_refused)},
         {"connections", offsetof(gw_counters, rate_conns_refused)},
@@ -189,7 +191,8 @@ static void snapshot(gw_server *srv, table *t)
     for (size_t i = 0; i < sizeof(limited) / sizeof(limited[0]); i++)
         add_label(t, "rate_limits", limited[i].key, "gw_rate_limited_total", "counter",
                   "Sends refused with rate_limited (by the send or the byte rate) and "
-                  "connections refused (per source address)", "limit", limited[i].key,
+                  "connections refused (per source address)",
+                  "limit", limited[i].key,
                   (double)*(const uint64_t *)((const char *)n + limited[i].off));
     C("rate_limits", "byte_pauses", "gw_rate_byte_pauses_total",
       "Frames that overdrew a session's byte rate (reading paused until paid)",
@@ -214,11 +217,11 @@ static void snapshot(gw_server *srv, table *t)
     add(t, "store", "messages_per_commit", NULL, NULL, NULL,
         st.commits ? (double)st.appends / (double)st.commits : 0.0, false);
     static const char *const commit_names[3] = {"gw_store_commit_duration_seconds",
-                                                 "gw_store_commit_duration_seconds_sum",
-                                                 "gw_store_commit_duration_seconds_count"};
+                                                "gw_store_commit_duration_seconds_sum",
+                                                "gw_store_commit_duration_seconds_count"};
     static const char *const read_names[3] = {"gw_store_read_duration_seconds",
-                                               "gw_store_read_duration_seconds_sum",
-                                               "gw_store_read_duration_seconds_count"};
+                                              "gw_store_read_duration_seconds_sum",
+                                              "gw_store_read_duration_seconds_count"};
     summary(t, "commit_p50_ms", "commit_p99_ms", commit_names,
             "Time of one group commit (last 1024 commits)", st.commit_p50_us, st.commit_p99_us,
             st.commit_us_sum, st.commits + st.commit_failures);
@@ -231,8 +234,7 @@ static void snapshot(gw_server *srv, table *t)
     G("store", "writable", "gw_store_writable", "1 while the store accepts writes",
       st.writable ? 1 : 0);
     C("store", "write_errors", "gw_store_write_errors_total",
-      "Failed writes to the store's disk (commits, idle probes, reopen attempts)",
-      st.write_errors);
+      "Failed writes to the store's disk (commits, idle probes, reopen attempts)", st.write_errors);
     C("store", "recoveries", "gw_store_recoveries_total",
       "Times the store took writes again after failing", st.recoveries);
     add(t, "store", "unwritable_s", "gw_store_unwritable_seconds", "gauge",
@@ -247,12 +249,12 @@ static void snapshot(gw_server *srv, table *t)
       st.feed_connected ? 1 : 0);
     C("cluster", "feed_notifications", "gw_feed_notifications_total",
       "Announcements received from other gateways", st.feed_notifications);
-    C("cluster", "feed_changes", "gw_feed_changes_total",
-      "Changes in the announcements received", st.feed_changes);
+    C("cluster", "feed_changes", "gw_feed_changes_total", "Changes in the announcements received",
+      st.feed_changes);
     C("cluster", "feed_bytes", "gw_feed_bytes_total", "Payload bytes of those announcements",
       st.feed_bytes);
-    C("cluster", "feed_applied", "gw_feed_applied_total",
-      "Other gateways' changes applied here", n->feed_applied);
+    C("cluster", "feed_applied", "gw_feed_applied_total", "Other gateways' changes applied here",
+      n->feed_applied);
     C("cluster", "feed_dropped", "gw_feed_dropped_total",
       "Changes dropped because the service thread fell behind (a resync replaced them)",
       fq_dropped);
@@ -263,22 +265,21 @@ static void snapshot(gw_server *srv, table *t)
     C("cluster", "announcements", "gw_feed_announcements_total",
       "Announcements this gateway's commits made", st.feed_announced);
     C("cluster", "hints", "gw_feed_hints_total",
-      "Messages announced without their record (too large for a notification)",
-      st.feed_hints);
+      "Messages announced without their record (too large for a notification)", st.feed_hints);
     C("cluster", "laggards_ended", "gw_feed_laggards_ended_total",
-      "Other gateways' listeners ended for not reading their notifications",
-      st.feed_laggards);
+      "Other gateways' listeners ended for not reading their notifications", st.feed_laggards);
     add(t, "cluster", "notify_queue_usage", "gw_notify_queue_usage", "gauge",
         "pg_notification_queue_usage(): the database's notification queue in use (0..1)",
         st.notify_queue_usage, false);
     G("cluster", "holes", "gw_groups_with_hole",
-      "Online groups waiting for a message before they can push on", gw_deliver_holes(srv->deliver));
-    C("cluster", "held", "gw_messages_held_total",
-      "Messages held until the ones before them came", n->held);
+      "Online groups waiting for a message before they can push on",
+      gw_deliver_holes(srv->deliver));
+    C("cluster", "held", "gw_messages_held_total", "Messages held until the ones before them came",
+      n->held);
     C("cluster", "hole_reads", "gw_hole_reads_total",
       "Reads of the store to fill a hole in a group's pushes", n->hole_reads);
-    C("cluster", "hole_messages", "gw_hole_messages_total",
-      "Messages pushed from those reads", n->hole_msgs);
+    C("cluster", "hole_messages", "gw_hole_messages_total", "Messages pushed from those reads",
+      n->hole_msgs);
     C("cluster", "hole_notifies", "gw_hole_notifies_total",
       "Holes too large to push, told as notify instead", n->hole_notifies);
     C("api", "requests", "gw_api_requests_total",
@@ -293,14 +294,13 @@ static void snapshot(gw_server *srv, table *t)
       n->webhook_passes);
     C("webhook", "events", "gw_webhook_events_total", "Unread events made", n->webhook_events);
     C("webhook", "missed", "gw_webhook_missed_total",
-      "Messages or acks not looked at (too many waiting, or the store failing)",
-      n->webhook_missed);
+      "Messages or acks not looked at (too many waiting, or the store failing)", n->webhook_missed);
     C("webhook", "read_errors", "gw_webhook_read_errors_total",
       "Store reads of those looks that failed (tried again)", n->webhook_read_errors);
     G("webhook", "queued", "gw_webhook_queued_events", "Events waiting or being sent",
       n->webhook_queued);
-    C("webhook", "delivered", "gw_webhook_delivered_total",
-      "Events the receiver took (2xx)", n->webhook_delivered);
+    C("webhook", "delivered", "gw_webhook_delivered_total", "Events the receiver took (2xx)",
+      n->webhook_delivered);
     C("webhook", "batches", "gw_webhook_batches_total", "Batches the receiver took",
       n->webhook_batches);
     C("webhook", "attempts", "gw_webhook_attempts_total", "POSTs made (first tries and retries)",
@@ -311,8 +311,7 @@ static void snapshot(gw_server *srv, table *t)
     C("webhook", "timeouts", "gw_webhook_timeouts_total",
       "POSTs given up for --webhook-timeout (among the failures)", n->webhook_timeouts);
     C("webhook", "rejected", "gw_webhook_rejected_total",
-      "Events dropped because the receiver refused their batch (3xx, 4xx)",
-      n->webhook_rejected);
+      "Events dropped because the receiver refused their batch (3xx, 4xx)", n->webhook_rejected);
     C("webhook", "dropped", "gw_webhook_dropped_total",
       "Events dropped because the queue was full (--webhook-queue)", n->webhook_dropped);
     G("webhook", "last_status", "gw_webhook_last_status",

@@ -20,7 +20,7 @@ typedef struct gw_counters {
     uint64_t sends, sends_dup, pushes, deliveries, notifies, slow_switches;
     uint64_t acks_received, ack_frames;
     uint64_t pages, page_msgs;
-    uint64_t requests_waited; /* requests that waited for the ones before them */
+    uint64_t requests_waited;       /* requests that waited for the ones before them */
     uint64_t errors[1 - PR_E_LAST]; /* by -PR_E* code */
     uint64_t closes_1008, closes_1009, closes_4001, closes_slow, closes_4013;
     uint64_t rate_sends_refused, rate_bytes_refused, rate_byte_pauses, rate_conns_refused;

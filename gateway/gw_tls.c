@@ -43,8 +43,8 @@ static int write_pem(const char *path, EVP_PKEY *key, X509 *cert)
             close(fd);
         return -1;
     }
-    int ok = key ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)
-                 : PEM_write_X509(f, cert);
+    int ok =
+        key ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) : PEM_write_X509(f, cert);
     return (fclose(f) == 0 && ok) ? 0 : -1;
 }
 
@@ -75,13 +75,12 @@ static int generate(const char *cert_path, const char *key_path)
     X509_gmtime_adj(X509_getm_notAfter(cert), (long)VALID_DAYS * 86400);
     X509_set_pubkey(cert, key);
     X509_NAME *name = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1,
-                               -1, 0);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1,
+                               0);
     X509_set_issuer_name(cert, name);
     if (add_ext(cert, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1,IP:::1") ||
         add_ext(cert, NID_basic_constraints, "critical,CA:FALSE") ||
-        add_ext(cert, NID_ext_key_usage, "serverAuth") ||
-        !X509_sign(cert, key, EVP_sha256()))
+        add_ext(cert, NID_ext_key_usage, "serverAuth") || !X509_sign(cert, key, EVP_sha256()))
         goto out;
     if (write_pem(key_path, key, NULL) || write_pem(cert_path, NULL, cert))
         goto out;
@@ -112,7 +111,8 @@ int gw_tls_self_signed(const char *data, char *cert, size_t cert_n, char *key, s
     }
     gw_info("TLS: no --cert/--key given: made a self-signed certificate for localhost, "
             "%s (valid %d days; browsers will warn about it; give --cert and --key for a "
-            "real one)", cert, VALID_DAYS);
+            "real one)",
+            cert, VALID_DAYS);
     return 0;
 }
 

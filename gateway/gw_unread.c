@@ -31,13 +31,13 @@
 #include <string.h>
 #include <utlist.h>
 
-#define DUE_MAX      100000 /* entries waiting for their delay */
-#define RANGE_MAX    64     /* consecutive mids of a group looked at in one pass */
-#define MERGE_MS     200    /* ... stored within this long of the range's first */
-#define SCANS_MAX    16     /* passes under way at once */
+#define DUE_MAX 100000 /* entries waiting for their delay */
+#define RANGE_MAX 64   /* consecutive mids of a group looked at in one pass */
+#define MERGE_MS 200   /* ... stored within this long of the range's first */
+#define SCANS_MAX 16   /* passes under way at once */
 #define MEMBERS_PAGE 1000
-#define RECENT_N     16384 /* ids of the events made lately (direct-mapped) */
-#define RETRIES      5     /* a pass the store failed is tried again, a second apart */
+#define RECENT_N 16384 /* ids of the events made lately (direct-mapped) */
+#define RETRIES 5      /* a pass the store failed is tried again, a second apart */
 #define STARTS_MAX                                                                                 \
     64 /* passes started per look at the due list: RocksDB answers at                              \
         * once, so a pass runs whole inside its start; this bounds what                            \
@@ -90,17 +90,20 @@ struct gw_unread {
 gw_unread *gw_unread_new(gw_server *srv)
 {
     gw_unread *u = calloc(1, sizeof(*u));
-    if (!u) return NULL;
+    if (!u)
+        return NULL;
     u->srv = srv;
     return u;
 }
 
 void gw_unread_free(gw_unread *u)
 {
-    if (!u) return;
+    if (!u)
+        return;
     ev_timer_stop(u->srv->loop, &u->timer);
     due *d, *tmp;
-    LL_FOREACH_SAFE(u->head, d, tmp) free(d);
+    LL_FOREACH_SAFE (u->head, d, tmp)
+        free(d);
     /* No pass is under way: the server frees this after the store closed and every
      * completion ran. */
     free(u);
@@ -142,7 +145,8 @@ static due *due_new(gw_unread *u, const char *gid, uint64_t at_ms)
 
 void gw_unread_stored(gw_unread *u, const char *gid, uint64_t mid)
 {
-    if (!u) return;
+    if (!u)
+        return;
     uint64_t at = gw_mono_ms() + u->srv->cfg.webhook_delay_ms;
     due *t = u->tail;
     /* The next message of the range at the tail: it waits with it (a little longer). */
@@ -153,7 +157,8 @@ void gw_unread_stored(gw_unread *u, const char *gid, uint64_t mid)
         return;
     }
     due *d = due_new(u, gid, at);
-    if (!d) return;
+    if (!d)
+        return;
     d->lo = d->hi = mid;
     enqueue(u, d);
 }
@@ -161,9 +166,11 @@ void gw_unread_stored(gw_unread *u, const char *gid, uint64_t mid)
 void gw_unread_acked(gw_unread *u, const char *gid, const char *uid, uint64_t ack,
                      uint64_t last_mid)
 {
-    if (!u || ack >= last_mid) return;
+    if (!u || ack >= last_mid)
+        return;
     due *d = due_new(u, gid, gw_mono_ms() + u->srv->cfg.webhook_delay_ms);
-    if (!d) return;
+    if (!d)
+        return;
     d->ack = true;
     d->lo = d->hi = ack;
     snprintf(d->uid, sizeof(d->uid), "%s", uid);
@@ -184,7 +191,8 @@ static uint64_t event_id(const char *gid, const char *uid, uint64_t first, char 
     uint64_t k = 0;
     for (int i = 0; i < 16; i++) {
         snprintf(hex + 2 * i, 3, "%02x", md[i]);
-        if (i < 8) k = k << 8 | md[i];
+        if (i < 8)
+            k = k << 8 | md[i];
     }
     return k;
 }
@@ -201,16 +209,19 @@ static void make_event(gw_unread *u, const char *gid, const cand *c, uint64_t la
     char id[33];
     uint64_t k = event_id(gid, c->uid, m->mid, id);
     uint64_t *slot = &u->recent[k % RECENT_N];
-    if (*slot == k) return; /* made here lately */
+    if (*slot == k)
+        return; /* made here lately */
     json_t *msg = gw_json_message(m->mid, m->ts, &r, srv->cfg.webhook_body);
     json_t *ev =
         json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}", "id", id, "type", "unread",
                   "gid", gid, "uid", c->uid, "first_unread", (json_int_t)m->mid, "unread",
                   (json_int_t)(last_mid > c->ack ? last_mid - c->ack : 0), "last_mid",
                   (json_int_t)last_mid, "message", msg, "ts", (json_int_t)gw_now_ms());
-    if (!ev) return;
+    if (!ev)
+        return;
     srv->n.webhook_events++;
-    if (gw_webhook_push(srv->webhook, ev)) *slot = k; /* queued: not made again for a while */
+    if (gw_webhook_push(srv->webhook, ev))
+        *slot = k; /* queued: not made again for a while */
 }
 
 /* ---- passes ------------------------------------------------------------------------- */
@@ -311,7 +322,8 @@ static void pass_step(gw_job *jb)
                 memcpy(p->after, m.uid.p, m.uid.n);
                 p->after[m.uid.n] = 0;
             }
-            if (m.uid.n > PR_MAX_ID || m.ack + 1 < p->d->lo || m.ack + 1 > p->d->hi) continue;
+            if (m.uid.n > PR_MAX_ID || m.ack + 1 < p->d->lo || m.ack + 1 > p->d->hi)
+                continue;
             cand *c = &p->c[p->n++];
             memcpy(c->uid, m.uid.p, m.uid.n);
             c->uid[m.uid.n] = 0;
@@ -340,7 +352,8 @@ static void pass_step(gw_job *jb)
         return;
     case P_MESSAGES: {
         uint64_t last = st_page_last_mid(op->page);
-        if (last < p->last_mid) last = p->last_mid;
+        if (last < p->last_mid)
+            last = p->last_mid;
         size_t k = st_page_count(op->page);
         for (size_t i = 0; i < p->n; i++)
             for (size_t j = 0; j < k; j++) {
@@ -363,7 +376,8 @@ static void pass_step(gw_job *jb)
 static void start_pass(gw_unread *u, due *d)
 {
     pass *p = calloc(1, sizeof(*p));
-    if (p) p->c = calloc(d->ack ? 1 : MEMBERS_PAGE, sizeof(cand));
+    if (p)
+        p->c = calloc(d->ack ? 1 : MEMBERS_PAGE, sizeof(cand));
     if (!p || !p->c) {
         free(p);
         free(d);
@@ -383,19 +397,22 @@ static void start_pass(gw_unread *u, due *d)
 /* Starts the passes that are due, as many as may run. */
 static void pop_due(gw_unread *u)
 {
-    if (u->popping) return;
+    if (u->popping)
+        return;
     u->popping = true;
     uint64_t now = gw_mono_ms();
     unsigned started = 0;
     while (u->head && u->head->at_ms <= now && u->passes < SCANS_MAX && started++ < STARTS_MAX) {
         due *d = u->head;
         u->head = d->next;
-        if (!u->head) u->tail = NULL;
+        if (!u->head)
+            u->tail = NULL;
         u->n_due--;
         start_pass(u, d);
     }
     u->popping = false;
-    if (!u->head) ev_timer_stop(u->srv->loop, &u->timer);
+    if (!u->head)
+        ev_timer_stop(u->srv->loop, &u->timer);
 }
 
 static void tick(struct ev_loop *loop, ev_timer *w, int revents)

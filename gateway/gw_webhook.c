@@ -28,9 +28,9 @@
 #include <string.h>
 #include <utlist.h>
 
-#define LINGER_S           0.1
-#define BACKOFF_MIN_S      0.5
-#define BACKOFF_MAX_S      30.0
+#define LINGER_S 0.1
+#define BACKOFF_MIN_S 0.5
+#define BACKOFF_MAX_S 30.0
 #define CONNECT_TIMEOUT_MS 5000L
 
 /* libcurl's interest in one socket, as a libev watcher. */
@@ -102,7 +102,8 @@ static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *soc
     }
     if (!s) {
         s = calloc(1, sizeof(*s));
-        if (!s) return -1;
+        if (!s)
+            return -1;
         s->fd = fd;
         s->w = w;
         DL_APPEND(w->watches, s);
@@ -156,13 +157,15 @@ static void end_batch(gw_webhook *w)
 /* What comes next: a batch at once if a whole one waits, else after the linger. */
 static void next(gw_webhook *w)
 {
-    if (w->busy || w->len == 0) return;
+    if (w->busy || w->len == 0)
+        return;
     if (w->len >= w->srv->cfg.webhook_batch) { /* a whole batch waits: no more lingering */
         ev_timer_stop(w->srv->loop, &w->send_timer);
         start_batch(w);
         return;
     }
-    if (ev_is_active(&w->send_timer)) return;
+    if (ev_is_active(&w->send_timer))
+        return;
     ev_timer_set(&w->send_timer, LINGER_S, 0);
     ev_timer_start(w->srv->loop, &w->send_timer);
 }
@@ -184,7 +187,8 @@ static void retry_later(gw_webhook *w, const char *why)
     double pause = BACKOFF_MIN_S;
     for (unsigned i = 1; i < w->attempt && pause < BACKOFF_MAX_S; i++)
         pause *= 2;
-    if (pause > BACKOFF_MAX_S) pause = BACKOFF_MAX_S;
+    if (pause > BACKOFF_MAX_S)
+        pause = BACKOFF_MAX_S;
     unsigned char r;
     RAND_bytes(&r, 1);
     pause *= 0.8 + 0.4 * r / 255.0; /* jitter: nodes that failed together do not retry so */
@@ -207,7 +211,8 @@ static void finished(gw_webhook *w, CURLcode rc)
     char why[CURL_ERROR_SIZE + 32];
     if (rc != CURLE_OK) {
         snprintf(why, sizeof(why), "%s", w->err[0] ? w->err : curl_easy_strerror(rc));
-        if (rc == CURLE_OPERATION_TIMEDOUT) srv->n.webhook_timeouts++;
+        if (rc == CURLE_OPERATION_TIMEDOUT)
+            srv->n.webhook_timeouts++;
         retry_later(w, why);
         return;
     }
@@ -240,7 +245,8 @@ static void drive(gw_webhook *w, curl_socket_t fd, int action)
     CURLMsg *m;
     int left;
     while ((m = curl_multi_info_read(w->multi, &left)))
-        if (m->msg == CURLMSG_DONE && m->easy_handle == w->easy) finished(w, m->data.result);
+        if (m->msg == CURLMSG_DONE && m->easy_handle == w->easy)
+            finished(w, m->data.result);
 }
 
 /* Signs the batch for this attempt and sends it. */
@@ -311,14 +317,16 @@ static void attempt(gw_webhook *w)
     curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->headers);
     w->err[0] = 0;
     CURLMcode mc = curl_multi_add_handle(w->multi, w->easy);
-    if (mc != CURLM_OK) retry_later(w, curl_multi_strerror(mc));
+    if (mc != CURLM_OK)
+        retry_later(w, curl_multi_strerror(mc));
 }
 
 /* Takes the events at the head of the queue as one batch and sends it. */
 static void start_batch(gw_webhook *w)
 {
     gw_server *srv = w->srv;
-    if (w->busy || w->len == 0) return;
+    if (w->busy || w->len == 0)
+        return;
     json_t *events = json_array();
     size_t n = w->len < srv->cfg.webhook_batch ? w->len : srv->cfg.webhook_batch;
     for (size_t i = 0; i < n; i++) {
@@ -376,7 +384,8 @@ gw_webhook *gw_webhook_new(gw_server *srv)
         return NULL;
     }
     gw_webhook *w = calloc(1, sizeof(*w));
-    if (!w) return NULL;
+    if (!w)
+        return NULL;
     w->srv = srv;
     w->cap = srv->cfg.webhook_queue;
     w->q = calloc(w->cap, sizeof(*w->q));
@@ -404,10 +413,12 @@ gw_webhook *gw_webhook_new(gw_server *srv)
 
 void gw_webhook_free(gw_webhook *w)
 {
-    if (!w) return;
+    if (!w)
+        return;
     gw_server *srv = w->srv;
     size_t lost = w->len + w->batch_n;
-    if (lost) gw_warn("webhook: stopping with %zu events not delivered", lost);
+    if (lost)
+        gw_warn("webhook: stopping with %zu events not delivered", lost);
     ev_timer_stop(srv->loop, &w->curl_timer);
     ev_timer_stop(srv->loop, &w->send_timer);
     end_batch(w);
@@ -415,10 +426,10 @@ void gw_webhook_free(gw_webhook *w)
         json_decref(w->q[(w->head + i) % w->cap]);
     srv->n.webhook_queued = 0;
     free(w->q);
-    if (w->multi) curl_multi_cleanup(w->multi);
+    if (w->multi)
+        curl_multi_cleanup(w->multi);
     sock_watch *s, *tmp;
-    DL_FOREACH_SAFE(w->watches, s, tmp)
-    {
+    DL_FOREACH_SAFE (w->watches, s, tmp) {
         ev_io_stop(srv->loop, &s->io);
         DL_DELETE(w->watches, s);
         free(s);

@@ -23,13 +23,13 @@
 
 /* Protocol limits (defaults; the decoder takes its own copy, see pr_limits). */
 #define PR_MAX_FRAME_DEFAULT (256u * 1024u) /* bytes in one frame */
-#define PR_MAX_BODY_DEFAULT  (64u * 1024u)  /* bytes in one `body` */
-#define PR_MAX_ID            64u            /* bytes in gid, uid, cid */
-#define PR_MAX_KEYS          32u            /* entries in one map */
-#define PR_MAX_DEPTH         4u             /* nesting of maps and arrays */
-#define PR_PAGE_DEFAULT      100u           /* default `limit` of enter and pull */
-#define PR_PAGE_MAX          500u           /* larger limits are clamped to this */
-#define PR_NO_RID            UINT64_MAX     /* encoders: leave `rid` out */
+#define PR_MAX_BODY_DEFAULT (64u * 1024u)   /* bytes in one `body` */
+#define PR_MAX_ID 64u                       /* bytes in gid, uid, cid */
+#define PR_MAX_KEYS 32u                     /* entries in one map */
+#define PR_MAX_DEPTH 4u                     /* nesting of maps and arrays */
+#define PR_PAGE_DEFAULT 100u                /* default `limit` of enter and pull */
+#define PR_PAGE_MAX 500u                    /* larger limits are clamped to this */
+#define PR_NO_RID UINT64_MAX                /* encoders: leave `rid` out */
 
 enum pr_err {
     PR_OK = 0,
@@ -171,8 +171,8 @@ int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_s
 
 /* A `page`, written in three steps: begin (n = number of entries that follow), n entries,
  * then end. Entries must be in ascending mid order. */
-int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid,
-                      bool more, size_t n);
+int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, bool more,
+                      size_t n);
 int pr_enc_page_entry(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, pr_slice record);
 
 /* ---------------------------------------------------------------------------------------
@@ -227,8 +227,7 @@ typedef struct pr_welcome {
 int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, size_t n_groups);
 int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups);
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g);
-int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid,
-                  uint64_t ack);
+int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, uint64_t ack);
 int pr_enc_left(msgpack_sbuffer *b, uint64_t rid, pr_slice gid);
 int pr_enc_sent(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, uint64_t mid,
                 uint64_t ts);

@@ -23,12 +23,17 @@ struct pr_decoder {
 pr_decoder *pr_decoder_new(const pr_limits *lim)
 {
     pr_decoder *d = malloc(sizeof *d);
-    if (!d) goto fail;
+    if (!d)
+        goto fail;
     d->lim = lim ? *lim : pr_limits_default();
-    if (!d->lim.page_default) d->lim.page_default = PR_PAGE_DEFAULT;
-    if (!d->lim.page_max) d->lim.page_max = PR_PAGE_MAX;
-    if (d->lim.page_default > d->lim.page_max) d->lim.page_default = d->lim.page_max;
-    if (!msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE)) goto fail_zone;
+    if (!d->lim.page_default)
+        d->lim.page_default = PR_PAGE_DEFAULT;
+    if (!d->lim.page_max)
+        d->lim.page_max = PR_PAGE_MAX;
+    if (d->lim.page_default > d->lim.page_max)
+        d->lim.page_default = d->lim.page_max;
+    if (!msgpack_zone_init(&d->zone, MSGPACK_ZONE_CHUNK_SIZE))
+        goto fail_zone;
     return d;
 
 fail_zone:
@@ -39,7 +44,8 @@ fail:
 
 void pr_decoder_free(pr_decoder *d)
 {
-    if (!d) return;
+    if (!d)
+        return;
     msgpack_zone_destroy(&d->zone);
     free(d);
 }
@@ -48,7 +54,8 @@ static int unpack(pr_decoder *d, const uint8_t *frame, size_t len, msgpack_objec
                   pr_error *err)
 {
     int rc = pr_validate(frame, len, &d->lim, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     msgpack_zone_clear(&d->zone);
     size_t off = 0;
     msgpack_unpack_return r = msgpack_unpack((const char *)frame, len, &off, &d->zone, root);
@@ -128,7 +135,7 @@ static int lookup(const dctx *c, const char *key, const msgpack_object **o)
             continue;
         if (*o)
             return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' appears more than once", c->what,
-                        key);
+                           key);
         *o = &m->ptr[i].val;
     }
     return 0;
@@ -141,15 +148,18 @@ static bool convert(enum kind kind, const msgpack_object *o, void *dst)
     case K_ID:
     case K_STR:
     case K_NONEMPTY: {
-        if (o->type != MSGPACK_OBJECT_STR) return false;
+        if (o->type != MSGPACK_OBJECT_STR)
+            return false;
         pr_slice s = slice_of(o);
-        if ((kind == K_ID && !pr_id_valid(s)) || (kind == K_NONEMPTY && s.n == 0)) return false;
+        if ((kind == K_ID && !pr_id_valid(s)) || (kind == K_NONEMPTY && s.n == 0))
+            return false;
         *(pr_slice *)dst = s;
         return true;
     }
     case K_U64:
     case K_U32:
-        if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) return false;
+        if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return false;
         if (kind == K_U64)
             *(uint64_t *)dst = o->via.u64;
         else if (o->via.u64 <= UINT32_MAX)
@@ -158,16 +168,19 @@ static bool convert(enum kind kind, const msgpack_object *o, void *dst)
             return false;
         return true;
     case K_BOOL:
-        if (o->type != MSGPACK_OBJECT_BOOLEAN) return false;
+        if (o->type != MSGPACK_OBJECT_BOOLEAN)
+            return false;
         *(bool *)dst = o->via.boolean;
         return true;
     case K_BODY:
-        if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN) return false;
+        if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN)
+            return false;
         ((pr_body *)dst)->data = slice_of(o);
         ((pr_body *)dst)->is_bin = o->type == MSGPACK_OBJECT_BIN;
         return true;
     case K_ARRAY:
-        if (o->type != MSGPACK_OBJECT_ARRAY) return false;
+        if (o->type != MSGPACK_OBJECT_ARRAY)
+            return false;
         *(const msgpack_object **)dst = o;
         return true;
     }
@@ -180,17 +193,20 @@ static int read_field(const dctx *c, const char *key, enum kind kind, bool optio
 {
     const msgpack_object *o;
     int rc = lookup(c, key, &o);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if (!o)
-        return optional ? 0
-                        : pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' is missing", c->what, key);
+        return optional
+                   ? 0
+                   : pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' is missing", c->what, key);
     if (!convert(kind, o, dst))
         return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' must be %s", c->what, key,
-                    kind_rule[kind]);
+                       kind_rule[kind]);
     if (kind == K_BODY && ((pr_body *)dst)->data.n > c->max_body)
         return pr_fail(c->err, PR_E_TOO_LARGE, "%s: field '%s' is over the %zu-byte limit", c->what,
-                    key, c->max_body);
-    if (present) *present = true;
+                       key, c->max_body);
+    if (present)
+        *present = true;
     return 0;
 }
 
@@ -201,7 +217,8 @@ static int read_fields(const dctx *c, const field *f, size_t n, void *base,
     for (size_t i = 0; i < n; i++) {
         void *dst = f[i].kind == K_ARRAY ? (void *)array : (char *)base + f[i].off;
         int rc = read_field(c, f[i].key, f[i].kind, f[i].optional, dst, NULL);
-        if (rc) return rc;
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -211,8 +228,10 @@ static int read_t(const dctx *c, pr_slice *t)
 {
     const msgpack_object *o;
     int rc = lookup(c, "t", &o);
-    if (rc) return rc;
-    if (!o) return pr_fail(c->err, PR_E_BAD_TYPE, "%s: field 't' is missing", c->what);
+    if (rc)
+        return rc;
+    if (!o)
+        return pr_fail(c->err, PR_E_BAD_TYPE, "%s: field 't' is missing", c->what);
     if (o->type != MSGPACK_OBJECT_STR)
         return pr_fail(c->err, PR_E_BAD_TYPE, "%s: field 't' must be a string", c->what);
     *t = slice_of(o);
@@ -249,7 +268,8 @@ static int read_limit(const dctx *c, pr_req *out)
 {
     uint64_t v = c->page_default;
     int rc = read_field(c, "limit", K_U64, true, &v, NULL);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if (v == 0)
         return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'limit' must be at least 1", c->what);
     out->limit = v > c->page_max ? c->page_max : (uint32_t)v;
@@ -259,11 +279,13 @@ static int read_limit(const dctx *c, pr_req *out)
 static int read_after_before(const dctx *c, pr_req *out)
 {
     int rc = read_field(c, "after", K_U64, true, &out->after, &out->has_after);
-    if (!rc) rc = read_field(c, "before", K_U64, true, &out->before, &out->has_before);
-    if (rc) return rc;
+    if (!rc)
+        rc = read_field(c, "before", K_U64, true, &out->before, &out->has_before);
+    if (rc)
+        return rc;
     if (out->has_after == out->has_before)
         return pr_fail(c->err, PR_E_BAD_FIELD, "%s: exactly one of 'after' and 'before' is needed",
-                    c->what);
+                       c->what);
     if (out->has_before && out->before == 0)
         return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'before' must be at least 1", c->what);
     return 0;
@@ -273,8 +295,10 @@ static int read_acks(const dctx *c, pr_req *out)
 {
     const msgpack_object *o;
     int rc = lookup(c, "acks", &o);
-    if (rc) return rc;
-    if (!o) return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'acks' is missing", c->what);
+    if (rc)
+        return rc;
+    if (!o)
+        return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'acks' is missing", c->what);
     if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
         return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'acks' must be a non-empty map", c->what);
     const msgpack_object_map *m = &o->via.map;
@@ -284,13 +308,15 @@ static int read_acks(const dctx *c, pr_req *out)
         pr_ack *a = &out->acks[i];
         if (!convert(K_ID, &m->ptr[i].key, &a->gid))
             return pr_fail(c->err, PR_E_BAD_FIELD, "%s: every key of 'acks' must be %s", c->what,
-                        kind_rule[K_ID]);
+                           kind_rule[K_ID]);
         if (!convert(K_U64, &m->ptr[i].val, &a->mid))
             return pr_fail(c->err, PR_E_BAD_FIELD,
-                        "%s: every value of 'acks' must be an unsigned integer (a mid)", c->what);
+                           "%s: every value of 'acks' must be an unsigned integer (a mid)",
+                           c->what);
         for (uint32_t j = 0; j < i; j++)
             if (slice_eq(out->acks[j].gid, a->gid))
-                return pr_fail(c->err, PR_E_BAD_FIELD, "%s: a gid appears twice in 'acks'", c->what);
+                return pr_fail(c->err, PR_E_BAD_FIELD, "%s: a gid appears twice in 'acks'",
+                               c->what);
     }
     out->n_acks = m->size;
     return 0;
@@ -301,37 +327,40 @@ int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, 
     msgpack_object root;
     memset(out, 0, sizeof *out);
     int rc = unpack(d, frame, len, &root, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     if (root.type != MSGPACK_OBJECT_MAP)
         return pr_fail(err, PR_E_BAD_FRAME, "a request must be a map");
 
     /* rid first, so that an error about anything else can still carry it. */
     dctx c = {&root, "request", d->lim.max_body, err, d->lim.page_default, d->lim.page_max};
     rc = read_field(&c, "rid", K_U64, true, &out->rid, &out->has_rid);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     pr_slice t;
-    if ((rc = read_t(&c, &t))) return rc;
+    if ((rc = read_t(&c, &t)))
+        return rc;
     const struct req_type *ty = NULL;
     for (size_t i = 0; i < sizeof req_types / sizeof req_types[0] && !ty; i++)
-        if (slice_is(t, req_types[i].name)) ty = &req_types[i];
-    if (!ty) return pr_fail(err, PR_E_BAD_TYPE, "request: unknown type in field 't'");
+        if (slice_is(t, req_types[i].name))
+            ty = &req_types[i];
+    if (!ty)
+        return pr_fail(err, PR_E_BAD_TYPE, "request: unknown type in field 't'");
 
     c.what = ty->name;
-    if ((rc = read_fields(&c, ty->fields, ty->n_fields, out, NULL))) return rc;
+    if ((rc = read_fields(&c, ty->fields, ty->n_fields, out, NULL)))
+        return rc;
     switch (ty->t) {
     case PR_REQ_PULL:
-        if ((rc = read_after_before(&c, out))) return rc;
+        if ((rc = read_after_before(&c, out)))
+            return rc;
         /* fall through */
-    case PR_REQ_ENTER:
-        rc = read_limit(&c, out);
-        break;
-    case PR_REQ_ACK:
-        rc = read_acks(&c, out);
-        break;
-    default:
-        break;
+    case PR_REQ_ENTER: rc = read_limit(&c, out); break;
+    case PR_REQ_ACK: rc = read_acks(&c, out); break;
+    default: break;
     }
-    if (!rc) out->t = ty->t;
+    if (!rc)
+        out->t = ty->t;
     return rc;
 }
 
@@ -423,7 +452,8 @@ static const struct ev_type {
 static int read_elem(const msgpack_object *o, enum elem elem, void *out, pr_error *err)
 {
     const char *what = elem == E_GROUP ? "entry of 'groups'" : "entry of 'msgs'";
-    if (o->type != MSGPACK_OBJECT_MAP) return pr_fail(err, PR_E_BAD_FIELD, "%s: must be a map", what);
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return pr_fail(err, PR_E_BAD_FIELD, "%s: must be a map", what);
     dctx c = {o, what, SIZE_MAX, err, PR_PAGE_DEFAULT, PR_PAGE_MAX};
     if (elem == E_GROUP) {
         memset(out, 0, sizeof(pr_group));
@@ -454,7 +484,8 @@ int pr_event_message(const pr_event *ev, size_t i, pr_message *out)
 static int err_code_of(pr_slice name)
 {
     for (int code = PR_E_BAD_FRAME; code >= PR_E_LAST; code--)
-        if (code != PR_E_NOMEM && slice_is(name, pr_err_name(code))) return code;
+        if (code != PR_E_NOMEM && slice_is(name, pr_err_name(code)))
+            return code;
     return 0;
 }
 
@@ -466,15 +497,19 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
     dctx c = {o, "message", SIZE_MAX, err, PR_PAGE_DEFAULT, PR_PAGE_MAX};
     pr_slice t;
     int rc = read_field(&c, "rid", K_U64, true, &ev->rid, &ev->has_rid);
-    if (rc || (rc = read_t(&c, &t))) return rc;
+    if (rc || (rc = read_t(&c, &t)))
+        return rc;
     const struct ev_type *ty = NULL;
     for (size_t i = 0; i < sizeof ev_types / sizeof ev_types[0] && !ty; i++)
-        if (slice_is(t, ev_types[i].name)) ty = &ev_types[i];
-    if (!ty) return pr_fail(err, PR_E_BAD_TYPE, "message: unknown type in field 't'");
+        if (slice_is(t, ev_types[i].name))
+            ty = &ev_types[i];
+    if (!ty)
+        return pr_fail(err, PR_E_BAD_TYPE, "message: unknown type in field 't'");
 
     c.what = ty->name;
     const msgpack_object *arr = NULL;
-    if ((rc = read_fields(&c, ty->fields, ty->n_fields, ev, &arr))) return rc;
+    if ((rc = read_fields(&c, ty->fields, ty->n_fields, ev, &arr)))
+        return rc;
     if (arr) {
         ev->items_ = arr->via.array.ptr;
         ev->n_items = arr->via.array.size;
@@ -486,9 +521,11 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
             pr_group g;
             pr_message m;
         } tmp;
-        if ((rc = read_elem(&arr->via.array.ptr[i], ty->elem, &tmp, err))) return rc;
+        if ((rc = read_elem(&arr->via.array.ptr[i], ty->elem, &tmp, err)))
+            return rc;
     }
-    if (ty->t == PR_EV_ERR) ev->err_code = err_code_of(ev->err_name);
+    if (ty->t == PR_EV_ERR)
+        ev->err_code = err_code_of(ev->err_name);
     ev->t = ty->t;
     return 0;
 }
@@ -498,7 +535,8 @@ int pr_decode_events(pr_decoder *d, const uint8_t *frame, size_t len, pr_event_c
 {
     msgpack_object root;
     int rc = unpack(d, frame, len, &root, err);
-    if (rc) return rc;
+    if (rc)
+        return rc;
     const msgpack_object *msgs = &root;
     size_t n = 1;
     if (root.type == MSGPACK_OBJECT_ARRAY) {
@@ -511,10 +549,12 @@ int pr_decode_events(pr_decoder *d, const uint8_t *frame, size_t len, pr_event_c
     /* Check the whole batch first: cb then sees all of a frame or none of it. */
     pr_event ev;
     for (size_t i = 0; i < n; i++)
-        if ((rc = decode_event(&msgs[i], &ev, err))) return rc;
+        if ((rc = decode_event(&msgs[i], &ev, err)))
+            return rc;
     for (size_t i = 0; i < n && cb; i++) {
         decode_event(&msgs[i], &ev, NULL);
-        if ((rc = cb(ud, &ev))) return rc;
+        if ((rc = cb(ud, &ev)))
+            return rc;
     }
     return 0;
 }

@@ -12,28 +12,17 @@
 const char *pr_err_name(int err)
 {
     switch (err) {
-    case PR_E_BAD_FRAME:
-        return "bad_frame";
-    case PR_E_BAD_TYPE:
-        return "bad_type";
-    case PR_E_BAD_FIELD:
-        return "bad_field";
-    case PR_E_TOO_LARGE:
-        return "too_large";
-    case PR_E_UNAUTHORIZED:
-        return "unauthorized";
-    case PR_E_NOT_MEMBER:
-        return "not_member";
-    case PR_E_NO_GROUP:
-        return "no_group";
-    case PR_E_RATE_LIMITED:
-        return "rate_limited";
-    case PR_E_OVERLOADED:
-        return "overloaded";
-    case PR_E_UNAVAILABLE:
-        return "unavailable";
-    default:
-        return "internal";
+    case PR_E_BAD_FRAME: return "bad_frame";
+    case PR_E_BAD_TYPE: return "bad_type";
+    case PR_E_BAD_FIELD: return "bad_field";
+    case PR_E_TOO_LARGE: return "too_large";
+    case PR_E_UNAUTHORIZED: return "unauthorized";
+    case PR_E_NOT_MEMBER: return "not_member";
+    case PR_E_NO_GROUP: return "no_group";
+    case PR_E_RATE_LIMITED: return "rate_limited";
+    case PR_E_OVERLOADED: return "overloaded";
+    case PR_E_UNAVAILABLE: return "unavailable";
+    default: return "internal";
     }
 }
 
@@ -54,36 +43,42 @@ static enc enc_start(msgpack_sbuffer *b)
 
 static int enc_end(enc *e)
 {
-    if (e->rc) e->b->size = e->start;
+    if (e->rc)
+        e->b->size = e->start;
     return e->rc;
 }
 
 /* msgpack_pack_* return non-zero when the sbuffer cannot grow. */
 static void check(enc *e, int r)
 {
-    if (r && !e->rc) e->rc = PR_E_NOMEM;
+    if (r && !e->rc)
+        e->rc = PR_E_NOMEM;
 }
 
 /* MessagePack lengths and counts are 32-bit; refuse rather than write a wrong header. */
 static bool fits(enc *e, size_t n)
 {
-    if (n > UINT32_MAX && !e->rc) e->rc = PR_E_TOO_LARGE;
+    if (n > UINT32_MAX && !e->rc)
+        e->rc = PR_E_TOO_LARGE;
     return !e->rc;
 }
 
 static void map(enc *e, size_t n)
 {
-    if (fits(e, n)) check(e, msgpack_pack_map(&e->pk, n));
+    if (fits(e, n))
+        check(e, msgpack_pack_map(&e->pk, n));
 }
 
 static void array(enc *e, size_t n)
 {
-    if (fits(e, n)) check(e, msgpack_pack_array(&e->pk, n));
+    if (fits(e, n))
+        check(e, msgpack_pack_array(&e->pk, n));
 }
 
 static void bytes(enc *e, const void *p, size_t n, bool bin)
 {
-    if (!fits(e, n)) return;
+    if (!fits(e, n))
+        return;
     check(e, bin ? msgpack_pack_bin(&e->pk, n) : msgpack_pack_str(&e->pk, n));
     if (n > 0 && !e->rc) /* n == 0: p may be NULL, which memcpy must not see */
         check(e, bin ? msgpack_pack_bin_body(&e->pk, p, n) : msgpack_pack_str_body(&e->pk, p, n));
@@ -91,7 +86,8 @@ static void bytes(enc *e, const void *p, size_t n, bool bin)
 
 static void raw(enc *e, pr_slice s)
 {
-    if (s.n > 0 && !e->rc) check(e, msgpack_sbuffer_write(e->b, (const char *)s.p, s.n));
+    if (s.n > 0 && !e->rc)
+        check(e, msgpack_sbuffer_write(e->b, (const char *)s.p, s.n));
 }
 
 static void key(enc *e, const char *k)
@@ -114,13 +110,15 @@ static void kv_cstr(enc *e, const char *k, const char *v)
 static void kv_u64(enc *e, const char *k, uint64_t v)
 {
     key(e, k);
-    if (!e->rc) check(e, msgpack_pack_uint64(&e->pk, v));
+    if (!e->rc)
+        check(e, msgpack_pack_uint64(&e->pk, v));
 }
 
 static void kv_bool(enc *e, const char *k, bool v)
 {
     key(e, k);
-    if (!e->rc) check(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
+    if (!e->rc)
+        check(e, v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk));
 }
 
 /* The map header, `t` and (unless rid is PR_NO_RID) `rid`; n counts the other pairs. */
@@ -128,7 +126,8 @@ static void head(enc *e, const char *t, uint64_t rid, size_t n)
 {
     map(e, n + 1 + (rid != PR_NO_RID));
     kv_cstr(e, "t", t);
-    if (rid != PR_NO_RID) kv_u64(e, "rid", rid);
+    if (rid != PR_NO_RID)
+        kv_u64(e, "rid", rid);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -185,7 +184,8 @@ int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n)
     map(&e, n);
     for (size_t i = 0; i < n; i++) {
         bytes(&e, acks[i].gid.p, acks[i].gid.n, false);
-        if (!e.rc) check(&e, msgpack_pack_uint64(&e.pk, acks[i].mid));
+        if (!e.rc)
+            check(&e, msgpack_pack_uint64(&e.pk, acks[i].mid));
     }
     return enc_end(&e);
 }
@@ -195,7 +195,8 @@ int pr_enc_enter(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint32_t limit)
     enc e = enc_start(b);
     head(&e, "enter", rid, 1 + (limit != 0));
     kv_str(&e, "gid", gid);
-    if (limit) kv_u64(&e, "limit", limit);
+    if (limit)
+        kv_u64(&e, "limit", limit);
     return enc_end(&e);
 }
 
@@ -206,7 +207,8 @@ int pr_enc_pull(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, bool before, uin
     head(&e, "pull", rid, 2 + (limit != 0));
     kv_str(&e, "gid", gid);
     kv_u64(&e, before ? "before" : "after", mid);
-    if (limit) kv_u64(&e, "limit", limit);
+    if (limit)
+        kv_u64(&e, "limit", limit);
     return enc_end(&e);
 }
 
@@ -364,9 +366,12 @@ int pr_enc_err_retry(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg
     kv_cstr(&e, "t", "err");
     kv_cstr(&e, "code", pr_err_name(code));
     kv_cstr(&e, "msg", msg ? msg : "");
-    if (rid != PR_NO_RID) kv_u64(&e, "rid", rid);
-    if (gid.n) kv_str(&e, "gid", gid);
-    if (retry_ms) kv_u64(&e, "retry_ms", retry_ms);
+    if (rid != PR_NO_RID)
+        kv_u64(&e, "rid", rid);
+    if (gid.n)
+        kv_str(&e, "gid", gid);
+    if (retry_ms)
+        kv_u64(&e, "retry_ms", retry_ms);
     return enc_end(&e);
 }
 

@@ -21,7 +21,8 @@
  * spaces, newlines and '=' anywhere, and count them into the length. */
 static bool b64_strict(const char *s, size_t n)
 {
-    if (n % 4) return false;
+    if (n % 4)
+        return false;
     size_t pad = n && s[n - 1] == '=' ? (n > 1 && s[n - 2] == '=' ? 2 : 1) : 0;
     for (size_t i = 0; i < n - pad; i++) {
         char c = s[i];
@@ -36,7 +37,8 @@ static json_t *b64_object(const char *p, size_t n)
 {
     size_t cap = 4 * ((n + 2) / 3) + 1;
     unsigned char *b = malloc(cap);
-    if (!b) return NULL;
+    if (!b)
+        return NULL;
     int k = EVP_EncodeBlock(b, (const unsigned char *)p, (int)n);
     json_t *o = json_pack("{s:s%}", "base64", (const char *)b, (size_t)k);
     free(b);
@@ -51,20 +53,17 @@ static const char *bytes(const char *p, uint32_t n)
 
 static json_t *to_json(const msgpack_object *o, int depth)
 {
-    if (depth > DEPTH_MAX) return NULL;
+    if (depth > DEPTH_MAX)
+        return NULL;
     switch (o->type) {
-    case MSGPACK_OBJECT_NIL:
-        return json_null();
-    case MSGPACK_OBJECT_BOOLEAN:
-        return json_boolean(o->via.boolean);
+    case MSGPACK_OBJECT_NIL: return json_null();
+    case MSGPACK_OBJECT_BOOLEAN: return json_boolean(o->via.boolean);
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
         /* Above 2^63 JSON readers lose it anyway; the protocol's numbers stay far below. */
         return json_integer((json_int_t)o->via.u64);
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        return json_integer((json_int_t)o->via.i64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return json_integer((json_int_t)o->via.i64);
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        return json_real(o->via.f64);
+    case MSGPACK_OBJECT_FLOAT64: return json_real(o->via.f64);
     case MSGPACK_OBJECT_STR: {
         json_t *s = json_stringn(bytes(o->via.str.ptr, o->via.str.size), o->via.str.size);
         return s ? s : b64_object(bytes(o->via.str.ptr, o->via.str.size), o->via.str.size);
@@ -93,8 +92,7 @@ static json_t *to_json(const msgpack_object *o, int depth)
         }
         return m;
     }
-    default:
-        return json_null(); /* ext: the protocol has none */
+    default: return json_null(); /* ext: the protocol has none */
     }
 }
 
@@ -121,20 +119,17 @@ int pr_json_from_msgpack(const uint8_t *p, size_t n, char **out, size_t *out_n)
 
 static int pack(msgpack_packer *pk, json_t *j, int depth)
 {
-    if (depth > DEPTH_MAX) return -1;
+    if (depth > DEPTH_MAX)
+        return -1;
     switch (json_typeof(j)) {
-    case JSON_NULL:
-        return msgpack_pack_nil(pk);
-    case JSON_TRUE:
-        return msgpack_pack_true(pk);
-    case JSON_FALSE:
-        return msgpack_pack_false(pk);
+    case JSON_NULL: return msgpack_pack_nil(pk);
+    case JSON_TRUE: return msgpack_pack_true(pk);
+    case JSON_FALSE: return msgpack_pack_false(pk);
     case JSON_INTEGER: {
         json_int_t v = json_integer_value(j);
         return v < 0 ? msgpack_pack_int64(pk, v) : msgpack_pack_uint64(pk, (uint64_t)v);
     }
-    case JSON_REAL:
-        return msgpack_pack_double(pk, json_real_value(j));
+    case JSON_REAL: return msgpack_pack_double(pk, json_real_value(j));
     case JSON_STRING: {
         size_t n = json_string_length(j);
         return msgpack_pack_str_with_body(pk, json_string_value(j), n);
@@ -142,7 +137,8 @@ static int pack(msgpack_packer *pk, json_t *j, int depth)
     case JSON_ARRAY: {
         size_t n = json_array_size(j), i;
         json_t *v;
-        if (msgpack_pack_array(pk, n)) return -1;
+        if (msgpack_pack_array(pk, n))
+            return -1;
         json_array_foreach(j, i, v) if (pack(pk, v, depth + 1)) return -1;
         return 0;
     }
@@ -150,20 +146,23 @@ static int pack(msgpack_packer *pk, json_t *j, int depth)
         json_t *b64 = json_object_get(j, "base64");
         if (json_object_size(j) == 1 && json_is_string(b64)) { /* a binary body */
             size_t n = json_string_length(b64);
-            if (!b64_strict(json_string_value(b64), n)) return -1;
+            if (!b64_strict(json_string_value(b64), n))
+                return -1;
             unsigned char *b = malloc(n / 4 * 3 + 1);
             int k =
                 b ? EVP_DecodeBlock(b, (const unsigned char *)json_string_value(b64), (int)n) : -1;
             /* EVP_DecodeBlock counts the padding as bytes: take them off again. */
             const char *s = json_string_value(b64);
-            if (k >= 0 && n && s[n - 1] == '=') k -= 1 + (n > 1 && s[n - 2] == '=');
+            if (k >= 0 && n && s[n - 1] == '=')
+                k -= 1 + (n > 1 && s[n - 2] == '=');
             int rc = k < 0 ? -1 : msgpack_pack_bin_with_body(pk, b, (size_t)k);
             free(b);
             return rc;
         }
         const char *key;
         json_t *v;
-        if (msgpack_pack_map(pk, json_object_size(j))) return -1;
+        if (msgpack_pack_map(pk, json_object_size(j)))
+            return -1;
         json_object_foreach(j, key, v)
         {
             if (msgpack_pack_str_with_body(
@@ -181,7 +180,8 @@ int pr_msgpack_from_json(const char *p, size_t n, msgpack_sbuffer *out)
 {
     json_error_t err;
     json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &err);
-    if (!j) return PR_E_BAD_FRAME;
+    if (!j)
+        return PR_E_BAD_FRAME;
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     int rc = (json_is_object(j) || json_is_array(j)) && pack(&pk, j, 0) == 0 ? 0 : PR_E_BAD_FRAME;

@@ -15,19 +15,23 @@
 
 pr_limits pr_limits_default(void)
 {
-    pr_limits lim = {.max_frame = PR_MAX_FRAME_DEFAULT, .max_body = PR_MAX_BODY_DEFAULT,
-                     .page_default = PR_PAGE_DEFAULT, .page_max = PR_PAGE_MAX};
+    pr_limits lim = {.max_frame = PR_MAX_FRAME_DEFAULT,
+                     .max_body = PR_MAX_BODY_DEFAULT,
+                     .page_default = PR_PAGE_DEFAULT,
+                     .page_max = PR_PAGE_MAX};
     return lim;
 }
 
 bool pr_id_valid(pr_slice s)
 {
-    if (s.n == 0 || s.n > PR_MAX_ID || s.p == NULL) return false;
+    if (s.n == 0 || s.n > PR_MAX_ID || s.p == NULL)
+        return false;
     for (size_t i = 0; i < s.n; i++) {
         uint8_t c = s.p[i];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                   c == '_' || c == '.' || c == ':' || c == '-';
-        if (!ok) return false;
+        if (!ok)
+            return false;
     }
     return true;
 }
@@ -102,10 +106,14 @@ static const head long_forms[32] = {
 
 static head classify(uint8_t b)
 {
-    if (b <= 0x7f || b >= 0xe0) return (head){H_SCALAR, 1, 0, 0}; /* positive / negative fixint */
-    if (b <= 0x8f) return (head){H_MAP, 1, 0, b & 0x0fu};
-    if (b <= 0x9f) return (head){H_ARRAY, 1, 0, b & 0x0fu};
-    if (b <= 0xbf) return (head){H_BYTES, 1, 0, b & 0x1fu};
+    if (b <= 0x7f || b >= 0xe0)
+        return (head){H_SCALAR, 1, 0, 0}; /* positive / negative fixint */
+    if (b <= 0x8f)
+        return (head){H_MAP, 1, 0, b & 0x0fu};
+    if (b <= 0x9f)
+        return (head){H_ARRAY, 1, 0, b & 0x0fu};
+    if (b <= 0xbf)
+        return (head){H_BYTES, 1, 0, b & 0x1fu};
     return long_forms[b - 0xc0];
 }
 
@@ -117,11 +125,13 @@ static head classify(uint8_t b)
 int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error *err)
 {
     pr_limits def = pr_limits_default();
-    if (!lim) lim = &def;
+    if (!lim)
+        lim = &def;
     if (len > lim->max_frame)
         return pr_fail(err, PR_E_TOO_LARGE, "frame of %zu bytes is over the %zu-byte limit", len,
-                    lim->max_frame);
-    if (len == 0 || frame == NULL) return pr_fail(err, PR_E_BAD_FRAME, "empty frame");
+                       lim->max_frame);
+    if (len == 0 || frame == NULL)
+        return pr_fail(err, PR_E_BAD_FRAME, "empty frame");
 
     uint64_t rem[PR_MAX_DEPTH + 1];
     size_t sp = 1, pos = 0;
@@ -135,11 +145,11 @@ int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error
         /* The protocol defines no extension types; refusing them keeps every decoded
          * value one of the types the decoders check for. */
         if (h.kind == H_EXT)
-            return pr_fail(err, PR_E_BAD_FRAME, "MessagePack ext types are not allowed (offset %zu)",
-                        pos);
+            return pr_fail(err, PR_E_BAD_FRAME,
+                           "MessagePack ext types are not allowed (offset %zu)", pos);
         if (h.size > len - pos)
             return pr_fail(err, PR_E_BAD_FRAME, "truncated frame: a %zu-byte header at offset %zu",
-                        h.size, pos);
+                           h.size, pos);
         uint32_t n = h.lenb ? be(frame + pos + 1, h.lenb) : h.len;
         pos += h.size;
         size_t left = len - pos;
@@ -149,7 +159,7 @@ int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error
         case H_BYTES:
             if (n > left)
                 return pr_fail(err, PR_E_BAD_FRAME,
-                            "str/bin declares %" PRIu32 " bytes but only %zu remain", n, left);
+                               "str/bin declares %" PRIu32 " bytes but only %zu remain", n, left);
             pos += n;
             break;
         case H_ARRAY:
@@ -159,18 +169,18 @@ int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error
                 return pr_fail(err, PR_E_BAD_FRAME, "nesting deeper than %u levels", PR_MAX_DEPTH);
             if (h.kind == H_MAP && n > PR_MAX_KEYS)
                 return pr_fail(err, PR_E_TOO_LARGE, "map of %" PRIu32 " entries (limit %u)", n,
-                            PR_MAX_KEYS);
+                               PR_MAX_KEYS);
             /* Each element takes at least one byte, each map entry two. */
             uint64_t values = h.kind == H_MAP ? 2 * (uint64_t)n : n;
             if (values > left)
                 return pr_fail(err, PR_E_BAD_FRAME,
-                            "%s declares %" PRIu32 " %s but only %zu bytes remain", what, n,
-                            h.kind == H_MAP ? "entries" : "elements", left);
-            if (values > 0) rem[sp++] = values;
+                               "%s declares %" PRIu32 " %s but only %zu bytes remain", what, n,
+                               h.kind == H_MAP ? "entries" : "elements", left);
+            if (values > 0)
+                rem[sp++] = values;
             break;
         }
-        default:
-            break;
+        default: break;
         }
         while (sp > 0 && rem[sp - 1] == 0)
             sp--;

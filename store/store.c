@@ -116,22 +116,17 @@ static bool op_valid(const st_op *op)
         return st_id_ok(op->gid) && st_id_ok(op->uid) && st_id_ok(op->cid) &&
                (op->record || op->record_n == 0);
     case ST_OP_JOIN:
-    case ST_OP_LEAVE:
-        return st_id_ok(op->gid) && st_id_ok(op->uid);
-    case ST_OP_SIGNOUT:
-        return st_id_ok(op->uid);
+    case ST_OP_LEAVE: return st_id_ok(op->gid) && st_id_ok(op->uid);
+    case ST_OP_SIGNOUT: return st_id_ok(op->uid);
     case ST_OP_ACKS:
         for (size_t i = 0; i < op->n_acks; i++)
             if (!st_id_ok(op->acks[i].gid) || !st_id_ok(op->acks[i].uid))
                 return false;
         return op->acks || op->n_acks == 0;
     case ST_OP_READ_PAGE:
-        return st_id_ok(op->gid) && op->limit > 0 &&
-               (op->dir == ST_AFTER || op->dir == ST_BEFORE);
-    case ST_OP_READ_GROUPS:
-        return st_id_ok(op->uid);
-    case ST_OP_READ_GROUP:
-        return st_id_ok(op->gid) && (op->uid.n == 0 || st_id_ok(op->uid));
+        return st_id_ok(op->gid) && op->limit > 0 && (op->dir == ST_AFTER || op->dir == ST_BEFORE);
+    case ST_OP_READ_GROUPS: return st_id_ok(op->uid);
+    case ST_OP_READ_GROUP: return st_id_ok(op->gid) && (op->uid.n == 0 || st_id_ok(op->uid));
     case ST_OP_READ_MEMBERS:
         return st_id_ok(op->gid) && op->limit > 0 && (op->uid.n == 0 || st_id_ok(op->uid));
     }
@@ -240,7 +235,11 @@ static int submit_wait(st_store *s, st_op *op)
 int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *record,
                    size_t record_n, uint64_t *mid, uint64_t *ts, bool *duplicate)
 {
-    st_op op = {.kind = ST_OP_APPEND, .gid = gid, .uid = uid, .cid = cid, .record = record,
+    st_op op = {.kind = ST_OP_APPEND,
+                .gid = gid,
+                .uid = uid,
+                .cid = cid,
+                .record = record,
                 .record_n = record_n};
     int rc = submit_wait(s, &op);
     if (mid)
@@ -322,7 +321,11 @@ int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t 
 int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
                          size_t max_bytes, st_page **out)
 {
-    st_op op = {.kind = ST_OP_READ_PAGE, .gid = gid, .dir = dir, .from = from, .limit = limit,
+    st_op op = {.kind = ST_OP_READ_PAGE,
+                .gid = gid,
+                .dir = dir,
+                .from = from,
+                .limit = limit,
                 .max_bytes = max_bytes};
     int rc = submit_wait(s, &op);
     *out = rc == 0 ? op.page : NULL;

@@ -43,18 +43,18 @@
 
 enum st_err {
     ST_OK = 0,
-    ST_EINVAL = -1,      /* bad argument (empty, overlong or unprintable id, NULL, zero
-                          * limit) */
-    ST_ENOGROUP = -2,    /* the group does not exist */
-    ST_ENOTMEMBER = -3,  /* the user is not a member of the group */
-    ST_ECONFLICT = -4,   /* the (uid, cid) was already used for another group */
-    ST_EIO = -5,         /* the backend failed, or the store is not taking writes (disk
-                          * full, read-only, folder gone, database unreachable). Not
-                          * confirmed, and almost always not stored; but a commit whose
-                          * answer was lost may have stored it: retry an append with the
-                          * same cid, which stores it at most once. */
-    ST_ENOMEM = -6,      /* allocation failed */
-    ST_ECLOSED = -7,     /* the store is closing and takes no more writes */
+    ST_EINVAL = -1,     /* bad argument (empty, overlong or unprintable id, NULL, zero
+                         * limit) */
+    ST_ENOGROUP = -2,   /* the group does not exist */
+    ST_ENOTMEMBER = -3, /* the user is not a member of the group */
+    ST_ECONFLICT = -4,  /* the (uid, cid) was already used for another group */
+    ST_EIO = -5,        /* the backend failed, or the store is not taking writes (disk
+                         * full, read-only, folder gone, database unreachable). Not
+                         * confirmed, and almost always not stored; but a commit whose
+                         * answer was lost may have stored it: retry an append with the
+                         * same cid, which stores it at most once. */
+    ST_ENOMEM = -6,     /* allocation failed */
+    ST_ECLOSED = -7,    /* the store is closing and takes no more writes */
 };
 
 /* st_submit's answer for a read answered at once on the caller's thread. */
@@ -126,17 +126,17 @@ typedef struct st_change {
 typedef void (*st_change_fn)(void *ud, const st_change *ch, size_t n);
 
 typedef struct st_options {
-    const char *path;   /* RocksDB: folder of the database; created if missing */
-    const char *url;    /* PostgreSQL: a libpq connection URI (postgresql://...; multi-host
-                         * allowed; no password in it: libpq's password file, service
-                         * file or environment give it). Set, it is used and path is not */
-    bool sync;          /* commits are durable before they are confirmed (RocksDB: fsync;
-                         * PostgreSQL: synchronous_commit on). Default true */
-    bool open_groups;   /* join creates a group that does not exist */
-    size_t max_batch;   /* most ops in one group commit; 0 = 4096 */
-    size_t cache_bytes; /* RocksDB block cache; 0 = 64 MiB */
-    st_event_fn on_event; /* trouble and recovery (NULL: not told) */
-    void *event_ud;       /* passed to on_event */
+    const char *path;       /* RocksDB: folder of the database; created if missing */
+    const char *url;        /* PostgreSQL: a libpq connection URI (postgresql://...; multi-host
+                             * allowed; no password in it: libpq's password file, service
+                             * file or environment give it). Set, it is used and path is not */
+    bool sync;              /* commits are durable before they are confirmed (RocksDB: fsync;
+                             * PostgreSQL: synchronous_commit on). Default true */
+    bool open_groups;       /* join creates a group that does not exist */
+    size_t max_batch;       /* most ops in one group commit; 0 = 4096 */
+    size_t cache_bytes;     /* RocksDB block cache; 0 = 64 MiB */
+    st_event_fn on_event;   /* trouble and recovery (NULL: not told) */
+    void *event_ud;         /* passed to on_event */
     st_change_fn on_change; /* the other writers' changes (NULL: not listened to) */
     void *change_ud;        /* passed to on_change */
     const char *node;       /* this writer's name, for the database's view of its
@@ -189,9 +189,9 @@ enum st_op_kind {
     ST_OP_SIGNOUT,    /* announce that uid's sessions end, on every gateway (changes no
                        * table; PostgreSQL: the other gateways hear ST_CH_SIGNOUT) */
     /* Reads: they see every write committed before they were submitted. */
-    ST_OP_READ_PAGE,   /* a page of gid's messages: dir, from, limit, max_bytes -> page */
-    ST_OP_READ_GROUPS, /* the groups of uid with their unread counts -> groups */
-    ST_OP_READ_GROUP,  /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
+    ST_OP_READ_PAGE,    /* a page of gid's messages: dir, from, limit, max_bytes -> page */
+    ST_OP_READ_GROUPS,  /* the groups of uid with their unread counts -> groups */
+    ST_OP_READ_GROUP,   /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
     ST_OP_READ_MEMBERS, /* a page of gid's members in uid order after uid, at most limit ->
                          * members (see st_read_members) */
 };
@@ -255,20 +255,20 @@ struct st_op {
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
-    int result;        /* out: 0 or ST_E* */
-    uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate) */
-    uint64_t ts;       /* out: APPEND, server time in ms assigned at commit */
-    bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored */
-    uint64_t last_mid; /* out: APPEND (after it), JOIN, READ_GROUP */
-    uint64_t ack;      /* out: JOIN, the member's ack; READ_GROUP with uid */
-    bool created;      /* out: JOIN created the group */
-    bool joined;       /* out: JOIN made a new membership (false: was already a member) */
-    size_t applied;    /* out: ACKS, acks that moved a stored ack forward */
-    st_page *page;     /* out: READ_PAGE, owned by the caller (st_page_free) */
-    st_groups *groups; /* out: READ_GROUPS, owned by the caller (st_groups_free) */
+    int result;          /* out: 0 or ST_E* */
+    uint64_t mid;        /* out: APPEND, the message's mid (the first one if duplicate) */
+    uint64_t ts;         /* out: APPEND, server time in ms assigned at commit */
+    bool duplicate;      /* out: APPEND, (uid, cid) seen before: nothing new stored */
+    uint64_t last_mid;   /* out: APPEND (after it), JOIN, READ_GROUP */
+    uint64_t ack;        /* out: JOIN, the member's ack; READ_GROUP with uid */
+    bool created;        /* out: JOIN created the group */
+    bool joined;         /* out: JOIN made a new membership (false: was already a member) */
+    size_t applied;      /* out: ACKS, acks that moved a stored ack forward */
+    st_page *page;       /* out: READ_PAGE, owned by the caller (st_page_free) */
+    st_groups *groups;   /* out: READ_GROUPS, owned by the caller (st_groups_free) */
     st_members *members; /* out: READ_MEMBERS, owned by the caller (st_members_free) */
 
-    st_op *next_;       /* private: queue link */
+    st_op *next_;        /* private: queue link */
     uint64_t queued_us_; /* private: when it was submitted, for the read latency */
 };
 
@@ -393,16 +393,16 @@ typedef struct st_stats {
     uint64_t commit_p50_us;   /* commit latency (one synced write or transaction) over the
                                * last 1024 commits */
     uint64_t commit_p99_us;
-    uint64_t commit_us_sum;   /* total time spent in commits since open */
-    uint64_t reads;           /* reads answered since open */
-    uint64_t read_p50_us;     /* read latency, submit to answer, over the last 1024 */
+    uint64_t commit_us_sum; /* total time spent in commits since open */
+    uint64_t reads;         /* reads answered since open */
+    uint64_t read_p50_us;   /* read latency, submit to answer, over the last 1024 */
     uint64_t read_p99_us;
-    uint64_t read_us_sum;     /* total of those latencies since open */
-    bool writable;            /* as st_writable() */
-    uint64_t disk_bytes;      /* RocksDB: bytes of every file in its folder; PostgreSQL:
-                               * the database's size (refreshed every few seconds) */
+    uint64_t read_us_sum; /* total of those latencies since open */
+    bool writable;        /* as st_writable() */
+    uint64_t disk_bytes;  /* RocksDB: bytes of every file in its folder; PostgreSQL:
+                           * the database's size (refreshed every few seconds) */
     /* The change feed (PostgreSQL with on_change; zero otherwise). */
-    bool feed_connected;        /* the listening connection is up */
+    bool feed_connected;         /* the listening connection is up */
     uint64_t feed_notifications; /* announcements received from other writers */
     uint64_t feed_changes;       /* ... and the changes in them */
     uint64_t feed_bytes;         /* their payload bytes */

@@ -37,9 +37,10 @@ typedef struct st_send_row {
 } st_send_row;
 
 /* What a backend's commit may answer besides 0 and ST_EIO. */
-#define ST_EAGAIN (-100) /* another writer of the same database got in the way (a unique
-                          * key taken, a deadlock): nothing was stored; apply again */
-#define ST_EDOWN (-101)  /* open: the database cannot be reached now (start failing) */
+#define ST_EAGAIN                                                                                  \
+    (-100)              /* another writer of the same database got in the way (a unique            \
+                         * key taken, a deadlock): nothing was stored; apply again */
+#define ST_EDOWN (-101) /* open: the database cannot be reached now (start failing) */
 
 /*
  * A backend. `be` is its own state, made by open. Row reads (get_*) answer 1 (found, *r
@@ -141,7 +142,7 @@ struct st_store {
     uint64_t retry_ms;    /* pause before the attempt after that */
     uint64_t attempts;
     uint64_t refused;
-    char first_err[512];  /* the failure that started it, for the recovery's log line */
+    char first_err[512]; /* the failure that started it, for the recovery's log line */
     pthread_mutex_t err_mu;
     char err[512]; /* the latest failure's message, "" while writable */
 };
@@ -172,8 +173,8 @@ bool st_recover(st_store *s);
 
 /* The mids [lo, hi] a page covers, from its direction, start, limit and the group's
  * last mid (mids are dense, so the range is known before reading). False: empty. */
-bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid,
-                   uint64_t *lo, uint64_t *hi);
+bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid, uint64_t *lo,
+                   uint64_t *hi);
 st_page *st_page_new(uint64_t last_mid);
 /* Room for n messages up front (a read that knows its range); ST_ENOMEM. */
 int st_page_reserve(st_page *p, size_t n);

@@ -45,8 +45,8 @@ struct st_members {
     member_slot *slots;
 };
 
-bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid,
-                   uint64_t *lo, uint64_t *hi)
+bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid, uint64_t *lo,
+                   uint64_t *hi)
 {
     if (dir == ST_AFTER ? from >= last_mid : (from <= 1 || last_mid == 0))
         return false;

@@ -83,8 +83,7 @@ pg_row *pg_row_want(pg *p, char kind, st_id a, st_id b)
 static void rows_clear(pg *p)
 {
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
-    {
+    HASH_ITER (hh, p->rows, r, tmp) {
         HASH_DEL(p->rows, r);
         free(r);
     }
@@ -170,8 +169,8 @@ static int take_reads(pg *p, char *why, size_t why_len)
     PGresult *b = pg_result(p, why, why_len);
     if (!b)
         return ST_EIO;
-    int rc = PQresultStatus(b) == PGRES_COMMAND_OK ? ST_OK
-                                                   : fail_tx(p, b, "BEGIN failed", why, why_len);
+    int rc =
+        PQresultStatus(b) == PGRES_COMMAND_OK ? ST_OK : fail_tx(p, b, "BEGIN failed", why, why_len);
     if (rc == ST_OK)
         PQclear(b);
     for (int i = 0; i < 2; i++) {
@@ -209,7 +208,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     /* The keys, as arrays: groups; memberships (gid, uid); sends (uid, cid). */
     size_t ng = 0, nm = 0, ns = 0;
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         r->kind == 'g' ? ng++ : r->kind == 'm' ? nm++ : ns++;
     pg_buf a[5] = {{0}};
     pg_arr_begin(&a[0], PG_OID_TEXT, ng);
@@ -217,8 +216,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     pg_arr_begin(&a[2], PG_OID_TEXT, nm);
     pg_arr_begin(&a[3], PG_OID_TEXT, ns);
     pg_arr_begin(&a[4], PG_OID_TEXT, ns);
-    HASH_ITER(hh, p->rows, r, tmp)
-    {
+    HASH_ITER (hh, p->rows, r, tmp) {
         int k = r->kind == 'g' ? 0 : r->kind == 'm' ? 1 : 3;
         pg_arr_bytes(&a[k], r->a.p, r->a.n);
         if (k)
@@ -324,8 +322,7 @@ static void pg_put_send(void *be, st_id uid, st_id cid, const st_send_row *s)
         r->v.s = *s;
 }
 
-static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
-                       size_t n)
+static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n)
 {
     pg *p = be;
     if (p->n_msgs == p->cap_msgs) {
@@ -366,7 +363,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
 {
     size_t n = 0;
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         n += r->kind == kind && change_of(r) == want;
     if (!n)
         return ST_OK;
@@ -374,7 +371,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
     if (!rows)
         return ST_ENOMEM;
     size_t k = 0;
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == kind && change_of(r) == want)
             rows[k++] = r;
     qsort(rows, n, sizeof(*rows), by_key);
@@ -459,17 +456,17 @@ static int announce(pg *p, int *n_stmts)
     pg_announce *a = &p->announce;
     pg_announce_reset(a, p->origin);
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == INSERT)
             pg_announce_member(a, 'j', r->a, r->b, r->v.m.ack);
     for (size_t i = 0; i < p->n_msgs; i++) {
         const pg_msg *m = &p->msgs[i];
         pg_announce_msg(a, m->gid, m->mid, m->ts, m->rec, m->n);
     }
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == UPDATE)
             pg_announce_member(a, 'a', r->a, r->b, r->v.m.ack);
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == DELETE)
             pg_announce_member(a, 'l', r->a, r->b, 0);
     for (st_op *op = p->writes; op; op = op->next_)
@@ -662,8 +659,7 @@ static int pg_probe(void *be, char *why, size_t why_len)
     bool standby = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0];
     PQclear(r);
     if (standby) {
-        snprintf(why, why_len, "the database is a standby now and takes no writes (%s)",
-                 p->where);
+        snprintf(why, why_len, "the database is a standby now and takes no writes (%s)", p->where);
         return ST_EIO;
     }
     if (++p->probe_n % 10 == 0)

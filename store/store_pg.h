@@ -24,11 +24,11 @@ typedef struct pg_row {
     UT_hash_handle hh;
     char key[1 + 2 * (1 + ST_MAX_ID)]; /* kind, then the ids, each length-prefixed */
     size_t key_n;
-    char kind;       /* 'g' group, 'm' member, 's' send */
-    st_id a, b;      /* the ids, pointing into key: gid | gid, uid | uid, cid */
-    bool existed;    /* in the database when the batch began */
-    bool present;    /* in it now, as the batch has changed it */
-    bool dirty;      /* changed by the batch */
+    char kind;              /* 'g' group, 'm' member, 's' send */
+    st_id a, b;             /* the ids, pointing into key: gid | gid, uid | uid, cid */
+    bool existed;           /* in the database when the batch began */
+    bool present;           /* in it now, as the batch has changed it */
+    bool dirty;             /* changed by the batch */
     uint64_t read_last_mid; /* 'g': the last_mid it began with (what the fast path expects) */
     uint64_t slow_until;    /* cache: another writer was seen here; no fast path until
                              * then (monotonic ms) */
@@ -49,12 +49,12 @@ typedef struct pg_msg {
 
 /* A batch's announcement being made (store_pg_events.c): payloads of whole lines. */
 typedef struct pg_announce {
-    uint64_t origin;  /* the announcing store */
-    pg_buf *list;     /* finished payloads */
+    uint64_t origin; /* the announcing store */
+    pg_buf *list;    /* finished payloads */
     size_t n, cap;
-    pg_buf cur;       /* the payload being filled */
+    pg_buf cur; /* the payload being filled */
     size_t cur_changes;
-    size_t hints;     /* messages announced without their record */
+    size_t hints; /* messages announced without their record */
     bool oom;
 } pg_announce;
 
@@ -66,20 +66,20 @@ typedef struct pg {
     char app[80];     /* application_name: "gw NODE" */
     char where[256];  /* hosts, ports, database and user, for log lines: never a password */
     bool sync;
-    PGconn *conn; /* NULL: not connected */
-    pg_row *rows; /* the batch's rows, by key */
-    pg_msg *msgs; /* the batch's new messages */
-    bool in_tx;   /* the batch's transaction is open on conn */
-    bool fast;    /* the batch took its rows from the cache (store_pg_cache.c) */
+    PGconn *conn;  /* NULL: not connected */
+    pg_row *rows;  /* the batch's rows, by key */
+    pg_msg *msgs;  /* the batch's new messages */
+    bool in_tx;    /* the batch's transaction is open on conn */
+    bool fast;     /* the batch took its rows from the cache (store_pg_cache.c) */
     pg_row *cache; /* groups and memberships as this connection last saw them, by key */
     size_t n_cache;
     size_t n_msgs, cap_msgs;
-    uint64_t probe_n; /* idle probes, for the slower refreshes */
-    uint64_t origin;     /* random per open: names this store's announcements */
+    uint64_t probe_n;     /* idle probes, for the slower refreshes */
+    uint64_t origin;      /* random per open: names this store's announcements */
     pg_announce announce; /* the batch's, made at commit */
     st_op *writes;        /* the batch's ops, from begin to commit (its signouts) */
     atomic_uint_fast64_t announced, hints;
-    pg_feed *feed;       /* the listener (NULL: not listening) */
+    pg_feed *feed; /* the listener (NULL: not listening) */
     atomic_bool connected;
     atomic_uint_fast64_t reconnects;
     atomic_uint_fast64_t disk_bytes;
@@ -99,13 +99,28 @@ void pg_disconnect(pg *p);
 
 /* Statements, prepared at connect. */
 enum pg_stmt {
-    PG_LOCK_GROUPS, PG_READ_ROWS, PG_EXPECT,
-    PG_UPD_GROUPS, PG_INS_GROUPS, PG_INS_MEMBERS, PG_UPD_MEMBERS, PG_DEL_MEMBERS,
-    PG_INS_SENDS, PG_INS_MSGS,
-    PG_PAGE_AFTER, PG_PAGE_BEFORE, PG_USER_GROUPS, PG_GROUP, PG_MEMBERS,
+    PG_LOCK_GROUPS,
+    PG_READ_ROWS,
+    PG_EXPECT,
+    PG_UPD_GROUPS,
+    PG_INS_GROUPS,
+    PG_INS_MEMBERS,
+    PG_UPD_MEMBERS,
+    PG_DEL_MEMBERS,
+    PG_INS_SENDS,
+    PG_INS_MSGS,
+    PG_PAGE_AFTER,
+    PG_PAGE_BEFORE,
+    PG_USER_GROUPS,
+    PG_GROUP,
+    PG_MEMBERS,
     PG_NOTIFY,
-    PG_COUNT, PG_SIZE, PG_RECOVERY,
-    PG_BEGIN, PG_COMMIT, PG_ROLLBACK,
+    PG_COUNT,
+    PG_SIZE,
+    PG_RECOVERY,
+    PG_BEGIN,
+    PG_COMMIT,
+    PG_ROLLBACK,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];

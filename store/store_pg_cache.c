@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_MAX 200000  /* rows; past it the cache starts again empty */
-#define SLOW_MS 10000     /* a group another writer touched goes the slow way this long */
+#define CACHE_MAX 200000 /* rows; past it the cache starts again empty */
+#define SLOW_MS 10000    /* a group another writer touched goes the slow way this long */
 
 static const st_id none = {NULL, 0};
 
@@ -34,8 +34,7 @@ static pg_row *cache_find(pg *p, const pg_row *like)
 void pg_cache_clear(pg *p)
 {
     pg_row *c, *tmp;
-    HASH_ITER(hh, p->cache, c, tmp)
-    {
+    HASH_ITER (hh, p->cache, c, tmp) {
         HASH_DEL(p->cache, c);
         free(c);
     }
@@ -82,15 +81,14 @@ int pg_cache_send_check(pg *p, int *n_stmts)
 {
     size_t ng = 0, nm = 0;
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
+    HASH_ITER (hh, p->rows, r, tmp)
         ng += r->kind == 'g', nm += r->kind == 'm';
     pg_buf a[4] = {{0}};
     pg_arr_begin(&a[0], PG_OID_TEXT, ng);
     pg_arr_begin(&a[1], PG_OID_INT8, ng);
     pg_arr_begin(&a[2], PG_OID_TEXT, nm);
     pg_arr_begin(&a[3], PG_OID_TEXT, nm);
-    HASH_ITER(hh, p->rows, r, tmp)
-    {
+    HASH_ITER (hh, p->rows, r, tmp) {
         if (r->kind == 'g') {
             pg_arr_bytes(&a[0], r->a.p, r->a.n);
             pg_arr_int8(&a[1], r->read_last_mid);
@@ -113,8 +111,7 @@ void pg_cache_keep(pg *p)
     if (p->n_cache > CACHE_MAX)
         pg_cache_clear(p);
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
-    {
+    HASH_ITER (hh, p->rows, r, tmp) {
         if (r->kind == 's')
             continue;
         pg_row *c = cache_find(p, r);
@@ -146,8 +143,7 @@ void pg_cache_stale(pg *p)
 {
     uint64_t until = st_mono_ms() + SLOW_MS;
     pg_row *r, *tmp;
-    HASH_ITER(hh, p->rows, r, tmp)
-    {
+    HASH_ITER (hh, p->rows, r, tmp) {
         pg_row *c = r->kind == 's' ? NULL : cache_find(p, r);
         if (c)
             c->slow_until = until;

@@ -94,10 +94,10 @@ static void line(pg_announce *a, const char *head, size_t head_n, const void *b6
 void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack)
 {
     char h[16 + 2 * ST_MAX_ID + 32];
-    int n = kind == 'l' ? snprintf(h, sizeof(h), "l %.*s %.*s", (int)gid.n, gid.p, (int)uid.n,
-                                   uid.p)
-                        : snprintf(h, sizeof(h), "%c %.*s %.*s %" PRIu64, kind, (int)gid.n,
-                                   gid.p, (int)uid.n, uid.p, ack);
+    int n = kind == 'l'
+                ? snprintf(h, sizeof(h), "l %.*s %.*s", (int)gid.n, gid.p, (int)uid.n, uid.p)
+                : snprintf(h, sizeof(h), "%c %.*s %.*s %" PRIu64, kind, (int)gid.n, gid.p,
+                           (int)uid.n, uid.p, ack);
     line(a, h, (size_t)n, NULL, 0);
 }
 
@@ -199,9 +199,7 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
     case 'a':
         ch->kind = k == 'j' ? ST_CH_JOIN : ST_CH_ACK;
         return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && number(&at, end, &ch->ack);
-    case 'l':
-        ch->kind = ST_CH_LEAVE;
-        return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
+    case 'l': ch->kind = ST_CH_LEAVE; return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
     case 'h':
     case 'm': {
         ch->kind = ST_CH_MSG;
@@ -221,8 +219,7 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
         ch->record_n = (size_t)d - pad;
         return true;
     }
-    default:
-        return false;
+    default: return false;
     }
 }
 

@@ -30,10 +30,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_CHANGES 1024  /* changes in one payload (lines of 8 bytes at the least) */
-#define CHECK_MS 2000     /* queue usage and laggards */
-#define LAGGARD_SEEN 3    /* consecutive checks blocked before a listener is ended */
-#define CONNECT_MS 10000  /* one attempt to connect, all hosts */
+#define MAX_CHANGES 1024 /* changes in one payload (lines of 8 bytes at the least) */
+#define CHECK_MS 2000    /* queue usage and laggards */
+#define LAGGARD_SEEN 3   /* consecutive checks blocked before a listener is ended */
+#define CONNECT_MS 10000 /* one attempt to connect, all hosts */
 #define MAX_LAGGARDS 64
 
 struct pg_feed {
@@ -242,8 +242,7 @@ static void *feed_main(void *arg)
             continue;
         }
         int fd = PQsocket(f->conn);
-        struct pollfd pf[2] = {{.fd = fd, .events = POLLIN},
-                               {.fd = f->wake[0], .events = POLLIN}};
+        struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = f->wake[0], .events = POLLIN}};
         poll(pf, 2, CHECK_MS / 2);
         if (atomic_load(&f->stop))
             break;

@@ -101,8 +101,7 @@ static int send_read(pg *p, st_op *op, pg_buf *b)
         pg_text(&b[1], op->uid.p ? op->uid.p : "", op->uid.n);
         pg_int8(&b[2], st_members_limit(op->limit));
         return pg_send(p, PG_MEMBERS, params, 3);
-    default:
-        return ST_EINVAL;
+    default: return ST_EINVAL;
     }
 }
 

@@ -24,9 +24,9 @@
 
 /* Defaults that the URL may override (libpq keeps the last value of a keyword), then the
  * URL itself, expanded by libpq. */
-static const char *const defaults_kw[] = {"connect_timeout", "application_name", "keepalives",
-                                          "keepalives_idle", "keepalives_interval",
-                                          "keepalives_count"};
+static const char *const defaults_kw[] = {"connect_timeout",     "application_name",
+                                          "keepalives",          "keepalives_idle",
+                                          "keepalives_interval", "keepalives_count"};
 static const char *const defaults_val[] = {"5", "gw", "1", "10", "5", "3"};
 #define N_DEFAULTS (sizeof(defaults_kw) / sizeof(defaults_kw[0]))
 
@@ -159,20 +159,21 @@ static int schema(pg *p, char *why, size_t why_len)
     if (version < 0)
         return ST_EIO;
     if (version == 0) {
-        if (!exec(p, "BEGIN; SELECT pg_advisory_xact_lock(7220400);"
-                     "CREATE SCHEMA IF NOT EXISTS gw;"
-                     "CREATE TABLE IF NOT EXISTS gw.schema_version (version int NOT NULL,"
-                     " applied_ms bigint NOT NULL);",
+        if (!exec(p,
+                  "BEGIN; SELECT pg_advisory_xact_lock(7220400);"
+                  "CREATE SCHEMA IF NOT EXISTS gw;"
+                  "CREATE TABLE IF NOT EXISTS gw.schema_version (version int NOT NULL,"
+                  " applied_ms bigint NOT NULL);",
                   NULL, why, why_len) ||
             (version = schema_version(p, why, why_len)) < 0) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
-        if (version == 0 &&
-            (!exec(p, schema_v1, NULL, why, why_len) ||
-             !exec(p, "INSERT INTO gw.schema_version VALUES (1,"
-                      " (extract(epoch from now()) * 1000)::bigint)",
-                   NULL, why, why_len))) {
+        if (version == 0 && (!exec(p, schema_v1, NULL, why, why_len) ||
+                             !exec(p,
+                                   "INSERT INTO gw.schema_version VALUES (1,"
+                                   " (extract(epoch from now()) * 1000)::bigint)",
+                                   NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -213,8 +214,9 @@ int pg_connect(pg *p, char *why, size_t why_len)
      * left idle inside a transaction (that stalled gateway) loses it after 10 s. A
      * statement_timeout during batches would be wrong: it can cut a COMMIT's wait for a
      * synchronous standby short, and the commit would then be on one disk only. */
-    if (!exec(p, "SET statement_timeout = '10s'; SET lock_timeout = '2s';"
-                 "SET idle_in_transaction_session_timeout = '10s'",
+    if (!exec(p,
+              "SET statement_timeout = '10s'; SET lock_timeout = '2s';"
+              "SET idle_in_transaction_session_timeout = '10s'",
               NULL, why, why_len)) {
         pg_disconnect(p);
         return ST_EIO;
@@ -233,9 +235,11 @@ int pg_connect(pg *p, char *why, size_t why_len)
      * planner picks a hash join over a sequential scan, which then walks every row (and
      * every dead version of the groups' rows, updated all the time) at each batch. So the
      * session plans lookups through the indexes, whatever the statistics say. */
-    if (!exec(p, "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;"
-                 "SET enable_hashjoin = off; SET enable_mergejoin = off;"
-                 "SET statement_timeout = 0", NULL, why, why_len) ||
+    if (!exec(p,
+              "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off;"
+              "SET enable_hashjoin = off; SET enable_mergejoin = off;"
+              "SET statement_timeout = 0",
+              NULL, why, why_len) ||
         !exec(p, p->sync ? "SET synchronous_commit = on" : "SET synchronous_commit = off", NULL,
               why, why_len)) {
         pg_disconnect(p);

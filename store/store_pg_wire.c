@@ -21,15 +21,15 @@
  * record bytes (but at least one), with the group's last mid from the same snapshot; no
  * row at all when the group does not exist. Read nearest to $2 first, so that a page
  * cut short by bytes keeps the messages nearest to where the client reads. */
-#define PAGE_SQL(cmp, order)                                                                \
-    "SELECT g.last_mid, p.mid, p.ts, p.record FROM gw.groups g LEFT JOIN LATERAL ("       \
-    " SELECT mid, ts, record FROM ("                                                      \
-    "  SELECT mid, ts, record, sum(octet_length(record)) OVER w AS run,"                  \
-    "         row_number() OVER w AS rn FROM ("                                           \
-    "   SELECT mid, ts, record FROM gw.msgs WHERE gid = g.gid AND mid " cmp " $2::int8"    \
-    "   ORDER BY mid " order " LIMIT $3::int8) x"                                         \
-    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"                  \
-    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                         \
+#define PAGE_SQL(cmp, order)                                                                       \
+    "SELECT g.last_mid, p.mid, p.ts, p.record FROM gw.groups g LEFT JOIN LATERAL ("                \
+    " SELECT mid, ts, record FROM ("                                                               \
+    "  SELECT mid, ts, record, sum(octet_length(record)) OVER w AS run,"                           \
+    "         row_number() OVER w AS rn FROM ("                                                    \
+    "   SELECT mid, ts, record FROM gw.msgs WHERE gid = g.gid AND mid " cmp " $2::int8"            \
+    "   ORDER BY mid " order " LIMIT $3::int8) x"                                                  \
+    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"                           \
+    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                                  \
     " WHERE g.gid = $1::text ORDER BY p.mid " order
 
 const char *const pg_stmt_sql[PG_N_STMTS] = {
@@ -58,9 +58,10 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms)"
                        " SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])",
     /* An ack only moves forward, also past what another writer stored meanwhile. */
-    [PG_UPD_MEMBERS] = "UPDATE gw.members m SET ack = greatest(m.ack, v.ack), joined_ms = v.joined_ms"
-                       " FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])"
-                       " AS v(gid, uid, ack, joined_ms) WHERE m.gid = v.gid AND m.uid = v.uid",
+    [PG_UPD_MEMBERS] =
+        "UPDATE gw.members m SET ack = greatest(m.ack, v.ack), joined_ms = v.joined_ms"
+        " FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])"
+        " AS v(gid, uid, ack, joined_ms) WHERE m.gid = v.gid AND m.uid = v.uid",
     [PG_DEL_MEMBERS] = "DELETE FROM gw.members m USING unnest($1::text[], $2::text[])"
                        " AS v(gid, uid) WHERE m.gid = v.gid AND m.uid = v.uid",
     [PG_INS_SENDS] = "INSERT INTO gw.sends (uid, cid, gid, mid, ts) SELECT * FROM"
@@ -93,18 +94,28 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
-    [PG_LOCK_GROUPS] = "gw_lock_groups", [PG_READ_ROWS] = "gw_read_rows",
+    [PG_LOCK_GROUPS] = "gw_lock_groups",
+    [PG_READ_ROWS] = "gw_read_rows",
     [PG_EXPECT] = "gw_expect",
     [PG_UPD_GROUPS] = "gw_upd_groups",
-    [PG_INS_GROUPS] = "gw_ins_groups",   [PG_INS_MEMBERS] = "gw_ins_members",
-    [PG_UPD_MEMBERS] = "gw_upd_members", [PG_DEL_MEMBERS] = "gw_del_members",
-    [PG_INS_SENDS] = "gw_ins_sends",     [PG_INS_MSGS] = "gw_ins_msgs",
-    [PG_PAGE_AFTER] = "gw_page_after",   [PG_PAGE_BEFORE] = "gw_page_before",
-    [PG_USER_GROUPS] = "gw_user_groups", [PG_GROUP] = "gw_group",
+    [PG_INS_GROUPS] = "gw_ins_groups",
+    [PG_INS_MEMBERS] = "gw_ins_members",
+    [PG_UPD_MEMBERS] = "gw_upd_members",
+    [PG_DEL_MEMBERS] = "gw_del_members",
+    [PG_INS_SENDS] = "gw_ins_sends",
+    [PG_INS_MSGS] = "gw_ins_msgs",
+    [PG_PAGE_AFTER] = "gw_page_after",
+    [PG_PAGE_BEFORE] = "gw_page_before",
+    [PG_USER_GROUPS] = "gw_user_groups",
+    [PG_GROUP] = "gw_group",
     [PG_MEMBERS] = "gw_members",
-    [PG_NOTIFY] = "gw_notify",           [PG_COUNT] = "gw_count",             [PG_SIZE] = "gw_size",
-    [PG_RECOVERY] = "gw_recovery",       [PG_BEGIN] = "gw_begin",
-    [PG_COMMIT] = "gw_commit",           [PG_ROLLBACK] = "gw_rollback",
+    [PG_NOTIFY] = "gw_notify",
+    [PG_COUNT] = "gw_count",
+    [PG_SIZE] = "gw_size",
+    [PG_RECOVERY] = "gw_recovery",
+    [PG_BEGIN] = "gw_begin",
+    [PG_COMMIT] = "gw_commit",
+    [PG_ROLLBACK] = "gw_rollback",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */
@@ -222,8 +233,9 @@ static bool wait_socket(pg *p, short events, char *why, size_t why_len)
     while (rc < 0 && errno == EINTR);
     if (rc > 0)
         return true;
-    snprintf(why, why_len, rc == 0 ? "the database did not answer within %d s"
-                                   : "waiting for the database failed",
+    snprintf(why, why_len,
+             rc == 0 ? "the database did not answer within %d s"
+                     : "waiting for the database failed",
              IO_TIMEOUT_MS / 1000);
     return false;
 }
@@ -267,8 +279,7 @@ int pg_sync(pg *p, char *why, size_t why_len)
     while ((rc = PQflush(p->conn)) == 1) {
         /* The server may be answering while we still send: read, or both could wait. */
         char mine[512] = "";
-        if (!wait_socket(p, POLLIN | POLLOUT, mine, sizeof(mine)) ||
-            PQconsumeInput(p->conn) != 1) {
+        if (!wait_socket(p, POLLIN | POLLOUT, mine, sizeof(mine)) || PQconsumeInput(p->conn) != 1) {
             if (!mine[0])
                 pg_why(p, NULL, "sending to the database failed", mine, sizeof(mine));
             snprintf(why, why_len, "%s", mine);

@@ -56,8 +56,8 @@ static int db_open(rk *r, rk_db *d, bool read_only, char *why, size_t why_len)
     char *err = NULL;
     memset(d, 0, sizeof(*d));
     if (read_only)
-        d->db = rocksdb_open_for_read_only_column_families(r->opts, r->path, RK_CF_COUNT,
-                                                           cf_names, cf_opts, d->cf, 0, &err);
+        d->db = rocksdb_open_for_read_only_column_families(r->opts, r->path, RK_CF_COUNT, cf_names,
+                                                           cf_opts, d->cf, 0, &err);
     else
         d->db = rocksdb_open_column_families(r->opts, r->path, RK_CF_COUNT, cf_names, cf_opts,
                                              d->cf, &err);
@@ -281,8 +281,7 @@ static void rk_put_send(void *be, st_id uid, st_id cid, const st_send_row *row)
     put(be, RK_CF_SENDS, &k, v, RK_SEND_HDR + row->gid_n);
 }
 
-static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
-                       size_t n)
+static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n)
 {
     rk *r = be;
     rk_key k;
@@ -419,8 +418,7 @@ static int rk_count(void *be, uint64_t *groups, uint64_t *messages)
 {
     rk *r = be;
     *groups = *messages = 0;
-    rocksdb_iterator_t *it =
-        rocksdb_create_iterator_cf(r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS]);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS]);
     for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t vn;
         const char *v = rocksdb_iter_value(it, &vn);

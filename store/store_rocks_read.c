@@ -156,10 +156,11 @@ static int read_members(reader *rd, st_op *op)
     if (!(op->members = st_members_new(last_mid, op->limit)))
         return ST_ENOMEM;
     rk_key group, end, seek;
-    rk_key_id(&group, op->gid); /* the group's members: every key that starts so */
+    rk_key_id(&group, op->gid);          /* the group's members: every key that starts so */
     if (rk_key_prefix_end(&group, &end)) /* always: ids are printable ASCII */
         rocksdb_readoptions_set_iterate_upper_bound(rd->ro, end.b, end.n);
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MEMBERS]);
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MEMBERS]);
     st_id after = op->uid;
     size_t len = 1;
     while (rc == ST_OK && len <= ST_MAX_ID) {
@@ -207,8 +208,8 @@ static int read_members(reader *rd, st_op *op)
  * descending before one), so that when max_bytes cuts the page short it keeps the
  * messages nearest to where the client is reading. At least one message is always kept.
  */
-static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir,
-                size_t max_bytes, st_page *p, bool *cut)
+static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir, size_t max_bytes,
+                st_page *p, bool *cut)
 {
     rk_key klo, khi;
     rk_key_msg(&klo, gid, lo);
@@ -226,7 +227,8 @@ static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir
         rocksdb_iter_seek_to_first(it);
     int rc = ST_OK;
     *cut = false;
-    for (; rocksdb_iter_valid(it) && n < cap; back ? rocksdb_iter_prev(it) : rocksdb_iter_next(it)) {
+    for (; rocksdb_iter_valid(it) && n < cap;
+         back ? rocksdb_iter_prev(it) : rocksdb_iter_next(it)) {
         size_t kn, vn;
         const char *kp = rocksdb_iter_key(it, &kn);
         const char *vp = rocksdb_iter_value(it, &vn);
@@ -254,8 +256,8 @@ static int read_page(reader *rd, st_op *op)
         return ST_ENOMEM;
     bool cut = false, more = false;
     if (st_page_range(op->dir, op->from, op->limit, last_mid, &lo, &hi)) {
-        rc = scan(rd, op->gid, lo, hi, op->dir, op->max_bytes ? op->max_bytes : SIZE_MAX,
-                  op->page, &cut);
+        rc = scan(rd, op->gid, lo, hi, op->dir, op->max_bytes ? op->max_bytes : SIZE_MAX, op->page,
+                  &cut);
         more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > 1);
     }
     st_page_finish(op->page, op->dir == ST_BEFORE, more);

@@ -17,16 +17,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_URL        "wss://localhost:8443/ws"
+#define DEFAULT_URL "wss://localhost:8443/ws"
 #define DEFAULT_TIMEOUT_MS 10000
-#define DEFAULT_RETRY_MS   60000
-#define TOKEN_MAX          8192
+#define DEFAULT_RETRY_MS 60000
+#define TOKEN_MAX 8192
 
 volatile sig_atomic_t cli_stop;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: gw_cli [OPTIONS] COMMAND [ARGS]\n"
         "A command-line client of the group-messaging gateway.\n"
         "\n"
@@ -87,8 +88,23 @@ static void usage(FILE *f)
 }
 
 enum {
-    O_URL = 256, O_TOKEN, O_TOKEN_FILE, O_CA, O_INSECURE, O_JSON, O_TIMEOUT, O_RETRY,
-    O_CID_PREFIX, O_COUNT, O_SECONDS, O_AFTER, O_BEFORE, O_LIMIT, O_ALL, O_ACK, O_HELP,
+    O_URL = 256,
+    O_TOKEN,
+    O_TOKEN_FILE,
+    O_CA,
+    O_INSECURE,
+    O_JSON,
+    O_TIMEOUT,
+    O_RETRY,
+    O_CID_PREFIX,
+    O_COUNT,
+    O_SECONDS,
+    O_AFTER,
+    O_BEFORE,
+    O_LIMIT,
+    O_ALL,
+    O_ACK,
+    O_HELP,
 };
 
 /* Seconds (fractions allowed) from min to max, as ms. */
@@ -121,7 +137,8 @@ static int parse_u64(const char *name, const char *s, uint64_t min, uint64_t max
 
 static bool id_ok(const char *what, const char *s)
 {
-    if (pr_id_valid(cli_slice(s))) return true;
+    if (pr_id_valid(cli_slice(s)))
+        return true;
     cli_err("%s '%s' is not a valid id (1-64 of [A-Za-z0-9_.:-])", what, s);
     return false;
 }
@@ -135,7 +152,8 @@ static int load_token(const char *arg, const char *file, char **out)
         cli_err("give --token or --token-file, not both");
         return CLI_EXIT_USAGE;
     }
-    if (!arg && !file) arg = getenv("GW_TOKEN");
+    if (!arg && !file)
+        arg = getenv("GW_TOKEN");
     if (file) {
         FILE *f = fopen(file, "rb");
         if (!f) {
@@ -186,22 +204,26 @@ static bool has_pem_certificate(const char *path)
     while (f && !found && getline(&line, &cap, f) > 0)
         found = !strncmp(line, "-----BEGIN ", 11) && strstr(line, "CERTIFICATE-----");
     free(line);
-    if (f) fclose(f);
+    if (f)
+        fclose(f);
     return found;
 }
 
 static int cmd_groups(cli *c)
 {
-    if (cli_open_or_say(c)) return CLI_EXIT_FAIL;
+    if (cli_open_or_say(c))
+        return CLI_EXIT_FAIL;
     pr_group g;
     for (size_t i = 0; i < c->welcome.n_items; i++)
-        if (pr_event_group(&c->welcome, i, &g) == 0) out_group(c, &g);
+        if (pr_event_group(&c->welcome, i, &g) == 0)
+            out_group(c, &g);
     return out_flush() ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 static int cmd_join_leave(cli *c, const char *gid, bool join)
 {
-    if (cli_open_or_say(c)) return CLI_EXIT_FAIL;
+    if (cli_open_or_say(c))
+        return CLI_EXIT_FAIL;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     uint64_t rid = ++c->next_rid;
@@ -212,7 +234,8 @@ static int cmd_join_leave(cli *c, const char *gid, bool join)
     pr_event ev;
     int rc = cli_request(c, &sb, rid, join ? PR_EV_JOINED : PR_EV_LEFT, gid, &ev);
     msgpack_sbuffer_destroy(&sb);
-    if (rc) return CLI_EXIT_FAIL;
+    if (rc)
+        return CLI_EXIT_FAIL;
     if (join)
         out_joined(c, &ev);
     else
@@ -246,7 +269,7 @@ typedef struct cli_args {
     const char *token, *token_file;
     const char *used[O_HELP + 1]; /* the long name of each option given */
     const char *cmd;
-    int nargs;                    /* arguments after the command */
+    int nargs; /* arguments after the command */
     char **args;
 } cli_args;
 
@@ -281,7 +304,8 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
     o->retry_ms = DEFAULT_RETRY_MS;
     while ((opt = getopt_long(argc, argv, "h", opts, &li)) != -1) {
-        if (opt >= O_URL && opt <= O_HELP) a->used[opt] = opts[li].name;
+        if (opt >= O_URL && opt <= O_HELP)
+            a->used[opt] = opts[li].name;
         switch (opt) {
         case O_URL: o->url = optarg; break;
         case O_TOKEN: a->token = optarg; break;
@@ -294,10 +318,12 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
                 return CLI_EXIT_USAGE;
             break;
         case O_RETRY:
-            if (parse_seconds("retry", optarg, 0, 86400, &o->retry_ms)) return CLI_EXIT_USAGE;
+            if (parse_seconds("retry", optarg, 0, 86400, &o->retry_ms))
+                return CLI_EXIT_USAGE;
             break;
         case O_CID_PREFIX:
-            if (!id_ok("--cid-prefix", optarg)) return CLI_EXIT_USAGE;
+            if (!id_ok("--cid-prefix", optarg))
+                return CLI_EXIT_USAGE;
             if (strlen(optarg) > CLI_CID_PREFIX_MAX) {
                 cli_err("--cid-prefix: at most %d characters", CLI_CID_PREFIX_MAX);
                 return CLI_EXIT_USAGE;
@@ -305,7 +331,8 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
             o->cid_prefix = optarg;
             break;
         case O_COUNT:
-            if (parse_u64("count", optarg, 1, 1000000000, &v)) return CLI_EXIT_USAGE;
+            if (parse_u64("count", optarg, 1, 1000000000, &v))
+                return CLI_EXIT_USAGE;
             o->count = (long)v;
             break;
         case O_SECONDS:
@@ -313,15 +340,18 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
                 return CLI_EXIT_USAGE;
             break;
         case O_AFTER:
-            if (parse_u64("after", optarg, 0, UINT64_MAX - 1, &o->after)) return CLI_EXIT_USAGE;
+            if (parse_u64("after", optarg, 0, UINT64_MAX - 1, &o->after))
+                return CLI_EXIT_USAGE;
             o->has_after = true;
             break;
         case O_BEFORE:
-            if (parse_u64("before", optarg, 1, UINT64_MAX, &o->before)) return CLI_EXIT_USAGE;
+            if (parse_u64("before", optarg, 1, UINT64_MAX, &o->before))
+                return CLI_EXIT_USAGE;
             o->has_before = true;
             break;
         case O_LIMIT:
-            if (parse_u64("limit", optarg, 1, 100000, &v)) return CLI_EXIT_USAGE;
+            if (parse_u64("limit", optarg, 1, 100000, &v))
+                return CLI_EXIT_USAGE;
             o->limit = (uint32_t)v;
             break;
         case O_ALL: o->all = true; break;
@@ -375,7 +405,8 @@ static int check_command(const cli *c, const cli_args *a)
         cli_err("usage: gw_cli %s GID%s", cmd, is_send ? " [TEXT...]" : "");
         return CLI_EXIT_USAGE;
     }
-    if (group_cmd && !id_ok("group", a->args[0])) return CLI_EXIT_USAGE;
+    if (group_cmd && !id_ok("group", a->args[0]))
+        return CLI_EXIT_USAGE;
     if (o->has_after && o->has_before) {
         cli_err("give --after or --before, not both");
         return CLI_EXIT_USAGE;
@@ -408,19 +439,26 @@ static int run(int argc, char **argv, cli *c)
     cli_args a;
     memset(&a, 0, sizeof(a));
     int rc = parse_options(argc, argv, c, &a);
-    if (rc >= 0 || (rc = check_command(c, &a)) >= 0) return rc;
-    if ((rc = load_token(a.token, a.token_file, &c->token))) return rc;
+    if (rc >= 0 || (rc = check_command(c, &a)) >= 0)
+        return rc;
+    if ((rc = load_token(a.token, a.token_file, &c->token)))
+        return rc;
     gwc_options go = {.ca_file = c->o.ca_file, .insecure = c->o.insecure};
     if (!(c->ctx = gwc_ctx_new(&go))) {
         cli_err("cannot set up the client (TLS settings or memory)");
         return CLI_EXIT_FAIL;
     }
     const char *cmd = a.cmd, *gid = a.nargs ? a.args[0] : NULL;
-    if (!strcmp(cmd, "groups")) return cmd_groups(c);
-    if (!strcmp(cmd, "join")) return cmd_join_leave(c, gid, true);
-    if (!strcmp(cmd, "leave")) return cmd_join_leave(c, gid, false);
-    if (!strcmp(cmd, "send")) return cli_cmd_send(c, gid, a.nargs - 1, a.args + 1);
-    if (!strcmp(cmd, "tail")) return cli_cmd_tail(c, gid);
+    if (!strcmp(cmd, "groups"))
+        return cmd_groups(c);
+    if (!strcmp(cmd, "join"))
+        return cmd_join_leave(c, gid, true);
+    if (!strcmp(cmd, "leave"))
+        return cmd_join_leave(c, gid, false);
+    if (!strcmp(cmd, "send"))
+        return cli_cmd_send(c, gid, a.nargs - 1, a.args + 1);
+    if (!strcmp(cmd, "tail"))
+        return cli_cmd_tail(c, gid);
     return cli_cmd_pull(c, gid);
 }
 

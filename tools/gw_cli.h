@@ -20,12 +20,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CLI_EXIT_OK        0
-#define CLI_EXIT_FAIL      1
-#define CLI_EXIT_USAGE     2
-#define CLI_NAME           "gw_cli"
-#define CLI_CID_PREFIX_MAX 40  /* leaves room for "-" and a line number in a 64-byte cid */
-#define CLI_DRAIN_MAX      256 /* events handled in a row before timers are looked at */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+#define CLI_NAME "gw_cli"
+#define CLI_CID_PREFIX_MAX 40 /* leaves room for "-" and a line number in a 64-byte cid */
+#define CLI_DRAIN_MAX 256     /* events handled in a row before timers are looked at */
 
 /* What the command line asked for. Strings borrow from argv or the environment. */
 typedef struct cli_opts {

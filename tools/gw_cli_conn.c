@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS   5000
+#define BACKOFF_MAX_MS 5000
 
 /* Kinds of open() failures. */
 enum {
@@ -32,7 +32,8 @@ int64_t cli_now_ms(void)
 
 static void sleep_ms(int ms)
 {
-    if (ms <= 0) return;
+    if (ms <= 0)
+        return;
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL); /* a signal cuts it short: the callers check cli_stop */
 }
@@ -68,7 +69,8 @@ static void token_hint(const char *tok, char *buf, size_t cap)
     int bits = 0;
     for (p++; p < end && n < sizeof(claims) - 1; p++) {
         const char *at = memchr(b64, *p, 64);
-        if (!at) break;
+        if (!at)
+            break;
         acc = acc << 6 | (uint32_t)(at - b64);
         if ((bits += 6) >= 8) {
             bits -= 8;
@@ -77,12 +79,14 @@ static void token_hint(const char *tok, char *buf, size_t cap)
     }
     claims[n] = '\0';
     const char *e = strstr(claims, "\"exp\"");
-    if (!e) return;
+    if (!e)
+        return;
     e += 5;
     e += strspn(e, " \t:");
     char *num_end;
     long long exp = strtoll(e, &num_end, 10);
-    if (num_end == e || exp > (long long)time(NULL)) return;
+    if (num_end == e || exp > (long long)time(NULL))
+        return;
     time_t t = (time_t)exp;
     struct tm tm;
     char when[32];
@@ -101,8 +105,10 @@ const char *cli_close_reason(const cli *c)
     case 0: what = "the connection dropped"; break;
     case 1000: what = "the gateway closed the connection (1000)"; break;
     case 1001: what = "the gateway is shutting down (1001)"; break;
-    case 1008: what = "the gateway closed the connection for policy (1008: too many bad "
-                      "requests, or a reader too slow)"; break;
+    case 1008:
+        what = "the gateway closed the connection for policy (1008: too many bad "
+               "requests, or a reader too slow)";
+        break;
     case 1009: what = "a frame over the size limit (1009)"; break;
     case 4001: what = "unauthorized (4001)"; break;
     default: what = "the connection closed"; break;
@@ -129,7 +135,7 @@ static int open_session(cli *c)
         const char *e = gwc_ctx_last_error(c->ctx);
         bool cert = strstr(e, "certificate") != NULL;
         snprintf(c->why, sizeof(c->why), "cannot connect: %s%s", *e ? e : gwc_strerror(rc),
-                 !cert ? ""
+                 !cert          ? ""
                  : c->o.ca_file ? " (the --ca file does not vouch for this server's certificate)"
                                 : " (trust the server's certificate or its CA with --ca FILE)");
         c->k = NULL;
@@ -185,7 +191,8 @@ static int open_session(cli *c)
 
 int cli_open_or_say(cli *c)
 {
-    if (open_session(c) == 0) return 0;
+    if (open_session(c) == 0)
+        return 0;
     cli_err("%s", c->why);
     return -1;
 }
@@ -196,7 +203,8 @@ int cli_reopen(cli *c, const char *what, int64_t until)
     int backoff = BACKOFF_FIRST_MS;
     int64_t since = cli_now_ms();
     for (int attempt = 1;; attempt++) {
-        if (cli_stop) return -1;
+        if (cli_stop)
+            return -1;
         int rc = open_session(c);
         if (rc == 0) {
             cli_err("reconnected after %d attempt%s (%.1f s)", attempt, attempt == 1 ? "" : "s",
@@ -257,7 +265,8 @@ void cli_say_err(const pr_event *ev, const char *gid)
     default: break;
     }
     char where[PR_MAX_ID + 3] = "";
-    if (gid) snprintf(where, sizeof(where), "%s: ", gid);
+    if (gid)
+        snprintf(where, sizeof(where), "%s: ", gid);
     cli_err("%s%.*s: %.*s%s", where, (int)ev->err_name.n, ev->err_name.p, (int)ev->err_msg.n,
             ev->err_msg.p, hint);
 }
@@ -276,8 +285,10 @@ int cli_request(cli *c, const msgpack_sbuffer *sb, uint64_t rid, enum pr_ev_type
             break;
         }
         rc = gwc_next(c->k, (int)left, ev);
-        if (rc != 0 || !ev->has_rid || ev->rid != rid) continue; /* pushes, other replies */
-        if (ev->t == want) return 0;
+        if (rc != 0 || !ev->has_rid || ev->rid != rid)
+            continue; /* pushes, other replies */
+        if (ev->t == want)
+            return 0;
         if (ev->t == PR_EV_ERR) {
             cli_say_err(ev, gid);
             return -1;

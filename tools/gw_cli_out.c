@@ -30,19 +30,25 @@ static size_t utf8_next(const uint8_t *p, size_t n, uint32_t *cp)
     } else if (b >= 0xE0 && b <= 0xEF) {
         len = 3;
         *cp = b & 0x0F;
-        if (b == 0xE0) lo = 0xA0; /* no overlong forms */
-        if (b == 0xED) hi = 0x9F; /* no surrogates */
+        if (b == 0xE0)
+            lo = 0xA0; /* no overlong forms */
+        if (b == 0xED)
+            hi = 0x9F; /* no surrogates */
     } else if (b >= 0xF0 && b <= 0xF4) {
         len = 4;
         *cp = b & 0x07;
-        if (b == 0xF0) lo = 0x90;
-        if (b == 0xF4) hi = 0x8F; /* nothing above U+10FFFF */
+        if (b == 0xF0)
+            lo = 0x90;
+        if (b == 0xF4)
+            hi = 0x8F; /* nothing above U+10FFFF */
     } else {
         return 0;
     }
-    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
     for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
         *cp = *cp << 6 | (p[i] & 0x3F);
     }
     return len;
@@ -52,7 +58,8 @@ static bool utf8_valid(pr_slice s)
 {
     uint32_t cp;
     for (size_t i = 0, len; i < s.n; i += len)
-        if (!(len = utf8_next(s.p + i, s.n - i, &cp))) return false;
+        if (!(len = utf8_next(s.p + i, s.n - i, &cp)))
+            return false;
     return true;
 }
 
@@ -96,8 +103,10 @@ static void base64(pr_slice s)
     putchar('"');
     for (size_t i = 0; i < s.n; i += 3) {
         uint32_t v = (uint32_t)s.p[i] << 16;
-        if (i + 1 < s.n) v |= (uint32_t)s.p[i + 1] << 8;
-        if (i + 2 < s.n) v |= s.p[i + 2];
+        if (i + 1 < s.n)
+            v |= (uint32_t)s.p[i + 1] << 8;
+        if (i + 2 < s.n)
+            v |= s.p[i + 2];
         putchar(tab[v >> 18 & 63]);
         putchar(tab[v >> 12 & 63]);
         putchar(i + 1 < s.n ? tab[v >> 6 & 63] : '=');
@@ -140,7 +149,8 @@ static void json_body(pr_body body)
     }
     base64(body.data);
     fputs(",\"enc\":\"base64\"", stdout);
-    if (body.is_bin) fputs(",\"bin\":true", stdout);
+    if (body.is_bin)
+        fputs(",\"bin\":true", stdout);
 }
 
 void out_message(const cli *c, pr_slice gid, const pr_message *m)
@@ -231,7 +241,8 @@ void out_sent(const cli *c, const pr_event *ev)
 
 int out_flush(void)
 {
-    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
     cli_err("cannot write the output: %s", strerror(errno));
     return -1;
 }

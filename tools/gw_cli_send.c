@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define WINDOW       64    /* messages in flight */
-#define READ_CHUNK   65536 /* bytes read from stdin at a time */
-#define BUSY_WAIT_MS 200   /* first wait before sending again after overloaded/unavailable */
+#define WINDOW 64        /* messages in flight */
+#define READ_CHUNK 65536 /* bytes read from stdin at a time */
+#define BUSY_WAIT_MS 200 /* first wait before sending again after overloaded/unavailable */
 #define BUSY_WAIT_MAX_MS 5000
 
 typedef struct send_item {
@@ -59,7 +59,8 @@ static void random_prefix(char *out, size_t cap)
     if (fd < 0 || read(fd, r, sizeof(r)) != (ssize_t)sizeof(r))
         for (size_t i = 0; i < sizeof(r); i++)
             r[i] = (unsigned char)rand();
-    if (fd >= 0) close(fd);
+    if (fd >= 0)
+        close(fd);
     snprintf(out, cap, "cli-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
 }
 
@@ -76,7 +77,8 @@ static int add_item(sender *s, const char *data, size_t len)
         cli_err("out of memory");
         return -1;
     }
-    if (len) memcpy(it->body, data, len);
+    if (len)
+        memcpy(it->body, data, len);
     it->len = len;
     it->n = ++s->lines;
     snprintf(it->cid, sizeof(it->cid), "%s-%" PRIu64, s->prefix, it->n);
@@ -98,8 +100,10 @@ static int take_lines(sender *s)
             return 0;
         }
         size_t len = nl ? (size_t)(nl - s->lb) : s->lb_n, used = nl ? len + 1 : len;
-        if (len && s->lb[len - 1] == '\r') len--;
-        if (add_item(s, s->lb, len)) return -1;
+        if (len && s->lb[len - 1] == '\r')
+            len--;
+        if (add_item(s, s->lb, len))
+            return -1;
         memmove(s->lb, s->lb + used, s->lb_n - used);
         s->lb_n -= used;
     }
@@ -110,7 +114,8 @@ static int take_lines(sender *s)
 static int read_input(sender *s, int wait_ms)
 {
     struct pollfd p = {STDIN_FILENO, POLLIN, 0};
-    if (poll(&p, 1, wait_ms) <= 0) return 0; /* nothing yet, or a signal */
+    if (poll(&p, 1, wait_ms) <= 0)
+        return 0; /* nothing yet, or a signal */
     if (s->lb_cap - s->lb_n < READ_CHUNK) {
         char *nb = realloc(s->lb, s->lb_n + READ_CHUNK);
         if (!nb) {
@@ -121,12 +126,14 @@ static int read_input(sender *s, int wait_ms)
         s->lb_cap = s->lb_n + READ_CHUNK;
     }
     ssize_t n = read(STDIN_FILENO, s->lb + s->lb_n, READ_CHUNK);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
     if (n < 0) {
         cli_err("reading standard input: %s", strerror(errno));
         return -1;
     }
-    if (n == 0) s->eof = true;
+    if (n == 0)
+        s->eof = true;
     s->lb_n += (size_t)n;
     return 1;
 }
@@ -137,16 +144,20 @@ static void give_up_rest(sender *s)
     s->eof = true;
     s->lb_n = 0;
     for (size_t i = 0; i < s->count; i++)
-        if (!at(s, i)->on_wire) at(s, i)->done = true;
+        if (!at(s, i)->on_wire)
+            at(s, i)->done = true;
 }
 
 static void on_event(sender *s, const pr_event *ev)
 {
-    if (!ev->has_rid || !s->count) return; /* pushes of other groups, and the like */
+    if (!ev->has_rid || !s->count)
+        return; /* pushes of other groups, and the like */
     uint64_t first = at(s, 0)->n;
-    if (ev->rid < first || ev->rid - first >= s->count) return;
+    if (ev->rid < first || ev->rid - first >= s->count)
+        return;
     send_item *it = at(s, (size_t)(ev->rid - first));
-    if (it->done || !it->on_wire) return;
+    if (it->done || !it->on_wire)
+        return;
     if (ev->t == PR_EV_SENT) {
         it->done = true;
         it->mid = ev->mid;
@@ -156,7 +167,8 @@ static void on_event(sender *s, const pr_event *ev)
                 ev->err_code == PR_E_UNAVAILABLE)) {
         it->on_wire = false;
         it->busy_wait_ms = it->busy_wait_ms ? 2 * it->busy_wait_ms : BUSY_WAIT_MS;
-        if (it->busy_wait_ms > BUSY_WAIT_MAX_MS) it->busy_wait_ms = BUSY_WAIT_MAX_MS;
+        if (it->busy_wait_ms > BUSY_WAIT_MAX_MS)
+            it->busy_wait_ms = BUSY_WAIT_MAX_MS;
         it->due = cli_now_ms() + it->busy_wait_ms;
     } else if (ev->t == PR_EV_ERR) {
         char where[PR_MAX_ID + 40];
@@ -193,13 +205,15 @@ static int send_due(sender *s)
     int64_t now = cli_now_ms();
     for (size_t i = 0; i < s->count; i++) {
         send_item *it = at(s, i);
-        if (it->done || it->on_wire) continue;
+        if (it->done || it->on_wire)
+            continue;
         if (cli_stop) { /* interrupted: a message waiting to be retried is given up */
             it->done = true;
             s->failed = true;
             continue;
         }
-        if (it->due > now) continue;
+        if (it->due > now)
+            continue;
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         pr_body body = {{it->body, it->len}, false};
@@ -207,7 +221,8 @@ static int send_due(sender *s)
                      ? GWC_ENOMEM
                      : cli_send(s->c, &sb);
         msgpack_sbuffer_destroy(&sb);
-        if (rc == GWC_ECLOSED) return 0; /* the loop reconnects */
+        if (rc == GWC_ECLOSED)
+            return 0; /* the loop reconnects */
         if (rc) {
             cli_err("cannot send: %s", gwc_strerror(rc));
             return -1;
@@ -227,7 +242,8 @@ static int reconnect(sender *s)
         cli_err("%s", what);
         return -1;
     }
-    if (cli_reopen(s->c, what, cli_now_ms() + s->c->o.retry_ms)) return -1;
+    if (cli_reopen(s->c, what, cli_now_ms() + s->c->o.retry_ms))
+        return -1;
     for (size_t i = 0; i < s->count; i++)
         at(s, i)->on_wire = false;
     return 0;
@@ -243,11 +259,16 @@ static int run(sender *s, bool from_stdin)
             s->failed = true;
             give_up_rest(s);
         }
-        if (from_stdin && take_lines(s)) return -1;
-        if (pop_done(s)) return -1;
-        if (!s->count && (s->eof || !from_stdin)) return 0;
-        if (s->count && !gwc_is_open(c->k) && reconnect(s)) return -1;
-        if (send_due(s)) return -1;
+        if (from_stdin && take_lines(s))
+            return -1;
+        if (pop_done(s))
+            return -1;
+        if (!s->count && (s->eof || !from_stdin))
+            return 0;
+        if (s->count && !gwc_is_open(c->k) && reconnect(s))
+            return -1;
+        if (send_due(s))
+            return -1;
         int64_t now = cli_now_ms();
         for (size_t i = 0; i < s->count; i++) {
             send_item *it = at(s, i);
@@ -259,15 +280,18 @@ static int run(sender *s, bool from_stdin)
         bool can_read = from_stdin && !s->eof && s->count < WINDOW &&
                         !(s->lb_n && memchr(s->lb, '\n', s->lb_n));
         int got = can_read ? read_input(s, s->count ? 0 : 200) : 0;
-        if (got < 0) return -1;
-        if (!c->k) continue;
+        if (got < 0)
+            return -1;
+        if (!c->k)
+            continue;
         int rc = gwc_next(c->k, s->count && !got ? (can_read ? 20 : 100) : 0, &ev);
         for (int n = 0; rc == 0 || rc == GWC_EPROTO;) {
             if (rc == 0)
                 on_event(s, &ev);
             else
                 cli_err("ignoring a frame from the server: %s", gwc_last_error(c->k));
-            if (++n == CLI_DRAIN_MAX) break;
+            if (++n == CLI_DRAIN_MAX)
+                break;
             rc = gwc_next(c->k, 0, &ev);
         }
     }
@@ -283,7 +307,8 @@ int cli_cmd_send(cli *c, const char *gid, int argc, char **argv)
         snprintf(s.prefix, sizeof(s.prefix), "%s", c->o.cid_prefix);
     else
         random_prefix(s.prefix, sizeof(s.prefix));
-    if (cli_open_or_say(c)) return CLI_EXIT_FAIL;
+    if (cli_open_or_say(c))
+        return CLI_EXIT_FAIL;
     pr_group g;
     if (!cli_welcome_group(c, gid, &g)) {
         cli_err("%s: not a member of this group (join it first)", gid);
@@ -301,14 +326,16 @@ int cli_cmd_send(cli *c, const char *gid, int argc, char **argv)
         }
         text[0] = '\0';
         for (int i = 0; i < argc; i++) {
-            if (i) strcat(text, " ");
+            if (i)
+                strcat(text, " ");
             strcat(text, argv[i]);
         }
         rc = add_item(&s, text, strlen(text));
         free(text);
         s.eof = true;
     }
-    if (rc == 0) rc = run(&s, argc == 0);
+    if (rc == 0)
+        rc = run(&s, argc == 0);
     for (size_t i = 0; i < s.count; i++)
         free(at(&s, i)->body);
     free(s.lb);

@@ -15,7 +15,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#define TAIL_TICK_MS    250  /* longest wait before looking at the clock and cli_stop again */
+#define TAIL_TICK_MS 250     /* longest wait before looking at the clock and cli_stop again */
 #define TAIL_NO_NEWS_MS 1000 /* after a page with nothing new, wait before pulling again */
 
 typedef struct tailer {
@@ -40,10 +40,13 @@ static bool is_gid(const tailer *t, pr_slice gid)
 static int print(tailer *t, const pr_message *m)
 {
     out_message(t->c, cli_slice(t->gid), m);
-    if (out_flush()) return -1;
+    if (out_flush())
+        return -1;
     t->w = m->mid;
-    if (t->w > t->known) t->known = t->w;
-    if (!t->unacked_since) t->unacked_since = cli_now_ms();
+    if (t->w > t->known)
+        t->known = t->w;
+    if (!t->unacked_since)
+        t->unacked_since = cli_now_ms();
     t->printed++;
     return 0;
 }
@@ -56,11 +59,13 @@ static bool counted_out(const tailer *t)
 static void ack(tailer *t, bool now)
 {
     cli *c = t->c;
-    if (t->w <= t->acked || !gwc_is_open(c->k)) return;
+    if (t->w <= t->acked || !gwc_is_open(c->k))
+        return;
     if (!now && t->w - t->acked < c->ack_every &&
         cli_now_ms() - t->unacked_since < (int64_t)c->ack_delay_ms)
         return;
-    if (cli_send_ack(c, t->gid, t->w) != 0) return; /* closed: acked again on resuming */
+    if (cli_send_ack(c, t->gid, t->w) != 0)
+        return; /* closed: acked again on resuming */
     t->acked = t->w;
     t->unacked_since = 0;
 }
@@ -73,7 +78,8 @@ static int pull(tailer *t)
     int rc =
         pr_enc_pull(&sb, rid, cli_slice(t->gid), false, t->w, 0) ? GWC_ENOMEM : cli_send(t->c, &sb);
     msgpack_sbuffer_destroy(&sb);
-    if (rc == GWC_ECLOSED) return 0; /* the loop resumes */
+    if (rc == GWC_ECLOSED)
+        return 0; /* the loop resumes */
     if (rc) {
         cli_err("cannot send pull: %s", gwc_strerror(rc));
         return -1;
@@ -88,23 +94,29 @@ static int on_page(tailer *t, const pr_event *ev)
     uint64_t w0 = t->w;
     t->pull_rid = 0;
     t->busy_wait_ms = 0;
-    if (ev->last_mid > t->known) t->known = ev->last_mid;
+    if (ev->last_mid > t->known)
+        t->known = ev->last_mid;
     pr_message m;
     for (size_t i = 0; i < ev->n_items && !counted_out(t); i++)
-        if (pr_event_message(ev, i, &m) == 0 && m.mid > t->w && print(t, &m)) return -1;
+        if (pr_event_message(ev, i, &m) == 0 && m.mid > t->w && print(t, &m))
+            return -1;
     /* Nothing new although more was expected (the page may predate what a push showed):
      * ask again a little later rather than at once. */
-    if (t->w == w0) t->pull_due = cli_now_ms() + TAIL_NO_NEWS_MS;
+    if (t->w == w0)
+        t->pull_due = cli_now_ms() + TAIL_NO_NEWS_MS;
     return 0;
 }
 
 static int on_event(tailer *t, const pr_event *ev)
 {
     if (ev->t == PR_EV_MSG && is_gid(t, ev->gid)) {
-        if (ev->msg.mid == t->w + 1 && !counted_out(t)) return print(t, &ev->msg);
-        if (ev->msg.mid > t->known) t->known = ev->msg.mid; /* a hole: pull fills it */
+        if (ev->msg.mid == t->w + 1 && !counted_out(t))
+            return print(t, &ev->msg);
+        if (ev->msg.mid > t->known)
+            t->known = ev->msg.mid; /* a hole: pull fills it */
     } else if (ev->t == PR_EV_NOTIFY && is_gid(t, ev->gid)) {
-        if (ev->last_mid > t->known) t->known = ev->last_mid;
+        if (ev->last_mid > t->known)
+            t->known = ev->last_mid;
     } else if (ev->t == PR_EV_PAGE && t->pull_rid && ev->has_rid && ev->rid == t->pull_rid) {
         return on_page(t, ev);
     } else if (ev->t == PR_EV_ERR && t->pull_rid && ev->has_rid && ev->rid == t->pull_rid &&
@@ -112,7 +124,8 @@ static int on_event(tailer *t, const pr_event *ev)
                 ev->err_code == PR_E_UNAVAILABLE)) {
         t->pull_rid = 0;
         t->busy_wait_ms = t->busy_wait_ms ? 2 * t->busy_wait_ms : 200;
-        if (t->busy_wait_ms > 5000) t->busy_wait_ms = 5000;
+        if (t->busy_wait_ms > 5000)
+            t->busy_wait_ms = 5000;
         t->pull_due = cli_now_ms() + t->busy_wait_ms;
     } else if (ev->t == PR_EV_ERR &&
                ((t->pull_rid && ev->has_rid && ev->rid == t->pull_rid) || is_gid(t, ev->gid))) {
@@ -133,13 +146,15 @@ static int resume(tailer *t, const char *what, int64_t end)
         return -1;
     }
     int64_t until = cli_now_ms() + c->o.retry_ms;
-    if (cli_reopen(c, what, until < end ? until : end)) return -1;
+    if (cli_reopen(c, what, until < end ? until : end))
+        return -1;
     pr_group g;
     if (!cli_welcome_group(c, t->gid, &g)) {
         cli_err("%s: no longer a member of this group", t->gid);
         return -1;
     }
-    if (g.last_mid > t->known) t->known = g.last_mid;
+    if (g.last_mid > t->known)
+        t->known = g.last_mid;
     if (t->known > t->w)
         cli_err("%s: catching up from mid %" PRIu64 " to %" PRIu64 " (nothing is printed twice)",
                 t->gid, t->w + 1, t->known);
@@ -155,7 +170,8 @@ int cli_cmd_tail(cli *c, const char *gid)
 {
     tailer t = {.c = c, .gid = gid};
     int64_t end = c->o.seconds_ms ? cli_now_ms() + c->o.seconds_ms : INT64_MAX;
-    if (cli_open_or_say(c)) return CLI_EXIT_FAIL;
+    if (cli_open_or_say(c))
+        return CLI_EXIT_FAIL;
     pr_group g;
     if (!cli_welcome_group(c, gid, &g)) {
         cli_err("%s: not a member of this group (join it first)", gid);
@@ -168,10 +184,12 @@ int cli_cmd_tail(cli *c, const char *gid)
     char what[400];
     while (rc == 0 && !counted_out(&t) && !cli_stop) {
         int64_t now = cli_now_ms();
-        if (now >= end) break;
+        if (now >= end)
+            break;
         if (!gwc_is_open(c->k)) {
             snprintf(what, sizeof(what), "connection lost: %s", cli_close_reason(c));
-            if ((rc = resume(&t, what, end))) break;
+            if ((rc = resume(&t, what, end)))
+                break;
             continue;
         }
         if (t.pull_rid && now - t.pull_sent_at > c->o.timeout_ms) {
@@ -179,12 +197,14 @@ int cli_cmd_tail(cli *c, const char *gid)
             rc = resume(&t, what, end);
             continue;
         }
-        if (!t.pull_rid && t.w < t.known && now >= t.pull_due && (rc = pull(&t))) break;
+        if (!t.pull_rid && t.w < t.known && now >= t.pull_due && (rc = pull(&t)))
+            break;
         ack(&t, false);
         int64_t wait = end - now < TAIL_TICK_MS ? end - now : TAIL_TICK_MS;
         if (t.unacked_since) {
             int64_t due = t.unacked_since + c->ack_delay_ms - now;
-            if (due < wait) wait = due > 0 ? due : 0;
+            if (due < wait)
+                wait = due > 0 ? due : 0;
         }
         if (!t.pull_rid && t.w < t.known && t.pull_due - now < wait)
             wait = t.pull_due > now ? t.pull_due - now : 0;
@@ -194,11 +214,13 @@ int cli_cmd_tail(cli *c, const char *gid)
                 rc = on_event(&t, &ev);
             else /* a lost push shows up as a hole later, and is pulled then */
                 cli_err("ignoring a frame from the server: %s", gwc_last_error(c->k));
-            if (rc || counted_out(&t) || ++n == CLI_DRAIN_MAX) break;
+            if (rc || counted_out(&t) || ++n == CLI_DRAIN_MAX)
+                break;
             r = gwc_next(c->k, 0, &ev);
         }
     }
-    if (cli_stop && rc) rc = 0; /* interrupted while reconnecting: a normal end */
+    if (cli_stop && rc)
+        rc = 0; /* interrupted while reconnecting: a normal end */
     ack(&t, true);
     return rc ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
@@ -206,7 +228,8 @@ int cli_cmd_tail(cli *c, const char *gid)
 int cli_cmd_pull(cli *c, const char *gid)
 {
     const cli_opts *o = &c->o;
-    if (cli_open_or_say(c)) return CLI_EXIT_FAIL;
+    if (cli_open_or_say(c))
+        return CLI_EXIT_FAIL;
     pr_group g;
     if (!cli_welcome_group(c, gid, &g)) {
         cli_err("%s: not a member of this group (join it first)", gid);
@@ -225,23 +248,31 @@ int cli_cmd_pull(cli *c, const char *gid)
         int rc = pr_enc_pull(&sb, rid, cli_slice(gid), before, before ? lo : hi, o->limit);
         rc = rc ? -1 : cli_request(c, &sb, rid, PR_EV_PAGE, gid, &ev);
         msgpack_sbuffer_destroy(&sb);
-        if (rc) return CLI_EXIT_FAIL;
+        if (rc)
+            return CLI_EXIT_FAIL;
         size_t fresh = 0;
         uint64_t page_lo = lo;
         pr_message m;
         for (size_t i = 0; i < ev.n_items; i++) {
-            if (pr_event_message(&ev, i, &m)) continue;
-            if (before ? m.mid >= lo : m.mid <= hi) continue; /* never print one twice */
+            if (pr_event_message(&ev, i, &m))
+                continue;
+            if (before ? m.mid >= lo : m.mid <= hi)
+                continue; /* never print one twice */
             out_message(c, cli_slice(gid), &m);
             fresh++;
-            if (!before) hi = m.mid;
-            if (m.mid < page_lo) page_lo = m.mid;
-            if (m.mid == held + 1) held = m.mid;
+            if (!before)
+                hi = m.mid;
+            if (m.mid < page_lo)
+                page_lo = m.mid;
+            if (m.mid == held + 1)
+                held = m.mid;
         }
         lo = page_lo;
         more = ev.more;
-        if (out_flush()) return CLI_EXIT_FAIL;
-        if (!more || !o->all || !fresh) break;
+        if (out_flush())
+            return CLI_EXIT_FAIL;
+        if (!more || !o->all || !fresh)
+            break;
     }
     if (more && !o->all)
         cli_err("more messages: pull again with %s %" PRIu64 ", or use --all",

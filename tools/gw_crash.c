@@ -65,13 +65,13 @@ typedef struct client {
     uint64_t next_cid;  /* cids 1..next_cid-1 were sent at least once */
     uint64_t confirmed; /* cids below this are all confirmed (tracked per cid below) */
     /* receiver */
-    uint64_t join_mid;  /* messages after this belong to the receiver */
-    uint64_t held;      /* contiguous watermark */
-    uint64_t acked;     /* last ack sent */
+    uint64_t join_mid;       /* messages after this belong to the receiver */
+    uint64_t held;           /* contiguous watermark */
+    uint64_t acked;          /* last ack sent */
     uint64_t acked_at_ms[2]; /* acked value and when, for the window check */
-    uint64_t safe_ack;  /* the highest ack sent at least a flush window before the kill */
+    uint64_t safe_ack;       /* the highest ack sent at least a flush window before the kill */
     uint64_t dups;
-    uint8_t *seen;      /* by mid */
+    uint8_t *seen; /* by mid */
     /* Where it is connected. In a cluster its session may end at any moment (its node
      * killed, a sign-in refused while the database is away): it connects again by
      * itself (keep_connected), and sends nothing while it has no session. */
@@ -86,10 +86,10 @@ typedef struct opts {
     const char *gw;
     int kills, senders, receivers, nodes;
     unsigned seed;
-    const char *store;  /* --store URL: PostgreSQL */
-    bool kill_db;       /* restart the database, not the gateway */
-    bool kill_primary;  /* fail the primary over to its standby */
-    const char *pg_dir; /* its tools/pg_server.sh folder (the primary's, at first) */
+    const char *store;          /* --store URL: PostgreSQL */
+    bool kill_db;               /* restart the database, not the gateway */
+    bool kill_primary;          /* fail the primary over to its standby */
+    const char *pg_dir;         /* its tools/pg_server.sh folder (the primary's, at first) */
     const char *pg_standby_dir; /* the synchronous standby's */
 } opts;
 
@@ -287,8 +287,7 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
             c->retry_at = now_ms() + 300;
         c->pulling = false;
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -322,8 +321,8 @@ static void resend_unconfirmed(client *c, msgpack_sbuffer *sb)
 static void hello(client *c, msgpack_sbuffer *sb)
 {
     char *tok = NULL;
-    gwc_token_mint(SECRET, strlen(SECRET), c->uid, (int64_t)time(NULL) + 3600, NULL, 0,
-                   false, &tok);
+    gwc_token_mint(SECRET, strlen(SECRET), c->uid, (int64_t)time(NULL) + 3600, NULL, 0, false,
+                   &tok);
     pr_enc_hello(sb, PR_NO_RID, sl(tok));
     send_frame(c, sb);
     free(tok);
@@ -467,8 +466,7 @@ static void traffic(gwc_ctx *ctx, client *cs, int n, uint64_t ms, msgpack_sbuffe
 
 /* Runs a shell command (tools/pg_server.sh) in the background while the load goes on,
  * until it ends (5 minutes at most); dies if it fails. */
-static void traffic_during(const char *cmd, gwc_ctx *ctx, client *cs, int n,
-                           msgpack_sbuffer *sb)
+static void traffic_during(const char *cmd, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
 {
     char log[300], why[1500];
     snprintf(log, sizeof(log), "%s/pg_server.log", dir);
@@ -495,8 +493,8 @@ static void note_safe_acks(client *cs, int n)
     uint64_t kill_at = now_ms();
     for (int i = o.senders; i < n; i++)
         if (cs[i].acked_at_ms[1] + 2 * ACK_FLUSH_MS + 100 < kill_at)
-            cs[i].safe_ack = cs[i].acked_at_ms[0] > cs[i].safe_ack ? cs[i].acked_at_ms[0]
-                                                                   : cs[i].safe_ack;
+            cs[i].safe_ack =
+                cs[i].acked_at_ms[0] > cs[i].safe_ack ? cs[i].acked_at_ms[0] : cs[i].safe_ack;
 }
 
 /* A node of the cluster killed: its clients move to the others (keep_connected) while it
@@ -563,12 +561,18 @@ static void fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
-        {"gw", required_argument, 0, 'g'},        {"kills", required_argument, 0, 'k'},
-        {"senders", required_argument, 0, 's'},   {"receivers", required_argument, 0, 'r'},
-        {"seed", required_argument, 0, 'S'},      {"help", no_argument, 0, 'h'},
-        {"store", required_argument, 0, 'u'},     {"kill", required_argument, 0, 'K'},
-        {"pg-dir", required_argument, 0, 'P'},    {"nodes", required_argument, 0, 'n'},
-        {"pg-standby-dir", required_argument, 0, 'B'}, {0, 0, 0, 0},
+        {"gw", required_argument, 0, 'g'},
+        {"kills", required_argument, 0, 'k'},
+        {"senders", required_argument, 0, 's'},
+        {"receivers", required_argument, 0, 'r'},
+        {"seed", required_argument, 0, 'S'},
+        {"help", no_argument, 0, 'h'},
+        {"store", required_argument, 0, 'u'},
+        {"kill", required_argument, 0, 'K'},
+        {"pg-dir", required_argument, 0, 'P'},
+        {"nodes", required_argument, 0, 'n'},
+        {"pg-standby-dir", required_argument, 0, 'B'},
+        {0, 0, 0, 0},
     };
     o.seed = (unsigned)time(NULL);
     int ch;
@@ -620,8 +624,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (o.nodes < 1 || o.nodes > MAX_NODES || (o.nodes > 1 && !o.store)) {
-        fprintf(stderr, "gw_crash: --nodes 1-%d; more than one needs --store URL\n",
-                MAX_NODES);
+        fprintf(stderr, "gw_crash: --nodes 1-%d; more than one needs --store URL\n", MAX_NODES);
         return 2;
     }
     if (!o.gw || o.kills < 1 || o.kills > 1000 || o.senders < 1 || o.senders > 64 ||
@@ -671,14 +674,17 @@ int main(int argc, char **argv)
     uint64_t started = now_ms();
     if (cluster)
         printf("gw_crash: seed %u, %d nodes, %d senders, %d receivers, %d %s, PostgreSQL "
-               "store, data in %s\n", o.seed, o.nodes, o.senders, o.receivers, o.kills,
-               o.kill_primary ? "failovers of the primary" : o.kill_db ? "database restarts"
-                                                               : "kills of a random node",
+               "store, data in %s\n",
+               o.seed, o.nodes, o.senders, o.receivers, o.kills,
+               o.kill_primary ? "failovers of the primary"
+               : o.kill_db    ? "database restarts"
+                              : "kills of a random node",
                dir);
     else
         printf("gw_crash: seed %u, %d senders, %d receivers, %d kills of the %s, %s store, "
-               "data in %s\n", o.seed, o.senders, o.receivers, o.kills,
-               o.kill_db ? "database" : "gateway", o.store ? "PostgreSQL" : "RocksDB", dir);
+               "data in %s\n",
+               o.seed, o.senders, o.receivers, o.kills, o.kill_db ? "database" : "gateway",
+               o.store ? "PostgreSQL" : "RocksDB", dir);
 
     for (int kill_no = 1; kill_no <= o.kills; kill_no++) {
         traffic(ctx, cs, n, 200 + (uint64_t)(rand() % 1300), &sb);
@@ -766,8 +772,8 @@ int main(int argc, char **argv)
     for (int d = 0; d < o.nodes; d++) {
         int st = node_stop(d);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "gw_crash: a gateway did not stop cleanly (status %d, see %s)\n",
-                    st, node_log(d));
+            fprintf(stderr, "gw_crash: a gateway did not stop cleanly (status %d, see %s)\n", st,
+                    node_log(d));
             unclean = true;
         }
     }
@@ -783,23 +789,25 @@ int main(int argc, char **argv)
     }
     if (o.kill_primary)
         printf("gw_crash: at most %.1f s from a kill of the primary until every node took "
-               "writes again\n", (double)worst_outage_ms / 1000);
+               "writes again\n",
+               (double)worst_outage_ms / 1000);
     if (cluster)
         printf("gw_crash: confirmed %lu messages (last mid %lu), %d nodes, %d %s, %lu sends "
                "refused and resent, %lu re-deliveries absorbed by dedup, %lu pushes across "
                "nodes, %lu pushes out of order, %lu notifies, %lu reconnects, %.1f s, "
                "losses %lu\n",
                (unsigned long)confirmed, (unsigned long)last, o.nodes, o.kills,
-               o.kill_primary ? "failovers" : o.kill_db ? "database restarts" : "node kills",
+               o.kill_primary ? "failovers"
+               : o.kill_db    ? "database restarts"
+                              : "node kills",
                (unsigned long)n_refused, (unsigned long)dups, (unsigned long)n_cross,
-               (unsigned long)n_disorder, (unsigned long)n_notifies,
-               (unsigned long)n_reconnects, secs,
-               (unsigned long)losses);
+               (unsigned long)n_disorder, (unsigned long)n_notifies, (unsigned long)n_reconnects,
+               secs, (unsigned long)losses);
     else
         printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills, %lu sends refused "
                "and resent, %lu re-deliveries absorbed by dedup, losses %lu\n",
-               (unsigned long)confirmed, (unsigned long)last, o.kills,
-               (unsigned long)n_refused, (unsigned long)dups, (unsigned long)losses);
+               (unsigned long)confirmed, (unsigned long)last, o.kills, (unsigned long)n_refused,
+               (unsigned long)dups, (unsigned long)losses);
     msgpack_sbuffer_destroy(&sb);
     gwc_ctx_free(ctx);
     for (int i = 0; i < n; i++) {

@@ -14,8 +14,7 @@
 
 /* The gw binary, the store's URL, the token secret, the folder the nodes' data folders go
  * in, and how many nodes (1..MAX_NODES). Borrowed: they must outlive the nodes. */
-void nodes_init(const char *gw, const char *store, const char *secret, const char *dir,
-                int n);
+void nodes_init(const char *gw, const char *store, const char *secret, const char *dir, int n);
 /* Starts node i (again: on its data folder, a new free port); false if it did not come up. */
 bool node_start(int i);
 const char *node_log(int i);

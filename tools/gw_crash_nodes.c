@@ -24,7 +24,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 typedef struct node {
     pid_t pid; /* 0: down */
     int port;
@@ -36,8 +35,7 @@ static int n_nodes;
 static const char *gw_bin, *store_url, *secret, *base_dir;
 static pid_t cmd_pid; /* the command running now, if any (its own process group) */
 
-void nodes_init(const char *gw, const char *store, const char *secret_, const char *dir,
-                int n)
+void nodes_init(const char *gw, const char *store, const char *secret_, const char *dir, int n)
 {
     gw_bin = gw;
     store_url = store;
@@ -95,9 +93,23 @@ bool node_start(int i)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         setenv("GW_SECRET", secret, 1);
         /* Senders go flat out: the rate limits are off, they are not what is tested. */
-        const char *argv[24] = {gw_bin, "--insecure", "--port", "0", "--port-file", pf,
-                                "--data", data, "--log-level", "1", "--ack-flush-ms", "200",
-                                "--rate-sends", "0", "--rate-bytes", "0", NULL};
+        const char *argv[24] = {gw_bin,
+                                "--insecure",
+                                "--port",
+                                "0",
+                                "--port-file",
+                                pf,
+                                "--data",
+                                data,
+                                "--log-level",
+                                "1",
+                                "--ack-flush-ms",
+                                "200",
+                                "--rate-sends",
+                                "0",
+                                "--rate-bytes",
+                                "0",
+                                NULL};
         int a = 16;
         if (store_url) {
             argv[a++] = "--store";
@@ -193,7 +205,8 @@ int node_healthz(int i)
     struct timeval tv = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)nodes[i].port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)nodes[i].port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int code = 0;
     char buf[64];
@@ -264,13 +277,13 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
     for (int s = 0; s < senders; s++)
         stored[s] = calloc(next_cid[s], sizeof(uint64_t));
     const char *params[1] = {gid};
-    PGresult *g = PQexecParams(db, "SELECT last_mid FROM gw.groups WHERE gid = $1", 1, NULL,
-                               params, NULL, NULL, 0);
+    PGresult *g = PQexecParams(db, "SELECT last_mid FROM gw.groups WHERE gid = $1", 1, NULL, params,
+                               NULL, NULL, 0);
     /* Binary results: mid as 8 bytes in network order, the record as it is. */
-    PGresult *m = PQexecParams(db, "SELECT mid, record FROM gw.msgs WHERE gid = $1 ORDER BY mid",
-                               1, NULL, params, NULL, NULL, 1);
-    PGresult *sd = PQexecParams(db, "SELECT uid, cid, mid FROM gw.sends WHERE gid = $1", 1,
-                                NULL, params, NULL, NULL, 0);
+    PGresult *m = PQexecParams(db, "SELECT mid, record FROM gw.msgs WHERE gid = $1 ORDER BY mid", 1,
+                               NULL, params, NULL, NULL, 1);
+    PGresult *sd = PQexecParams(db, "SELECT uid, cid, mid FROM gw.sends WHERE gid = $1", 1, NULL,
+                                params, NULL, NULL, 0);
     if (PQresultStatus(g) != PGRES_TUPLES_OK || PQntuples(g) != 1 ||
         PQresultStatus(m) != PGRES_TUPLES_OK || PQresultStatus(sd) != PGRES_TUPLES_OK) {
         fprintf(stderr, "gw_crash: cannot read the group from the database: %s",
@@ -313,11 +326,12 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
         int s = body[0] == 's' && colon ? atoi(body + 1) : -1;
         uint64_t cid = colon ? strtoull(colon + 1, NULL, 10) : 0;
         if (s < 0 || s >= senders || !cid || cid >= next_cid[s] ||
-            strncmp(from, body, (size_t)(colon - body)) != 0 ||
-            from[colon - body] != 0) {
+            strncmp(from, body, (size_t)(colon - body)) != 0 || from[colon - body] != 0) {
             if (foreign++ < 3)
-                fprintf(stderr, "gw_crash: mid %lu holds a message the harness did not send "
-                                "(from %s, body %s)\n", (unsigned long)mid, from, body);
+                fprintf(stderr,
+                        "gw_crash: mid %lu holds a message the harness did not send "
+                        "(from %s, body %s)\n",
+                        (unsigned long)mid, from, body);
             continue;
         }
         if (stored[s][cid]) {
@@ -338,8 +352,8 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
     for (int s = 0; s < senders; s++)
         for (uint64_t cid = 1; cid < next_cid[s]; cid++)
             if (confirmed[s][cid] && !stored[s][cid] && missing++ < 3)
-                fprintf(stderr, "gw_crash: s%d:%lu confirmed as mid %lu, not in the database\n",
-                        s, (unsigned long)cid, (unsigned long)confirmed[s][cid]);
+                fprintf(stderr, "gw_crash: s%d:%lu confirmed as mid %lu, not in the database\n", s,
+                        (unsigned long)cid, (unsigned long)confirmed[s][cid]);
     /* Each stored message has its row in gw.sends (the idempotency of a resend), under the
      * same mid. */
     long sends_rows = PQntuples(sd);
@@ -360,8 +374,8 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
            "stored but never confirmed, %ld holes, %ld stored twice, %ld not the harness's, "
            "%ld under another mid than confirmed, %ld confirmed and missing, %ld rows of "
            "sends that disagree\n",
-           rows, (unsigned long)last_mid, unconfirmed, holes, twice, foreign, wrong_mid,
-           missing, sends_off);
+           rows, (unsigned long)last_mid, unconfirmed, holes, twice, foreign, wrong_mid, missing,
+           sends_off);
 out:
     PQclear(g);
     PQclear(m);

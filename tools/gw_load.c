@@ -47,23 +47,23 @@ typedef struct config {
     int server_pids[MAX_URLS];
     int n_server_pids;
     const char *uid_prefix; /* before every user name: several gw_load, distinct users */
-    bool idle;      /* only connect, sign in and join, then hold */
-    bool own_groups; /* every sender sends to a group of its own (no receivers) */
-    int ack_every;   /* > 0: ack after this many messages, not what welcome says */
-    int pull;        /* > 0: the offline-pull run, pages of this many messages */
-    int pull_groups; /* ... over this many groups */
-    const char *raw_sub;  /* raw mode: subscribers' URL (a peer server, not the gateway) */
-    const char *raw_pub;  /* raw mode: the publisher's URL (default: raw_sub) */
-    const char *raw_proto; /* raw mode: subprotocol to ask for ("" for none) */
-    double interval; /* > 0: a report line every this many seconds (soak runs) */
+    bool idle;              /* only connect, sign in and join, then hold */
+    bool own_groups;        /* every sender sends to a group of its own (no receivers) */
+    int ack_every;          /* > 0: ack after this many messages, not what welcome says */
+    int pull;               /* > 0: the offline-pull run, pages of this many messages */
+    int pull_groups;        /* ... over this many groups */
+    const char *raw_sub;    /* raw mode: subscribers' URL (a peer server, not the gateway) */
+    const char *raw_pub;    /* raw mode: the publisher's URL (default: raw_sub) */
+    const char *raw_proto;  /* raw mode: subprotocol to ask for ("" for none) */
+    double interval;        /* > 0: a report line every this many seconds (soak runs) */
     bool json;
 } config;
 
 typedef struct sess {
     lw_conn *k;
     int id;
-    int group;      /* receivers: the group; senders: the next group to send to */
-    int url;        /* index in cfg.urls */
+    int group; /* receivers: the group; senders: the next group to send to */
+    int url;   /* index in cfg.urls */
     bool sender;
     bool hello_sent, welcomed, joined;
     uint64_t held, acked; /* contiguous watermark and last ack sent */
@@ -151,22 +151,41 @@ static int read_secret(const char *path)
 static int parse(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"url", required_argument, 0, 'u'},        {"sessions", required_argument, 0, 'n'},
-        {"group-size", required_argument, 0, 'g'}, {"senders", required_argument, 0, 's'},
-        {"rate", required_argument, 0, 'r'},       {"window", required_argument, 0, 'w'},
-        {"body", required_argument, 0, 'b'},       {"seconds", required_argument, 0, 't'},
-        {"count", required_argument, 0, 'c'},      {"sources", required_argument, 0, 'S'},
-        {"server-pid", required_argument, 0, 'p'}, {"idle", no_argument, 0, 'i'},
-        {"json", no_argument, 0, 'j'},             {"secret-file", required_argument, 0, 'f'},
-        {"raw", required_argument, 0, 'R'},        {"raw-pub", required_argument, 0, 'P'},
-        {"raw-protocol", required_argument, 0, 'o'}, {"own-groups", no_argument, 0, 'O'},
-        {"ack-every", required_argument, 0, 'A'}, {"pull", required_argument, 0, 'L'},
-        {"pull-groups", required_argument, 0, 'G'}, {"interval", required_argument, 0, 'I'},
-        {"uid-prefix", required_argument, 0, 'U'}, {"help", no_argument, 0, 'h'},
+        {"url", required_argument, 0, 'u'},
+        {"sessions", required_argument, 0, 'n'},
+        {"group-size", required_argument, 0, 'g'},
+        {"senders", required_argument, 0, 's'},
+        {"rate", required_argument, 0, 'r'},
+        {"window", required_argument, 0, 'w'},
+        {"body", required_argument, 0, 'b'},
+        {"seconds", required_argument, 0, 't'},
+        {"count", required_argument, 0, 'c'},
+        {"sources", required_argument, 0, 'S'},
+        {"server-pid", required_argument, 0, 'p'},
+        {"idle", no_argument, 0, 'i'},
+        {"json", no_argument, 0, 'j'},
+        {"secret-file", required_argument, 0, 'f'},
+        {"raw", required_argument, 0, 'R'},
+        {"raw-pub", required_argument, 0, 'P'},
+        {"raw-protocol", required_argument, 0, 'o'},
+        {"own-groups", no_argument, 0, 'O'},
+        {"ack-every", required_argument, 0, 'A'},
+        {"pull", required_argument, 0, 'L'},
+        {"pull-groups", required_argument, 0, 'G'},
+        {"interval", required_argument, 0, 'I'},
+        {"uid-prefix", required_argument, 0, 'U'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    cfg = (config){.sessions = 100, .group_size = 100, .senders = 1, .window = 64, .body = 200,
-                   .seconds = 10, .sources = 1, .pull_groups = 40, .uid_prefix = ""};
+    cfg = (config){.sessions = 100,
+                   .group_size = 100,
+                   .senders = 1,
+                   .window = 64,
+                   .body = 200,
+                   .seconds = 10,
+                   .sources = 1,
+                   .pull_groups = 40,
+                   .uid_prefix = ""};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -225,20 +244,20 @@ static int parse(int argc, char **argv)
         if (!cfg.secret_n) /* no tokens in raw mode */
             cfg.secret_n = 16;
     }
-    const char *bad = !cfg.url                                       ? "--url (or --raw) is required"
-                      : cfg.secret_n < 16                            ? "no secret (16+ bytes)"
-                      : cfg.sessions < 0 || cfg.sessions > 200000    ? "--sessions 0-200000"
-                      : cfg.group_size < 1                           ? "--group-size >= 1"
-                      : cfg.senders < 0 || cfg.senders > 10000       ? "--senders 0-10000"
-                      : cfg.rate < 0 || cfg.window < 1               ? "--rate >= 0, --window >= 1"
-                      : cfg.ack_every < 0                            ? "--ack-every >= 1"
+    const char *bad = !cfg.url                                    ? "--url (or --raw) is required"
+                      : cfg.secret_n < 16                         ? "no secret (16+ bytes)"
+                      : cfg.sessions < 0 || cfg.sessions > 200000 ? "--sessions 0-200000"
+                      : cfg.group_size < 1                        ? "--group-size >= 1"
+                      : cfg.senders < 0 || cfg.senders > 10000    ? "--senders 0-10000"
+                      : cfg.rate < 0 || cfg.window < 1            ? "--rate >= 0, --window >= 1"
+                      : cfg.ack_every < 0                         ? "--ack-every >= 1"
                       : cfg.pull < 0 || cfg.pull_groups < 1 || cfg.pull_groups > 10000
                           ? "--pull >= 1, --pull-groups 1-10000"
-                      : cfg.body < 16 || cfg.body > 60000            ? "--body 16-60000"
-                      : cfg.seconds <= 0 || cfg.seconds > 3600       ? "--seconds 0-3600"
-                      : cfg.interval < 0 || cfg.interval > 3600      ? "--interval 0-3600"
-                      : cfg.sources < 1 || cfg.sources > 250         ? "--sources 1-250"
-                                                                     : NULL;
+                      : cfg.body < 16 || cfg.body > 60000       ? "--body 16-60000"
+                      : cfg.seconds <= 0 || cfg.seconds > 3600  ? "--seconds 0-3600"
+                      : cfg.interval < 0 || cfg.interval > 3600 ? "--interval 0-3600"
+                      : cfg.sources < 1 || cfg.sources > 250    ? "--sources 1-250"
+                                                                : NULL;
     if (bad) {
         fprintf(stderr, "gw_load: %s (see --help)\n", bad);
         return -1;
@@ -327,7 +346,7 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
     switch (ev->t) {
     case PR_EV_WELCOME:
         s->welcomed = true;
-        ack_every = cfg.ack_every > 0      ? (uint32_t)cfg.ack_every
+        ack_every = cfg.ack_every > 0       ? (uint32_t)cfg.ack_every
                     : ev->welcome.ack_every ? ev->welcome.ack_every
                                             : ack_every;
         ack_delay_ms = ev->welcome.ack_delay_ms ? ev->welcome.ack_delay_ms : ack_delay_ms;
@@ -369,17 +388,14 @@ static void on_event(sess *s, const pr_event *ev, msgpack_sbuffer *sb)
         maybe_ack(s, sb, false, now);
         break;
     }
-    case PR_EV_NOTIFY:
-        st.notifies++;
-        break;
+    case PR_EV_NOTIFY: st.notifies++; break;
     case PR_EV_ERR:
         st.errors++;
         if (st.errors <= 5)
             fprintf(stderr, "gw_load: err %.*s: %.*s\n", (int)ev->err_name.n, ev->err_name.p,
                     (int)ev->err_msg.n, ev->err_msg.p);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -636,7 +652,8 @@ static void interval_line(double at_s, double iv_s, uint64_t deliveries, uint64_
                           double srv_cpu, long rss)
 {
     double d = (double)deliveries / iv_s, c = (double)confirmed / iv_s;
-    long p50 = (long)load_hist_quantile(&lat_iv, 0.5), p99 = (long)load_hist_quantile(&lat_iv, 0.99),
+    long p50 = (long)load_hist_quantile(&lat_iv, 0.5),
+         p99 = (long)load_hist_quantile(&lat_iv, 0.99),
          p999 = (long)load_hist_quantile(&lat_iv, 0.999);
     if (cfg.json)
         printf("{\"interval\":{\"at_s\":%.1f,\"seconds\":%.2f,\"confirmed_per_s\":%.1f,"
@@ -669,11 +686,11 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
                secs, n, (unsigned long)st.sends, (unsigned long)st.confirmed,
                (double)st.confirmed / secs, (unsigned long)st.deliveries,
                (double)st.deliveries / secs, active, (double)st.deliveries / active,
-               (long)load_hist_quantile(&st.lat, 0.5),
-               (long)load_hist_quantile(&st.lat, 0.99), (long)load_hist_quantile(&st.lat, 0.999),
-               (long)st.lat.max, (unsigned long)st.ack_frames, (unsigned long)st.notifies,
-               (unsigned long)st.gaps, (unsigned long)st.errors, cpu_self, cpu_srv, rss,
-               cpu_self * 1e6 / d, cpu_srv * 1e6 / d);
+               (long)load_hist_quantile(&st.lat, 0.5), (long)load_hist_quantile(&st.lat, 0.99),
+               (long)load_hist_quantile(&st.lat, 0.999), (long)st.lat.max,
+               (unsigned long)st.ack_frames, (unsigned long)st.notifies, (unsigned long)st.gaps,
+               (unsigned long)st.errors, cpu_self, cpu_srv, rss, cpu_self * 1e6 / d,
+               cpu_srv * 1e6 / d);
         /* A cluster: the latency by the receiver's node (the senders' are on the first). */
         for (int u = 0; cfg.n_urls > 1 && u < cfg.n_urls; u++)
             printf("%s{\"url\":\"%s\",\"deliveries\":%lu,\"p50\":%ld,\"p99\":%ld,\"p999\":%ld}%s",
@@ -688,9 +705,8 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
     printf("sends %lu, confirmed %lu (%.0f/s)\n", (unsigned long)st.sends,
            (unsigned long)st.confirmed, (double)st.confirmed / secs);
     printf("deliveries %lu (%.0f/s), ack frames %lu, notifies %lu, gaps %lu, errors %lu\n",
-           (unsigned long)st.deliveries, (double)st.deliveries / secs,
-           (unsigned long)st.ack_frames, (unsigned long)st.notifies, (unsigned long)st.gaps,
-           (unsigned long)st.errors);
+           (unsigned long)st.deliveries, (double)st.deliveries / secs, (unsigned long)st.ack_frames,
+           (unsigned long)st.notifies, (unsigned long)st.gaps, (unsigned long)st.errors);
     printf("send-to-deliver latency: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
            (double)load_hist_quantile(&st.lat, 0.5) / 1000.0,
            (double)load_hist_quantile(&st.lat, 0.99) / 1000.0,
@@ -703,8 +719,8 @@ static void report(double secs, double cpu_self, double cpu_srv, long rss, int n
                (double)load_hist_quantile(&st.lat_url[u], 0.999) / 1000.0);
     printf("CPU: load generator %.2f s (%.2f us/delivery)", cpu_self, cpu_self * 1e6 / d);
     if (cfg.server_pid)
-        printf(", server %.2f s (%.2f us/delivery), server RSS %ld KiB", cpu_srv,
-               cpu_srv * 1e6 / d, rss);
+        printf(", server %.2f s (%.2f us/delivery), server RSS %ld KiB", cpu_srv, cpu_srv * 1e6 / d,
+               rss);
     printf("\n");
 }
 
@@ -724,8 +740,8 @@ static bool wait_event(gwc_conn *k, enum pr_ev_type t, pr_event *ev)
         }
         if (ev->t == PR_EV_ERR) {
             st.errors++;
-            fprintf(stderr, "gw_load: pull: err %.*s: %.*s\n", (int)ev->err_name.n,
-                    ev->err_name.p, (int)ev->err_msg.n, ev->err_msg.p);
+            fprintf(stderr, "gw_load: pull: err %.*s: %.*s\n", (int)ev->err_name.n, ev->err_name.p,
+                    (int)ev->err_msg.n, ev->err_msg.p);
             return false;
         }
         if (ev->t == t)
@@ -746,8 +762,8 @@ static gwc_conn *pull_session(gwc_ctx *c, const char *uid, char (*gids)[32], boo
         fprintf(stderr, "gw_load: pull: connect: %s\n", gwc_ctx_last_error(c));
         return NULL;
     }
-    if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0,
-                       false, &tok) != 0)
+    if (gwc_token_mint(cfg.secret, cfg.secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0, false,
+                       &tok) != 0)
         goto fail;
     pr_enc_hello(sb, PR_NO_RID, sl(tok));
     free(tok);
@@ -755,7 +771,8 @@ static gwc_conn *pull_session(gwc_ctx *c, const char *uid, char (*gids)[32], boo
         goto fail;
     for (int g = 0; join && g < cfg.pull_groups; g++) {
         pr_enc_join(sb, PR_NO_RID, sl(gids[g]));
-        if (gwc_send(k, sb->data, sb->size) != 0 || (sb->size = 0, !wait_event(k, PR_EV_JOINED, &ev)))
+        if (gwc_send(k, sb->data, sb->size) != 0 ||
+            (sb->size = 0, !wait_event(k, PR_EV_JOINED, &ev)))
             goto fail;
     }
     return k;
@@ -768,7 +785,7 @@ fail:
 static int run_pull(gwc_ctx *c, msgpack_sbuffer *sb)
 {
     char puller[32], filler[32], cid[32];
-    char (*gids)[32] = calloc((size_t)cfg.pull_groups, sizeof(*gids));
+    char(*gids)[32] = calloc((size_t)cfg.pull_groups, sizeof(*gids));
     uint8_t *body = calloc(1, (size_t)cfg.body);
     long count = cfg.count ? cfg.count : 25000;
     int rc = 1;
@@ -831,7 +848,8 @@ static int run_pull(gwc_ctx *c, msgpack_sbuffer *sb)
         uint64_t after = 0;
         pr_enc_enter(sb, PR_NO_RID, sl(gids[g]), (uint32_t)cfg.pull);
         for (;;) {
-            if (gwc_send(k, sb->data, sb->size) != 0 || (sb->size = 0, !wait_event(k, PR_EV_PAGE, &ev))) {
+            if (gwc_send(k, sb->data, sb->size) != 0 ||
+                (sb->size = 0, !wait_event(k, PR_EV_PAGE, &ev))) {
                 gwc_close(k);
                 goto out;
             }
@@ -859,8 +877,8 @@ static int run_pull(gwc_ctx *c, msgpack_sbuffer *sb)
            "\"stored\":%ld,\"fill_seconds\":%.2f,\"errors\":%lu,\"load_cpu_s\":%.3f,"
            "\"server_cpu_s\":%.3f}\n",
            cfg.pull, cfg.pull_groups, (unsigned long)msgs, (unsigned long)pages, secs,
-           (double)msgs / secs, (double)pages / secs, confirmed, fill_s,
-           (unsigned long)st.errors, cpu_self, cpu_srv);
+           (double)msgs / secs, (double)pages / secs, confirmed, fill_s, (unsigned long)st.errors,
+           cpu_self, cpu_srv);
     rc = msgs == (uint64_t)count && !st.errors ? 0 : 1;
     if (rc)
         fprintf(stderr, "gw_load: pull: read %lu of %ld messages\n", (unsigned long)msgs, count);
@@ -945,14 +963,16 @@ int main(int argc, char **argv)
             } else if (cfg.raw_sub) {
                 /* A peer confirms nothing: the window is what the first subscriber has not
                  * received yet. */
-                for (int i = 0; cfg.sessions && st.sends - raw_first_received < (uint64_t)cfg.window &&
-                                (!cfg.count || st.sends < (uint64_t)cfg.count);
+                for (int i = 0;
+                     cfg.sessions && st.sends - raw_first_received < (uint64_t)cfg.window &&
+                     (!cfg.count || st.sends < (uint64_t)cfg.count);
                      i = (i + 1) % cfg.senders)
                     send_raw(&ss[cfg.sessions + i], now_ns(), body);
             } else {
                 for (int i = 0; i < cfg.senders; i++) {
                     sess *s = &ss[cfg.sessions + i];
-                    while (s->inflight < cfg.window && (!cfg.count || st.sends < (uint64_t)cfg.count))
+                    while (s->inflight < cfg.window &&
+                           (!cfg.count || st.sends < (uint64_t)cfg.count))
                         send_message(s, sb, now_ns(), body);
                 }
             }
@@ -977,10 +997,10 @@ int main(int argc, char **argv)
         }
         if (now - last_print >= 1000000000) {
             last_print = now;
-            fprintf(stderr, "gw_load: %.0f s: sent %lu, confirmed %lu, delivered %lu, p99 %.2f ms\n",
-                    (double)(now - t0) / 1e9, (unsigned long)st.sends,
-                    (unsigned long)st.confirmed, (unsigned long)st.deliveries,
-                    (double)load_hist_quantile(&st.lat, 0.99) / 1000.0);
+            fprintf(
+                stderr, "gw_load: %.0f s: sent %lu, confirmed %lu, delivered %lu, p99 %.2f ms\n",
+                (double)(now - t0) / 1e9, (unsigned long)st.sends, (unsigned long)st.confirmed,
+                (unsigned long)st.deliveries, (double)load_hist_quantile(&st.lat, 0.99) / 1000.0);
         }
     }
     /* Let what is in flight arrive (bounded), then ack the rest as a client leaving would. */

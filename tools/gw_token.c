@@ -19,11 +19,10 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gw_token --user ID [--ttl SECONDS] [--group GID]... [--secret-file PATH]\n"
-            "Prints a token (HS256 JWT) for the gateway: sub = ID, exp = now + SECONDS\n"
-            "(default 86400), and with --group the only groups the user may join.\n"
-            "The secret: --secret-file PATH, else $GW_SECRET, else data/token-secret.\n");
+    fprintf(f, "usage: gw_token --user ID [--ttl SECONDS] [--group GID]... [--secret-file PATH]\n"
+               "Prints a token (HS256 JWT) for the gateway: sub = ID, exp = now + SECONDS\n"
+               "(default 86400), and with --group the only groups the user may join.\n"
+               "The secret: --secret-file PATH, else $GW_SECRET, else data/token-secret.\n");
 }
 
 static int read_secret(const char *path, char *buf, size_t cap, size_t *n)
@@ -47,9 +46,9 @@ static int read_secret(const char *path, char *buf, size_t cap, size_t *n)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"user", required_argument, 0, 'u'},        {"ttl", required_argument, 0, 't'},
-        {"group", required_argument, 0, 'g'},       {"secret-file", required_argument, 0, 's'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+        {"user", required_argument, 0, 'u'},  {"ttl", required_argument, 0, 't'},
+        {"group", required_argument, 0, 'g'}, {"secret-file", required_argument, 0, 's'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     const char *user = NULL, *secret_file = NULL;
     const char *groups[MAX_GROUPS];

@@ -135,8 +135,7 @@ static ssize_t io_write(lw_conn *k, const void *buf, size_t n)
 
 /* ---- wslay's callbacks -------------------------------------------------------------------- */
 
-static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-                       void *ud)
+static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *ud)
 {
     (void)flags;
     lw_conn *k = ud;
@@ -264,11 +263,12 @@ static int make_request(lw_conn *k, const char *path, const char *port)
         return LW_E_NOMEM;
     EVP_EncodeBlock((unsigned char *)k->accept, md, (int)mdn);
     const char *sp = k->loop->subprotocol;
-    int n = asprintf(&k->req,
-                     "GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                     "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s%s%s\r\n",
-                     path, k->host, port, key, sp ? "Sec-WebSocket-Protocol: " : "", sp ? sp : "",
-                     sp ? "\r\n" : "");
+    int n =
+        asprintf(&k->req,
+                 "GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s%s%s\r\n",
+                 path, k->host, port, key, sp ? "Sec-WebSocket-Protocol: " : "", sp ? sp : "",
+                 sp ? "\r\n" : "");
     if (n < 0) {
         k->req = NULL;
         return LW_E_NOMEM;
@@ -317,9 +317,10 @@ static void handle(lw_conn *k, uint32_t ev);
 
 static void open_ws(lw_conn *k)
 {
-    static const struct wslay_event_callbacks cbs = {
-        .recv_callback = ws_recv, .send_callback = ws_send, .genmask_callback = ws_genmask,
-        .on_msg_recv_callback = ws_on_msg};
+    static const struct wslay_event_callbacks cbs = {.recv_callback = ws_recv,
+                                                     .send_callback = ws_send,
+                                                     .genmask_callback = ws_genmask,
+                                                     .on_msg_recv_callback = ws_on_msg};
     if (wslay_event_context_client_init(&k->ws, &cbs, k) != 0) {
         set_err(k->err, sizeof k->err, "out of memory");
         finish(k);

@@ -26,10 +26,10 @@ typedef struct lw_conn lw_conn;
 enum lw_state { LW_CONNECTING, LW_OPEN, LW_CLOSED };
 
 enum {
-    LW_E_URL = -1,     /* not ws://HOST:PORT/PATH or wss://... */
-    LW_E_SOCKET = -2,  /* socket, bind or connect failed (errno is in the message) */
+    LW_E_URL = -1,    /* not ws://HOST:PORT/PATH or wss://... */
+    LW_E_SOCKET = -2, /* socket, bind or connect failed (errno is in the message) */
     LW_E_NOMEM = -3,
-    LW_E_CLOSED = -4,  /* the connection is not open */
+    LW_E_CLOSED = -4, /* the connection is not open */
 };
 
 typedef struct lw_callbacks {

@@ -31,6 +31,8 @@ packages=(build-essential cmake pkg-config git
 packages+=(chromium)
 # Fuzzing: clang with its libFuzzer and sanitizer runtimes.
 packages+=(clang libclang-rt-14-dev)
+# The C style check of the test command (tools/format.sh --check, .clang-format).
+packages+=(clang-format-14)
 # The TLS scan in tests/gateway/test_tls.c.
 packages+=(sslscan)
 # The load balancer config deploy/nginx/gw.conf, run for real by tests/deploy/ (Debian's

@@ -34,8 +34,8 @@ typedef struct worker {
     const config *cfg;
     int id;
     atomic_bool *stop;
-    uint64_t done;   /* appends or pages */
-    uint64_t msgs;   /* messages read (page mode) */
+    uint64_t done; /* appends or pages */
+    uint64_t msgs; /* messages read (page mode) */
     uint64_t failed;
     unsigned seed;
 } worker;
@@ -114,14 +114,18 @@ static int prefill(st_store *s, const config *cfg)
         size_t n = cfg->messages - base < WINDOW ? (size_t)(cfg->messages - base) : WINDOW;
         for (size_t i = 0; i < n; i++) {
             snprintf(cids[i], sizeof(cids[i]), "f%lu", (unsigned long)(base + i));
-            ops[i] = (st_op){.kind = ST_OP_APPEND, .gid = st_id_str("bench"),
-                             .uid = st_id_str("filler"), .cid = st_id_str(cids[i]),
-                             .record = value, .record_n = cfg->value_size, .done = op_done_noop};
+            ops[i] = (st_op){.kind = ST_OP_APPEND,
+                             .gid = st_id_str("bench"),
+                             .uid = st_id_str("filler"),
+                             .cid = st_id_str(cids[i]),
+                             .record = value,
+                             .record_n = cfg->value_size,
+                             .done = op_done_noop};
             if (i + 1 < n)
                 rc = st_submit(s, &ops[i]);
             else
-                rc = st_append_sync(s, ops[i].gid, ops[i].uid, ops[i].cid, value,
-                                    cfg->value_size, NULL, NULL, NULL);
+                rc = st_append_sync(s, ops[i].gid, ops[i].uid, ops[i].cid, value, cfg->value_size,
+                                    NULL, NULL, NULL);
             if (rc)
                 break;
         }
@@ -135,14 +139,19 @@ static int prefill(st_store *s, const config *cfg)
 static int parse(int argc, char **argv, config *cfg)
 {
     static const struct option opts[] = {
-        {"path", required_argument, 0, 'p'},       {"producers", required_argument, 0, 'n'},
-        {"seconds", required_argument, 0, 's'},    {"value-size", required_argument, 0, 'v'},
-        {"no-sync", no_argument, 0, 'S'},          {"limit", required_argument, 0, 'l'},
-        {"messages", required_argument, 0, 'm'},   {"readers", required_argument, 0, 'r'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"path", required_argument, 0, 'p'},     {"producers", required_argument, 0, 'n'},
+        {"seconds", required_argument, 0, 's'},  {"value-size", required_argument, 0, 'v'},
+        {"no-sync", no_argument, 0, 'S'},        {"limit", required_argument, 0, 'l'},
+        {"messages", required_argument, 0, 'm'}, {"readers", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
-    *cfg = (config){.producers = 1, .seconds = 5, .value_size = 200, .sync = true,
-                    .limit = 100, .messages = 100000, .readers = 1};
+    *cfg = (config){.producers = 1,
+                    .seconds = 5,
+                    .value_size = 200,
+                    .sync = true,
+                    .limit = 100,
+                    .messages = 100000,
+                    .readers = 1};
     if (argc < 2 || argv[1][0] == '-') {
         usage(argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr);
         return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 1 : -1;
@@ -216,7 +225,8 @@ int main(int argc, char **argv)
     st_read_stats(s, &before);
     double t0 = now_s();
     for (size_t i = 0; i < n; i++) {
-        ws[i] = (worker){.s = s, .cfg = &cfg, .id = (int)i, .stop = &stop, .seed = 7u * (unsigned)i + 1};
+        ws[i] = (worker){
+            .s = s, .cfg = &cfg, .id = (int)i, .stop = &stop, .seed = 7u * (unsigned)i + 1};
         pthread_create(&th[i], NULL, append ? append_loop : page_loop, &ws[i]);
     }
     struct timespec nap = {(time_t)cfg.seconds,
@@ -236,9 +246,9 @@ int main(int argc, char **argv)
         uint64_t commits = after.commits - before.commits;
         printf("mode=append producers=%d sync=%d value_size=%zu seconds=%.2f appends=%lu "
                "appends_per_s=%.0f commits=%lu msgs_per_commit=%.1f failed=%lu\n",
-               cfg.producers, cfg.sync, cfg.value_size, el, (unsigned long)done,
-               (double)done / el, (unsigned long)commits,
-               commits ? (double)done / (double)commits : 0.0, (unsigned long)failed);
+               cfg.producers, cfg.sync, cfg.value_size, el, (unsigned long)done, (double)done / el,
+               (unsigned long)commits, commits ? (double)done / (double)commits : 0.0,
+               (unsigned long)failed);
     } else {
         printf("mode=page limit=%zu readers=%d messages=%lu seconds=%.2f pages=%lu "
                "pages_per_s=%.0f msgs_per_s=%.0f failed=%lu\n",

@@ -67,6 +67,11 @@ count_summary() { # NAME LOG RC PASS_SED FAIL_SED
   fi
 }
 
+# The style: every tracked C file as .clang-format says (tools/format.sh applies it).
+echo "== format"
+# One test: passes when no file differs.
+if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+
 for build in build build-asan; do
   for bin in "$root/$build"/tests/test_*; do
     [ -x "$bin" ] || continue

@@ -140,8 +140,7 @@ void pgfx_server_cleanup(pgfx_server *s)
     if (!s->dir[0])
         return;
     char cmd[600];
-    snprintf(cmd, sizeof(cmd), "%s stop %s >/dev/null 2>&1; rm -rf %s", PG_SERVER, s->dir,
-             s->dir);
+    snprintf(cmd, sizeof(cmd), "%s stop %s >/dev/null 2>&1; rm -rf %s", PG_SERVER, s->dir, s->dir);
     if (system(cmd) != 0)
         fprintf(stderr, "pgfx: cleanup of %s failed\n", s->dir);
     s->dir[0] = 0;

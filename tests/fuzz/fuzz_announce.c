@@ -41,7 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         else if (c->kind == ST_CH_MSG)
             pg_announce_msg(&a, c->gid, c->mid, c->ts, c->record ? c->record : "", c->record_n);
         else
-            pg_announce_member(&a, c->kind == ST_CH_JOIN ? 'j' : c->kind == ST_CH_ACK ? 'a' : 'l',
+            pg_announce_member(&a,
+                               c->kind == ST_CH_JOIN  ? 'j'
+                               : c->kind == ST_CH_ACK ? 'a'
+                                                      : 'l',
                                c->gid, c->uid, c->ack);
     }
     /* Announced again, it reads back the same (when it fits one payload: a hint comes

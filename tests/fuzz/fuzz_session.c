@@ -78,7 +78,7 @@ static bool in_writeable;
 
 static mid_seen *checked; /* per group: mids up to this one were read back, dense */
 static mid_seen *touched; /* this input: the groups a `sent` named */
-static mid_seen *sends;  /* this input: uid \1 cid -> mid of its first `sent` */
+static mid_seen *sends;   /* this input: uid \1 cid -> mid of its first `sent` */
 
 static mid_seen *seen_get(mid_seen **h, const char *key, size_t n, bool add)
 {
@@ -97,19 +97,18 @@ static mid_seen *seen_get(mid_seen **h, const char *key, size_t n, bool add)
 static void seen_clear(mid_seen **h)
 {
     mid_seen *e, *tmp;
-    HASH_ITER(hh, *h, e, tmp)
-    {
+    HASH_ITER (hh, *h, e, tmp) {
         HASH_DEL(*h, e);
         free(e);
     }
 }
 
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "fuzz_session: check failed at line %d: %s\n", __LINE__, #cond); \
-            abort();                                                                        \
-        }                                                                                   \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_session: check failed at line %d: %s\n", __LINE__, #cond);       \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* ---- the seam: the gateway's clock and the libwebsockets calls it makes --------------- */
@@ -160,8 +159,7 @@ int lws_rx_flow_control(struct lws *wsi, int enable)
     return 0;
 }
 
-void lws_close_reason(struct lws *wsi, enum lws_close_status status, unsigned char *buf,
-                      size_t len)
+void lws_close_reason(struct lws *wsi, enum lws_close_status status, unsigned char *buf, size_t len)
 {
     slot_of(wsi);
     CHECK(in_writeable);
@@ -170,13 +168,11 @@ void lws_close_reason(struct lws *wsi, enum lws_close_status status, unsigned ch
           status == LWS_CLOSE_STATUS_UNEXPECTED_CONDITION || status == 4013);
     CHECK(len <= 123); /* a close frame's payload is at most 125 bytes with the code */
     if (trace)
-        fprintf(stderr, "  conn %d closed %d %.*s\n", (int)(slot_of(wsi) - slots), status,
-                (int)len, (const char *)buf);
+        fprintf(stderr, "  conn %d closed %d %.*s\n", (int)(slot_of(wsi) - slots), status, (int)len,
+                (const char *)buf);
 }
 
-void lws_set_log_level(int level, void (*log_emit_function)(int level, const char *line))
-{
-}
+void lws_set_log_level(int level, void (*log_emit_function)(int level, const char *line)) {}
 
 /* The largest mid the store holds for gid: nothing the gateway says may go beyond it. */
 static uint64_t stored_last(pr_slice gid)
@@ -257,14 +253,11 @@ static int check_event(void *ud, const pr_event *ev)
         }
         break;
     }
-    case PR_EV_NOTIFY:
-        CHECK(ev->last_mid >= 1 && ev->last_mid <= stored_last(ev->gid));
-        break;
+    case PR_EV_NOTIFY: CHECK(ev->last_mid >= 1 && ev->last_mid <= stored_last(ev->gid)); break;
     case PR_EV_ERR:
         CHECK(ev->err_code != 0); /* only the protocol's codes */
         break;
-    default:
-        break;
+    default: break;
     }
     return 0;
 }
@@ -282,8 +275,7 @@ int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_pr
     pr_error err;
     CHECK(pr_decode_events(out_dec, buf, len, check_event, &f, &err) == 0 && f.n > 0);
     /* Within the frame limit, but for a lone welcome or groups list (sent whole). */
-    CHECK(len <= srv->cfg.max_frame ||
-          (f.n == 1 && (f.t == PR_EV_WELCOME || f.t == PR_EV_GROUPS)));
+    CHECK(len <= srv->cfg.max_frame || (f.n == 1 && (f.t == PR_EV_WELCOME || f.t == PR_EV_GROUPS)));
     return (int)len;
 }
 
@@ -305,8 +297,7 @@ static void drain(void)
 static void check_dense(void)
 {
     mid_seen *t, *tmp;
-    HASH_ITER(hh, touched, t, tmp)
-    {
+    HASH_ITER (hh, touched, t, tmp) {
         char g[PR_MAX_ID + 1];
         snprintf(g, sizeof(g), "%s", t->key);
         mid_seen *c = seen_get(&checked, g, strlen(g), true);
@@ -386,7 +377,7 @@ static void deliver(struct slot *sl, const uint8_t *d, size_t n, size_t cut, boo
 
 static int collect_group(void *ud, const st_user_group *g)
 {
-    char (*gids)[PR_MAX_ID + 1] = ud;
+    char(*gids)[PR_MAX_ID + 1] = ud;
     size_t i = 0;
     while (gids[i][0] && i < 63)
         i++;
@@ -447,9 +438,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     /* Small limits, so that short inputs reach them: the cap on pushes, pages cut short,
      * paused reading, the group limit, the slow-consumer close. */
-    char *args[] = {"gw", "--max-frame", "2048", "--max-body", "512", "--queue-cap", "4",
-                    "--queue-bytes", "65536", "--max-groups", "2", "--inflight-max", "4",
-                    "--page-default", "5", "--page-max", "20", "--slow-close", "2", NULL};
+    char *args[] = {"gw",    "--max-frame",    "2048", "--max-body",
+                    "512",   "--queue-cap",    "4",    "--queue-bytes",
+                    "65536", "--max-groups",   "2",    "--inflight-max",
+                    "4",     "--page-default", "5",    "--page-max",
+                    "20",    "--slow-close",   "2",    NULL};
     gw_config cfg;
     CHECK(gw_config_parse(&cfg, (int)(sizeof(args) / sizeof(args[0])) - 1, args) == 0);
     memcpy(cfg.secret, secret, sizeof(secret) - 1);
@@ -475,8 +468,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     srv = calloc(1, sizeof(*srv));
     CHECK(srv && gw_server_init(srv, &cfg, store, NULL, NULL) == 0);
     /* Frames from the server may be larger (a welcome is sent whole). */
-    pr_limits out_lim = {.max_frame = 16u << 20, .max_body = cfg.max_body,
-                         .page_default = cfg.page_default, .page_max = cfg.page_max};
+    pr_limits out_lim = {.max_frame = 16u << 20,
+                         .max_body = cfg.max_body,
+                         .page_default = cfg.page_default,
+                         .page_max = cfg.page_max};
     out_dec = pr_decoder_new(&out_lim);
     CHECK(out_dec);
     atexit(at_exit);

@@ -31,8 +31,8 @@ static void spawn(gwfx *f)
     char cert[300], key[300];
     snprintf(cert, sizeof(cert), "%s/cert.pem", f->dir);
     snprintf(key, sizeof(key), "%s/key.pem", f->dir);
-    const char *argv[40] = {GW_BINARY, "--listen", "127.0.0.1", "--port", "0",
-                            "--port-file", port_file, "--data", data, "--log-level", "3"};
+    const char *argv[40] = {GW_BINARY, "--listen", "127.0.0.1", "--port",      "0", "--port-file",
+                            port_file, "--data",   data,        "--log-level", "3"};
     int n = 11;
     if (f->store_url) {
         argv[n++] = "--store";
@@ -113,7 +113,8 @@ static void start(gwfx *f, const char *const *extra, bool tls, bool own_cert, gw
         snprintf(cmd, sizeof(cmd),
                  "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
                  "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 "
-                 "-days 2 -keyout %s/key.pem -out %s >/dev/null 2>&1", f->dir, cert);
+                 "-days 2 -keyout %s/key.pem -out %s >/dev/null 2>&1",
+                 f->dir, cert);
         cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
         o.ca_file = cert;
     }
@@ -224,8 +225,8 @@ long gwfx_rss_kib(gwfx *f)
 char *gwfx_token(const char *uid)
 {
     char *tok = NULL;
-    int rc = gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600,
-                            NULL, 0, false, &tok);
+    int rc = gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600, NULL,
+                            0, false, &tok);
     cr_assert_eq(rc, 0, "token: %s", gwc_strerror(rc));
     return tok;
 }
@@ -350,14 +351,14 @@ int gwfx_closed(gwc_conn *k)
     return -1;
 }
 
-char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer,
-                const char *body, int *status)
+char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer, const char *body,
+                int *status)
 {
     char out[400], in[400], cmd[2048];
     snprintf(out, sizeof(out), "%s/http-body", f->dir);
     snprintf(in, sizeof(in), "%s/http-request", f->dir);
-    int n = snprintf(cmd, sizeof(cmd), "curl -s -m 10 -o %s -w '%%{http_code}' -X %s ", out,
-                     method);
+    int n =
+        snprintf(cmd, sizeof(cmd), "curl -s -m 10 -o %s -w '%%{http_code}' -X %s ", out, method);
     if (f->tls)
         n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "--cacert %s/cert.pem ", f->dir);
     if (bearer) /* from a file: a key never goes on a command line (ps shows it) */
@@ -445,8 +446,7 @@ st_store *gwfx_open_store(gwfx *f)
     o.url = f->store_url;
     st_store *s = NULL;
     char err[512] = "";
-    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "cannot open the gateway's store: %s",
-                 err);
+    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "cannot open the gateway's store: %s", err);
     return s;
 }
 

@@ -20,15 +20,15 @@
 typedef struct gwfx {
     pid_t pid;
     int port;
-    char dir[256];   /* data folder (and the log) */
-    char url[96];    /* ws://127.0.0.1:PORT/ws */
+    char dir[256];      /* data folder (and the log) */
+    char url[96];       /* ws://127.0.0.1:PORT/ws */
     char args[16][300]; /* extra gateway flags, kept across restarts */
     bool tls;           /* wss:// with a self-signed certificate made for the test */
     bool own_cert;      /* ... or with the one the gateway makes itself (not trusted here) */
     int n_args;
-    char *store_url;    /* PostgreSQL: the test's database (NULL: RocksDB in the folder) */
-    bool own_store;     /* ... made for this gateway: dropped at cleanup */
-    bool shared_ctx;    /* ctx is another fixture's (gwfx_start_beside): not freed here */
+    char *store_url; /* PostgreSQL: the test's database (NULL: RocksDB in the folder) */
+    bool own_store;  /* ... made for this gateway: dropped at cleanup */
+    bool shared_ctx; /* ctx is another fixture's (gwfx_start_beside): not freed here */
     gwc_ctx *ctx;
 } gwfx;
 
@@ -104,8 +104,8 @@ void gwfx_rocksdb_only(const char *why);
 char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status);
 /* Any method on path, with `Authorization: Bearer KEY` when bearer is not NULL and a
  * JSON body when body is not NULL; returns the answer's body (malloc'd), *status. */
-char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer,
-                const char *body, int *status);
+char *gwfx_call(gwfx *f, const char *method, const char *path, const char *bearer, const char *body,
+                int *status);
 #define GWFX_API_KEY "test-api-key-0123456789abcdef"
 /* A file holding GWFX_API_KEY (after a comment line), for --api-key-file: made once per
  * process in TMPDIR, removed at exit. */

@@ -163,8 +163,7 @@ int rawws_open(rawws *c, int port, const char *src, int timeout_ms)
     return 0;
 }
 
-size_t rawws_frame(uint8_t *out, size_t cap, int opcode, bool fin, const void *payload,
-                   size_t len)
+size_t rawws_frame(uint8_t *out, size_t cap, int opcode, bool fin, const void *payload, size_t len)
 {
     size_t hdr = 2 + (len > 65535 ? 8 : len > 125 ? 2 : 0) + 4;
     if (cap < hdr + len)
@@ -214,8 +213,7 @@ int rawws_send_text(rawws *c, const char *text)
     return send_op(c, RAWWS_TEXT, text, strlen(text), false);
 }
 
-int rawws_read_frame(rawws *c, int timeout_ms, int *opcode, const uint8_t **payload,
-                     size_t *len)
+int rawws_read_frame(rawws *c, int timeout_ms, int *opcode, const uint8_t **payload, size_t *len)
 {
     long deadline = now_ms() + timeout_ms;
     for (;;) {

@@ -14,8 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { RAWWS_CONT = 0x0, RAWWS_TEXT = 0x1, RAWWS_BIN = 0x2, RAWWS_CLOSE = 0x8,
-       RAWWS_PING = 0x9, RAWWS_PONG = 0xa };
+enum {
+    RAWWS_CONT = 0x0,
+    RAWWS_TEXT = 0x1,
+    RAWWS_BIN = 0x2,
+    RAWWS_CLOSE = 0x8,
+    RAWWS_PING = 0x9,
+    RAWWS_PONG = 0xa
+};
 
 typedef struct rawws {
     int fd;
@@ -23,12 +29,12 @@ typedef struct rawws {
     size_t in_n, in_cap;
     uint8_t *frame; /* the last frame's payload (rawws_read_frame), owned here */
     size_t frame_cap;
-    int close_code; /* the server's close code, once a close frame was read (else 0) */
-    char close_reason[124]; /* ... and its reason text */
-    bool upgraded;  /* the handshake succeeded: what comes are frames */
+    int close_code;          /* the server's close code, once a close frame was read (else 0) */
+    char close_reason[124];  /* ... and its reason text */
+    bool upgraded;           /* the handshake succeeded: what comes are frames */
     const char *subprotocol; /* asked for in the handshake (NULL: gw.v1); set after connect */
     char agreed[32];         /* the subprotocol the server chose ("" if none) */
-    pr_decoder *dec; /* rawws_next: the events of the last frame, handed out one by one */
+    pr_decoder *dec;         /* rawws_next: the events of the last frame, handed out one by one */
     pr_event *evs;
     size_t n_evs, next_ev;
 } rawws;
@@ -47,8 +53,7 @@ void rawws_reset(rawws *c);
 
 /* Encodes one client frame (masked, as RFC 6455 requires) into out; returns its size, or
  * 0 if cap is too small. fin false: more fragments follow. */
-size_t rawws_frame(uint8_t *out, size_t cap, int opcode, bool fin, const void *payload,
-                   size_t len);
+size_t rawws_frame(uint8_t *out, size_t cap, int opcode, bool fin, const void *payload, size_t len);
 /* Writes all of p, or one byte per write() with a short pause between (the kernel then
  * sends each byte in its own segment on loopback). */
 int rawws_write(rawws *c, const void *p, size_t n, bool bytewise);
@@ -60,8 +65,7 @@ int rawws_send_text(rawws *c, const char *text);
 /* Reads the next data frame (answering nothing; pings are skipped). 0; -1 when the
  * connection ended (a close frame sets close_code; EOF or a reset leave it 0); -2 when
  * nothing came within timeout_ms. *payload points into c until the next read. */
-int rawws_read_frame(rawws *c, int timeout_ms, int *opcode, const uint8_t **payload,
-                     size_t *len);
+int rawws_read_frame(rawws *c, int timeout_ms, int *opcode, const uint8_t **payload, size_t *len);
 /* Protocol v1: the next message from the server (a batch yields its messages one by one;
  * *ev borrows from c until the next read). 0, -1 closed, -2 timeout, -3 undecodable. */
 int rawws_next(rawws *c, int timeout_ms, pr_event *ev);

@@ -39,8 +39,8 @@ static long now_ms(void)
 typedef struct acker {
     gwc_conn *k;
     uint64_t every, delay_ms;
-    uint64_t held;    /* contiguous watermark */
-    uint64_t acked;   /* last mid acked */
+    uint64_t held;  /* contiguous watermark */
+    uint64_t acked; /* last mid acked */
     long first_unacked_at;
     int frames;
 } acker;

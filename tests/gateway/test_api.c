@@ -63,8 +63,8 @@ Test(api, is_off_without_keys_and_refuses_wrong_ones, .timeout = 60)
     cr_assert_eq(status, 401, "no key: %d", status);
     cr_assert(has(b, "\"error\":\"unauthorized\""), "%s", b);
     free(b);
-    b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", "test-api-key-0123456789abcdeX",
-                  NULL, &status);
+    b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", "test-api-key-0123456789abcdeX", NULL,
+                  &status);
     cr_assert_eq(status, 401, "a wrong key: %d", status);
     free(b);
     b = gwfx_call(&f, "GET", "/api/v1/users/alice/groups", KEY, NULL, &status);
@@ -168,8 +168,8 @@ Test(api, members_are_listed_page_by_page, .timeout = 60)
     cr_assert(has(b, "\"uid\":\"m3\",\"ack\":0,\"unread\":1,\"online\":true"), "%s", b);
     free(b);
     b = call(&f, "GET", "/api/v1/groups/club/members?limit=3&after=m3", NULL, 200);
-    cr_assert(has(b, "\"uid\":\"m4\"") && has(b, "\"uid\":\"m5\"") && has(b, "\"next\":null"),
-              "%s", b);
+    cr_assert(has(b, "\"uid\":\"m4\"") && has(b, "\"uid\":\"m5\"") && has(b, "\"next\":null"), "%s",
+              b);
     cr_assert(has(b, "\"online\":false"), "%s", b);
     free(b);
     b = call(&f, "GET", "/api/v1/groups/nope/members", NULL, 404);
@@ -203,13 +203,18 @@ Test(api, bad_requests_name_the_field_and_store_nothing, .timeout = 60)
         int status;
         const char *has;
     } cases[] = {
-        {"POST", "/api/v1/groups/g/messages", "{\"cid\":\"c\",\"body\":\"x\"}", 400, "\"field\":\"from\""},
-        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"a b\",\"cid\":\"c\",\"body\":\"x\"}", 400, "\"field\":\"from\""},
-        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"bot\",\"body\":\"x\"}", 400, "\"field\":\"cid\""},
-        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"bot\",\"cid\":\"c\",\"body\":7}", 400, "\"field\":\"body\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"cid\":\"c\",\"body\":\"x\"}", 400,
+         "\"field\":\"from\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"a b\",\"cid\":\"c\",\"body\":\"x\"}",
+         400, "\"field\":\"from\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"bot\",\"body\":\"x\"}", 400,
+         "\"field\":\"cid\""},
+        {"POST", "/api/v1/groups/g/messages", "{\"from\":\"bot\",\"cid\":\"c\",\"body\":7}", 400,
+         "\"field\":\"body\""},
         {"POST", "/api/v1/groups/g/messages", "not json", 400, "bad_frame"},
         {"POST", "/api/v1/groups/no%20such/messages", "{}", 400, "\"field\":\"gid\""},
-        {"POST", "/api/v1/groups/nogroup/messages", "{\"from\":\"bot\",\"cid\":\"c\",\"body\":\"x\"}", 404, "no_group"},
+        {"POST", "/api/v1/groups/nogroup/messages",
+         "{\"from\":\"bot\",\"cid\":\"c\",\"body\":\"x\"}", 404, "no_group"},
         {"GET", "/api/v1/groups/g/messages?after=1&before=3", NULL, 400, "\"field\":"},
         {"GET", "/api/v1/groups/g/messages?limit=0", NULL, 400, "\"field\":\"limit\""},
         {"GET", "/api/v1/groups/g/messages?after=x", NULL, 400, "\"field\":\"after\""},
@@ -270,7 +275,8 @@ static gwc_conn *login_claiming(gwfx *x, const char *uid, const char *claim)
     char *tok = NULL;
     const char *groups[1] = {claim};
     cr_assert_eq(gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600,
-                                groups, 1, false, &tok), 0);
+                                groups, 1, false, &tok),
+                 0);
     gwc_conn *k = gwfx_connect_raw(x);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);

@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_ARGS  32
-#define MAX_KIDS  8
+#define MAX_ARGS 32
+#define MAX_KIDS 8
 #define TOKEN_CAP 1024
 
 static gwfx f;
@@ -133,7 +133,8 @@ static void spawn_v(cli_run *r, const char *token, const char *input, va_list ap
         int fi = open(input ? in : "/dev/null", O_RDONLY);
         int fo = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int fe = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fi < 0 || fo < 0 || fe < 0) _exit(126);
+        if (fi < 0 || fo < 0 || fe < 0)
+            _exit(126);
         dup2(fi, 0);
         dup2(fo, 1);
         dup2(fe, 2);
@@ -169,7 +170,8 @@ static int finish(cli_run *r, int timeout_ms)
     while ((got = waitpid(r->pid, &status, WNOHANG)) == 0 && now_ms() - t0 < timeout_ms)
         usleep(10000);
     for (int i = 0; i < MAX_KIDS; i++)
-        if (kids[i] == r->pid) kids[i] = 0;
+        if (kids[i] == r->pid)
+            kids[i] = 0;
     if (got == 0) {
         kill(r->pid, SIGKILL);
         waitpid(r->pid, NULL, 0);
@@ -190,8 +192,10 @@ static int cli(const char *token, const char *input, char **out, char **err, ...
     spawn_v(&r, token, input, ap);
     va_end(ap);
     int rc = finish(&r, 30000);
-    if (out) *out = slurp(r.out);
-    if (err) *err = slurp(r.err);
+    if (out)
+        *out = slurp(r.out);
+    if (err)
+        *err = slurp(r.err);
     return rc;
 }
 
@@ -247,8 +251,10 @@ static json_t *group_of(const char *uid, const char *gid)
     cr_assert_eq(cli(tok(uid), NULL, &out, NULL, "--json", "groups", NULL), 0);
     json_t *all = json_lines(out), *found = NULL, *g;
     size_t i;
-    json_array_foreach(all, i, g) {
-        if (!strcmp(jstr(g, "gid"), gid)) found = json_incref(g);
+    json_array_foreach(all, i, g)
+    {
+        if (!strcmp(jstr(g, "gid"), gid))
+            found = json_incref(g);
     }
     json_decref(all);
     free(out);
@@ -261,7 +267,8 @@ static int count_lines(const char *path)
     int n = 0, ch;
     while (fp && (ch = fgetc(fp)) != EOF)
         n += ch == '\n';
-    if (fp) fclose(fp);
+    if (fp)
+        fclose(fp);
     return n;
 }
 
@@ -479,7 +486,8 @@ Test(cli, pull_all_prints_the_backlog_once, .init = start_ws, .fini = stop)
     bool seen[N + 1] = {false};
     size_t i;
     json_t *m;
-    json_array_foreach(got, i, m) {
+    json_array_foreach(got, i, m)
+    {
         long long mid = jint(m, "mid");
         cr_assert(mid >= 1 && mid <= N && !seen[mid], "mid %lld twice or out of range", mid);
         seen[mid] = true;

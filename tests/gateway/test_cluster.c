@@ -385,8 +385,7 @@ Test(cluster, a_node_killed_under_load_loses_nothing, .timeout = 180)
     free(h2.seen);
 }
 
-Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once,
-     .timeout = 180)
+Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once, .timeout = 180)
 {
     need_pg();
     three_nodes();
@@ -425,8 +424,7 @@ Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once,
     free(h.seen);
 }
 
-Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothing,
-     .timeout = 240)
+Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothing, .timeout = 240)
 {
     need_pg();
     pgfx_pair_start(&pair);
@@ -471,8 +469,8 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
                 n_confirmed++;
             }
         } else if (rc == 0 && ev.t == PR_EV_ERR) {
-            cr_assert(ev.err_code == PR_E_UNAVAILABLE || ev.err_code == PR_E_OVERLOADED,
-                      "err %.*s", (int)ev.err_name.n, ev.err_name.p);
+            cr_assert(ev.err_code == PR_E_UNAVAILABLE || ev.err_code == PR_E_OVERLOADED, "err %.*s",
+                      (int)ev.err_name.n, ev.err_name.p);
             inflight--;
             refused++;
             resend[n_resend++] = (int)ev.rid;
@@ -584,8 +582,8 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
                1 &&
            now_ms() < deadline)
         usleep(200 * 1000);
-    double ended = watch_stat(&fa, "cluster.laggards_ended") +
-                   watch_stat(&fb, "cluster.laggards_ended");
+    double ended =
+        watch_stat(&fa, "cluster.laggards_ended") + watch_stat(&fb, "cluster.laggards_ended");
     cr_assert_geq(ended, 1, "node C's listener was ended");
     /* C wakes up, listens again, resyncs, and pushes what its member missed. */
     cr_assert_eq(kill(fc.pid, SIGCONT), 0);

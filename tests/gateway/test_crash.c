@@ -39,8 +39,7 @@ static void run(const char *extra, char *last, size_t last_n)
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         for (int i = n_other > 16 ? n_other - 16 : 0; i < n_other; i++)
             cr_log_error("%s", other[i % 16]);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_crash failed (status %d): %s", st,
-              last);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_crash failed (status %d): %s", st, last);
     cr_assert_not_null(strstr(last, "losses 0"), "%s", last);
 }
 
@@ -125,8 +124,8 @@ Test(crash, two_failovers_of_the_primary_lose_nothing, .fini = stop_pair, .timeo
     char *url = pgfx_pair_db_new(&pair);
     char extra[1200], last[512];
     snprintf(extra, sizeof(extra),
-             "--nodes 2 --kills 2 --store '%s' --kill primary --pg-dir %s --pg-standby-dir %s",
-             url, pair.a.dir, pair.b.dir);
+             "--nodes 2 --kills 2 --store '%s' --kill primary --pg-dir %s --pg-standby-dir %s", url,
+             pair.a.dir, pair.b.dir);
     run(extra, last, sizeof(last));
     /* Each one rejoined the old primary: after two, a is the primary again, as pair
      * (which the harness does not update) says. */

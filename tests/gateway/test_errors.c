@@ -75,18 +75,21 @@ Test(errors, bad_tokens_close_with_4001)
 {
     char *tok = NULL;
     /* Wrong secret. */
-    cr_assert_eq(gwc_token_mint("another-secret-0123456789", 25, "eve", time(NULL) + 60, NULL,
-                                0, false, &tok), 0);
+    cr_assert_eq(gwc_token_mint("another-secret-0123456789", 25, "eve", time(NULL) + 60, NULL, 0,
+                                false, &tok),
+                 0);
     token_refused(tok);
     free(tok);
     /* Expired. */
     cr_assert_eq(gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), "eve", time(NULL) - 5, NULL, 0,
-                                false, &tok), 0);
+                                false, &tok),
+                 0);
     token_refused(tok);
     free(tok);
     /* alg none. */
-    cr_assert_eq(gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), "eve", time(NULL) + 60, NULL,
-                                0, true, &tok), 0);
+    cr_assert_eq(gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), "eve", time(NULL) + 60, NULL, 0,
+                                true, &tok),
+                 0);
     token_refused(tok);
     free(tok);
     /* Not a token at all, and a valid token with its signature cut off. */
@@ -123,7 +126,8 @@ Test(errors, token_groups_claim_limits_joins)
     const char *groups[] = {"allowed"};
     char *tok = NULL;
     cr_assert_eq(gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), "limited", time(NULL) + 60,
-                                groups, 1, false, &tok), 0);
+                                groups, 1, false, &tok),
+                 0);
     gwc_conn *k = gwfx_connect_raw(&f);
     hello_with(k, tok);
     free(tok);

@@ -134,8 +134,8 @@ Test(hostile, flood_of_bad_frames_spends_the_error_budget, .fini = teardown, .ti
     double refused = watch_stat(&f, "rate_limits.connections");
     cr_log_info("hostile: bad-frame flood: %ld frames written on %ld connections, each closed "
                 "(%ld close frames read; gateway: %.0f closed 1008, %.0f closed 4001); %ld "
-                "reconnects refused (gateway: %.0f over --rate-conns)", a.n[0], a.n[1], a.n[2],
-                policy, unauth, a.n[3], refused);
+                "reconnects refused (gateway: %.0f over --rate-conns)",
+                a.n[0], a.n[1], a.n[2], policy, unauth, a.n[3], refused);
     cr_assert_geq(refused, (double)a.n[3]);
     /* The gateway's own counts say why it closed each one. */
     cr_assert_eq(policy + unauth, (double)a.n[1]);
@@ -238,7 +238,8 @@ Test(hostile, slowloris_and_half_open_connections_time_out, .fini = teardown, .t
     cr_assert_str_empty(a.fail, "%s", a.fail);
     cr_log_info("hostile: slowloris: %ld of %d trickling upgrades closed by the gateway within "
                 "%ld ms; %ld of %d silent connections closed within %ld ms "
-                "(--handshake-timeout 2)", a.n[0], SLOW, a.n[2], a.n[1], SILENT, a.n[3]);
+                "(--handshake-timeout 2)",
+                a.n[0], SLOW, a.n[2], a.n[1], SILENT, a.n[3]);
     cr_assert_eq(a.n[0], SLOW);
     cr_assert_eq(a.n[1], SILENT, "silent connections left open");
     cr_assert_leq(watch_fds(&f), w.fds0 + 2, "descriptors not returned: %ld, %ld at start",
@@ -339,8 +340,8 @@ static void *never_reads(void *p)
 
 Test(hostile, a_member_that_never_reads_is_cut_off, .fini = teardown, .timeout = 180)
 {
-    static const char *const args[] = {"--slow-close", "2", "--queue-cap", "64",
-                                       "--rate-bytes", "0", "--rate-sends", "0", NULL};
+    static const char *const args[] = {
+        "--slow-close", "2", "--queue-cap", "64", "--rate-bytes", "0", "--rate-sends", "0", NULL};
     start(args);
     attack a = {.port = f.port};
     pthread_t t;
@@ -384,8 +385,8 @@ Test(hostile, a_member_that_never_reads_is_cut_off, .fini = teardown, .timeout =
     pthread_join(t, NULL);
     cr_assert_str_empty(a.fail, "%s", a.fail);
     cr_log_info("hostile: never reads: cut off after %d messages of 16 KiB (%.0f switches to "
-                "notify); the bystander drained %d bodies live", confirmed,
-                watch_stat(&f, "slow_consumers.switches"), drained);
+                "notify); the bystander drained %d bodies live",
+                confirmed, watch_stat(&f, "slow_consumers.switches"), drained);
     cr_assert(cut, "the deaf member was not cut off after %d messages", confirmed);
     cr_assert(a.n[2], "the deaf member's connection was never closed");
     /* The store keeps what was sent meanwhile in memory too (RocksDB's memtable holds up
@@ -451,8 +452,8 @@ Test(hostile, thousands_of_sessions_connect_and_vanish, .fini = teardown, .timeo
     cr_log_info("hostile: vanish: %ld sessions in %ld ms; fds %ld -> %ld, RSS %ld -> %ld KiB",
                 a.n[0], took, w.fds0, fds, w.rss0_kib, rss);
     cr_assert_leq(fds, w.fds0 + 2, "descriptors leaked: %ld, %ld at start", fds, w.fds0);
-    cr_assert_lt(rss - w.rss0_kib, 32 * MIB, "RSS did not come back: %ld -> %ld KiB",
-                 w.rss0_kib, rss);
+    cr_assert_lt(rss - w.rss0_kib, 32 * MIB, "RSS did not come back: %ld -> %ld KiB", w.rss0_kib,
+                 rss);
     watch_report(&w, "2,000 sessions connect and vanish", RSS_BOUND);
 }
 
@@ -497,8 +498,8 @@ static void *wild_acks(void *p)
         pr_ack acks[ACK_GROUPS];
         for (int g = 0; g < ACK_GROUPS; g++) {
             rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
-            static const uint64_t wild[] = {0, 1, 2, 3, 4, 5, 1000000, UINT64_MAX,
-                                            UINT64_MAX - 1, 1ull << 63};
+            static const uint64_t wild[] = {
+                0, 1, 2, 3, 4, 5, 1000000, UINT64_MAX, UINT64_MAX - 1, 1ull << 63};
             uint64_t mid = (fr + g) % 3 ? wild[(fr + g) % 10] : rnd;
             acks[g] = (pr_ack){S(gids[g]), mid};
         }
@@ -516,7 +517,8 @@ static void *wild_acks(void *p)
     /* Every ack is capped at its group's last mid. */
     sb.size = 0;
     pr_enc_groups_req(&sb, 77);
-    if (rawws_request(&c, &sb, false) || rawws_expect(&c, PR_EV_GROUPS, &ev) || ev.n_items != ACK_GROUPS)
+    if (rawws_request(&c, &sb, false) || rawws_expect(&c, PR_EV_GROUPS, &ev) ||
+        ev.n_items != ACK_GROUPS)
         return FAIL(a, "no groups reply after the acks"), NULL;
     for (size_t i = 0; i < ev.n_items; i++) {
         pr_group g;
@@ -524,7 +526,8 @@ static void *wild_acks(void *p)
         int k = atoi((const char *)g.gid.p + 1);
         if (g.ack != last_of(k) || g.last_mid != last_of(k) || g.unread != 0)
             return FAIL(a, "group %.*s: ack %lu, last_mid %lu", (int)g.gid.n, g.gid.p,
-                        (unsigned long)g.ack, (unsigned long)g.last_mid), NULL;
+                        (unsigned long)g.ack, (unsigned long)g.last_mid),
+                   NULL;
         a->n[1]++;
     }
     msgpack_sbuffer_destroy(&sb);
@@ -544,8 +547,8 @@ Test(hostile, a_million_acks_with_wild_mids, .fini = teardown, .timeout = 180)
     cr_assert_eq(a.n[0], (long)ACK_FRAMES * ACK_GROUPS);
     cr_assert_eq(a.n[1], ACK_GROUPS);
     cr_assert_geq(watch_stat(&f, "acks.received"), (double)ACK_FRAMES * ACK_GROUPS);
-    cr_log_info("hostile: acks: %ld acks in %d frames, set-up included %ld ms", a.n[0],
-                ACK_FRAMES, took);
+    cr_log_info("hostile: acks: %ld acks in %d frames, set-up included %ld ms", a.n[0], ACK_FRAMES,
+                took);
     /* The ack did not run ahead of the group: new messages count as unread. */
     gwc_conn *poster = gwfx_login(&f, "poster", NULL);
     gwfx_join(poster, "w0");
@@ -560,8 +563,7 @@ Test(hostile, a_million_acks_with_wild_mids, .fini = teardown, .timeout = 180)
         pr_group g;
         cr_assert_eq(pr_event_group(&wel, i, &g), 0);
         if (gwfx_slice_is(g.gid, "w0"))
-            cr_assert_eq(g.unread, 3, "unread %lu after 3 new messages",
-                         (unsigned long)g.unread);
+            cr_assert_eq(g.unread, 3, "unread %lu after 3 new messages", (unsigned long)g.unread);
     }
     watch_report(&w, "a million acks with wild mids", RSS_BOUND);
     /* And so it is stored: never past the last mid. */
@@ -573,8 +575,8 @@ Test(hostile, a_million_acks_with_wild_mids, .fini = teardown, .timeout = 180)
         uint64_t ack = 0, last = 0;
         cr_assert_eq(st_read_ack(st, st_id_str(gid), st_id_str("acker"), &ack), 0);
         cr_assert_eq(st_read_last_mid(st, st_id_str(gid), &last), 0);
-        cr_assert_eq(ack, last_of(g), "%s: stored ack %lu, last mid %lu", gid,
-                     (unsigned long)ack, (unsigned long)last);
+        cr_assert_eq(ack, last_of(g), "%s: stored ack %lu, last mid %lu", gid, (unsigned long)ack,
+                     (unsigned long)last);
     }
     st_close(st);
 }
@@ -646,8 +648,8 @@ Test(hostile, joins_to_ten_thousand_groups, .fini = teardown, .timeout = 180)
 
 static bool id_char(int b)
 {
-    return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') ||
-           b == '_' || b == '.' || b == ':' || b == '-';
+    return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') || b == '_' ||
+           b == '.' || b == ':' || b == '-';
 }
 
 static void b64url(const uint8_t *in, size_t n, char *out)
@@ -737,8 +739,9 @@ static void *bad_ids(void *p)
             continue;
         /* The byte inside an id; then the empty id and one of 65 bytes. */
         uint8_t idb[3] = {'g', (uint8_t)b, 'x'};
-        pr_slice id = b >= 0 ? (pr_slice){idb, 3}
-                             : b == -1 ? (pr_slice){idb, 0} : (pr_slice){long_id, 65};
+        pr_slice id = b >= 0    ? (pr_slice){idb, 3}
+                      : b == -1 ? (pr_slice){idb, 0}
+                                : (pr_slice){long_id, 65};
         pr_slice cid = b >= 0 ? (pr_slice){idb + 1, 2} : id;
         static const char *const field[] = {"gid", "cid", "acks", "gid"};
         sb.size = 0;
@@ -756,14 +759,14 @@ static void *bad_ids(void *p)
         rawws_request(&c, &sb, false);
         for (int k = 0; k < 4; k++) {
             if (rawws_next(&c, GWFX_WAIT, &ev) != 0)
-                return FAIL(a, "byte %d: no answer to request %d (closed %d)", b, k,
-                            c.close_code), NULL;
-            if (ev.t != PR_EV_ERR || ev.err_code != PR_E_BAD_FIELD)
-                return FAIL(a, "byte %d, request %d: event %d, not bad_field", b, k, ev.t),
+                return FAIL(a, "byte %d: no answer to request %d (closed %d)", b, k, c.close_code),
                        NULL;
+            if (ev.t != PR_EV_ERR || ev.err_code != PR_E_BAD_FIELD)
+                return FAIL(a, "byte %d, request %d: event %d, not bad_field", b, k, ev.t), NULL;
             if (!memmem(ev.err_msg.p, ev.err_msg.n, field[k], strlen(field[k])))
                 return FAIL(a, "byte %d: the error does not name %s: %.*s", b, field[k],
-                            (int)ev.err_msg.n, ev.err_msg.p), NULL;
+                            (int)ev.err_msg.n, ev.err_msg.p),
+                       NULL;
             if (id.n && memmem(ev.err_msg.p, ev.err_msg.n, id.p, id.n))
                 return FAIL(a, "byte %d: the error echoes the id", b), NULL;
         }
@@ -795,7 +798,8 @@ Test(hostile, ids_with_every_invalid_byte, .fini = teardown, .timeout = 120)
     watch_during(&w, bad_ids, &a);
     cr_assert_str_empty(a.fail, "%s", a.fail);
     cr_log_info("hostile: ids: %ld bad ids x 4 requests refused with bad_field, %ld tokens "
-                "with a bad user id refused with 4001", a.n[0], a.n[1]);
+                "with a bad user id refused with 4001",
+                a.n[0], a.n[1]);
     cr_assert_eq(a.n[0], 256 - 66 + 2);
     cr_assert_eq(a.n[1], 256 - 66);
     watch_report(&w, "ids with every invalid byte", RSS_BOUND);
@@ -810,16 +814,15 @@ static void *bad_tokens(void *p)
     pr_event ev;
     int code;
     const char *src = "127.0.0.15";
-#define REFUSED(tok, what)                                                                     \
-    do {                                                                                       \
-        code = hello_close_code(a->port, src, tok, reason, sizeof(reason));                   \
-        if (code != 4001)                                                                      \
-            return FAIL(a, "%s: close %d (%s), not 4001", what, code, reason), NULL;          \
-        a->n[0]++;                                                                             \
+#define REFUSED(tok, what)                                                                         \
+    do {                                                                                           \
+        code = hello_close_code(a->port, src, tok, reason, sizeof(reason));                        \
+        if (code != 4001)                                                                          \
+            return FAIL(a, "%s: close %d (%s), not 4001", what, code, reason), NULL;               \
+        a->n[0]++;                                                                                 \
     } while (0)
     /* The bystander's user id, signed with another secret. */
-    gwc_token_mint("not-the-secret-0123456789", 25, "by-rx", time(NULL) + 60, NULL, 0, false,
-                   &tok);
+    gwc_token_mint("not-the-secret-0123456789", 25, "by-rx", time(NULL) + 60, NULL, 0, false, &tok);
     REFUSED(tok, "forged token for another user");
     free(tok);
     /* A user id with a NUL in it: must not pass for the user before the NUL. */
@@ -920,7 +923,8 @@ Test(hostile, tokens_forged_replayed_and_expired, .fini = teardown, .timeout = 1
     watch_during(&w, bad_tokens, &a);
     cr_assert_str_empty(a.fail, "%s", a.fail);
     cr_log_info("hostile: tokens: %ld refused with 4001, second hello refused, %ld replays "
-                "welcomed, expired replay refused", a.n[0], a.n[2]);
+                "welcomed, expired replay refused",
+                a.n[0], a.n[2]);
     cr_assert_eq(a.n[0], 7);
     cr_assert_eq(a.n[1], 1);
     cr_assert_eq(a.n[3], 1);

@@ -22,8 +22,8 @@ static void teardown(void)
 
 Test(limits, replies_larger_than_a_frame_and_the_group_cap, .fini = teardown, .timeout = 60)
 {
-    static const char *const args[] = {"--max-frame", "2048", "--max-body", "1000",
-                                       "--max-groups", "40", NULL};
+    static const char *const args[] = {"--max-frame",  "2048", "--max-body", "1000",
+                                       "--max-groups", "40",   NULL};
     gwfx_start(&f, args);
     gwc_conn *k = gwfx_login(&f, "joiner", NULL);
     char gid[80];
@@ -101,8 +101,7 @@ static gwc_conn *hoarder(void)
     return k;
 }
 
-Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardown,
-     .timeout = 120)
+Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardown, .timeout = 120)
 {
     gwfx_start(&f, NULL);
     gwc_conn *k = hoarder();
@@ -117,8 +116,7 @@ Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardo
     msgpack_sbuffer_destroy(&sb);
     gwc_service(f.ctx, 2000);
     long rss1 = gwfx_rss_kib(&f);
-    cr_log_info("limits: gateway RSS %ld KiB before, %ld KiB after 1500 unread pulls", rss0,
-                rss1);
+    cr_log_info("limits: gateway RSS %ld KiB before, %ld KiB after 1500 unread pulls", rss0, rss1);
     cr_assert_lt(rss1 - rss0, 64 * 1024, "RSS grew by %ld KiB", rss1 - rss0);
     cr_assert(gwfx_alive(&f));
     /* Reading again, the client gets every page it asked for. */

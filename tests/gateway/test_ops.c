@@ -143,7 +143,8 @@ Test(ops, stats_and_metrics_count_a_known_workload, .fini = teardown, .timeout =
     cr_assert_gt(fig(j, "traffic", "bytes_in"), 0);
     /* Which backend, and how it does: connected, reads (4 sign-ins, 1 page) and their
      * latency, commits with their messages. */
-    const char *backend = json_string_value(json_object_get(json_object_get(j, "store"), "backend"));
+    const char *backend =
+        json_string_value(json_object_get(json_object_get(j, "store"), "backend"));
     cr_assert_str_eq(backend ? backend : "", pgfx_on() ? "postgres" : "rocksdb");
     cr_assert_eq(fig(j, "store", "connected"), 1);
     cr_assert_eq(fig(j, "store", "reconnects"), 0);
@@ -225,7 +226,9 @@ static int run_gw(const char *args, char *err, size_t n)
 
 Test(ops, bad_flags_are_refused_with_a_reason)
 {
-    static const struct { const char *args, *says; } cases[] = {
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
         {"--port 70000", "--port"},
         {"--port http", "--port"},
         {"--page-default 600 --page-max 500", "--page-default"},
@@ -312,8 +315,8 @@ Test(ops, graceful_stop_during_sends_and_acks, .fini = teardown, .timeout = 60)
         st_page_free(p);
     }
     st_close(s);
-    cr_log_info("ops: %d sends, %d confirmed, %lu stored; last ack sent %lu, stored %lu",
-                next - 1, n_confirmed, (unsigned long)last_mid, (unsigned long)last_ack,
+    cr_log_info("ops: %d sends, %d confirmed, %lu stored; last ack sent %lu, stored %lu", next - 1,
+                n_confirmed, (unsigned long)last_mid, (unsigned long)last_ack,
                 (unsigned long)stored_ack);
     cr_assert_eq((uint64_t)n_confirmed, last_mid, "stored and confirmed differ");
     cr_assert_eq(stored_ack, last_ack);

@@ -46,8 +46,7 @@ static void put_leave(gwc_conn *k, uint64_t rid, const char *gid)
     msgpack_sbuffer_destroy(&sb);
 }
 
-static void put_send(gwc_conn *k, uint64_t rid, const char *gid, const char *cid,
-                     const char *text)
+static void put_send(gwc_conn *k, uint64_t rid, const char *gid, const char *cid, const char *text)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -78,8 +77,8 @@ static void put_pull(gwc_conn *k, uint64_t rid, const char *gid, uint64_t after)
 static pr_event next(gwc_conn *k, enum pr_ev_type t, uint64_t rid)
 {
     pr_event ev = gwfx_expect(k, t);
-    cr_assert_eq(ev.rid, rid, "event %d answers rid %lu, expected %lu", t,
-                 (unsigned long)ev.rid, (unsigned long)rid);
+    cr_assert_eq(ev.rid, rid, "event %d answers rid %lu, expected %lu", t, (unsigned long)ev.rid,
+                 (unsigned long)rid);
     return ev;
 }
 
@@ -142,8 +141,8 @@ Test(order, leave_then_send_is_not_member)
     cr_assert_eq(next(k, PR_EV_SENT, 1).mid, 1);
     next(k, PR_EV_LEFT, 2);
     pr_event ev = next(k, PR_EV_ERR, 3);
-    cr_assert(gwfx_slice_is(ev.err_name, "not_member"), "after the leave: %.*s",
-              (int)ev.err_name.n, ev.err_name.p);
+    cr_assert(gwfx_slice_is(ev.err_name, "not_member"), "after the leave: %.*s", (int)ev.err_name.n,
+              ev.err_name.p);
     next(k, PR_EV_JOINED, 4);
     cr_assert_eq(next(k, PR_EV_SENT, 5).mid, 2, "c2 was never stored");
 }

@@ -81,15 +81,14 @@ static void read_answers(rawws *c, int n, bool *sent, uint64_t *refused_retry, i
     pr_event ev;
     for (int k = 0; k < n; k++) {
         int rc = rawws_next(c, 20000, &ev);
-        cr_assert_eq(rc, 0, "answer %d of %d did not come (%d, close %d)", k, n, rc,
-                     c->close_code);
+        cr_assert_eq(rc, 0, "answer %d of %d did not come (%d, close %d)", k, n, rc, c->close_code);
         if (ev.t == PR_EV_SENT) {
             sent[ev.rid] = true;
             (*n_sent)++;
         } else {
             cr_assert_eq(ev.t, PR_EV_ERR);
-            cr_assert_eq(ev.err_code, PR_E_RATE_LIMITED, "err %.*s: %.*s",
-                         (int)ev.err_name.n, ev.err_name.p, (int)ev.err_msg.n, ev.err_msg.p);
+            cr_assert_eq(ev.err_code, PR_E_RATE_LIMITED, "err %.*s: %.*s", (int)ev.err_name.n,
+                         ev.err_name.p, (int)ev.err_msg.n, ev.err_msg.p);
             cr_assert(gwfx_slice_is(ev.gid, "r"));
             cr_assert_geq(ev.retry_ms, 100, "retry hint %lu ms", (unsigned long)ev.retry_ms);
             refused_retry[ev.rid] = ev.retry_ms;
@@ -113,8 +112,7 @@ static void expect_pong(rawws *c)
 
 #define SENDS 300
 
-Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardown,
-     .timeout = 120)
+Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardown, .timeout = 120)
 {
     static const char *const args[] = {"--rate-sends", "100", "--rate-burst", "1", NULL};
     start(args);
@@ -129,7 +127,8 @@ Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardo
     long took = now_ms() - t0;
     watch_probe(&w);
     cr_log_info("rate: %d sends pipelined at --rate-sends 100 --rate-burst 1: %d stored, %d "
-                "refused with rate_limited, in %ld ms", SENDS, n_sent, n_refused, took);
+                "refused with rate_limited, in %ld ms",
+                SENDS, n_sent, n_refused, took);
     cr_assert_gt(n_refused, 0, "nothing was refused");
     /* The bucket: 100 at once, then 100 a second. */
     cr_assert_leq(n_sent, 100 + 100 * took / 1000 + 1, "%d stored in %ld ms", n_sent, took);
@@ -175,8 +174,7 @@ Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardo
     watch_report(&w, "send rate", 64 * 1024);
 }
 
-Test(rate, bytes_over_the_rate_slow_the_session_and_refuse_sends, .fini = teardown,
-     .timeout = 120)
+Test(rate, bytes_over_the_rate_slow_the_session_and_refuse_sends, .fini = teardown, .timeout = 120)
 {
     /* 256 KiB a second, bursts of one second's worth: one full frame. */
     static const char *const args[] = {"--rate-bytes", "262144", "--rate-burst", "1", NULL};
@@ -191,7 +189,8 @@ Test(rate, bytes_over_the_rate_slow_the_session_and_refuse_sends, .fini = teardo
     read_answers(&c, 40, sent, retry, &n_sent, &n_refused);
     long took = now_ms() - t0;
     cr_log_info("rate: 40 sends of 32 KiB at --rate-bytes 262144: %d stored, %d refused, in "
-                "%ld ms", n_sent, n_refused, took);
+                "%ld ms",
+                n_sent, n_refused, took);
     cr_assert_gt(n_refused, 0);
     cr_assert_leq(n_sent, 8 + 8 * took / 1000 + 1, "%d stored in %ld ms", n_sent, took);
     /* Other frames are never refused for bytes, only slowed: 20 pings of 30 KiB. */
@@ -235,7 +234,8 @@ Test(rate, connections_per_source_address, .fini = teardown, .timeout = 120)
         *(let_in("127.0.0.22") ? &in : &out) += 1;
     long took = now_ms() - t0;
     cr_log_info("rate: 40 connections from one address at --rate-conns 5 --rate-burst 2: %d "
-                "let in, %d refused, in %ld ms", in, out, took);
+                "let in, %d refused, in %ld ms",
+                in, out, took);
     cr_assert_gt(out, 0);
     cr_assert_leq(in, 10 + 5 * took / 1000 + 1);
     /* Another address is not affected, nor is the bystander. */
@@ -275,7 +275,8 @@ Test(rate, the_address_table_stays_bounded, .fini = teardown, .timeout = 120)
     long took = now_ms() - t0;
     double addrs = watch_stat(&f, "rate_limits.addresses");
     cr_log_info("rate: 6,000 source addresses in %ld ms: the table holds %.0f; %d of 10 "
-                "immediate fourth connections refused", took, addrs, refused_again);
+                "immediate fourth connections refused",
+                took, addrs, refused_again);
     cr_assert_leq(addrs, 4096);
     cr_assert_gt(refused_again, 0, "the table forgot addresses it had just seen");
     watch_report(&w, "6,000 source addresses", 64 * 1024);

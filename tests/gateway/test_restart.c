@@ -139,8 +139,7 @@ Test(restart, sigkill_during_sends_loses_nothing_confirmed)
     recv = gwfx_login(&f, "recv", &w);
     pr_group g;
     cr_assert_eq(pr_event_group(&w, 0, &g), 0);
-    cr_assert_eq(g.last_mid, (uint64_t)last_sent, "every send stored once: mids 1..%d",
-                 last_sent);
+    cr_assert_eq(g.last_mid, (uint64_t)last_sent, "every send stored once: mids 1..%d", last_sent);
     cr_assert_leq(g.ack, watermark(), "the stored ack never passes what was acked");
     uint64_t after = g.ack;
     msgpack_sbuffer sb;

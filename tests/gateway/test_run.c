@@ -90,8 +90,7 @@ Test(run, the_readme_run_command_serves_https, .timeout = 600)
                 tail[got] = 0;
                 fclose(l);
             }
-            cr_assert_fail("run.sh exited early (status %d); its output ends with:\n%s", st,
-                           tail);
+            cr_assert_fail("run.sh exited early (status %d); its output ends with:\n%s", st, tail);
         }
         if (access(cert, R_OK) == 0 && (status = curl_status(cert, port, "/healthz")) == 200)
             break;

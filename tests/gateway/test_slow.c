@@ -20,8 +20,8 @@ static gwfx f;
 static void setup(void)
 {
     /* The burst is far over the default rate limits: they are not what is tested here. */
-    static const char *const args[] = {"--queue-cap", "64", "--rate-sends", "0",
-                                       "--rate-bytes", "0", NULL};
+    static const char *const args[] = {"--queue-cap", "64", "--rate-sends", "0", "--rate-bytes",
+                                       "0",           NULL};
     gwfx_start(&f, args);
 }
 

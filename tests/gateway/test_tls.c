@@ -53,8 +53,7 @@ static int s_client(const char *opts)
 {
     char cmd[512];
     snprintf(cmd, sizeof(cmd),
-             "openssl s_client -connect 127.0.0.1:%d %s </dev/null >/dev/null 2>&1", f.port,
-             opts);
+             "openssl s_client -connect 127.0.0.1:%d %s </dev/null >/dev/null 2>&1", f.port, opts);
     return system(cmd);
 }
 
@@ -113,7 +112,7 @@ static const char *attr(const char *line, const char *name, char *out, size_t n)
 /* A TLS 1.2 suite that is forward-secret (ephemeral (EC)DH) and AEAD, with nothing weak. */
 static bool tls12_suite_ok(const char *c)
 {
-    static const char *const weak[] = {"NULL", "EXP", "RC4", "DES", "CBC", "MD5",
+    static const char *const weak[] = {"NULL", "EXP", "RC4",   "DES", "CBC", "MD5",
                                        "anon", "ADH", "AECDH", "PSK", "SRP"};
     bool fs = strncmp(c, "ECDHE-", 6) == 0 || strncmp(c, "DHE-", 4) == 0;
     bool aead = strstr(c, "-GCM-") || strstr(c, "-CHACHA20-POLY1305");
@@ -163,8 +162,8 @@ Test(tls_scan, sslscan_finds_only_modern_tls)
             if (modern)
                 enabled += strcmp(attr(line, "enabled", c, sizeof(c)), "1") == 0;
             else
-                cr_expect_str_eq(attr(line, "enabled", c, sizeof(c)), "0",
-                                 "%s %s must be disabled", a, b);
+                cr_expect_str_eq(attr(line, "enabled", c, sizeof(c)), "0", "%s %s must be disabled",
+                                 a, b);
         } else if (strstr(line, "<cipher ")) {
             attr(line, "sslversion", a, sizeof(a));
             attr(line, "cipher", b, sizeof(b));

@@ -91,7 +91,8 @@ static void rx_start(const char *const *flags)
             snprintf(rx_url, sizeof(rx_url), "http://127.0.0.1:%d/hook", v);
             return;
         }
-        if (p) fclose(p);
+        if (p)
+            fclose(p);
         usleep(50 * 1000);
     }
     cr_assert_fail("the webhook receiver did not start");
@@ -139,7 +140,8 @@ static json_t *rx_requests(void)
     path_in(log, sizeof(log), "log");
     json_t *all = json_array();
     FILE *l = fopen(log, "r");
-    if (!l) return all;
+    if (!l)
+        return all;
     char *line = NULL;
     size_t cap = 0;
     while (getline(&line, &cap, l) > 0) {
@@ -180,15 +182,18 @@ static size_t told(json_t *reqs, const char *uid, json_t **last)
 {
     size_t n = 0, i, j;
     json_t *r, *e;
-    if (last) *last = NULL;
+    if (last)
+        *last = NULL;
     json_array_foreach(reqs, i, r)
     {
         json_int_t st = json_integer_value(json_object_get(r, "answered"));
-        if (st < 200 || st > 299) continue;
+        if (st < 200 || st > 299)
+            continue;
         json_t *evs = events_of(r);
         json_array_foreach(evs, j, e)
         {
-            if (strcmp(sval(e, "uid"), uid) != 0) continue;
+            if (strcmp(sval(e, "uid"), uid) != 0)
+                continue;
             n++;
             if (last) {
                 json_decref(*last);
@@ -208,7 +213,8 @@ static json_t *wait_told(const char *uid, size_t n)
         json_t *reqs = rx_requests();
         size_t k = told(reqs, uid, &last);
         json_decref(reqs);
-        if (k >= n) return last;
+        if (k >= n)
+            return last;
         json_decref(last);
         usleep(50 * 1000);
     }
@@ -276,7 +282,8 @@ static void wait_stored_ack(gwfx *x, const char *gid, const char *uid, uint64_t 
         char *b = gwfx_api(x, "GET", path, NULL, 200);
         bool ok = strstr(b, want) != NULL;
         free(b);
-        if (ok) return;
+        if (ok)
+            return;
         usleep(50 * 1000);
     }
     cr_assert_fail("%s's ack of %s never became %llu", uid, gid, (unsigned long long)mid);
@@ -318,7 +325,8 @@ Test(webhook, unread_members_are_told_once_in_one_signed_batch_until_they_ack)
             cr_assert_str_eq(sval(m, "from"), "alice");
             cr_assert(ival(m, "ts") > 0);
             cr_assert_null(json_object_get(m, "body"), "no body without --webhook-body");
-            if (batch < 0) batch = (long)i;
+            if (batch < 0)
+                batch = (long)i;
             cr_assert_eq((long)i, batch, "the three events came in one POST");
         }
         json_decref(evs);
@@ -485,7 +493,8 @@ Test(webhook, a_full_queue_drops_and_counts_and_the_gateway_goes_on)
 
 Test(webhook, two_nodes_tell_each_member_once_from_the_stored_acks)
 {
-    if (!pgfx_on()) cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
     rx_start(NULL);
     start_gw(&f, NULL, rx_url, "1000", NULL);
     start_gw(&g2, &f, rx_url, "1000", NULL);

@@ -14,9 +14,9 @@ typedef struct watch {
     gwfx *f;
     gwc_conn *tx, *rx;
     int probes, delivered;
-    long max_ms;     /* the bystander's slowest probe: send to delivery */
+    long max_ms; /* the bystander's slowest probe: send to delivery */
     double sum_ms;
-    long rss0_kib;   /* the gateway's RSS and open descriptors when the watch started */
+    long rss0_kib; /* the gateway's RSS and open descriptors when the watch started */
     long fds0;
     long rss_peak_kib;
 } watch;

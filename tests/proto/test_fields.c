@@ -57,56 +57,33 @@ enum v {
     V_MAP,
     V_COUNT
 };
-#define B(x)  (1u << (x))
+#define B(x) (1u << (x))
 #define UINTS (B(V_UINT) | B(V_ZERO) | B(V_BIG))
 
 static void put_value(enum v v)
 {
     switch (v) {
-    case V_STR:
-        put_str(&pk, "abc");
-        break; /* also a valid id */
-    case V_EMPTY:
-        put_str(&pk, "");
-        break;
-    case V_BIN:
-        msgpack_pack_bin_with_body(&pk, "abc", 3);
-        break;
-    case V_UINT:
-        msgpack_pack_uint64(&pk, 5);
-        break;
-    case V_ZERO:
-        msgpack_pack_uint64(&pk, 0);
-        break;
-    case V_BIG:
-        msgpack_pack_uint64(&pk, (uint64_t)UINT32_MAX + 1);
-        break;
-    case V_NEG:
-        msgpack_pack_int64(&pk, -5);
-        break;
-    case V_NIL:
-        msgpack_pack_nil(&pk);
-        break;
-    case V_BOOL:
-        msgpack_pack_true(&pk);
-        break;
-    case V_FLOAT:
-        msgpack_pack_double(&pk, 5.0);
-        break;
+    case V_STR: put_str(&pk, "abc"); break; /* also a valid id */
+    case V_EMPTY: put_str(&pk, ""); break;
+    case V_BIN: msgpack_pack_bin_with_body(&pk, "abc", 3); break;
+    case V_UINT: msgpack_pack_uint64(&pk, 5); break;
+    case V_ZERO: msgpack_pack_uint64(&pk, 0); break;
+    case V_BIG: msgpack_pack_uint64(&pk, (uint64_t)UINT32_MAX + 1); break;
+    case V_NEG: msgpack_pack_int64(&pk, -5); break;
+    case V_NIL: msgpack_pack_nil(&pk); break;
+    case V_BOOL: msgpack_pack_true(&pk); break;
+    case V_FLOAT: msgpack_pack_double(&pk, 5.0); break;
     case V_ARRAY:
         msgpack_pack_array(&pk, 1);
         msgpack_pack_uint64(&pk, 1);
         break;
-    case V_EARRAY:
-        msgpack_pack_array(&pk, 0);
-        break;
+    case V_EARRAY: msgpack_pack_array(&pk, 0); break;
     case V_MAP:
         msgpack_pack_map(&pk, 1);
         put_str(&pk, "a");
         msgpack_pack_uint64(&pk, 1);
         break;
-    default:
-        cr_assert_fail("bad value kind");
+    default: cr_assert_fail("bad value kind");
     }
 }
 
@@ -288,7 +265,8 @@ Test(fields, missing_fields)
             put_str(&pk, "t");
             put_str(&pk, m->t);
             for (size_t i = 0; i < m->n; i++) {
-                if (i == drop) continue;
+                if (i == drop)
+                    continue;
                 put_str(&pk, m->f[i].key);
                 put_value(m->f[i].good);
             }
@@ -298,14 +276,16 @@ Test(fields, missing_fields)
     }
     for (size_t k = 0; k < sizeof events / sizeof events[0]; k++) {
         const mdesc *m = &events[k];
-        if (m->wrap != W_NONE) continue;
+        if (m->wrap != W_NONE)
+            continue;
         for (size_t drop = 0; drop < m->n; drop++) {
             sb.size = 0;
             msgpack_pack_map(&pk, m->n);
             put_str(&pk, "t");
             put_str(&pk, m->t);
             for (size_t i = 0; i < m->n; i++) {
-                if (i == drop) continue;
+                if (i == drop)
+                    continue;
                 put_str(&pk, m->f[i].key);
                 put_value(m->f[i].good);
             }

@@ -29,7 +29,8 @@ static int req_of(const void *p, size_t n)
 {
     memset(&err, 0, sizeof err);
     int rc = pr_decode_req(dec, p, n, &req, &err);
-    if (rc) cr_assert_eq(err.code, rc, "err.code %d != rc %d", err.code, rc);
+    if (rc)
+        cr_assert_eq(err.code, rc, "err.code %d != rc %d", err.code, rc);
     return rc;
 }
 

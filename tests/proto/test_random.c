@@ -125,11 +125,10 @@ static size_t make_input(uint8_t *buf, size_t cap)
     for (size_t m = 1 + below(3); m > 0; m--) {
         switch (below(6)) {
         case 0: /* bit flip */
-            if (n) buf[below(n)] ^= (uint8_t)(1u << below(8));
+            if (n)
+                buf[below(n)] ^= (uint8_t)(1u << below(8));
             break;
-        case 1: /* truncate */
-            n = below(n + 1);
-            break;
+        case 1: /* truncate */ n = below(n + 1); break;
         case 2: /* insert a byte */
             if (n < cap) {
                 size_t at = below(n + 1);
@@ -146,10 +145,12 @@ static size_t make_input(uint8_t *buf, size_t cap)
             }
             break;
         case 4: /* overwrite with an interesting byte */
-            if (n) buf[below(n)] = interesting[below(sizeof interesting)];
+            if (n)
+                buf[below(n)] = interesting[below(sizeof interesting)];
             break;
         default: /* set a byte to random */
-            if (n) buf[below(n)] = (uint8_t)next();
+            if (n)
+                buf[below(n)] = (uint8_t)next();
             break;
         }
     }
@@ -165,7 +166,8 @@ static size_t iter;
 
 static void in_frame(pr_slice s, const char *what)
 {
-    if (s.n == 0) return;
+    if (s.n == 0)
+        return;
     cr_assert((uintptr_t)s.p >= (uintptr_t)lo && (uintptr_t)s.p + s.n <= (uintptr_t)hi,
               "iteration %zu: %s outside the frame", iter, what);
 }
@@ -212,7 +214,8 @@ static void check_req(const pr_req *r)
         in_frame(r->acks[i].gid, "ack gid");
     if (r->t == PR_REQ_ENTER || r->t == PR_REQ_PULL)
         cr_assert(r->limit >= 1 && r->limit <= PR_PAGE_MAX, "iteration %zu", iter);
-    if (r->t == PR_REQ_PULL) cr_assert(r->has_after != r->has_before, "iteration %zu", iter);
+    if (r->t == PR_REQ_PULL)
+        cr_assert(r->has_after != r->has_before, "iteration %zu", iter);
 }
 
 Test(random, mutated_frames_do_not_crash, .timeout = 120)
@@ -250,7 +253,8 @@ Test(random, mutated_frames_do_not_crash, .timeout = 120)
         pr_req r;
         int rc = pr_decode_req(d, frame, n, &r, &err);
         cr_assert(is_code(rc), "iteration %zu: decode_req %d", iter, rc);
-        if (v) cr_assert_eq(rc, v, "iteration %zu: decode_req disagrees with validate", iter);
+        if (v)
+            cr_assert_eq(rc, v, "iteration %zu: decode_req disagrees with validate", iter);
         if (rc == 0) {
             check_req(&r);
             decoded_req++;
@@ -261,7 +265,8 @@ Test(random, mutated_frames_do_not_crash, .timeout = 120)
 
         rc = pr_decode_events(d, frame, n, check_event, NULL, &err);
         cr_assert(is_code(rc), "iteration %zu: decode_events %d", iter, rc);
-        if (rc == 0) decoded_ev++;
+        if (rc == 0)
+            decoded_ev++;
         free(frame);
     }
     /* The mutations must leave enough valid frames to exercise the decoders fully. */

@@ -30,7 +30,8 @@ static const uint8_t *buf_lo(void)
 /* Slices must borrow from the frame, not from a copy. */
 static void assert_in_frame(pr_slice s)
 {
-    if (s.n == 0) return;
+    if (s.n == 0)
+        return;
     cr_assert(s.p >= buf_lo() && s.p + s.n <= buf_lo() + sb.size, "slice outside the frame");
 }
 

@@ -12,7 +12,8 @@
 
 char *fx_tmpdir(void)
 {
-    if (pgfx_on()) return pgfx_db_new();
+    if (pgfx_on())
+        return pgfx_db_new();
     const char *base = getenv("TMPDIR");
     char buf[512];
     snprintf(buf, sizeof(buf), "%s/gw-store-test-XXXXXX", base && *base ? base : "/tmp");
@@ -161,7 +162,8 @@ static void counted(st_op *op)
 {
     counter *c = op->ud;
     pthread_mutex_lock(&c->mu);
-    if (--c->left == 0) pthread_cond_signal(&c->cv);
+    if (--c->left == 0)
+        pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 

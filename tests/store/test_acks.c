@@ -129,8 +129,13 @@ Test(acks, urgent_ops_go_ahead_of_a_backlog)
     /* Hold the writer in a completion while the backlog and the urgent op queue up, so
      * that the order they are taken in is the queue's alone. */
     static int first_at;
-    st_op hold = {.kind = ST_OP_APPEND, .gid = st_id_str("g"), .uid = st_id_str("a"),
-                  .cid = st_id_str("hold"), .record = "x", .record_n = 1, .done = slow_note,
+    st_op hold = {.kind = ST_OP_APPEND,
+                  .gid = st_id_str("g"),
+                  .uid = st_id_str("a"),
+                  .cid = st_id_str("hold"),
+                  .record = "x",
+                  .record_n = 1,
+                  .done = slow_note,
                   .ud = &first_at};
     cr_assert_eq(st_submit(s, &hold), 0);
     usleep(20000); /* the writer has taken it and sleeps in its completion */
@@ -139,15 +144,24 @@ Test(acks, urgent_ops_go_ahead_of_a_backlog)
     static char cids[N][16];
     for (int i = 0; i < N; i++) {
         snprintf(cids[i], sizeof(cids[i]), "b%d", i);
-        ops[i] = (st_op){.kind = ST_OP_APPEND, .gid = st_id_str("g"), .uid = st_id_str("a"),
-                         .cid = st_id_str(cids[i]), .record = "x", .record_n = 1,
-                         .done = note_order, .ud = &done_at[i]};
+        ops[i] = (st_op){.kind = ST_OP_APPEND,
+                         .gid = st_id_str("g"),
+                         .uid = st_id_str("a"),
+                         .cid = st_id_str(cids[i]),
+                         .record = "x",
+                         .record_n = 1,
+                         .done = note_order,
+                         .ud = &done_at[i]};
         cr_assert_eq(st_submit(s, &ops[i]), 0);
     }
     int ack_at = 0;
     st_ack a = {st_id_str("g"), st_id_str("b"), 10};
-    st_op urgent = {.kind = ST_OP_ACKS, .acks = &a, .n_acks = 1, .done = note_order,
-                    .ud = &ack_at, .urgent = true};
+    st_op urgent = {.kind = ST_OP_ACKS,
+                    .acks = &a,
+                    .n_acks = 1,
+                    .done = note_order,
+                    .ud = &ack_at,
+                    .urgent = true};
     cr_assert_eq(st_submit(s, &urgent), 0);
     fx_append(s, "g", "a", "barrier"); /* FIFO: after every normal op above */
     cr_assert_gt(ack_at, 0);

@@ -115,13 +115,12 @@ static void verify(st_store *s)
             cr_assert_leq(reports[i].mid, last, "confirmed mid %lu of %s lost",
                           (unsigned long)reports[i].mid, gid);
             st_page *p;
-            cr_assert_eq(st_read_page(s, st_id_str(gid), ST_AFTER, reports[i].mid - 1, 1, &p),
-                         0);
+            cr_assert_eq(st_read_page(s, st_id_str(gid), ST_AFTER, reports[i].mid - 1, 1, &p), 0);
             const st_msg *m = st_page_at(p, 0);
             cr_assert_not_null(m);
             cr_assert_eq(m->record_n, strlen(reports[i].cid));
-            cr_assert_arr_eq(m->record, reports[i].cid, m->record_n, "%s mid %lu holds another message",
-                             gid, (unsigned long)m->mid);
+            cr_assert_arr_eq(m->record, reports[i].cid, m->record_n,
+                             "%s mid %lu holds another message", gid, (unsigned long)m->mid);
             st_page_free(p);
         }
     }

@@ -59,8 +59,8 @@ static void writer_process(const char *url, int id, int fd)
         char rec[32];
         int n = snprintf(rec, sizeof(rec), "%s:%s", uid, cid);
         /* Several at once, as a gateway's sessions do: submit a window, then wait. */
-        if (st_append_sync(s, st_id_str("room"), st_id_str(uid), st_id_str(cid), rec,
-                           (size_t)n, &mid, NULL, NULL) != 0)
+        if (st_append_sync(s, st_id_str("room"), st_id_str(uid), st_id_str(cid), rec, (size_t)n,
+                           &mid, NULL, NULL) != 0)
             _exit(3);
         if (write(fd, &mid, sizeof(mid)) != sizeof(mid))
             _exit(4);
@@ -94,7 +94,8 @@ Test(database, two_writers_on_one_group_keep_mids_dense, .timeout = 180)
         uint64_t mid;
         int got = 0;
         while (read(fds[w][0], &mid, sizeof(mid)) == sizeof(mid)) {
-            cr_assert(mid >= 1 && mid <= 2 * PER_WRITER, "mid %lu out of range", (unsigned long)mid);
+            cr_assert(mid >= 1 && mid <= 2 * PER_WRITER, "mid %lu out of range",
+                      (unsigned long)mid);
             cr_assert_eq(seen[mid], 0, "mid %lu given twice", (unsigned long)mid);
             seen[mid] = 1;
             got++;
@@ -415,8 +416,8 @@ static void check_failover(st_store *s, const char *url, const failover_sender *
     cr_assert_eq(pgfx_scalar(one, "SELECT count(DISTINCT mid) FROM gw.msgs"), n);
     cr_assert_eq(pgfx_scalar(one, "SELECT max(mid) FROM gw.msgs"), n);
     cr_assert_eq(pgfx_scalar(one, "SELECT count(*) FROM gw.msgs"
-                                  " WHERE record <> convert_to('c' || (mid - 1), 'UTF8')"), 0,
-                 "every message under the mid it was confirmed with");
+                                  " WHERE record <> convert_to('c' || (mid - 1), 'UTF8')"),
+                 0, "every message under the mid it was confirmed with");
     cr_assert_eq(pgfx_scalar(one, "SELECT count(*) FROM gw.sends"), n, "each cid stored once");
     free(one);
 }
@@ -455,8 +456,8 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
         cr_assert(wait_confirmed(w, atomic_load(&w->confirmed) + FAILOVER_BATCH),
                   "failover %d: confirmed %u", round, atomic_load(&w->confirmed));
         cr_log_info("failover %d: kill + promote %ld ms, the store writable again after %ld ms, "
-                    "%u appends refused and sent again", round, promoted_ms, back_ms,
-                    atomic_load(&w->refused) - refused);
+                    "%u appends refused and sent again",
+                    round, promoted_ms, back_ms, atomic_load(&w->refused) - refused);
     }
     atomic_store(&w->stop, true);
     pthread_join(th, NULL);

@@ -88,8 +88,8 @@ static void file_size_limit(rlim_t bytes)
 
 static int append(st_store *s, const char *cid, uint64_t *mid)
 {
-    return st_append_sync(s, st_id_str("g"), st_id_str("u"), st_id_str(cid), cid, strlen(cid),
-                          mid, NULL, NULL);
+    return st_append_sync(s, st_id_str("g"), st_id_str("u"), st_id_str(cid), cid, strlen(cid), mid,
+                          NULL, NULL);
 }
 
 /* Every mid 1..n is there, in order, and holds the record "c<mid>". */
@@ -105,8 +105,7 @@ static void check_dense(st_store *s, uint64_t n)
         snprintf(want, sizeof(want), "c%zu", i + 1);
         cr_assert_eq(m->mid, i + 1);
         cr_assert_eq(m->record_n, strlen(want));
-        cr_assert(memcmp(m->record, want, m->record_n) == 0, "mid %zu holds another record",
-                  i + 1);
+        cr_assert(memcmp(m->record, want, m->record_n) == 0, "mid %zu holds another record", i + 1);
     }
     st_page_free(p);
 }

@@ -100,7 +100,8 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     uint64_t mid = 0, ts = 0;
     bool dup = false;
     cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
-                                &mid, &ts, &dup), 0);
+                                &mid, &ts, &dup),
+                 0);
     st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
     size_t applied = 0;
     cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
@@ -108,7 +109,8 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     memset(big, 'x', sizeof(big));
     uint64_t mid2 = 0;
     cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c2"), big,
-                                sizeof(big), &mid2, &ts, &dup), 0);
+                                sizeof(big), &mid2, &ts, &dup),
+                 0);
     cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
     await(&h, 6);
     usleep(200 * 1000);
@@ -157,8 +159,9 @@ Test(feed, a_listener_that_lost_its_connection_says_resync, .timeout = 60)
     st_store *b = open_listening(where, &h, "feed-test-2");
     await(&h, 1);
     /* Its connection ended by the database (as a failover or an operator would). */
-    cr_assert_eq(pgfx_scalar(where, "SELECT count(pg_terminate_backend(pid)) FROM"
-                                    " pg_stat_activity WHERE application_name = 'gw-feed feed-test-2'"),
+    cr_assert_eq(pgfx_scalar(where,
+                             "SELECT count(pg_terminate_backend(pid)) FROM"
+                             " pg_stat_activity WHERE application_name = 'gw-feed feed-test-2'"),
                  1);
     await(&h, 2);
     cr_assert_eq(h.ch[1].kind, ST_CH_RESYNC);

@@ -82,9 +82,13 @@ Test(idempotent, duplicates_inside_one_batch)
     enum { N = 64 };
     st_op ops[N];
     for (int i = 0; i < N; i++) {
-        ops[i] = (st_op){.kind = ST_OP_APPEND, .gid = st_id_str("g"), .uid = st_id_str("a"),
-                         .cid = st_id_str(i % 2 ? "odd" : "even"), .record = "x",
-                         .record_n = 1, .done = count_done};
+        ops[i] = (st_op){.kind = ST_OP_APPEND,
+                         .gid = st_id_str("g"),
+                         .uid = st_id_str("a"),
+                         .cid = st_id_str(i % 2 ? "odd" : "even"),
+                         .record = "x",
+                         .record_n = 1,
+                         .done = count_done};
         cr_assert_eq(st_submit(s, &ops[i]), 0);
     }
     /* A sync op queued last completes after all of them (the queue is FIFO). */

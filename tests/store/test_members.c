@@ -193,8 +193,8 @@ Test(members, leave_between_pages_skips_nothing, .timeout = 120)
     for (size_t i = 0; i < 100; i++, want++) {
         if (want == 150)
             want++; /* it left before this page was read */
-        cr_assert(id_is(st_members_at(m, i).uid, sorted[want]), "member %zu: %.*s, expected %s",
-                  i, (int)st_members_at(m, i).uid.n, st_members_at(m, i).uid.p, sorted[want]);
+        cr_assert(id_is(st_members_at(m, i).uid, sorted[want]), "member %zu: %.*s, expected %s", i,
+                  (int)st_members_at(m, i).uid.n, st_members_at(m, i).uid.p, sorted[want]);
         cr_assert_eq(st_members_at(m, i).ack, want_ack(sorted[want]));
     }
     cr_assert(st_members_more(m));
@@ -252,8 +252,8 @@ Test(members, byte_order_of_odd_ids)
     /* Cursors that are no members start at the next one in byte order. */
     const struct {
         const char *after, *first;
-    } cursors[] = {{"a0", "aa"}, {"a", "a!"}, {"aaa", longest}, {"ab", "abc"}, {"abc", "b"},
-                   {"aab", "ab"}, {"}", "~"}, {"0", "a"}, {"b!", "ba"}};
+    } cursors[] = {{"a0", "aa"},  {"a", "a!"}, {"aaa", longest}, {"ab", "abc"}, {"abc", "b"},
+                   {"aab", "ab"}, {"}", "~"},  {"0", "a"},       {"b!", "ba"}};
     for (size_t i = 0; i < sizeof(cursors) / sizeof(cursors[0]); i++) {
         m = page("g", st_id_str(cursors[i].after), 1);
         cr_assert_eq(st_members_count(m), 1, "after %s", cursors[i].after);
@@ -288,8 +288,8 @@ Test(members, as_an_op)
     st_ack a = {st_id_str("g"), st_id_str("a"), 1};
     cr_assert_eq(st_acks_sync(s, &a, 1, NULL), 0);
 
-    st_op op = {.kind = ST_OP_READ_MEMBERS, .gid = st_id_str("g"), .uid = st_id_str("a"),
-                .limit = 1};
+    st_op op = {
+        .kind = ST_OP_READ_MEMBERS, .gid = st_id_str("g"), .uid = st_id_str("a"), .limit = 1};
     int rc = fx_submit_wait(s, &op);
     cr_assert(rc == 0 || rc == ST_DONE, "%s", st_strerror(rc));
     cr_assert_eq(op.result, 0);

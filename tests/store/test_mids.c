@@ -27,8 +27,8 @@ static void *produce(void *arg)
     snprintf(uid, sizeof(uid), "u%d", p->id);
     for (int i = 0; i < PER_THREAD; i++) {
         snprintf(cid, sizeof(cid), "t%d-%d", p->id, i);
-        if (st_append_sync(p->s, st_id_str(gid), st_id_str(uid), st_id_str(cid), cid,
-                           strlen(cid), &p->mids[i], NULL, NULL) != 0)
+        if (st_append_sync(p->s, st_id_str(gid), st_id_str(uid), st_id_str(cid), cid, strlen(cid),
+                           &p->mids[i], NULL, NULL) != 0)
             p->failures++;
     }
     return NULL;
@@ -140,21 +140,21 @@ Test(mids, append_needs_group_and_membership)
     char *dir = fx_tmpdir();
     st_store *s = fx_open(dir, false);
     uint64_t mid = 9;
-    cr_assert_eq(st_append_sync(s, st_id_str("nope"), st_id_str("a"), st_id_str("c"), "x", 1,
-                                &mid, NULL, NULL),
+    cr_assert_eq(st_append_sync(s, st_id_str("nope"), st_id_str("a"), st_id_str("c"), "x", 1, &mid,
+                                NULL, NULL),
                  ST_ENOGROUP);
     fx_join(s, "g", "a");
-    cr_assert_eq(st_append_sync(s, st_id_str("g"), st_id_str("b"), st_id_str("c"), "x", 1, &mid,
-                                NULL, NULL),
-                 ST_ENOTMEMBER);
+    cr_assert_eq(
+        st_append_sync(s, st_id_str("g"), st_id_str("b"), st_id_str("c"), "x", 1, &mid, NULL, NULL),
+        ST_ENOTMEMBER);
     uint64_t last = 9;
     cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), 0);
     cr_assert_eq(last, 0, "a refused append must not take a mid");
     cr_assert_eq(fx_append(s, "g", "a", "c"), 1);
     /* Malformed ops are refused before they are queued. */
-    cr_assert_eq(st_append_sync(s, st_id_str(""), st_id_str("a"), st_id_str("c"), "x", 1, &mid,
-                                NULL, NULL),
-                 ST_EINVAL);
+    cr_assert_eq(
+        st_append_sync(s, st_id_str(""), st_id_str("a"), st_id_str("c"), "x", 1, &mid, NULL, NULL),
+        ST_EINVAL);
     st_close(s);
     fx_rmtree(dir);
     free(dir);

@@ -103,8 +103,8 @@ Test(user_groups, closed_groups)
  * clients' joins, and those still follow it. */
 static int join(const char *gid, const char *uid, bool create, st_op *op)
 {
-    *op = (st_op){.kind = ST_OP_JOIN, .gid = st_id_str(gid), .uid = st_id_str(uid),
-                  .create = create};
+    *op =
+        (st_op){.kind = ST_OP_JOIN, .gid = st_id_str(gid), .uid = st_id_str(uid), .create = create};
     fx_run_all(s, op, 1);
     return op->result;
 }
