@@ -13,6 +13,7 @@
 #ifndef GW_CLI_H
 #define GW_CLI_H
 
+#include "ackrule.h"
 #include "gwc.h"
 
 #include <signal.h>
@@ -53,7 +54,7 @@ typedef struct cli {
     gwc_conn *k;       /* the current connection, NULL while there is none */
     uint64_t next_rid; /* rids of requests; hello uses 0 */
     char why[512];     /* why the last attempt to sign in failed */
-    /* From the latest welcome. */
+    /* From the latest welcome (the ack cadence for ackrule.h). */
     uint32_t ack_every, ack_delay_ms, max_body;
     pr_event welcome; /* borrows from k until the next gwc_next on it */
 } cli;

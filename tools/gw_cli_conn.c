@@ -183,8 +183,8 @@ static int open_session(cli *c)
         return OPEN_RETRY;
     }
     c->welcome = ev;
-    c->ack_every = ev.welcome.ack_every ? ev.welcome.ack_every : 50;
-    c->ack_delay_ms = ev.welcome.ack_delay_ms ? ev.welcome.ack_delay_ms : 1000;
+    c->ack_every = ev.welcome.ack_every ? ev.welcome.ack_every : ACKRULE_EVERY_DEFAULT;
+    c->ack_delay_ms = ev.welcome.ack_delay_ms ? ev.welcome.ack_delay_ms : ACKRULE_DELAY_MS_DEFAULT;
     c->max_body = ev.welcome.max_body ? ev.welcome.max_body : PR_MAX_BODY_DEFAULT;
     return 0;
 }

@@ -6,7 +6,8 @@
  * a duplicate and dropped, a newer one shows a hole, which is filled by pulling after w,
  * as is a `notify`. Pages answer "everything after w" in order, so their new entries are
  * printed as they come. Acks are cumulative at w, sent after ack_every messages or
- * ack_delay_ms after the first unacked one (values from welcome), and when tail ends.
+ * ack_delay_ms after the first unacked one (values from welcome), and when tail ends:
+ * the rule of ackrule.h, whose watermark is w.
  * After a lost connection it signs in again and pulls after w: nothing is missed, and
  * nothing at or below w is printed again.
  */
@@ -21,16 +22,20 @@
 typedef struct tailer {
     cli *c;
     const char *gid;
-    uint64_t w;            /* contiguous watermark (see above) */
-    uint64_t acked;        /* the last ack sent */
-    uint64_t known;        /* the highest mid known to exist */
-    int64_t unacked_since; /* when w first passed acked (0: all acked) */
-    uint64_t pull_rid;     /* the pull in flight (0: none) */
+    ackrule ack;       /* ack.held is the contiguous watermark w (see above) */
+    uint64_t known;    /* the highest mid known to exist */
+    uint64_t pull_rid; /* the pull in flight (0: none) */
     int64_t pull_sent_at;
     int64_t pull_due; /* no pull before this (after overloaded or unavailable) */
     int busy_wait_ms;
     long printed;
 } tailer;
+
+/* ackrule's clock: cli_now_ms in nanoseconds. */
+static int64_t now_ns(void)
+{
+    return cli_now_ms() * 1000000;
+}
 
 static bool is_gid(const tailer *t, pr_slice gid)
 {
@@ -42,11 +47,9 @@ static int print(tailer *t, const pr_message *m)
     out_message(t->c, cli_slice(t->gid), m);
     if (out_flush())
         return -1;
-    t->w = m->mid;
-    if (t->w > t->known)
-        t->known = t->w;
-    if (!t->unacked_since)
-        t->unacked_since = cli_now_ms();
+    ackrule_hold(&t->ack, m->mid, now_ns());
+    if (m->mid > t->known)
+        t->known = m->mid;
     t->printed++;
     return 0;
 }
@@ -56,18 +59,16 @@ static bool counted_out(const tailer *t)
     return t->c->o.count && t->printed >= t->c->o.count;
 }
 
-static void ack(tailer *t, bool now)
+/* Acks w if the rule says so by now, or whatever is unacked when forced. */
+static void ack(tailer *t, bool force)
 {
     cli *c = t->c;
-    if (t->w <= t->acked || !gwc_is_open(c->k))
+    uint64_t mid = force ? ackrule_pending(&t->ack) : ackrule_due(&t->ack, now_ns());
+    if (!mid || !gwc_is_open(c->k))
         return;
-    if (!now && t->w - t->acked < c->ack_every &&
-        cli_now_ms() - t->unacked_since < (int64_t)c->ack_delay_ms)
-        return;
-    if (cli_send_ack(c, t->gid, t->w) != 0)
+    if (cli_send_ack(c, t->gid, mid) != 0)
         return; /* closed: acked again on resuming */
-    t->acked = t->w;
-    t->unacked_since = 0;
+    ackrule_acked(&t->ack, mid);
 }
 
 static int pull(tailer *t)
@@ -75,8 +76,8 @@ static int pull(tailer *t)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     uint64_t rid = ++t->c->next_rid;
-    int rc =
-        pr_enc_pull(&sb, rid, cli_slice(t->gid), false, t->w, 0) ? GWC_ENOMEM : cli_send(t->c, &sb);
+    int rc = pr_enc_pull(&sb, rid, cli_slice(t->gid), false, t->ack.held, 0) ? GWC_ENOMEM
+                                                                             : cli_send(t->c, &sb);
     msgpack_sbuffer_destroy(&sb);
     if (rc == GWC_ECLOSED)
         return 0; /* the loop resumes */
@@ -91,18 +92,18 @@ static int pull(tailer *t)
 
 static int on_page(tailer *t, const pr_event *ev)
 {
-    uint64_t w0 = t->w;
+    uint64_t w0 = t->ack.held;
     t->pull_rid = 0;
     t->busy_wait_ms = 0;
     if (ev->last_mid > t->known)
         t->known = ev->last_mid;
     pr_message m;
     for (size_t i = 0; i < ev->n_items && !counted_out(t); i++)
-        if (pr_event_message(ev, i, &m) == 0 && m.mid > t->w && print(t, &m))
+        if (pr_event_message(ev, i, &m) == 0 && m.mid > t->ack.held && print(t, &m))
             return -1;
     /* Nothing new although more was expected (the page may predate what a push showed):
      * ask again a little later rather than at once. */
-    if (t->w == w0)
+    if (t->ack.held == w0)
         t->pull_due = cli_now_ms() + TAIL_NO_NEWS_MS;
     return 0;
 }
@@ -110,7 +111,7 @@ static int on_page(tailer *t, const pr_event *ev)
 static int on_event(tailer *t, const pr_event *ev)
 {
     if (ev->t == PR_EV_MSG && is_gid(t, ev->gid)) {
-        if (ev->msg.mid == t->w + 1 && !counted_out(t))
+        if (ev->msg.mid == t->ack.held + 1 && !counted_out(t))
             return print(t, &ev->msg);
         if (ev->msg.mid > t->known)
             t->known = ev->msg.mid; /* a hole: pull fills it */
@@ -155,11 +156,13 @@ static int resume(tailer *t, const char *what, int64_t end)
     }
     if (g.last_mid > t->known)
         t->known = g.last_mid;
-    if (t->known > t->w)
+    if (t->known > t->ack.held)
         cli_err("%s: catching up from mid %" PRIu64 " to %" PRIu64 " (nothing is printed twice)",
-                t->gid, t->w + 1, t->known);
-    /* The gateway persists acks in batches: a crash may have lost our last one. */
-    t->acked = g.ack < t->w ? g.ack : t->w;
+                t->gid, t->ack.held + 1, t->known);
+    /* The gateway persists acks in batches: a crash may have lost our last one. The new
+     * welcome's cadence holds from now on. */
+    ackrule_cadence(&t->ack, c->ack_every, c->ack_delay_ms);
+    ackrule_start(&t->ack, t->ack.held, g.ack, now_ns());
     ack(t, true);
     t->pull_rid = 0;
     t->pull_due = 0;
@@ -177,7 +180,8 @@ int cli_cmd_tail(cli *c, const char *gid)
         cli_err("%s: not a member of this group (join it first)", gid);
         return CLI_EXIT_FAIL;
     }
-    t.w = t.acked = g.ack;
+    ackrule_cadence(&t.ack, c->ack_every, c->ack_delay_ms);
+    ackrule_start(&t.ack, g.ack, g.ack, now_ns());
     t.known = g.last_mid;
     int rc = 0;
     pr_event ev;
@@ -197,16 +201,14 @@ int cli_cmd_tail(cli *c, const char *gid)
             rc = resume(&t, what, end);
             continue;
         }
-        if (!t.pull_rid && t.w < t.known && now >= t.pull_due && (rc = pull(&t)))
+        if (!t.pull_rid && t.ack.held < t.known && now >= t.pull_due && (rc = pull(&t)))
             break;
         ack(&t, false);
         int64_t wait = end - now < TAIL_TICK_MS ? end - now : TAIL_TICK_MS;
-        if (t.unacked_since) {
-            int64_t due = t.unacked_since + c->ack_delay_ms - now;
-            if (due < wait)
-                wait = due > 0 ? due : 0;
-        }
-        if (!t.pull_rid && t.w < t.known && t.pull_due - now < wait)
+        int64_t ack_in = ackrule_wait_ns(&t.ack, now * 1000000);
+        if (ack_in >= 0 && ack_in / 1000000 < wait)
+            wait = ack_in / 1000000;
+        if (!t.pull_rid && t.ack.held < t.known && t.pull_due - now < wait)
             wait = t.pull_due > now ? t.pull_due - now : 0;
         int r = gwc_next(c->k, (int)wait, &ev);
         for (int n = 0; r == 0 || r == GWC_EPROTO;) {

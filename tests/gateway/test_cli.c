@@ -3,7 +3,10 @@
  * unread counts, join and send from stdin, tail printing each message once as JSON lines,
  * pull page by page, wss:// with and without the test certificate, refusals with clear
  * errors and exit codes, and a tail that resumes after the gateway is killed and restarted.
+ * Also the client-side ack rule that gw_cli's tail and gw_load share (tools/ackrule.h),
+ * as a unit: no gateway, times given.
  */
+#include "../../tools/ackrule.h"
 #include "gwfx.h"
 
 #include <criterion/criterion.h>
@@ -666,4 +669,76 @@ Test(cli, tail_resumes_after_a_crash_and_prints_each_message_once, .fini = stop)
     json_decref(got);
     free(out);
     free(err);
+}
+
+/* ---- the ack rule (tools/ackrule.h), as a unit ----------------------------------------- */
+
+#define MS 1000000LL /* ackrule's times are nanoseconds */
+
+Test(cli, ack_rule_acks_the_watermark_after_ack_every_messages)
+{
+    ackrule a = {0};
+    ackrule_cadence(&a, 3, 1000);
+    ackrule_start(&a, 10, 10, 0);
+    cr_assert_eq(ackrule_due(&a, 0), 0);
+    cr_assert_eq(ackrule_pending(&a), 0, "nothing unacked after the join");
+    ackrule_hold(&a, 11, 1 * MS);
+    ackrule_hold(&a, 12, 2 * MS);
+    cr_assert_eq(ackrule_due(&a, 2 * MS), 0, "two of three");
+    cr_assert_eq(ackrule_pending(&a), 12, "leaving acks what is held");
+    ackrule_hold(&a, 13, 3 * MS);
+    cr_assert_eq(ackrule_due(&a, 3 * MS), 13, "the third message: ack 13 at once");
+    cr_assert_eq(ackrule_wait_ns(&a, 3 * MS), 0);
+    ackrule_acked(&a, 13);
+    cr_assert_eq(ackrule_due(&a, 4 * MS), 0);
+    cr_assert_eq(ackrule_pending(&a), 0);
+    cr_assert_eq(ackrule_wait_ns(&a, 4 * MS), -1, "nothing to wait for");
+    ackrule_hold(&a, 12, 5 * MS); /* a duplicate changes nothing */
+    cr_assert_eq(a.held, 13);
+    cr_assert_eq(ackrule_pending(&a), 0);
+}
+
+Test(cli, ack_rule_acks_after_the_delay_from_the_first_unacked_message)
+{
+    ackrule a = {0};
+    ackrule_cadence(&a, 50, 1000);
+    ackrule_start(&a, 0, 0, 0);
+    ackrule_hold(&a, 1, 5 * MS);
+    ackrule_hold(&a, 2, 600 * MS); /* does not restart the delay */
+    cr_assert_eq(ackrule_wait_ns(&a, 600 * MS), 405 * MS);
+    cr_assert_eq(ackrule_due(&a, 1004 * MS), 0);
+    cr_assert_eq(ackrule_due(&a, 1005 * MS), 2, "1000 ms after message 1: ack 2");
+    ackrule_acked(&a, 2);
+    ackrule_hold(&a, 3, 2000 * MS); /* the next unacked one starts a new delay */
+    cr_assert_eq(ackrule_due(&a, 2999 * MS), 0);
+    cr_assert_eq(ackrule_wait_ns(&a, 2999 * MS), 1 * MS);
+    cr_assert_eq(ackrule_due(&a, 3000 * MS), 3);
+}
+
+Test(cli, ack_rule_takes_the_protocol_defaults_for_zero_and_resumes_below_a_lost_ack)
+{
+    ackrule a = {0};
+    ackrule_cadence(&a, 0, 0); /* a welcome without the fields */
+    cr_assert_eq(a.every, ACKRULE_EVERY_DEFAULT);
+    cr_assert_eq(a.delay_ms, ACKRULE_DELAY_MS_DEFAULT);
+    ackrule_start(&a, 0, 0, 0);
+    for (uint64_t mid = 1; mid < ACKRULE_EVERY_DEFAULT; mid++)
+        ackrule_hold(&a, mid, 0);
+    cr_assert_eq(ackrule_due(&a, 0), 0);
+    ackrule_hold(&a, ACKRULE_EVERY_DEFAULT, 0);
+    cr_assert_eq(ackrule_due(&a, 0), ACKRULE_EVERY_DEFAULT);
+    ackrule_acked(&a, ACKRULE_EVERY_DEFAULT);
+    /* After a reconnect the server's stored ack (a crash lost the last batch) is below
+     * what was acked: the watermark is acked again at once when forced... */
+    ackrule_start(&a, ACKRULE_EVERY_DEFAULT, 20, 7 * MS);
+    cr_assert_eq(ackrule_pending(&a), ACKRULE_EVERY_DEFAULT);
+    /* ... and by the count, since 30 are unacked of 50, only after the delay. */
+    cr_assert_eq(ackrule_due(&a, 7 * MS), 0);
+    cr_assert_eq(ackrule_due(&a, 1007 * MS), ACKRULE_EVERY_DEFAULT);
+    /* A stored ack above the watermark (acked from another device) counts as acked. */
+    ackrule_start(&a, 5, 9, 0);
+    cr_assert_eq(a.acked, 5);
+    cr_assert_eq(ackrule_pending(&a), 0);
+    ackrule_acked(&a, 3); /* an older ack never moves it back */
+    cr_assert_eq(a.acked, 5);
 }
