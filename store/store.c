@@ -195,41 +195,51 @@ size_t st_pending(const st_store *s)
 
 /* ---- blocking helpers ---------------------------------------------------------------- */
 
+/* The ops of one st_submit_all still to be answered. */
 typedef struct waiter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool done;
+    size_t left;
 } waiter;
 
 static void waiter_done(st_op *op)
 {
     waiter *w = op->ud;
     pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_signal(&w->cv);
+    if (--w->left == 0)
+        pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
-static int submit_wait(st_store *s, st_op *op)
+void st_submit_all(st_store *s, st_op *ops, size_t n, int *rcs)
 {
-    waiter w = {.done = false};
+    waiter w = {.left = n};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    op->done = waiter_done;
-    op->ud = &w;
-    int rc = st_submit(s, op);
-    if (rc == ST_DONE) {
-        rc = op->result;
-    } else if (rc == 0) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        rc = op->result;
+    for (size_t i = 0; i < n; i++) {
+        ops[i].done = waiter_done;
+        ops[i].ud = &w;
+        rcs[i] = st_submit(s, &ops[i]);
+        if (rcs[i] != 0) { /* answered at once (ST_DONE) or refused: no completion comes */
+            pthread_mutex_lock(&w.mu);
+            w.left--;
+            pthread_mutex_unlock(&w.mu);
+        }
     }
+    pthread_mutex_lock(&w.mu);
+    while (w.left)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);
-    return rc;
+}
+
+/* One op, submitted and waited for: its result, or why st_submit refused it. */
+static int submit_wait(st_store *s, st_op *op)
+{
+    int rc;
+    st_submit_all(s, op, 1, &rc);
+    return rc == 0 || rc == ST_DONE ? op->result : rc;
 }
 
 int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *record,

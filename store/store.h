@@ -280,6 +280,11 @@ int st_submit(st_store *s, st_op *op);
 /* Number of ops queued and not yet taken by the store thread: for backpressure. */
 size_t st_pending(const st_store *s);
 
+/* Submits n ops at once (their done and ud are set here) and waits until each one the
+ * store took is done. rcs[i]: what st_submit returned for ops[i]; the results are in the
+ * ops. It blocks like the *_sync helpers: never from a store callback. */
+void st_submit_all(st_store *s, st_op *ops, size_t n, int *rcs);
+
 /* Blocking helpers: submit one op and wait for it. Return op result. */
 int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *record,
                    size_t record_n, uint64_t *mid, uint64_t *ts, bool *duplicate);

@@ -199,6 +199,10 @@ int st_members_offer(st_members *m, st_id uid, uint64_t ack);
 /* The page is complete: in uid order, cut to its limit, more set from what was cut. */
 void st_members_finish(st_members *m);
 
+/* A read failed: nothing half-made goes back. Frees what the read built so far (the
+ * op's page, groups or members) and clears them. */
+void st_read_discard(st_op *op);
+
 /* ---- small shared helpers (store_util.c) --------------------------------------------- */
 
 bool st_id_ok(st_id id);

@@ -335,3 +335,13 @@ void st_members_free(st_members *m)
     free(m->slots);
     free(m);
 }
+
+void st_read_discard(st_op *op)
+{
+    st_page_free(op->page);
+    op->page = NULL;
+    st_groups_free(op->groups);
+    op->groups = NULL;
+    st_members_free(op->members);
+    op->members = NULL;
+}

@@ -248,53 +248,47 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
 
 /* ---- the rows as the ops see them ------------------------------------------------------- */
 
-static int get_row(pg *p, char kind, st_id a, st_id b, pg_row **out)
+/* The batch's row of (kind, a, b), read at begin: 1 (present; its value copied to out, n
+ * bytes of the union), 0 (absent) or ST_EIO. */
+static int get_row(pg *p, char kind, st_id a, st_id b, void *out, size_t n)
 {
     pg_row *r = pg_row_find(p, kind, a, b);
     if (!r)
         return ST_EIO; /* not read at begin: cannot happen (want_rows names every key) */
-    *out = r;
-    return r->present ? 1 : 0;
+    if (!r->present)
+        return 0;
+    memcpy(out, &r->v, n);
+    return 1;
 }
 
-static pg_row *changed(pg *p, char kind, st_id a, st_id b)
+/* Sets the batch's row of (kind, a, b) to the value v (n bytes of the union), to write. */
+static void put_row(pg *p, char kind, st_id a, st_id b, const void *v, size_t n)
 {
     pg_row *r = pg_row_find(p, kind, a, b); /* always there: read by the op before */
-    if (r)
+    if (r) {
         r->present = r->dirty = true;
-    return r;
+        memcpy(&r->v, v, n);
+    }
 }
 
 static int pg_get_group(void *be, st_id gid, st_group_row *g)
 {
-    pg_row *r;
-    int rc = get_row(be, 'g', gid, (st_id){NULL, 0}, &r);
-    if (rc == 1)
-        *g = r->v.g;
-    return rc;
+    return get_row(be, 'g', gid, (st_id){NULL, 0}, g, sizeof(*g));
 }
 
 static void pg_put_group(void *be, st_id gid, const st_group_row *g)
 {
-    pg_row *r = changed(be, 'g', gid, (st_id){NULL, 0});
-    if (r)
-        r->v.g = *g;
+    put_row(be, 'g', gid, (st_id){NULL, 0}, g, sizeof(*g));
 }
 
 static int pg_get_member(void *be, st_id gid, st_id uid, st_member_row *m)
 {
-    pg_row *r;
-    int rc = get_row(be, 'm', gid, uid, &r);
-    if (rc == 1)
-        *m = r->v.m;
-    return rc;
+    return get_row(be, 'm', gid, uid, m, sizeof(*m));
 }
 
 static void pg_put_member(void *be, st_id gid, st_id uid, const st_member_row *m)
 {
-    pg_row *r = changed(be, 'm', gid, uid);
-    if (r)
-        r->v.m = *m;
+    put_row(be, 'm', gid, uid, m, sizeof(*m));
 }
 
 static void pg_del_member(void *be, st_id gid, st_id uid)
@@ -308,18 +302,12 @@ static void pg_del_member(void *be, st_id gid, st_id uid)
 
 static int pg_get_send(void *be, st_id uid, st_id cid, st_send_row *s)
 {
-    pg_row *r;
-    int rc = get_row(be, 's', uid, cid, &r);
-    if (rc == 1)
-        *s = r->v.s;
-    return rc;
+    return get_row(be, 's', uid, cid, s, sizeof(*s));
 }
 
 static void pg_put_send(void *be, st_id uid, st_id cid, const st_send_row *s)
 {
-    pg_row *r = changed(be, 's', uid, cid);
-    if (r)
-        r->v.s = *s;
+    put_row(be, 's', uid, cid, s, sizeof(*s));
 }
 
 static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n)

@@ -138,14 +138,8 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len)
         default: op->result = ST_EIO; break; /* the statement failed, or was skipped */
         }
         PQclear(r);
-        if (op->result != ST_OK) {
-            st_page_free(op->page);
-            op->page = NULL;
-            st_groups_free(op->groups);
-            op->groups = NULL;
-            st_members_free(op->members);
-            op->members = NULL;
-        }
+        if (op->result != ST_OK)
+            st_read_discard(op);
     }
     if (rc == ST_OK)
         rc = pg_end(p, why, why_len);

@@ -279,14 +279,8 @@ int rk_read(void *be, st_op *reads, char *why, size_t why_len)
         default: op->result = ST_EINVAL; break;
         }
         reader_close(&rd);
-        if (op->result != ST_OK) { /* nothing half-made goes back */
-            st_page_free(op->page);
-            op->page = NULL;
-            st_groups_free(op->groups);
-            op->groups = NULL;
-            st_members_free(op->members);
-            op->members = NULL;
-        }
+        if (op->result != ST_OK)
+            st_read_discard(op);
     }
     return ST_OK; /* a failed read says so in its result; the store is not in trouble */
 }

@@ -16,6 +16,12 @@ bool pgfx_on(void)
     return s && strcmp(s, "postgres") == 0;
 }
 
+void pgfx_need(const char *why)
+{
+    if (!pgfx_on())
+        cr_skip_test("%s", why);
+}
+
 static const char *base_url(void)
 {
     const char *u = getenv("GW_TEST_PG");

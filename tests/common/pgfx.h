@@ -13,6 +13,10 @@
 
 /* True when the suite runs on PostgreSQL. */
 bool pgfx_on(void);
+/* Skips the test unless the suite runs on PostgreSQL; why: the skip's message. */
+void pgfx_need(const char *why);
+/* The usual why: a test that needs a PostgreSQL server of its own. */
+#define PGFX_ONLY "PostgreSQL only (the suite's PostgreSQL pass)"
 
 /* A new empty database on the suite's server; its URL (malloc'd). Fails the test when
  * GW_TEST_PG is not set (run through tools/test.sh or tools/pg_server.sh with). */

@@ -38,6 +38,18 @@ static void frame(msgpack_sbuffer *script, enum fs_step st, int slot, int arg, m
     sb->size = 0;
 }
 
+/* Two slots say hello (slot[i] with token[i]), then both join gid: two users in a group. */
+static void both_join(msgpack_sbuffer *script, msgpack_sbuffer *sb, const int slot[2],
+                      const int token[2], const char *gid)
+{
+    for (int i = 0; i < 2; i++)
+        step(script, FS_HELLO, slot[i], token[i]);
+    for (int i = 0; i < 2; i++) {
+        pr_enc_join(sb, 1, S(gid));
+        frame(script, FS_FRAME, slot[i], 0, sb);
+    }
+}
+
 /* Scripts for fuzz_session: users signed in with the harness's tokens (0 alice, 1 bob,
  * 2 carol, 3 dave who may join only room and r2) doing what clients do. */
 static void session_seeds(const char *dir)
@@ -93,12 +105,7 @@ static void session_seeds(const char *dir)
     put(dir, "three-groups", &sc);
 
     /* Two users: pushes, a resend, a reconnect that enters after its ack. */
-    step(&sc, FS_HELLO, 0, 0);
-    step(&sc, FS_HELLO, 1, 1);
-    pr_enc_join(&sb, 1, S("r2"));
-    frame(&sc, FS_FRAME, 0, 0, &sb);
-    pr_enc_join(&sb, 1, S("r2"));
-    frame(&sc, FS_FRAME, 1, 0, &sb);
+    both_join(&sc, &sb, (int[2]){0, 1}, (int[2]){0, 1}, "r2");
     pr_enc_send(&sb, 2, S("r2"), S("m1"), hi);
     frame(&sc, FS_FRAME, 0, 1, &sb); /* pipelined with the next */
     pr_enc_send(&sb, 3, S("r2"), S("m2"), hi);
@@ -119,12 +126,7 @@ static void session_seeds(const char *dir)
     put(dir, "two-users", &sc);
 
     /* A slow consumer: its socket backs up while sends pile up, then it drains. */
-    step(&sc, FS_HELLO, 0, 2);
-    step(&sc, FS_HELLO, 2, 0);
-    pr_enc_join(&sb, 1, S("busy"));
-    frame(&sc, FS_FRAME, 0, 0, &sb);
-    pr_enc_join(&sb, 1, S("busy"));
-    frame(&sc, FS_FRAME, 2, 0, &sb);
+    both_join(&sc, &sb, (int[2]){0, 2}, (int[2]){2, 0}, "busy");
     step(&sc, FS_WRITE, 2, 0);
     step(&sc, FS_CHOKE, 2, 0);
     for (int i = 0; i < 12; i++) {

@@ -5,6 +5,7 @@
  */
 #include "gwfx.h"
 #include "store.h"
+#include "tclock.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -27,13 +28,6 @@ static void teardown(void)
 }
 
 TestSuite(acks, .init = setup, .fini = teardown, .timeout = 120);
-
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* A client's ack policy, as docs/PROTOCOL.md describes it. */
 typedef struct acker {
@@ -63,14 +57,14 @@ static void on_message(acker *a, uint64_t mid)
     if (mid == a->held + 1)
         a->held = mid;
     if (a->held > a->acked && !a->first_unacked_at)
-        a->first_unacked_at = now_ms();
+        a->first_unacked_at = tclock_ms();
     if (a->held - a->acked >= a->every)
         ack_now(a);
 }
 
 static void on_idle(acker *a)
 {
-    if (a->held > a->acked && now_ms() - a->first_unacked_at >= (long)a->delay_ms)
+    if (a->held > a->acked && tclock_ms() - a->first_unacked_at >= (long)a->delay_ms)
         ack_now(a);
 }
 
@@ -110,8 +104,8 @@ Test(acks, batched_acks_are_few_and_end_at_the_last_mid)
     }
     msgpack_sbuffer_destroy(&sb);
     /* Wait out the delay for the tail, as a client would. */
-    long until = now_ms() + (long)a.delay_ms + 200;
-    while (a.acked < a.held && now_ms() < until) {
+    long until = tclock_ms() + (long)a.delay_ms + 200;
+    while (a.acked < a.held && tclock_ms() < until) {
         gwc_service(f.ctx, 50);
         on_idle(&a);
     }

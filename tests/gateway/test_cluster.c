@@ -8,6 +8,7 @@
  */
 #include "gwfx.h"
 #include "pgfx.h"
+#include "tclock.h"
 #include "watch.h"
 
 #include <criterion/criterion.h>
@@ -33,22 +34,9 @@ static void teardown(void)
 
 TestSuite(cluster, .fini = teardown);
 
-static void need_pg(void)
-{
-    if (!pgfx_on())
-        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
-}
-
 static pr_slice sl(const char *s)
 {
     return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
 /* Three nodes on one new database. */
@@ -99,6 +87,15 @@ static void take(holder *h, int ms)
         h->last_push = ev.msg.mid;
         hold(h, ev.msg.mid);
     }
+}
+
+/* Takes pushes (100 ms at a time) until h holds every mid up to n, for ms at most; the
+ * caller asserts on what it holds then. */
+static void take_until(holder *h, uint64_t n, long ms)
+{
+    long until = tclock_ms() + ms;
+    while (h->watermark < n && tclock_ms() < until)
+        take(h, 100);
 }
 
 /* Pages after the watermark until nothing is missing up to last (a client's catch-up). */
@@ -209,9 +206,9 @@ static void two_senders(int n, int burst, size_t large)
     }
     await_sent(sa, n);
     await_sent(sb_, n);
-    uint64_t deadline = now_ms() + 20000;
+    long deadline = tclock_ms() + 20000;
     while ((hb.watermark < 2 * (uint64_t)n || hc.watermark < 2 * (uint64_t)n) &&
-           now_ms() < deadline) {
+           tclock_ms() < deadline) {
         take(&hb, 100);
         take(&hc, 100);
     }
@@ -232,7 +229,7 @@ static void two_senders(int n, int burst, size_t large)
 
 Test(cluster, messages_reach_every_node_in_order_once, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     /* Two senders on two nodes at once: their mids interleave, and each node's own
      * commits race the other's announcements. */
@@ -241,7 +238,7 @@ Test(cluster, messages_reach_every_node_in_order_once, .timeout = 120)
 
 Test(cluster, large_messages_are_read_from_the_store_and_pushed_in_order, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     /* Alice's are announced as hints (read by the other nodes before they can push them),
      * while node B's own small ones complete meanwhile: B must hold its own until
@@ -266,6 +263,19 @@ static bool group_entry(gwc_conn *k, const char *gid, pr_group *out)
     return false;
 }
 
+/* After a node or the database failed under load: h (on r) catches up to n by pull, no
+ * message was pushed to it twice, and the group "log" holds n messages, so that none was
+ * stored twice (lost: what a last mid other than n means). Frees what h holds. */
+static void expect_each_once(holder *h, gwc_conn *r, uint64_t n, const char *lost)
+{
+    catch_up(h, "log", n);
+    cr_assert_eq(h->twice, 0, "a message pushed twice");
+    pr_group g;
+    cr_assert(group_entry(r, "log", &g));
+    cr_assert_eq(g.last_mid, n, "last mid %lu: %s", (unsigned long)g.last_mid, lost);
+    free(h->seen);
+}
+
 /* Polls `groups` on k until the group is there (or not) with the given ack; bounded. */
 static void await_group(gwc_conn *k, const char *gid, bool present, uint64_t ack)
 {
@@ -284,7 +294,7 @@ static void await_group(gwc_conn *k, const char *gid, bool present, uint64_t ack
 
 Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     gwc_conn *a1 = gwfx_login(&fa, "alice", NULL); /* alice's phone, on node A */
     gwc_conn *a2 = gwfx_login(&fb, "alice", NULL); /* her laptop, on node B */
@@ -341,7 +351,7 @@ Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
 
 Test(cluster, a_node_killed_under_load_loses_nothing, .timeout = 180)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     gwc_conn *s = gwfx_login(&fa, "alice", NULL);
     gwc_conn *r = gwfx_login(&fb, "carol", NULL); /* on the node that will be killed */
@@ -375,9 +385,7 @@ Test(cluster, a_node_killed_under_load_loses_nothing, .timeout = 180)
     gwc_close(r);
     h.k = gwfx_login(&fc, "carol", NULL);
     catch_up(&h, "log", N);
-    uint64_t deadline = now_ms() + 10000;
-    while (h2.watermark < N && now_ms() < deadline)
-        take(&h2, 100);
+    take_until(&h2, N, 10000);
     cr_assert_eq(h2.watermark, N, "the other node's receiver got every push");
     cr_assert_eq(h2.out_of_order, 0);
     cr_assert_eq(h2.twice, 0);
@@ -387,7 +395,7 @@ Test(cluster, a_node_killed_under_load_loses_nothing, .timeout = 180)
 
 Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once, .timeout = 180)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     gwc_conn *s = gwfx_login(&fa, "alice", NULL); /* on the node that will be killed */
     gwc_conn *r = gwfx_login(&fc, "dave", NULL);
@@ -411,22 +419,14 @@ Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once, 
     await_sent(s, N);
     holder h;
     holder_init(&h, r, N);
-    uint64_t deadline = now_ms() + 10000;
-    while (h.watermark < N && now_ms() < deadline)
-        take(&h, 100);
-    catch_up(&h, "log", N);
-    cr_assert_eq(h.twice, 0, "a message pushed twice");
+    take_until(&h, N, 10000);
     /* N messages, each once: the group's last mid is N. */
-    pr_group g;
-    cr_assert(group_entry(r, "log", &g));
-    cr_assert_eq(g.last_mid, N, "last mid %lu: a resend was stored again",
-                 (unsigned long)g.last_mid);
-    free(h.seen);
+    expect_each_once(&h, r, N, "a resend was stored again");
 }
 
 Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothing, .timeout = 240)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     pgfx_pair_start(&pair);
     char *url = pgfx_pair_db_new(&pair); /* names both servers: read-write is the primary */
     gwfx_start_on(&fa, url, NULL);
@@ -440,19 +440,19 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
     static uint8_t confirmed[N + 1];
     memset(confirmed, 0, sizeof(confirmed));
     int resend[N], n_resend = 0, next = 1, inflight = 0, n_confirmed = 0, refused = 0;
-    uint64_t retry_at = 0, deadline = now_ms() + 120000;
+    long retry_at = 0, deadline = tclock_ms() + 120000;
     bool failed_over = false;
     holder h;
     holder_init(&h, r, N);
     /* A client's sending: a window in flight; `unavailable` means not confirmed, so the
      * same cid goes again a little later (stored once whatever happened to the first). */
     while (n_confirmed < N) {
-        cr_assert_lt(now_ms(), deadline, "confirmed %d of %d in 2 minutes", n_confirmed, N);
+        cr_assert_lt(tclock_ms(), deadline, "confirmed %d of %d in 2 minutes", n_confirmed, N);
         while (next <= N && inflight < WINDOW) {
             send_burst(s, "log", "a", next++, 1);
             inflight++;
         }
-        if (n_resend && now_ms() >= retry_at) {
+        if (n_resend && tclock_ms() >= retry_at) {
             for (int i = 0; i < n_resend; i++)
                 send_burst(s, "log", "a", resend[i], 1);
             inflight += n_resend;
@@ -474,7 +474,7 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
             inflight--;
             refused++;
             resend[n_resend++] = (int)ev.rid;
-            retry_at = now_ms() + 300;
+            retry_at = tclock_ms() + 300;
         }
         take(&h, 0);
         if (n_confirmed >= FAIL_AT && !failed_over) {
@@ -487,19 +487,11 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
      * announced until it listened again on the new one: it reads what it missed for its
      * online groups and pushes it. Every confirmed message is there, once, with a dense
      * mid. */
-    uint64_t until = now_ms() + 15000;
-    while (h.watermark < N && now_ms() < until)
-        take(&h, 100);
+    take_until(&h, N, 15000);
     cr_assert_eq(h.watermark, N,
                  "the receiver's node caught up after its listener came back: %lu of %d pushed",
                  (unsigned long)h.watermark, N);
-    catch_up(&h, "log", N);
-    cr_assert_eq(h.twice, 0, "a message pushed twice");
-    pr_group g;
-    cr_assert(group_entry(r, "log", &g));
-    cr_assert_eq(g.last_mid, N, "last mid %lu: a resend was stored again, or one was lost",
-                 (unsigned long)g.last_mid);
-    free(h.seen);
+    expect_each_once(&h, r, N, "a resend was stored again, or one was lost");
 }
 
 /* url with its database changed to postgres (where a test may alter the database). */
@@ -514,7 +506,7 @@ static void admin_url(const char *url, char *out, size_t n, char *db, size_t db_
 
 Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     static const char *const named[] = {"--node", "node-b", NULL};
     gwfx_start(&fa, NULL);
     gwfx_start_beside(&fb, &fa, named);
@@ -547,9 +539,7 @@ Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 12
     cr_assert(gwfx_quiet(r, 500), "B cannot know of them yet");
     snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", db);
     pgfx_scalar(admin, sql);
-    uint64_t until = now_ms() + 15000;
-    while (h.watermark < 21 && now_ms() < until)
-        take(&h, 100);
+    take_until(&h, 21, 15000);
     cr_assert_eq(h.watermark, 21, "pushed after the resync: up to %lu of 21",
                  (unsigned long)h.watermark);
     cr_assert_eq(h.out_of_order, 0);
@@ -560,7 +550,7 @@ Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 12
 
 Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeout = 180)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     gwc_conn *s = gwfx_login(&fa, "alice", NULL);
     gwc_conn *r = gwfx_login(&fc, "dave", NULL);
@@ -572,7 +562,7 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
     cr_assert_eq(kill(fc.pid, SIGSTOP), 0);
     enum { N = 2000, BYTES = 5000 }; /* about 13 MB of notifications: more than sockets hold */
     int confirmed = 0;
-    uint64_t deadline = now_ms() + 60000;
+    long deadline = tclock_ms() + 60000;
     for (int i = 1; i <= N; i += 100) {
         send_large(s, "log", "a", i, 100, BYTES);
         await_sent(s, 100);
@@ -580,7 +570,7 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
     }
     while (watch_stat(&fa, "cluster.laggards_ended") + watch_stat(&fb, "cluster.laggards_ended") <
                1 &&
-           now_ms() < deadline)
+           tclock_ms() < deadline)
         usleep(200 * 1000);
     double ended =
         watch_stat(&fa, "cluster.laggards_ended") + watch_stat(&fb, "cluster.laggards_ended");
@@ -589,9 +579,7 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
     cr_assert_eq(kill(fc.pid, SIGCONT), 0);
     holder h;
     holder_init(&h, r, N);
-    uint64_t until = now_ms() + 30000;
-    while (h.watermark < N && now_ms() < until)
-        take(&h, 100);
+    take_until(&h, N, 30000);
     cr_assert_eq(h.watermark, N, "C's member got %lu of %d", (unsigned long)h.watermark, N);
     cr_assert_eq(h.twice, 0);
     cr_assert_geq(watch_stat(&fc, "cluster.feed_reconnects"), 2);
@@ -600,7 +588,7 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
 
 Test(cluster, a_drained_node_closes_with_1001_and_its_clients_go_on_elsewhere, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     three_nodes();
     gwc_conn *s = gwfx_login(&fa, "alice", NULL);
     gwc_conn *r = gwfx_login(&fb, "carol", NULL); /* on the node that is drained */

@@ -30,12 +30,6 @@ static void teardown(void)
 
 TestSuite(database, .fini = teardown);
 
-static void need_pg(void)
-{
-    if (!pgfx_on())
-        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
-}
-
 static pr_slice sl(const char *s)
 {
     return (pr_slice){(const uint8_t *)s, strlen(s)};
@@ -59,7 +53,7 @@ static char *wait_health(gwfx *f, int want)
 
 Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     pgfx_server_start(&db);
     char *url = pgfx_server_db_new(&db);
     pgfx_server_stop(&db);
@@ -98,7 +92,7 @@ Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
 
 Test(database, away_under_open_sessions_then_back, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     pgfx_server_start(&db);
     char *url = pgfx_server_db_new(&db);
     gwfx *f = &fa;
@@ -149,7 +143,7 @@ Test(database, away_under_open_sessions_then_back, .timeout = 120)
 
 Test(database, two_gateways_append_to_one_group, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     gwfx_start(&fa, NULL); /* its own new database */
     gwfx_start_beside(&fb, &fa, NULL);
     gwc_conn *ka = gwfx_login(&fa, "alice", NULL);

@@ -11,6 +11,7 @@
 #include "gwfx.h"
 #include "pgfx.h"
 #include "store.h"
+#include "tclock.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -46,13 +47,6 @@ static void teardown(void)
 }
 
 TestSuite(disk, .init = setup, .fini = teardown, .timeout = 120);
-
-static long ms_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
 
 /* Sets the gateway's file size limit (soft limit only: lifting it needs no privilege). */
 static void gateway_file_limit(rlim_t bytes)
@@ -196,9 +190,8 @@ static gwc_conn *start_group(void)
 
 static void wait_healthy(void)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (health(NULL) != 200 && ms_since(&t0) < RECOVERY_WAIT_MS)
+    long t0 = tclock_ms();
+    while (health(NULL) != 200 && tclock_since(t0) < RECOVERY_WAIT_MS)
         usleep(100 * 1000);
     cr_assert_eq(health(NULL), 200, "not healthy within %d ms of space returning",
                  RECOVERY_WAIT_MS);
@@ -264,9 +257,8 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     cr_assert_eq(page.n_items, N_BEFORE);
     msgpack_sbuffer_destroy(&sb);
     /* A recovery attempt (a reopen) fails while the disk stays full. */
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (metric("gw_store_write_errors_total") < 2 && ms_since(&t0) < RECOVERY_WAIT_MS)
+    long t0 = tclock_ms();
+    while (metric("gw_store_write_errors_total") < 2 && tclock_since(t0) < RECOVERY_WAIT_MS)
         usleep(100 * 1000);
     cr_assert_geq(metric("gw_store_write_errors_total"), 2, "no recovery attempt was made");
     cr_assert_eq(health(NULL), 503);
@@ -290,8 +282,8 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     wait_healthy();
     cr_assert_eq(metric("gw_store_recoveries_total"), 1);
     /* The ack that waited is written now, not only at the stop. */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (metric("gw_ack_writes_total") < 1 && ms_since(&t0) < GWFX_WAIT)
+    t0 = tclock_ms();
+    while (metric("gw_ack_writes_total") < 1 && tclock_since(t0) < GWFX_WAIT)
         usleep(50 * 1000);
     cr_assert_eq(metric("gw_ack_writes_total"), 1, "the waiting ack was not written");
     /* The refused messages are sent again (same cids) and stored once; new ones too. */

@@ -6,6 +6,7 @@
  * Figures (the bystander's latency, RSS growth) go to the log for docs/RELIABILITY.md.
  */
 #include "rawws.h"
+#include "tclock.h"
 #include "watch.h"
 #include "store.h"
 
@@ -33,18 +34,12 @@ static void teardown(void)
 #define MIB 1024L /* in KiB */
 #define RSS_BOUND (64 * MIB)
 
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 /* What an attacker thread reports back; the test's thread asserts on it. */
 typedef struct attack {
     int port;
     char fail[256]; /* empty: everything the attacker checked held */
     long n[8];      /* counts, per case */
+    long took_ms;   /* how long the attack ran, by the test's clock */
 } attack;
 
 #define FAIL(a, ...) (snprintf((a)->fail, sizeof((a)->fail), __VA_ARGS__), (void)0)
@@ -54,6 +49,20 @@ static void start(const char *const *args)
     watch_prepare();
     gwfx_start(&f, args);
     watch_start(&w, &f);
+}
+
+/* Starts the gateway (args) and its bystander, then runs the attacker fn on a thread of its
+ * own while the bystander is probed; fails the test with what the attacker found wrong.
+ * Returns the attacker's counts. */
+static attack run_attack(const char *const *args, void *(*fn)(void *))
+{
+    start(args);
+    attack a = {.port = f.port};
+    long t0 = tclock_ms();
+    watch_during(&w, fn, &a);
+    a.took_ms = tclock_since(t0);
+    cr_assert_str_empty(a.fail, "%s", a.fail);
+    return a;
 }
 
 /* ---- raw protocol helpers (thread-safe: no Criterion) ------------------------------- */
@@ -97,8 +106,8 @@ static void *flood_bad_frames(void *p)
     size_t n = 0;
     for (int i = 0; i < 1000; i++)
         n += rawws_frame(buf + n, sizeof(buf) - n, RAWWS_BIN, true, "\xc1", 1);
-    long until = now_ms() + 3000;
-    for (int round = 0; now_ms() < until; round++) {
+    long until = tclock_ms() + 3000;
+    for (int round = 0; tclock_ms() < until; round++) {
         rawws c;
         bool signed_in = round % 2 == 0;
         if (signed_in ? raw_login(&c, a->port, "127.0.0.2", "flooder") != 0
@@ -126,10 +135,7 @@ static void *flood_bad_frames(void *p)
 
 Test(hostile, flood_of_bad_frames_spends_the_error_budget, .fini = teardown, .timeout = 120)
 {
-    start(NULL);
-    attack a = {.port = f.port};
-    watch_during(&w, flood_bad_frames, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(NULL, flood_bad_frames);
     double policy = watch_stat(&f, "closes.policy"), unauth = watch_stat(&f, "closes.unauthorized");
     double refused = watch_stat(&f, "rate_limits.connections");
     cr_log_info("hostile: bad-frame flood: %ld frames written on %ld connections, each closed "
@@ -160,8 +166,8 @@ static void *flood_pings_unread(void *p)
         n += rawws_frame(buf + n, sizeof(buf) - n, RAWWS_BIN, true, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     send_timeout(&c, 200);
-    long until = now_ms() + 3000;
-    while (now_ms() < until)
+    long until = tclock_ms() + 3000;
+    while (tclock_ms() < until)
         if (rawws_write(&c, buf, n, false) == 0)
             a->n[0] += 1000;
     rawws_reset(&c);
@@ -170,10 +176,7 @@ static void *flood_pings_unread(void *p)
 
 Test(hostile, ping_flood_from_a_client_that_never_reads, .fini = teardown, .timeout = 120)
 {
-    start(NULL);
-    attack a = {.port = f.port};
-    watch_during(&w, flood_pings_unread, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(NULL, flood_pings_unread);
     cr_log_info("hostile: ping flood: %ld pings written in 3 s, none read", a.n[0]);
     watch_report(&w, "ping flood, never reading", RSS_BOUND);
 }
@@ -197,10 +200,10 @@ static void *slow_and_silent(void *p)
     for (int i = 0; i < SILENT; i++)
         if (rawws_connect(&silent[i], a->port, "127.0.0.4") != 0)
             return FAIL(a, "silent connect %d failed", i), NULL;
-    long t0 = now_ms();
+    long t0 = tclock_ms();
     size_t pos = 0;
     int open = SLOW;
-    while (open > 0 && now_ms() - t0 < 20000 && pos < sizeof(req) - 1) {
+    while (open > 0 && tclock_ms() - t0 < 20000 && pos < sizeof(req) - 1) {
         open = 0;
         for (int i = 0; i < SLOW; i++) {
             if (slow[i].fd < 0)
@@ -215,7 +218,7 @@ static void *slow_and_silent(void *p)
         pos++;
         usleep(100 * 1000);
     }
-    a->n[2] = now_ms() - t0;
+    a->n[2] = tclock_ms() - t0;
     if (open)
         FAIL(a, "%d trickling connections still open after %ld ms", open, a->n[2]);
     for (int i = 0; i < SLOW; i++)
@@ -225,17 +228,14 @@ static void *slow_and_silent(void *p)
             a->n[1]++;
         rawws_close(&silent[i]);
     }
-    a->n[3] = now_ms() - t0;
+    a->n[3] = tclock_ms() - t0;
     return NULL;
 }
 
 Test(hostile, slowloris_and_half_open_connections_time_out, .fini = teardown, .timeout = 120)
 {
     static const char *const args[] = {"--handshake-timeout", "2", NULL};
-    start(args);
-    attack a = {.port = f.port};
-    watch_during(&w, slow_and_silent, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(args, slow_and_silent);
     cr_log_info("hostile: slowloris: %ld of %d trickling upgrades closed by the gateway within "
                 "%ld ms; %ld of %d silent connections closed within %ld ms "
                 "(--handshake-timeout 2)",
@@ -312,10 +312,7 @@ static void *one_byte_writes(void *p)
 
 Test(hostile, frames_written_one_byte_at_a_time, .fini = teardown, .timeout = 120)
 {
-    start(NULL);
-    attack a = {.port = f.port};
-    watch_during(&w, one_byte_writes, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(NULL, one_byte_writes);
     cr_assert_gt(a.n[0], 0);
     cr_assert_gt(a.n[1], a.n[0]);
     watch_report(&w, "frames split into 1-byte writes", RSS_BOUND);
@@ -439,18 +436,13 @@ static void *connect_and_vanish(void *p)
 
 Test(hostile, thousands_of_sessions_connect_and_vanish, .fini = teardown, .timeout = 180)
 {
-    start(NULL);
-    attack a = {.port = f.port};
-    long t0 = now_ms();
-    watch_during(&w, connect_and_vanish, &a);
-    long took = now_ms() - t0;
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(NULL, connect_and_vanish);
     /* Every vanished session is gone: only the bystander's two remain. */
     cr_assert(watch_sessions_at_most(&f, 2, 20000), "sessions left behind: %.0f",
               watch_stat(&f, "connections.now"));
     long fds = watch_fds(&f), rss = gwfx_rss_kib(&f);
     cr_log_info("hostile: vanish: %ld sessions in %ld ms; fds %ld -> %ld, RSS %ld -> %ld KiB",
-                a.n[0], took, w.fds0, fds, w.rss0_kib, rss);
+                a.n[0], a.took_ms, w.fds0, fds, w.rss0_kib, rss);
     cr_assert_leq(fds, w.fds0 + 2, "descriptors leaked: %ld, %ld at start", fds, w.fds0);
     cr_assert_lt(rss - w.rss0_kib, 32 * MIB, "RSS did not come back: %ld -> %ld KiB", w.rss0_kib,
                  rss);
@@ -538,17 +530,12 @@ static void *wild_acks(void *p)
 Test(hostile, a_million_acks_with_wild_mids, .fini = teardown, .timeout = 180)
 {
     static const char *const args[] = {"--rate-bytes", "0", NULL};
-    start(args);
-    attack a = {.port = f.port};
-    long t0 = now_ms();
-    watch_during(&w, wild_acks, &a);
-    long took = now_ms() - t0;
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(args, wild_acks);
     cr_assert_eq(a.n[0], (long)ACK_FRAMES * ACK_GROUPS);
     cr_assert_eq(a.n[1], ACK_GROUPS);
     cr_assert_geq(watch_stat(&f, "acks.received"), (double)ACK_FRAMES * ACK_GROUPS);
     cr_log_info("hostile: acks: %ld acks in %d frames, set-up included %ld ms", a.n[0], ACK_FRAMES,
-                took);
+                a.took_ms);
     /* The ack did not run ahead of the group: new messages count as unread. */
     gwc_conn *poster = gwfx_login(&f, "poster", NULL);
     gwfx_join(poster, "w0");
@@ -627,10 +614,7 @@ static void *many_joins(void *p)
 
 Test(hostile, joins_to_ten_thousand_groups, .fini = teardown, .timeout = 180)
 {
-    start(NULL); /* --max-groups 1000, the default */
-    attack a = {.port = f.port};
-    watch_during(&w, many_joins, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(NULL, many_joins); /* --max-groups 1000, the default */
     cr_log_info("hostile: joins: %ld joined, %ld refused too_large, %ld other, then close %ld",
                 a.n[0], a.n[1], a.n[2], a.n[3]);
     cr_assert_eq(a.n[2], 0, "errors other than too_large");
@@ -793,10 +777,7 @@ Test(hostile, ids_with_every_invalid_byte, .fini = teardown, .timeout = 120)
 {
     /* Each bad request costs the error budget; here they are the point. */
     static const char *const args[] = {"--error-budget", "100000", NULL};
-    start(args);
-    attack a = {.port = f.port};
-    watch_during(&w, bad_ids, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(args, bad_ids);
     cr_log_info("hostile: ids: %ld bad ids x 4 requests refused with bad_field, %ld tokens "
                 "with a bad user id refused with 4001",
                 a.n[0], a.n[1]);
@@ -918,10 +899,7 @@ static void *bad_tokens(void *p)
 
 Test(hostile, tokens_forged_replayed_and_expired, .fini = teardown, .timeout = 120)
 {
-    start(NULL);
-    attack a = {.port = f.port};
-    watch_during(&w, bad_tokens, &a);
-    cr_assert_str_empty(a.fail, "%s", a.fail);
+    attack a = run_attack(NULL, bad_tokens);
     cr_log_info("hostile: tokens: %ld refused with 4001, second hello refused, %ld replays "
                 "welcomed, expired replay refused",
                 a.n[0], a.n[2]);

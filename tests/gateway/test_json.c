@@ -99,8 +99,10 @@ static json_t *jexpect(jconn *c, const char *t)
     return m;
 }
 
-static void jhello(jconn *c, const char *uid)
+/* Opens a JSON session and signs it in as uid. */
+static void jlogin(jconn *c, const char *uid)
 {
+    jopen(c);
     char *tok = gwfx_token(uid);
     char req[2048];
     snprintf(req, sizeof(req), "{\"t\":\"hello\",\"rid\":1,\"token\":\"%s\"}", tok);
@@ -115,8 +117,7 @@ static void jhello(jconn *c, const char *uid)
 Test(json, json_and_msgpack_sessions_see_the_same_messages)
 {
     jconn alice;
-    jopen(&alice);
-    jhello(&alice, "alice");
+    jlogin(&alice, "alice");
     jsend(&alice, "{\"t\":\"join\",\"rid\":2,\"gid\":\"g\"}");
     json_decref(jexpect(&alice, "joined"));
     gwc_conn *bob = gwfx_login(&f, "bob", NULL);
@@ -205,8 +206,7 @@ static void expect_err(jconn *c, const char *code)
 Test(json, a_json_session_gets_the_protocols_errors_and_limits)
 {
     jconn c;
-    jopen(&c);
-    jhello(&c, "carol");
+    jlogin(&c, "carol");
     jsend(&c, "{\"t\":\"send\",\"gid\":\"nope\",\"cid\":\"x\",\"body\":\"x\"}");
     expect_err(&c, "not_member");
     jsend(&c, "{\"t\":\"dance\"}");

@@ -11,13 +11,17 @@
 
 static gwfx f;
 
+static msgpack_sbuffer out; /* the frame being written */
+
 static void setup(void)
 {
     gwfx_start(&f, NULL);
+    msgpack_sbuffer_init(&out);
 }
 
 static void teardown(void)
 {
+    msgpack_sbuffer_destroy(&out);
     gwfx_cleanup(&f);
 }
 
@@ -28,49 +32,41 @@ static pr_slice sl(const char *s)
     return (pr_slice){(const uint8_t *)s, strlen(s)};
 }
 
+/* Sends the frame written to `out` on k, without waiting for a reply, and empties it. */
+static void put(gwc_conn *k)
+{
+    gwfx_send(k, &out);
+    out.size = 0;
+}
+
 static void put_join(gwc_conn *k, uint64_t rid, const char *gid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, rid, sl(gid));
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    pr_enc_join(&out, rid, sl(gid));
+    put(k);
 }
 
 static void put_leave(gwc_conn *k, uint64_t rid, const char *gid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_leave(&sb, rid, sl(gid));
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    pr_enc_leave(&out, rid, sl(gid));
+    put(k);
 }
 
 static void put_send(gwc_conn *k, uint64_t rid, const char *gid, const char *cid, const char *text)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, rid, sl(gid), sl(cid), (pr_body){sl(text), false});
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    pr_enc_send(&out, rid, sl(gid), sl(cid), (pr_body){sl(text), false});
+    put(k);
 }
 
 static void put_enter(gwc_conn *k, uint64_t rid, const char *gid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_enter(&sb, rid, sl(gid), 0);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    pr_enc_enter(&out, rid, sl(gid), 0);
+    put(k);
 }
 
 static void put_pull(gwc_conn *k, uint64_t rid, const char *gid, uint64_t after)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_pull(&sb, rid, sl(gid), false, after, 0);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    pr_enc_pull(&out, rid, sl(gid), false, after, 0);
+    put(k);
 }
 
 /* The next event, which must be of type t and answer rid. */
@@ -151,11 +147,8 @@ Test(order, hello_then_requests)
 {
     gwc_conn *k = gwfx_connect_raw(&f);
     char *tok = gwfx_token("alice");
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, sl(tok));
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    pr_enc_hello(&out, 1, sl(tok));
+    put(k);
     free(tok);
     /* Written before the welcome could come back: they wait for the hello. */
     put_join(k, 2, "room");

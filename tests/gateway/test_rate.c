@@ -8,6 +8,7 @@
  * (a slow machine only lowers what gets through), never how fast something happened.
  */
 #include "rawws.h"
+#include "tclock.h"
 #include "watch.h"
 
 #include <criterion/criterion.h>
@@ -26,13 +27,6 @@ static void teardown(void)
 }
 
 #define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
-
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static void start(const char *const *args)
 {
@@ -121,10 +115,10 @@ Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardo
     static bool sent[SENDS + 1];
     static uint64_t retry[SENDS + 1];
     int n_sent = 0, n_refused = 0;
-    long t0 = now_ms();
+    long t0 = tclock_ms();
     pipeline_sends(&c, 1, SENDS, 10);
     read_answers(&c, SENDS, sent, retry, &n_sent, &n_refused);
-    long took = now_ms() - t0;
+    long took = tclock_ms() - t0;
     watch_probe(&w);
     cr_log_info("rate: %d sends pipelined at --rate-sends 100 --rate-burst 1: %d stored, %d "
                 "refused with rate_limited, in %ld ms",
@@ -184,10 +178,10 @@ Test(rate, bytes_over_the_rate_slow_the_session_and_refuse_sends, .fini = teardo
     static bool sent[41];
     static uint64_t retry[41];
     int n_sent = 0, n_refused = 0;
-    long t0 = now_ms();
+    long t0 = tclock_ms();
     pipeline_sends(&c, 1, 40, 32 * 1024); /* 1.3 MiB */
     read_answers(&c, 40, sent, retry, &n_sent, &n_refused);
-    long took = now_ms() - t0;
+    long took = tclock_ms() - t0;
     cr_log_info("rate: 40 sends of 32 KiB at --rate-bytes 262144: %d stored, %d refused, in "
                 "%ld ms",
                 n_sent, n_refused, took);
@@ -229,10 +223,10 @@ Test(rate, connections_per_source_address, .fini = teardown, .timeout = 120)
     static const char *const args[] = {"--rate-conns", "5", "--rate-burst", "2", NULL};
     start(args);
     int in = 0, out = 0;
-    long t0 = now_ms();
+    long t0 = tclock_ms();
     for (int i = 0; i < 40; i++)
         *(let_in("127.0.0.22") ? &in : &out) += 1;
-    long took = now_ms() - t0;
+    long took = tclock_ms() - t0;
     cr_log_info("rate: 40 connections from one address at --rate-conns 5 --rate-burst 2: %d "
                 "let in, %d refused, in %ld ms",
                 in, out, took);
@@ -256,7 +250,7 @@ Test(rate, the_address_table_stays_bounded, .fini = teardown, .timeout = 120)
     start(args);
     /* 6,000 addresses (127.1.x.y), one connection each: more than the table holds. */
     int refused_again = 0;
-    long t0 = now_ms();
+    long t0 = tclock_ms();
     for (int i = 0; i < 6000; i++) {
         char src[32];
         snprintf(src, sizeof(src), "127.1.%d.%d", i / 250, 1 + i % 250);
@@ -272,7 +266,7 @@ Test(rate, the_address_table_stays_bounded, .fini = teardown, .timeout = 120)
         if (i % 500 == 0)
             watch_probe(&w);
     }
-    long took = now_ms() - t0;
+    long took = tclock_ms() - t0;
     double addrs = watch_stat(&f, "rate_limits.addresses");
     cr_log_info("rate: 6,000 source addresses in %ld ms: the table holds %.0f; %d of 10 "
                 "immediate fourth connections refused",

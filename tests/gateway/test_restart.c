@@ -5,6 +5,7 @@
  * pulling after its ack ends with every message exactly once.
  */
 #include "gwfx.h"
+#include "tclock.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -32,13 +33,6 @@ TestSuite(restart, .init = setup, .fini = teardown, .timeout = 120);
 static uint64_t confirmed[MAX_MSGS + 1]; /* cid number -> mid from `sent` (0: none) */
 static bool held[MAX_MSGS * 2 + 2];      /* receiver: mids it holds */
 static int dups_absorbed;
-
-static long now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static void send_cid(gwc_conn *k, int i)
 {
@@ -100,8 +94,8 @@ Test(restart, sigkill_during_sends_loses_nothing_confirmed)
 
     /* Stream for a moment (receiver acking its watermark), then kill mid-stream. */
     int next = 1;
-    long kill_at = now_ms() + 300 + rand() % 300;
-    while (now_ms() < kill_at && next <= MAX_MSGS / 2) {
+    long kill_at = tclock_ms() + 300 + rand() % 300;
+    while (tclock_ms() < kill_at && next <= MAX_MSGS / 2) {
         for (int i = 0; i < 20; i++)
             send_cid(sender, next++);
         pump(sender, recv, 5);

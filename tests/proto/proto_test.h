@@ -21,6 +21,28 @@ static inline bool slice_eq(pr_slice a, pr_slice b)
     return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0);
 }
 
+/* A suite of decoding tests: a frame buffer `sb` with its packer `pk`, a decoder `dec`, and
+ * the `req` and `err` a decode fills; made fresh for every test. */
+#define PROTO_DECODE_SUITE(name)                                                                   \
+    static msgpack_sbuffer sb;                                                                     \
+    static msgpack_packer pk;                                                                      \
+    static pr_decoder *dec;                                                                        \
+    static pr_req req;                                                                             \
+    static pr_error err;                                                                           \
+    static void proto_suite_setup(void)                                                            \
+    {                                                                                              \
+        msgpack_sbuffer_init(&sb);                                                                 \
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);                                      \
+        dec = pr_decoder_new(NULL);                                                                \
+        cr_assert_not_null(dec);                                                                   \
+    }                                                                                              \
+    static void proto_suite_teardown(void)                                                         \
+    {                                                                                              \
+        pr_decoder_free(dec);                                                                      \
+        msgpack_sbuffer_destroy(&sb);                                                              \
+    }                                                                                              \
+    TestSuite(name, .init = proto_suite_setup, .fini = proto_suite_teardown)
+
 #define MAX_EVENTS 16
 
 /* Copies every event of a frame; the copies borrow like the originals. */

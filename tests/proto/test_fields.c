@@ -1,27 +1,7 @@
 /* Field rules: every field of every message against values of every type, ids, limits. */
 #include "proto_test.h"
 
-static msgpack_sbuffer sb;
-static msgpack_packer pk;
-static pr_decoder *dec;
-static pr_req req;
-static pr_error err;
-
-static void setup(void)
-{
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    dec = pr_decoder_new(NULL);
-    cr_assert_not_null(dec);
-}
-
-static void teardown(void)
-{
-    pr_decoder_free(dec);
-    msgpack_sbuffer_destroy(&sb);
-}
-
-TestSuite(fields, .init = setup, .fini = teardown);
+PROTO_DECODE_SUITE(fields);
 
 static int req_sb(void)
 {
@@ -221,6 +201,21 @@ static void write_msg(const mdesc *m, size_t bad, enum v v)
     }
 }
 
+/* Writes message m (unwrapped) with all its fields good but field `drop`, left out. */
+static void write_without(const mdesc *m, size_t drop)
+{
+    sb.size = 0;
+    msgpack_pack_map(&pk, m->n);
+    put_str(&pk, "t");
+    put_str(&pk, m->t);
+    for (size_t i = 0; i < m->n; i++) {
+        if (i == drop)
+            continue;
+        put_str(&pk, m->f[i].key);
+        put_value(m->f[i].good);
+    }
+}
+
 static void every_type(const mdesc *tab, size_t n_tab, int (*decode)(void))
 {
     for (size_t k = 0; k < n_tab; k++) {
@@ -260,16 +255,7 @@ Test(fields, missing_fields)
     for (size_t k = 0; k < sizeof reqs / sizeof reqs[0]; k++) {
         const mdesc *m = &reqs[k];
         for (size_t drop = 0; drop < m->n; drop++) {
-            sb.size = 0;
-            msgpack_pack_map(&pk, m->n);
-            put_str(&pk, "t");
-            put_str(&pk, m->t);
-            for (size_t i = 0; i < m->n; i++) {
-                if (i == drop)
-                    continue;
-                put_str(&pk, m->f[i].key);
-                put_value(m->f[i].good);
-            }
+            write_without(m, drop);
             bool opt = !strcmp(m->f[drop].key, "rid") || !strcmp(m->f[drop].key, "limit");
             cr_assert_eq(req_sb(), opt ? 0 : PR_E_BAD_FIELD, "%s without %s", m->t, m->f[drop].key);
         }
@@ -279,16 +265,7 @@ Test(fields, missing_fields)
         if (m->wrap != W_NONE)
             continue;
         for (size_t drop = 0; drop < m->n; drop++) {
-            sb.size = 0;
-            msgpack_pack_map(&pk, m->n);
-            put_str(&pk, "t");
-            put_str(&pk, m->t);
-            for (size_t i = 0; i < m->n; i++) {
-                if (i == drop)
-                    continue;
-                put_str(&pk, m->f[i].key);
-                put_value(m->f[i].good);
-            }
+            write_without(m, drop);
             bool opt = !strcmp(m->f[drop].key, "rid") ||
                        (!strcmp(m->t, "err") && !strcmp(m->f[drop].key, "gid"));
             cr_assert_eq(events_sb(), opt ? 0 : PR_E_BAD_FIELD, "%s without %s", m->t,

@@ -3,27 +3,7 @@
 
 #include <stdlib.h>
 
-static msgpack_sbuffer sb;
-static msgpack_packer pk;
-static pr_decoder *dec;
-static pr_req req;
-static pr_error err;
-
-static void setup(void)
-{
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    dec = pr_decoder_new(NULL);
-    cr_assert_not_null(dec);
-}
-
-static void teardown(void)
-{
-    pr_decoder_free(dec);
-    msgpack_sbuffer_destroy(&sb);
-}
-
-TestSuite(limits, .init = setup, .fini = teardown);
+PROTO_DECODE_SUITE(limits);
 
 static int req_of(const void *p, size_t n)
 {

@@ -22,6 +22,13 @@ static void teardown(void)
 
 TestSuite(roundtrip, .init = setup, .fini = teardown);
 
+/* Another frame in the same test: the buffer and the events collected start over. */
+static void next_frame(void)
+{
+    sb.size = 0;
+    got.n = 0;
+}
+
 static const uint8_t *buf_lo(void)
 {
     return (const uint8_t *)sb.data;
@@ -276,8 +283,7 @@ Test(roundtrip, groups)
     cr_assert_not(got.ev[0].has_rid);
     assert_groups(&got.ev[0], 0);
 
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     cr_assert_eq(pr_enc_groups_begin(&sb, 9, 3), 0);
     for (size_t i = 0; i < 3; i++)
         cr_assert_eq(pr_enc_group_entry(&sb, &test_groups[i]), 0);
@@ -297,8 +303,7 @@ Test(roundtrip, joined_left)
     cr_assert_eq(ev->last_mid, 99);
     cr_assert_eq(ev->ack, 98);
 
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     cr_assert_eq(pr_enc_left(&sb, PR_NO_RID, S("g2")), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].t, PR_EV_LEFT);
@@ -329,8 +334,7 @@ Test(roundtrip, notify_pong)
     cr_assert(slice_is(got.ev[0].gid, "g1"));
     cr_assert_eq(got.ev[0].last_mid, 500);
 
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     cr_assert_eq(pr_enc_pong(&sb, 8, 123), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].t, PR_EV_PONG);
@@ -440,8 +444,7 @@ Test(roundtrip, err)
     cr_assert(slice_is(ev->err_msg, "send: field 'gid' is missing"));
     cr_assert(slice_is(ev->gid, "g1"));
 
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     cr_assert_eq(pr_enc_err(&sb, PR_NO_RID, PR_E_TOO_LARGE, NULL, (pr_slice){NULL, 0}), 0);
     decode_events(1);
     cr_assert_not(got.ev[0].has_rid);
@@ -458,8 +461,7 @@ Test(roundtrip, err_with_retry_hint)
     cr_assert_eq(got.ev[0].retry_ms, 250);
     cr_assert(slice_is(got.ev[0].gid, "g1"));
     /* 0 leaves the field out; an err without it decodes with retry_ms 0. */
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     cr_assert_eq(pr_enc_err_retry(&sb, PR_NO_RID, PR_E_OVERLOADED, "busy", S(""), 0), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].retry_ms, 0);
@@ -473,8 +475,7 @@ Test(roundtrip, err_unknown_code)
     cr_assert(slice_is(got.ev[0].err_name, "internal"));
 
     /* A code this module has no PR_E* for still decodes, with err_code 0. */
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 3);
@@ -495,8 +496,7 @@ Test(roundtrip, err_names)
     for (int code = PR_E_BAD_FRAME; code >= PR_E_LAST; code--) {
         if (code == PR_E_NOMEM)
             continue;
-        sb.size = 0;
-        got.n = 0;
+        next_frame();
         cr_assert_eq(pr_enc_err(&sb, PR_NO_RID, code, "x", (pr_slice){NULL, 0}), 0);
         decode_events(1);
         cr_assert_eq(got.ev[0].err_code, code, "code %s", pr_err_name(code));
@@ -630,8 +630,7 @@ Test(roundtrip, rid_zero_is_a_rid)
     decode_events(1);
     cr_assert(got.ev[0].has_rid);
     cr_assert_eq(got.ev[0].rid, 0);
-    sb.size = 0;
-    got.n = 0;
+    next_frame();
     cr_assert_eq(pr_enc_pong(&sb, PR_NO_RID, 5), 0);
     decode_events(1);
     cr_assert_not(got.ev[0].has_rid);

@@ -1,9 +1,9 @@
 #include "fixture.h"
 #include "pgfx.h"
+#include "tclock.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
-#include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,18 +48,10 @@ st_store *fx_open(const char *path, bool sync)
     return s;
 }
 
-long fx_ms_since(const struct timespec *t0)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 bool fx_wait_writable(st_store *s, bool want, long ms)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (st_writable(s) != want && fx_ms_since(&t0) < ms)
+    long t0 = tclock_ms();
+    while (st_writable(s) != want && tclock_since(t0) < ms)
         usleep(20 * 1000);
     return st_writable(s) == want;
 }
@@ -152,51 +144,11 @@ void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes)
     rocksdb_options_destroy(o);
 }
 
-typedef struct counter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
-} counter;
-
-static void counted(st_op *op)
-{
-    counter *c = op->ud;
-    pthread_mutex_lock(&c->mu);
-    if (--c->left == 0)
-        pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* Submits n ops at once and waits for those the store took (0): the others (ST_DONE, or
- * refused) have no completion to wait for. rcs[i]: what st_submit returned for ops[i]. */
-static void submit_all(st_store *s, st_op *ops, size_t n, int *rcs)
-{
-    counter c = {.left = n};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    for (size_t i = 0; i < n; i++) {
-        ops[i].done = counted;
-        ops[i].ud = &c;
-        rcs[i] = st_submit(s, &ops[i]);
-        if (rcs[i] != 0) {
-            pthread_mutex_lock(&c.mu);
-            c.left--;
-            pthread_mutex_unlock(&c.mu);
-        }
-    }
-    pthread_mutex_lock(&c.mu);
-    while (c.left)
-        pthread_cond_wait(&c.cv, &c.mu);
-    pthread_mutex_unlock(&c.mu);
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
-}
-
 void fx_run_all(st_store *s, st_op *ops, size_t n)
 {
     int *rcs = calloc(n, sizeof(*rcs));
     cr_assert_not_null(rcs);
-    submit_all(s, ops, n, rcs);
+    st_submit_all(s, ops, n, rcs);
     for (size_t i = 0; i < n; i++)
         cr_assert(rcs[i] == 0 || rcs[i] == ST_DONE, "submit %zu: %s", i, st_strerror(rcs[i]));
     free(rcs);
@@ -205,6 +157,6 @@ void fx_run_all(st_store *s, st_op *ops, size_t n)
 int fx_submit_wait(st_store *s, st_op *op)
 {
     int rc;
-    submit_all(s, op, 1, &rc);
+    st_submit_all(s, op, 1, &rc);
     return rc;
 }

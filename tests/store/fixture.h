@@ -9,7 +9,6 @@
 #include "store.h"
 
 #include <stdint.h>
-#include <time.h>
 
 /* A new empty place: a folder under $TMPDIR (or /tmp), or a new database; the caller
  * frees the string. */
@@ -34,8 +33,6 @@ void fx_run_all(st_store *s, st_op *ops, size_t n);
  * later through done, which this waits for. Returns what st_submit returned. */
 int fx_submit_wait(st_store *s, st_op *op);
 
-/* Milliseconds since t0 (CLOCK_MONOTONIC). */
-long fx_ms_since(const struct timespec *t0);
 /* Waits (at most ms) until the store's writability is `want`; returns whether it is. */
 bool fx_wait_writable(st_store *s, bool want, long ms);
 
@@ -47,13 +44,22 @@ void fx_count_rows(const char *path, uint64_t *rows, uint64_t *bytes);
 
 /* A suite whose every test has a fresh place (`dir`) and a store open on it (`s`, sync as
  * given), closed and removed after the test. */
-#define FX_STORE_SUITE(name, sync_on)                                                              \
+#define FX_STORE_SUITE(name, sync_on) FX_STORE_SUITE_(name, sync_on, (void)0)
+
+/* As FX_STORE_SUITE, and each test begins with what the file's own fx_suite_fill() (defined
+ * after this) puts into the store. */
+#define FX_STORE_SUITE_FILLED(name, sync_on)                                                       \
+    static void fx_suite_fill(void);                                                               \
+    FX_STORE_SUITE_(name, sync_on, fx_suite_fill())
+
+#define FX_STORE_SUITE_(name, sync_on, fill)                                                       \
     static char *dir;                                                                              \
     static st_store *s;                                                                            \
     static void fx_suite_setup(void)                                                               \
     {                                                                                              \
         dir = fx_tmpdir();                                                                         \
         s = fx_open(dir, sync_on);                                                                 \
+        fill;                                                                                      \
     }                                                                                              \
     static void fx_suite_teardown(void)                                                            \
     {                                                                                              \

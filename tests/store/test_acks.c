@@ -7,13 +7,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static char *dir;
-static st_store *s;
+FX_STORE_SUITE_FILLED(acks, false);
 
-static void setup(void)
+static void fx_suite_fill(void)
 {
-    dir = fx_tmpdir();
-    s = fx_open(dir, false);
     fx_join(s, "g", "a");
     fx_join(s, "g", "b");
     for (int i = 0; i < 10; i++) {
@@ -21,15 +18,6 @@ static void setup(void)
         fx_append(s, "g", "a", cid);
     }
 }
-
-static void teardown(void)
-{
-    st_close(s);
-    fx_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(acks, .init = setup, .fini = teardown);
 
 static uint64_t ack_of(const char *uid)
 {

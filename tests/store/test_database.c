@@ -5,7 +5,9 @@
  * kills it), so they run in the suite's PostgreSQL pass only.
  */
 #include "fixture.h"
+#include "fixture_events.h"
 #include "pgfx.h"
+#include "tclock.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -32,12 +34,6 @@ static void teardown(void)
 }
 
 TestSuite(database, .fini = teardown);
-
-static void need_pg(void)
-{
-    if (!pgfx_on())
-        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
-}
 
 static bool wait_writable(st_store *s, bool want)
 {
@@ -71,7 +67,7 @@ static void writer_process(const char *url, int id, int fd)
 
 Test(database, two_writers_on_one_group_keep_mids_dense, .timeout = 180)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
     fx_join(s, "room", "w0");
@@ -125,41 +121,14 @@ Test(database, two_writers_on_one_group_keep_mids_dense, .timeout = 180)
     free(url);
 }
 
-/* What on_event told, from the store thread. */
-typedef struct events {
-    atomic_int failed, recovered;
-} events;
-
-static void on_event(void *ud, const st_event *ev)
-{
-    events *e = ud;
-    if (ev->kind == ST_EV_WRITE_FAILED)
-        atomic_fetch_add(&e->failed, 1);
-    else if (ev->kind == ST_EV_RECOVERED)
-        atomic_fetch_add(&e->recovered, 1);
-}
-
-static st_store *open_events(const char *url, events *e)
-{
-    st_options o;
-    st_options_init(&o);
-    o.url = url;
-    o.on_event = on_event;
-    o.event_ud = e;
-    st_store *s = NULL;
-    char err[512] = "";
-    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "st_open: %s", err);
-    return s;
-}
-
 Test(database, down_at_open_then_recovers, .timeout = 120)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     pgfx_server_start(&srv);
     char *url = pgfx_server_db_new(&srv);
     pgfx_server_stop(&srv);
-    events e = {0};
-    st_store *s = open_events(url, &e);
+    fx_events e = {0};
+    st_store *s = fx_open_events(url, &e);
     cr_assert(!st_writable(s), "a database that is down: not writable");
     char why[512];
     st_write_error(s, why, sizeof(why));
@@ -225,8 +194,8 @@ static void trouble_under_load(bool kill_it)
 {
     pgfx_server_start(&srv);
     char *url = pgfx_server_db_new(&srv);
-    events e = {0};
-    st_store *s = open_events(url, &e);
+    fx_events e = {0};
+    st_store *s = fx_open_events(url, &e);
     atomic_bool stop = false;
     sender *w = calloc(SENDERS, sizeof(*w));
     pthread_t th[SENDERS];
@@ -284,13 +253,13 @@ static void trouble_under_load(bool kill_it)
 
 Test(database, immediate_restart_under_load_loses_nothing_confirmed, .timeout = 180)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     trouble_under_load(false);
 }
 
 Test(database, killed_server_under_load_loses_nothing_confirmed, .timeout = 180)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     trouble_under_load(true);
 }
 
@@ -323,8 +292,7 @@ static void *failover_send(void *arg)
     for (unsigned i = 0; i < FAILOVER_MAX && !atomic_load(&w->stop); i++) {
         char cid[16];
         snprintf(cid, sizeof(cid), "c%u", i);
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long t0 = tclock_ms();
         for (bool resent = false;; resent = true) {
             uint64_t mid = 0;
             bool dup = false;
@@ -339,7 +307,7 @@ static void *failover_send(void *arg)
             }
             /* Not stop, even when told: an append refused may still be stored (its answer
              * lost), and the checks count on every stored one being confirmed. */
-            if (rc != ST_EIO || fx_ms_since(&t0) > 2 * WAIT_MS) {
+            if (rc != ST_EIO || tclock_since(t0) > 2 * WAIT_MS) {
                 w->bad = rc;
                 w->bad_at = i;
                 atomic_store(&w->done, true);
@@ -356,21 +324,11 @@ static void *failover_send(void *arg)
 /* Waits (bounded) until the sender has n confirmed; false if it stopped before. */
 static bool wait_confirmed(failover_sender *w, unsigned n)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long t0 = tclock_ms();
     while (atomic_load(&w->confirmed) < n && !atomic_load(&w->done) &&
-           fx_ms_since(&t0) < 2 * WAIT_MS)
+           tclock_since(t0) < 2 * WAIT_MS)
         usleep(20 * 1000);
     return atomic_load(&w->confirmed) >= n;
-}
-
-static bool wait_recovered(events *e, int n)
-{
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&e->recovered) < n && fx_ms_since(&t0) < 2 * WAIT_MS)
-        usleep(20 * 1000);
-    return atomic_load(&e->recovered) >= n;
 }
 
 /* The pair's database (its URL names both servers) on the primary alone. */
@@ -424,11 +382,11 @@ static void check_failover(st_store *s, const char *url, const failover_sender *
 
 Test(database, a_confirmed_write_survives_failover, .timeout = 300)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     pgfx_pair_start(&pair);
     char *url = pgfx_pair_db_new(&pair);
-    events e = {0};
-    st_store *s = open_events(url, &e);
+    fx_events e = {0};
+    st_store *s = fx_open_events(url, &e);
     fx_join(s, "g", "u");
     failover_sender *w = calloc(1, sizeof(*w));
     cr_assert_not_null(w);
@@ -446,13 +404,13 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
         }
         int was = pair.primary;
         unsigned refused = atomic_load(&w->refused);
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long t0 = tclock_ms();
         pgfx_pair_failover(&pair);
-        long promoted_ms = fx_ms_since(&t0);
+        long promoted_ms = tclock_since(t0);
         cr_assert_neq(pair.primary, was);
-        cr_assert(wait_recovered(&e, round), "failover %d: the store did not recover", round);
-        long back_ms = fx_ms_since(&t0);
+        cr_assert(fx_wait_count(&e.recovered, round, 2 * WAIT_MS),
+                  "failover %d: the store did not recover", round);
+        long back_ms = tclock_since(t0);
         cr_assert(wait_confirmed(w, atomic_load(&w->confirmed) + FAILOVER_BATCH),
                   "failover %d: confirmed %u", round, atomic_load(&w->confirmed));
         cr_log_info("failover %d: kill + promote %ld ms, the store writable again after %ld ms, "
@@ -477,7 +435,7 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
 
 Test(database, refused_at_open_with_a_reason)
 {
-    need_pg();
+    pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
     st_close(s);

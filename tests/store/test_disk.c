@@ -5,6 +5,7 @@
  * work again, with dense mids and nothing lost.
  */
 #include "fixture.h"
+#include "fixture_events.h"
 #include "pgfx.h"
 
 #include <criterion/criterion.h>
@@ -20,60 +21,9 @@
 
 #define WAIT_MS 20000 /* bounded waits: the store retries 1, 2, 4, then every 5 s */
 
-/* What on_event told, from the writer thread. */
-typedef struct events {
-    pthread_mutex_t mu;
-    int failed, still, recovered;
-    char reason[512];
-} events;
-
-static void on_event(void *ud, const st_event *ev)
-{
-    events *e = ud;
-    pthread_mutex_lock(&e->mu);
-    if (ev->kind == ST_EV_WRITE_FAILED)
-        e->failed++;
-    else if (ev->kind == ST_EV_STILL_FAILING)
-        e->still++;
-    else if (ev->kind == ST_EV_RECOVERED)
-        e->recovered++;
-    snprintf(e->reason, sizeof(e->reason), "%s", ev->reason ? ev->reason : "");
-    pthread_mutex_unlock(&e->mu);
-}
-
-static int count(events *e, const int *field)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = *field;
-    pthread_mutex_unlock(&e->mu);
-    return n;
-}
-
-static st_store *open_with_events(const char *dir, events *e)
-{
-    st_options o;
-    st_options_init(&o);
-    o.path = dir;
-    o.on_event = on_event;
-    o.event_ud = e;
-    st_store *s = NULL;
-    char err[256] = "";
-    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "st_open: %s", err);
-    return s;
-}
-
 static bool wait_writable(st_store *s, bool want)
 {
     return fx_wait_writable(s, want, WAIT_MS);
-}
-
-static bool wait_count(events *e, const int *field, int at_least)
-{
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (count(e, field) < at_least && fx_ms_since(&t0) < WAIT_MS)
-        usleep(20 * 1000);
-    return count(e, field) >= at_least;
 }
 
 /* Files this process writes may grow to `bytes` at most; RLIM_INFINITY lifts it. Only
@@ -142,8 +92,8 @@ Test(disk, full_then_space_returns)
     /* A write past the limit must fail with EFBIG, not kill the process. */
     signal(SIGXFSZ, SIG_IGN);
     char *dir = fx_tmpdir();
-    events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *s = open_with_events(dir, &ev);
+    fx_events ev = {0};
+    st_store *s = fx_open_events(dir, &ev);
     fx_join(s, "g", "u");
     uint64_t mid = 0;
     for (int i = 1; i <= 3; i++) {
@@ -160,7 +110,7 @@ Test(disk, full_then_space_returns)
     file_size_limit(0);
     cr_assert_eq(append(s, "c4", &mid), ST_EIO, "a write on a full disk must fail");
     cr_assert_not(st_writable(s));
-    cr_assert_eq(count(&ev, &ev.failed), 1);
+    cr_assert_eq(atomic_load(&ev.failed), 1);
     char why[512];
     st_write_error(s, why, sizeof(why));
     cr_assert(strstr(why, "File too large"), "the reason is the backend's: %s", why);
@@ -168,7 +118,7 @@ Test(disk, full_then_space_returns)
     cr_assert_eq(append(s, "c5", &mid), ST_EIO);
     cr_assert_eq(st_join_sync(s, st_id_str("h"), st_id_str("u"), NULL, NULL), ST_EIO);
     /* Recovery attempts (reopens) fail while the disk stays full; reads go on. */
-    cr_assert(wait_count(&ev, &ev.still, 2), "no second recovery attempt");
+    cr_assert(fx_wait_count(&ev.still, 2, WAIT_MS), "no second recovery attempt");
     cr_assert_not(st_writable(s));
     check_dense(s, 3);
     st_stats st;
@@ -181,7 +131,7 @@ Test(disk, full_then_space_returns)
     /* Space returns: the store recovers by itself. */
     file_size_limit(RLIM_INFINITY);
     cr_assert(wait_writable(s, true), "the store did not recover within %d ms", WAIT_MS);
-    cr_assert_eq(count(&ev, &ev.recovered), 1);
+    cr_assert_eq(atomic_load(&ev.recovered), 1);
     st_read_stats(s, &st);
     cr_assert_eq(st.recoveries, 1);
     cr_assert_eq(st.unwritable_ms, 0);
@@ -218,8 +168,8 @@ Test(disk, folder_moved_away_and_back)
     char *dir = fx_tmpdir();
     char moved[600];
     snprintf(moved, sizeof(moved), "%s.moved", dir);
-    events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *s = open_with_events(dir, &ev);
+    fx_events ev = {0};
+    st_store *s = fx_open_events(dir, &ev);
     fx_join(s, "g", "u");
     uint64_t mid = 0;
     cr_assert_eq(append(s, "c1", &mid), 0);
@@ -234,7 +184,7 @@ Test(disk, folder_moved_away_and_back)
 
     cr_assert_eq(rename(moved, dir), 0);
     cr_assert(wait_writable(s, true), "the store did not recover within %d ms", WAIT_MS);
-    cr_assert_eq(count(&ev, &ev.recovered), 1);
+    cr_assert_eq(atomic_load(&ev.recovered), 1);
     cr_assert_eq(append(s, "c2", &mid), 0);
     cr_assert_eq(mid, 2);
     check_dense(s, 2);

@@ -80,15 +80,9 @@ static st_store *open_listening(const char *where, heard *h, const char *node)
     return s;
 }
 
-static void need_pg(void)
-{
-    if (!pgfx_on())
-        cr_skip_test("PostgreSQL only: RocksDB has one writer and no feed");
-}
-
 Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
 {
-    need_pg();
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
     char *where = fx_tmpdir();
     static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
     st_store *b = open_listening(where, &h, "feed-test-1");
@@ -153,7 +147,7 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
 
 Test(feed, a_listener_that_lost_its_connection_says_resync, .timeout = 60)
 {
-    need_pg();
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
     char *where = fx_tmpdir();
     static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
     st_store *b = open_listening(where, &h, "feed-test-2");

@@ -6,26 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dir;
-static st_store *s;
+FX_STORE_SUITE_FILLED(idempotent, true);
 
-static void setup(void)
+static void fx_suite_fill(void)
 {
-    dir = fx_tmpdir();
-    s = fx_open(dir, true);
     fx_join(s, "g", "a");
     fx_join(s, "g", "b");
     fx_join(s, "h", "a");
 }
-
-static void teardown(void)
-{
-    st_close(s);
-    fx_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(idempotent, .init = setup, .fini = teardown);
 
 static int append(const char *gid, const char *uid, const char *cid, uint64_t *mid, uint64_t *ts,
                   bool *dup)

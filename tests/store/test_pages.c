@@ -6,13 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dir;
-static st_store *s;
+FX_STORE_SUITE_FILLED(pages, false);
 
-static void setup(void)
+static void fx_suite_fill(void)
 {
-    dir = fx_tmpdir();
-    s = fx_open(dir, false);
     fx_join(s, "empty", "a");
     fx_join(s, "g", "a");
     for (int i = 1; i <= 25; i++) {
@@ -21,15 +18,6 @@ static void setup(void)
         fx_append(s, "g", "a", cid);
     }
 }
-
-static void teardown(void)
-{
-    st_close(s);
-    fx_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(pages, .init = setup, .fini = teardown);
 
 /* Reads a page and checks it holds exactly mids lo..hi with their records, and more. */
 static void expect(const char *gid, enum st_dir dir_, uint64_t from, size_t limit, uint64_t lo,
