@@ -6,6 +6,7 @@
  */
 #include "gw_internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,9 @@ typedef struct ack_entry {
 
 struct gw_acks {
     gw_server *srv;
+    /* The tables are read by the other service threads too (gw_acks_pending, for a user
+     * who signs in there): under mu. Everything else is this thread's. */
+    pthread_mutex_t mu;
     ack_entry *waiting; /* for the next flush */
     ack_entry *writing; /* flushed, the write not completed yet */
     /* The flush timer is libev's: libwebsockets 4.1's libev glue cannot move its one
@@ -44,8 +48,10 @@ static size_t make_key(char *key, const char *gid, const char *uid)
 gw_acks *gw_acks_new(gw_server *srv)
 {
     gw_acks *a = calloc(1, sizeof(*a));
-    if (a)
+    if (a) {
         a->srv = srv;
+        pthread_mutex_init(&a->mu, NULL);
+    }
     return a;
 }
 
@@ -66,6 +72,7 @@ void gw_acks_free(gw_acks *a)
         ev_timer_stop(a->srv->loop, &a->timer);
     clear(&a->waiting);
     clear(&a->writing);
+    pthread_mutex_destroy(&a->mu);
     free(a);
 }
 
@@ -104,16 +111,15 @@ void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid)
      * woken five times a second. */
     if (!a->waiting)
         arm_flush(a);
+    pthread_mutex_lock(&a->mu);
     HASH_FIND(hh, a->waiting, key, n, e);
-    if (!e) {
-        e = calloc(1, sizeof(*e));
-        if (!e)
-            return; /* the ack is lost: only a re-delivery later */
+    if (!e && (e = calloc(1, sizeof(*e)))) { /* out of memory: lost, only re-delivered */
         memcpy(e->key, key, n + 1);
         HASH_ADD(hh, a->waiting, key, n, e);
     }
-    if (mid > e->mid)
+    if (e && mid > e->mid)
         e->mid = mid;
+    pthread_mutex_unlock(&a->mu);
 }
 
 /* A user who signs in again while its acks are being written must see them: its groups
@@ -124,15 +130,18 @@ uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid)
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
     ack_entry *e = NULL, *w = NULL;
+    pthread_mutex_lock(&a->mu);
     HASH_FIND(hh, a->waiting, key, n, e);
     HASH_FIND(hh, a->writing, key, n, w);
     uint64_t x = e ? e->mid : 0, y = w ? w->mid : 0;
+    pthread_mutex_unlock(&a->mu);
     return x > y ? x : y;
 }
 
 /* A batch's write completed (ok or not): its acks are no longer being written. */
 static void written(gw_acks *a, const ack_batch *b)
 {
+    pthread_mutex_lock(&a->mu);
     for (size_t i = 0; i < b->n; i++) {
         char key[2 * PR_MAX_ID + 2];
         int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)b->acks[i].gid.n, b->acks[i].gid.p,
@@ -144,6 +153,7 @@ static void written(gw_acks *a, const ack_batch *b)
             free(w);
         }
     }
+    pthread_mutex_unlock(&a->mu);
 }
 
 static void batch_free(ack_batch *b)
@@ -183,6 +193,8 @@ static void flushed(gw_job *j)
 
 void gw_acks_flush(gw_acks *a)
 {
+    /* Only this thread adds or takes entries: the count and the batch's room need no lock;
+     * moving the entries to `writing` does. */
     size_t n = HASH_COUNT(a->waiting);
     if (n == 0)
         return;
@@ -212,6 +224,7 @@ void gw_acks_flush(gw_acks *a)
     b->a = a;
     b->n = n;
     size_t i = 0, off = 0;
+    pthread_mutex_lock(&a->mu);
     HASH_ITER (hh, a->waiting, e, tmp) {
         /* The key is "gid\1uid": copy it and split it in place. */
         size_t kl = strlen(e->key);
@@ -233,6 +246,7 @@ void gw_acks_flush(gw_acks *a)
             HASH_ADD(hh, a->writing, key, kl, e);
         }
     }
+    pthread_mutex_unlock(&a->mu);
     b->job.op = (st_op){.kind = ST_OP_ACKS,
                         .acks = b->acks,
                         .n_acks = n,

@@ -11,6 +11,7 @@
  * stored (a message is pushed as usual), as with a session that closes.
  */
 #include "gw_api.h"
+#include "gw_hub.h"
 #include "gw_internal.h"
 #include "gw_json.h"
 #include "gw_webhook.h"
@@ -22,17 +23,20 @@
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 #define MAX_KEYS 16
 #define KEY_MIN 16 /* bytes of a key, at least */
 #define API_PREFIX "/api/v1/"
 
+/* One for the process: every service thread checks keys and rates against it. */
 struct gw_api {
     unsigned char key[MAX_KEYS][32]; /* SHA-256 of each key */
     size_t n_keys;
     gw_limit rate; /* requests a second per key (--api-rate) */
-    gw_bucket bucket[MAX_KEYS];
+    pthread_mutex_t mu;
+    gw_bucket bucket[MAX_KEYS]; /* under mu */
 };
 
 /* A request waiting for the store. */
@@ -93,6 +97,7 @@ int gw_api_load(gw_server *srv, const char *path)
         return -1;
     }
     a->rate = gw_limit_make(srv->cfg.api_rate, srv->cfg.rate_burst_s);
+    pthread_mutex_init(&a->mu, NULL);
     for (size_t i = 0; i < a->n_keys; i++)
         gw_bucket_init(&a->bucket[i], &a->rate, gw_mono_ms());
     gw_info("api: on at %s (%zu keys, %u requests a second each%s)", API_PREFIX, a->n_keys,
@@ -103,8 +108,10 @@ int gw_api_load(gw_server *srv, const char *path)
 
 void gw_api_free(gw_api *a)
 {
-    if (a)
-        explicit_bzero(a, sizeof(*a));
+    if (!a)
+        return;
+    pthread_mutex_destroy(&a->mu);
+    explicit_bzero(a, sizeof(*a));
     free(a);
 }
 
@@ -311,10 +318,12 @@ static void members_done(gw_job *jb)
             memcpy(uid, m.uid.p, m.uid.n);
             uid[m.uid.n] = 0;
             gw_user *u = gw_user_find(srv->registry, uid);
+            bool online = srv->hub ? gw_hub_sessions_of(srv->hub, uid) > 0 /* any thread */
+                                   : u && u->n_sessions > 0;
             json_array_append_new(arr, json_pack("{s:s, s:I, s:I, s:b}", "uid", uid, "ack",
                                                  (json_int_t)m.ack, "unread",
                                                  (json_int_t)(last > m.ack ? last - m.ack : 0),
-                                                 "online", u && u->n_sessions > 0));
+                                                 "online", online));
             next = m.uid.p;
             next_n = m.uid.n;
         }
@@ -522,7 +531,14 @@ static void close_sessions(gw_server *srv, gw_api_conn *c, const char *uid)
         return;
     }
     strcpy(j->uid, uid);
+    /* Every thread's sessions of the user: this one's now, the others' when told. */
+    unsigned all = srv->hub ? gw_hub_sessions_of(srv->hub, uid) : 0;
     j->closed = gw_user_sign_out(srv, uid);
+    if (srv->hub) {
+        gw_hub_tell_signout(srv->hub, srv->thread, uid);
+        if (all > j->closed)
+            j->closed = all;
+    }
     j->job.op.uid = st_id_str(j->uid);
     submit(j, signed_out);
 }
@@ -665,10 +681,14 @@ int gw_api_begin(gw_server *srv, gw_api_conn *c, struct lws *wsi, const char *pa
         return 0;
     }
     gw_api *a = srv->api;
-    uint64_t now = gw_mono_ms();
-    if (srv->cfg.api_rate && !gw_bucket_take(&a->bucket[key], &a->rate, 1, now)) {
+    uint64_t now = gw_mono_ms(), wait = 0;
+    pthread_mutex_lock(&a->mu);
+    bool over = srv->cfg.api_rate && !gw_bucket_take(&a->bucket[key], &a->rate, 1, now);
+    if (over)
+        wait = gw_bucket_wait_ms(&a->bucket[key], &a->rate, 1, now);
+    pthread_mutex_unlock(&a->mu);
+    if (over) {
         srv->n.api_rate_limited++;
-        uint64_t wait = gw_bucket_wait_ms(&a->bucket[key], &a->rate, 1, now);
         fail(c, 429, "rate_limited", NULL, "over --api-rate for this key: wait retry_ms");
         json_object_set_new(c->answer, "retry_ms", json_integer((json_int_t)(wait < 1 ? 1 : wait)));
         return 0;

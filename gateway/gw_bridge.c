@@ -13,6 +13,8 @@ struct gw_bridge {
     gw_job *head, *tail; /* posted, not drained: under mu */
     unsigned inflight;   /* service thread only */
     bool closed;         /* the store is closed: submits are refused (service thread) */
+    void (*observe)(void *ud, const st_op *op); /* gw_bridge_observe */
+    void *observe_ud;
 };
 
 gw_bridge *gw_bridge_new(st_store *store, void (*wake)(void *ud), void *ud)
@@ -74,6 +76,12 @@ int gw_bridge_submit(gw_bridge *b, gw_job *j)
     return rc;
 }
 
+void gw_bridge_observe(gw_bridge *b, void (*fn)(void *ud, const st_op *op), void *ud)
+{
+    b->observe = fn;
+    b->observe_ud = ud;
+}
+
 void gw_bridge_close(gw_bridge *b)
 {
     b->closed = true;
@@ -89,6 +97,8 @@ void gw_bridge_drain(gw_bridge *b)
         gw_job *next = j->next_;
         j->next_ = NULL;
         b->inflight--;
+        if (b->observe)
+            b->observe(b->observe_ud, &j->op);
         j->complete(j);
         j = next;
     }

@@ -39,6 +39,11 @@ void gw_bridge_free(gw_bridge *b);
  * refused (j->complete is not called). */
 int gw_bridge_submit(gw_bridge *b, gw_job *j);
 
+/* fn(ud, op) is called on the service thread with every op drained, before its job's
+ * complete, while its inputs are still there: the hub (gw_hub.h) tells the other service
+ * threads what a write changed. Ops answered at once (reads) are not shown. */
+void gw_bridge_observe(gw_bridge *b, void (*fn)(void *ud, const st_op *op), void *ud);
+
 /* The store was closed (st_close, which frees it): from now on gw_bridge_submit refuses
  * with ST_ECLOSED, so that the completions drained after it cannot reach the store. */
 void gw_bridge_close(gw_bridge *b);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
     O_LISTEN = 256,
@@ -53,12 +54,14 @@ enum {
     O_WEBHOOK_QUEUE,
     O_WEBHOOK_BATCH,
     O_WEBHOOK_BODY,
+    O_THREADS,
 };
 
 static const struct option options[] = {
     {"listen", required_argument, 0, O_LISTEN},
     {"port", required_argument, 0, O_PORT},
     {"port-file", required_argument, 0, O_PORT_FILE},
+    {"threads", required_argument, 0, O_THREADS},
     {"data", required_argument, 0, O_DATA},
     {"store", required_argument, 0, O_STORE},
     {"node", required_argument, 0, O_NODE},
@@ -117,6 +120,8 @@ static void help(void)
         "  --listen ADDR        address to bind (default 127.0.0.1)\n"
         "  --port N             port (default 8443; 0 = any free port, logged)\n"
         "  --port-file PATH     write the bound port to PATH once listening\n"
+        "  --threads N          service threads, each with its own share of the sessions on\n"
+        "                       the one port (default: the number of cores; 1..64)\n"
         "  --cert PATH          TLS certificate, PEM (wss:// and https://); default: a\n"
         "                       self-signed one for localhost, made in DIR/tls/ at first start\n"
         "  --key PATH           TLS private key, PEM (with --cert)\n"
@@ -268,6 +273,10 @@ static void defaults(gw_config *c)
     c->error_budget = 20;
     c->ping_s = 30;
     c->inflight_max = 256;
+    /* One service thread per core: each has its own sessions, so the fan-out of a large
+     * group runs on every core. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = cores < 1 ? 1 : cores > GW_THREADS_MAX ? GW_THREADS_MAX : (unsigned)cores;
     /* Far above a person at a keyboard, a bot, or the web demo pasting hundreds of lines
      * (all within one burst); a flat-out load generator is not a normal client and runs
      * with the limits off (tools/bench, tests/gateway/test_load.c). */
@@ -326,6 +335,9 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_LISTEN: c->listen = optarg; break;
         case O_PORT: rc = number(name, optarg, 0, 65535, &v), c->port = (int)v; break;
         case O_PORT_FILE: c->port_file = optarg; break;
+        case O_THREADS:
+            rc = number(name, optarg, 1, GW_THREADS_MAX, &v), c->threads = (unsigned)v;
+            break;
         case O_DATA: c->data = optarg; break;
         case O_STORE: c->store_url = optarg; break;
         case O_NODE: node = optarg; break;

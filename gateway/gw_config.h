@@ -7,10 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Most service threads (--threads). */
+#define GW_THREADS_MAX 64
+
 typedef struct gw_config {
     const char *listen;       /* address to bind */
     int port;                 /* 0: any free port (the log says which) */
     const char *port_file;    /* if set, the bound port is written there (for scripts) */
+    unsigned threads;         /* service threads (gw_hub.h); default: the cores online */
     const char *data;         /* data folder: the token secret, TLS files, the RocksDB store */
     const char *store_url;    /* PostgreSQL connection URI; NULL: RocksDB in data/store */
     const char *api_key_file; /* the server API's keys, one a line (NULL: the API is off) */

@@ -1,7 +1,9 @@
 /*
- * The gateway's modules and how they meet, private to gateway/. Everything runs on the
- * libwebsockets service thread, except the store's completions, which the bridge
- * (gw_bridge.c) brings over from the store thread.
+ * The gateway's modules and how they meet, private to gateway/. Everything of one server
+ * runs on its libwebsockets service thread, except the store's completions, which the
+ * bridge (gw_bridge.c) brings over from the store thread. A process runs one server per
+ * service thread (--threads; gw_hub.c), which share nothing but the store, the hub's
+ * feeds and its rate table.
  *
  * Each module keeps its own state and is the only one to touch it:
  *   gw_server.c   the composition: the lws context, its callbacks, the sweep, the stop
@@ -13,6 +15,7 @@
  *   gw_deliver.c  each group's pushes once and in mid order, holes read (gw_deliver)
  *   gw_cluster.c  the other nodes' changes applied, the resync (gw_cluster)
  *   gw_feed.c     the change feed's queue, feed thread to service thread (gw_feed)
+ *   gw_hub.c      the service threads of the process and what they tell each other
  *   gw_acks.c     the ack coalescer (gw_acks)
  *   gw_bridge.c   store completions to the service thread (gw_bridge)
  *   gw_throttle.c rate limits applied (gw_limits, and a session's gw_srate)
@@ -207,6 +210,8 @@ int gw_out_writeable(gw_sess *s);
 bool gw_out_pending(const gw_sess *s);
 /* Frees what is queued (the session is going). */
 void gw_out_release(gw_sess *s);
+/* The service thread writes no more: its frame buffer goes. */
+void gw_out_thread_end(void);
 
 /* ---- requests in order (gw_reqs.c) -------------------------------------------------- */
 
@@ -389,7 +394,7 @@ void gw_acks_figures(const gw_acks *a, uint64_t *writes, uint64_t *entries);
 gw_limits *gw_limits_new(const gw_config *cfg, uint64_t seed);
 void gw_limits_free(gw_limits *l);
 /* Source addresses in the connection-rate table. */
-size_t gw_limits_addresses(const gw_limits *l);
+size_t gw_limits_addresses(gw_limits *l);
 /* Fills a new session's buckets. */
 void gw_throttle_init(gw_sess *s);
 /* Cancels the session's pending resume (before it is freed). */
@@ -404,15 +409,23 @@ int gw_throttle_connection(gw_server *srv, const struct lws_filter_network_conn_
 
 /* ---- the server (gw_server.c) ------------------------------------------------------- */
 
+/* The protocols of a server's context: HTTP, gw.v1, its JSON form, the end. */
+#define GW_PROTOCOLS 4
+
 struct gw_server {
     gw_config cfg;
+    struct gw_hub *hub; /* the process's service threads (gw_hub.h; NULL: the fuzz target) */
+    unsigned thread;    /* this one's index among them */
+    struct lws_protocols protocols[GW_PROTOCOLS];
     st_store *store;
     struct lws_context *ctx;
-    struct ev_loop *loop;     /* libev (epoll): libwebsockets runs on it; NULL without a loop */
-    pr_decoder *dec;          /* one decoder: requests are decoded one at a time */
-    int port;                 /* bound */
-    uint64_t started_ms;      /* wall clock */
-    uint64_t started_mono_ms; /* for uptime */
+    struct lws_vhost *vhost;    /* its one vhost: adopts the connections handed to it */
+    struct gw_listen *listener; /* the process's listening socket (the first thread's) */
+    struct ev_loop *loop;       /* libev (epoll): libwebsockets runs on it; NULL without a loop */
+    pr_decoder *dec;            /* one decoder: requests are decoded one at a time */
+    int port;                   /* bound */
+    uint64_t started_ms;        /* wall clock */
+    uint64_t started_mono_ms;   /* for uptime */
 
     /* The modules, each with its own state. */
     gw_bridge *bridge;
@@ -425,7 +438,8 @@ struct gw_server {
     gw_sessions *sessions;
     gw_registry *registry;
     gw_acks *acks;
-    gw_limits *limits;
+    gw_limits *limits; /* the hub's, shared by every thread (or its own: owns_limits) */
+    bool owns_limits;
     gw_counters n; /* the figures: counted where things happen, read by gw_stats.c */
     gw_samples samples;
 
@@ -442,6 +456,10 @@ int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store, void (
                    void *wake_ud);
 /* Frees what gw_server_init made. */
 void gw_server_release(gw_server *srv);
+
+/* A connection accepted for this server (gw_listen.c): adopted by its context, or closed
+ * when stopping. */
+void gw_server_adopt(gw_server *srv, int fd);
 
 /* The protocol entry of plain HTTP on the same port (health, figures, demo, files). */
 int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,

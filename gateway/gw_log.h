@@ -8,6 +8,8 @@ enum gw_log_level { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_INFO, GW_LOG_DEBUG };
 void gw_log_set_level(enum gw_log_level lvl);
 /* Every line names the node from then on (the cluster: whose log is this). */
 void gw_log_set_node(const char *name);
+/* The calling thread's lines name it from then on: service thread index (0: no name). */
+void gw_log_set_thread(unsigned index);
 /* Routes libwebsockets' own errors and warnings into this log. */
 void gw_log_capture_lws(void);
 

@@ -1,6 +1,7 @@
 /* gw: the gateway's entry point. See --help and docs/ARCHITECTURE.md. */
 #include "gw_config.h"
 #include "gw_log.h"
+#include "gw_hub.h"
 #include "gw_server.h"
 #include "gw_tls.h"
 #include "store.h"
@@ -118,14 +119,15 @@ int main(int argc, char **argv)
     so.open_groups = cfg.open_groups;
     so.on_event = on_store_event;
     so.node = cfg.node;
-    /* Other gateways' changes (PostgreSQL: the change feed); RocksDB has no others. */
-    gw_feed *feed = NULL;
-    if (cfg.store_url && !(feed = gw_feed_new(0, 0))) {
+    /* The service threads; other gateways' changes (PostgreSQL: the change feed) go to
+     * each of them. RocksDB has no other gateways. */
+    gw_hub *hub = gw_hub_new(&cfg);
+    if (!hub) {
         gw_err("out of memory");
         return 1;
     }
-    so.on_change = feed ? gw_feed_post : NULL;
-    so.change_ud = feed;
+    so.on_change = cfg.store_url ? gw_hub_post : NULL;
+    so.change_ud = hub;
     st_store *store = NULL;
     char err[1024];
     if (st_open(&so, &store, err, sizeof(err)) != 0) {
@@ -143,16 +145,17 @@ int main(int argc, char **argv)
                                : "existing",
             st_writable(store) ? "" : "; not reachable yet: retrying");
 
-    gw_server *srv = NULL;
-    if (gw_server_new(&cfg, store, feed, &srv) != 0) {
+    int port = gw_hub_start(hub, &cfg, store);
+    if (port < 0) {
         st_close(store);
-        gw_feed_free(feed);
+        gw_hub_finish(hub);
+        gw_hub_free(hub);
         return 1;
     }
-    int port = gw_server_port(srv);
-    gw_server_name(srv, port);
-    gw_info("listening on %s://%s:%d/ws (%s)", cfg.insecure ? "ws" : "wss", cfg.listen, port,
-            cfg.insecure ? "plain, no TLS: development only" : "TLS 1.2 and 1.3 only");
+    gw_info("listening on %s://%s:%d/ws (%s; %u service thread%s)", cfg.insecure ? "ws" : "wss",
+            cfg.listen, port,
+            cfg.insecure ? "plain, no TLS: development only" : "TLS 1.2 and 1.3 only", cfg.threads,
+            cfg.threads == 1 ? "" : "s");
     if (!cfg.insecure)
         gw_info("TLS certificate %s, key %s", cfg.cert, cfg.key);
     if (cfg.port_file) {
@@ -167,11 +170,10 @@ int main(int argc, char **argv)
     if (cfg.web_root)
         gw_info("serving the demo page from %s at %s://%s:%d/", cfg.web_root,
                 cfg.insecure ? "http" : "https", cfg.listen, port);
-    gw_server_run(srv);
+    gw_hub_run(hub);
     st_close(store); /* every write in flight completes first */
-    gw_server_drain(srv);
-    gw_server_free(srv);
-    gw_feed_free(feed);
+    gw_hub_finish(hub);
+    gw_hub_free(hub);
     gw_info("stopped");
     return 0;
 }

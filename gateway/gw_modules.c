@@ -18,12 +18,16 @@ int gw_server_init(gw_server *srv, const gw_config *cfg, st_store *store, void (
                      .page_max = cfg->page_max};
     srv->dec = pr_decoder_new(&lim);
     srv->bridge = gw_bridge_new(store, wake, wake_ud);
-    srv->sessions = gw_sessions_new(srv, srv->started_ms);
+    /* Session ids carry the start time and the thread: unique across restarts and threads. */
+    srv->sessions = gw_sessions_new(srv, srv->started_ms * GW_THREADS_MAX + srv->thread);
     srv->registry = gw_registry_new(srv);
     srv->deliver = gw_deliver_new(srv);
     srv->cluster = gw_cluster_new();
     srv->acks = gw_acks_new(srv);
-    srv->limits = gw_limits_new(cfg, srv->started_ms);
+    if (!srv->limits) { /* else borrowed: the hub's, shared by the threads */
+        srv->limits = gw_limits_new(cfg, srv->started_ms);
+        srv->owns_limits = true;
+    }
     if (!srv->dec || !srv->bridge || !srv->sessions || !srv->registry || !srv->deliver ||
         !srv->cluster || !srv->acks || !srv->limits)
         return -1;
@@ -37,7 +41,8 @@ void gw_server_release(gw_server *srv)
     gw_cluster_free(srv->cluster);
     gw_acks_free(srv->acks);
     gw_sessions_free(srv->sessions);
-    gw_limits_free(srv->limits);
+    if (srv->owns_limits)
+        gw_limits_free(srv->limits);
     gw_bridge_free(srv->bridge);
     pr_decoder_free(srv->dec);
 }

@@ -16,10 +16,17 @@
  * pauses while more than this many max_frame's worth of replies wait to be written. */
 #define REPLY_FRAMES 4
 
-/* The frame being written: LWS_PRE bytes of room, then the frame. One service thread
- * writes one frame at a time, so one buffer serves every session. */
-static uint8_t *wbuf;
-static size_t wbuf_cap;
+/* The frame being written: LWS_PRE bytes of room, then the frame. A service thread writes
+ * one frame at a time, so one buffer per thread serves all its sessions. */
+static _Thread_local uint8_t *wbuf;
+static _Thread_local size_t wbuf_cap;
+
+void gw_out_thread_end(void)
+{
+    free(wbuf);
+    wbuf = NULL;
+    wbuf_cap = 0;
+}
 
 static uint8_t *frame_room(size_t len)
 {

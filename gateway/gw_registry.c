@@ -5,6 +5,7 @@
  * (a store job: the hello and the requests after it wait for it) and kept current by
  * committed joins and leaves.
  */
+#include "gw_hub.h"
 #include "gw_internal.h"
 
 #include <stdlib.h>
@@ -178,6 +179,8 @@ static void attach(gw_user *u, gw_sess *s)
     DL_APPEND2(u->sessions, s, user_prev, user_next);
     u->n_sessions++;
     s->user = u;
+    if (s->srv->hub)
+        gw_hub_online(s->srv->hub, u->uid, 1);
 }
 
 /* The read of a user's groups at its first hello here. */
@@ -203,7 +206,9 @@ static void loaded(gw_job *j)
         memcpy(gid, g->gid.p, g->gid.n);
         gid[g->gid.n] = 0;
         /* An ack this gateway took but has not persisted yet is newer than the stored one. */
-        uint64_t ack = g->ack, pending = gw_acks_pending(reg->srv->acks, gid, u->uid);
+        gw_server *srv = reg->srv;
+        uint64_t ack = g->ack, pending = srv->hub ? gw_hub_acks_pending(srv->hub, gid, u->uid)
+                                                  : gw_acks_pending(srv->acks, gid, u->uid);
         if (!gw_member_add(reg, u, gid, pending > ack ? pending : ack, g->last_mid))
             rc = ST_ENOMEM;
     }
@@ -277,6 +282,8 @@ void gw_registry_detach(gw_registry *reg, gw_sess *s)
         return;
     DL_DELETE2(u->sessions, s, user_prev, user_next);
     s->user = NULL;
+    if (s->srv->hub)
+        gw_hub_online(s->srv->hub, u->uid, -1);
     if (--u->n_sessions == 0)
         user_free(reg, u);
 }

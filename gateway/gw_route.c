@@ -3,6 +3,7 @@
  * user's groups) and what its completion does: the reply, then the pushes. gw_reqs.c
  * decides when a request starts; this file, what it does.
  */
+#include "gw_hub.h"
 #include "gw_internal.h"
 #include "gw_webhook.h"
 
@@ -365,6 +366,8 @@ static void on_ack(gw_sess *s, const pr_req *r)
         if (mid > m->ack) {
             m->ack = mid;
             gw_acks_add(srv->acks, m->gid, s->user->uid, mid);
+            if (srv->hub)
+                gw_hub_tell_ack(srv->hub, srv->thread, m->gid, s->user->uid, mid);
             gw_unread_acked(srv->unread, m->gid, s->user->uid, mid, cap);
         }
     }

@@ -5,6 +5,8 @@
  */
 #include "gw_server.h"
 #include "gw_api.h"
+#include "gw_hub.h"
+#include "gw_listen.h"
 #include "gw_webhook.h"
 #include "gw_internal.h"
 
@@ -38,27 +40,53 @@ static gw_server *server_of(struct lws *wsi)
     return lws_context_user(lws_get_context(wsi));
 }
 
+void gw_server_adopt(gw_server *srv, int fd)
+{
+    if (srv->stopping) {
+        close(fd);
+        return;
+    }
+    /* As if its own listener had accepted it: TLS, then HTTP or the upgrade. */
+    if (!lws_adopt_socket_vhost(srv->vhost, fd)) /* it closed fd */
+        gw_warn("a new connection could not be taken (out of memory?)");
+}
+
+/* Connections the first thread accepted for this one (gw_listen.c). */
+static void adopt_handed(gw_server *srv)
+{
+    int fds[64];
+    size_t n;
+    while ((n = gw_hub_take(srv->hub, srv->thread, fds, 64)) > 0)
+        for (size_t i = 0; i < n; i++)
+            gw_server_adopt(srv, fds[i]);
+}
+
 /* The store's completions, in commit order; then writers paused for its queue may go. */
 static void drain(gw_server *srv)
 {
+    adopt_handed(srv);
     gw_bridge_drain(srv->bridge);
     /* Then the other gateways' changes (pushes among them: in mid order, gw_deliver.c). */
     gw_feed_drain(srv->feed, gw_cluster_change, srv);
     gw_sessions_store_calm(srv->sessions);
+    if (srv->hub)
+        gw_hub_serve(srv->hub, srv->thread, srv); /* another thread may want the figures */
 }
 
 /* ---- shutdown ----------------------------------------------------------------------- */
 
+/* Every service thread's context (gw_hub.h), for the signal handler to wake them all. */
 static volatile sig_atomic_t signals_seen;
-static struct lws_context *signal_ctx;
+static struct lws_context *volatile signal_ctx[GW_THREADS_MAX];
 
 static void on_signal(int sig)
 {
     (void)sig;
     if (++signals_seen > 1)
         _exit(130); /* a second signal: stop at once */
-    if (signal_ctx)
-        lws_cancel_service(signal_ctx);
+    for (unsigned i = 0; i < GW_THREADS_MAX; i++)
+        if (signal_ctx[i])
+            lws_cancel_service(signal_ctx[i]);
 }
 
 /*
@@ -73,6 +101,7 @@ static void begin_stop(gw_server *srv)
         return;
     srv->stopping = true;
     srv->stop_deadline_ms = gw_mono_ms() + STOP_GRACE_MS;
+    gw_listen_close(srv->listener); /* no new connection: they go elsewhere at once */
     gw_info("shutting down: %u sessions, %u store requests in flight",
             gw_sessions_count(srv->sessions), gw_bridge_inflight(srv->bridge));
     gw_acks_flush(srv->acks);
@@ -153,6 +182,9 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     case LWS_CALLBACK_RECEIVE:
         if (!ps->sess)
             return -1;
+        /* What another thread committed before this frame was sent is applied first: a
+         * client that saw its join confirmed there may send here at once (gw_hub.h). */
+        gw_feed_drain(srv->feed, gw_cluster_change, srv);
         return gw_sess_rx(ps->sess, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi),
                           lws_frame_is_binary(wsi));
     case LWS_CALLBACK_SERVER_WRITEABLE: return ps->sess ? gw_out_writeable(ps->sess) : -1;
@@ -178,23 +210,17 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
     }
 }
 
-/* Protocol 0: plain HTTP (gw_http.c), and the first look at every new connection, which
- * libwebsockets gives to protocol 0 only, before TLS or HTTP. */
+/* Protocol 0: plain HTTP (gw_http.c). New connections are looked at before that, when
+ * they are accepted (gw_listen.c). */
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
 {
-    if (reason == LWS_CALLBACK_FILTER_NETWORK_CONNECTION) {
-        /* Draining: no new connection, so that a client (or a load balancer trying the
-         * next node) goes elsewhere at once rather than meeting a 1001. */
-        if (server_of(wsi)->stopping)
-            return 1;
-        return gw_throttle_connection(server_of(wsi), user);
-    }
     return gw_http_callback(wsi, reason, user, in, len);
 }
 
-/* Not const: the HTTP entry's state size is known to gw_http.c only (set at start). */
-static struct lws_protocols protocols[] = {
+/* Copied into each server (the HTTP entry's state size, known to gw_http.c only, is set
+ * in the copy): every context has its own, as libwebsockets keeps pointers into it. */
+static const struct lws_protocols protocols[GW_PROTOCOLS] = {
     {"http", http_callback, 0, 0, 0, NULL, 0},
     /* rx_buffer_size: libwebsockets keeps a buffer this big per session for the whole
      * session, and hands a larger message over in pieces of it (gw_sess_rx joins them).
@@ -211,19 +237,36 @@ static struct lws_protocols protocols[] = {
 static void wake_loop(void *ud)
 {
     gw_server *srv = ud;
-    lws_cancel_service(srv->ctx); /* from the store thread: lws_cancel_service is safe */
+    /* From the store thread or another service thread: lws_cancel_service is safe. */
+    if (srv->ctx)
+        lws_cancel_service(srv->ctx);
 }
 
-int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_server **out)
+void gw_server_wake(gw_server *srv)
+{
+    wake_loop(srv);
+}
+
+int gw_server_new(const gw_config *cfg, st_store *store, gw_hub *hub, unsigned thread,
+                  gw_server **out)
 {
     *out = NULL;
     gw_server *srv = calloc(1, sizeof(*srv));
     if (!srv)
         return -1;
-    protocols[0].per_session_data_size = gw_http_pss_size();
-    if (gw_server_init(srv, cfg, store, wake_loop, srv) != 0 ||
-        gw_api_load(srv, cfg->api_key_file) != 0)
+    srv->hub = hub;
+    srv->thread = thread;
+    srv->feed = gw_hub_feed(hub, thread);
+    srv->limits = gw_hub_limits(hub); /* one table of source addresses for every thread */
+    memcpy(srv->protocols, protocols, sizeof(protocols));
+    srv->protocols[0].per_session_data_size = gw_http_pss_size();
+    if (gw_server_init(srv, cfg, store, wake_loop, srv) != 0)
         goto fail;
+    /* The API's keys and rates are the process's: the first thread reads them. */
+    if (thread == 0 && gw_api_load(srv, cfg->api_key_file) != 0)
+        goto fail;
+    if (thread > 0)
+        srv->api = gw_hub_server(hub, 0)->api;
 
     /* No libwebsockets validity timers (a hang-up time of 0 turns them off): the sweep
      * pings and hangs up instead, see gw_session.c. */
@@ -231,9 +274,10 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_serve
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof(info));
-    info.port = cfg->port;
-    info.iface = cfg->listen;
-    info.protocols = protocols;
+    /* The context does not listen: it adopts what the process's listener accepted for its
+     * thread (gw_listen.h). */
+    info.port = CONTEXT_PORT_NO_LISTEN_SERVER;
+    info.protocols = srv->protocols;
     info.user = srv;
     info.retry_and_idle_policy = &retry;
     /* HTTP/1.1 only: a browser that loaded the page over HTTP/2 would otherwise open the
@@ -275,16 +319,24 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_serve
             goto fail;
     }
     srv->ctx = lws_create_context(&info);
-    if (!srv->ctx) {
-        gw_err("cannot listen on %s:%d (address in use, bad certificate or key?)", cfg->listen,
-               cfg->port);
+    srv->vhost = srv->ctx ? lws_get_vhost_by_name(srv->ctx, "default") : NULL;
+    if (!srv->vhost) {
+        gw_err("cannot start service thread %u (a bad certificate or key?)", thread + 1);
         goto fail;
     }
-    struct lws_vhost *vh = lws_get_vhost_by_name(srv->ctx, "default");
-    srv->port = vh ? lws_get_vhost_listen_port(vh) : cfg->port;
+    /* The first thread listens, for all of them; the others are told its port. */
+    srv->port = cfg->port;
+    if (thread == 0) {
+        if (!(srv->listener = gw_listen_new(srv, cfg->listen, cfg->port)))
+            goto fail;
+        srv->port = gw_listen_port(srv->listener);
+    }
+    signal_ctx[thread] = srv->ctx;
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
-    srv->feed = feed; /* what it holds already is drained at the first wake-up */
-    gw_feed_attach(feed, wake_loop, srv);
+    /* What the feed holds already is drained at the first wake-up. */
+    gw_feed_attach(srv->feed, wake_loop, srv);
+    gw_bridge_observe(srv->bridge, gw_hub_tell, gw_hub_teller(hub, thread));
+    gw_hub_attach(hub, thread, srv, wake_loop);
     wake_loop(srv);
     *out = srv; /* the ack flush timer is armed by the first ack (gw_acks.c) */
     return 0;
@@ -306,7 +358,6 @@ void gw_server_name(gw_server *srv, int port)
 
 void gw_server_run(gw_server *srv)
 {
-    signal_ctx = srv->ctx;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -320,6 +371,7 @@ void gw_server_run(gw_server *srv)
     }
     /* Whatever acks are still here go to the store now; st_close commits them. */
     gw_acks_flush(srv->acks);
+    gw_out_thread_end();
 }
 
 void gw_server_drain(gw_server *srv)
@@ -335,10 +387,12 @@ void gw_server_free(gw_server *srv)
     if (!srv)
         return;
     gw_feed_attach(srv->feed, NULL, NULL); /* the feed outlives the server until st_close */
+    gw_listen_free(srv->listener);
+    srv->listener = NULL;
     if (srv->ctx) {
         lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, NULL, LWS_SET_TIMER_USEC_CANCEL);
+        signal_ctx[srv->thread] = NULL;
         lws_context_destroy(srv->ctx); /* its CLOSED callbacks free the sessions */
-        signal_ctx = NULL;
     }
     if (srv->loop) {
         gw_acks_free(srv->acks); /* stops its timer while the loop is there */
@@ -351,7 +405,8 @@ void gw_server_free(gw_server *srv)
         ev_loop_destroy(srv->loop);
         srv->loop = NULL;
     }
-    gw_api_free(srv->api);
+    if (srv->thread == 0)
+        gw_api_free(srv->api); /* the others borrow it */
     gw_server_release(srv);
     free(srv);
 }

@@ -8,14 +8,18 @@
 #define GW_SERVER_H
 
 #include "gw_config.h"
-#include "gw_feed.h"
 #include "store.h"
 
 typedef struct gw_server gw_server;
 
-/* Binds and listens. The server borrows store and feed (the store's change feed, NULL
- * without one; the caller frees both, the feed after closing the store). */
-int gw_server_new(const gw_config *cfg, st_store *store, gw_feed *feed, gw_server **out);
+typedef struct gw_hub gw_hub;
+
+/* Binds and listens: service thread `thread` of hub (gw_hub.h, which makes the servers).
+ * The server borrows store and hub, and the hub's feed and rate table for its thread. */
+int gw_server_new(const gw_config *cfg, st_store *store, gw_hub *hub, unsigned thread,
+                  gw_server **out);
+/* Wakes the server's loop (from any thread): it drains its bridge and feed. */
+void gw_server_wake(gw_server *srv);
 /* The port actually bound (useful with --port 0). */
 int gw_server_port(const gw_server *srv);
 /* Names the node after the port bound (unless --node named it) in logs and figures. */

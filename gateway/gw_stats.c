@@ -3,6 +3,7 @@
  * (Prometheus text exposition). Both are rendered from one table of figures taken in one
  * snapshot, so the two can never disagree or drift apart.
  */
+#include "gw_hub.h"
 #include "gw_internal.h"
 
 #include <jansson.h>
@@ -98,46 +99,90 @@ static void rates(gw_server *srv, double *sends, double *deliveries, double *pus
     *pushes = (double)(srv->n.pushes - o->pushes) / secs;
 }
 
+void gw_stats_figs(gw_server *srv, gw_figs *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->n = srv->n;
+    f->sessions = gw_sessions_count(srv->sessions);
+    f->authenticated = gw_sessions_authenticated(srv->sessions);
+    gw_registry_figures(srv->registry, &f->users, &f->groups_online, &f->lag_members, &f->lag_total,
+                        &f->lag_max);
+    gw_acks_figures(srv->acks, &f->ack_writes, &f->ack_entries);
+    f->holes = gw_deliver_holes(srv->deliver);
+    uint64_t fq_in, fq_overflows;
+    gw_feed_figures(srv->feed, &fq_in, &f->feed_dropped, &fq_overflows);
+    rates(srv, &f->r_sends, &f->r_deliveries, &f->r_pushes);
+}
+
+void gw_figs_add(gw_figs *sum, const gw_figs *f)
+{
+    /* gw_counters is uint64_t fields only: added as an array. */
+    _Static_assert(sizeof(gw_counters) % sizeof(uint64_t) == 0, "gw_counters: uint64_t only");
+    uint64_t *a = (uint64_t *)&sum->n;
+    const uint64_t *b = (const uint64_t *)&f->n;
+    uint64_t status =
+        sum->n.webhook_last_status ? sum->n.webhook_last_status : f->n.webhook_last_status;
+    for (size_t i = 0; i < sizeof(gw_counters) / sizeof(uint64_t); i++)
+        a[i] += b[i];
+    sum->n.webhook_last_status = status;
+    sum->sessions += f->sessions;
+    sum->authenticated += f->authenticated;
+    sum->users += f->users;
+    sum->groups_online += f->groups_online;
+    sum->lag_members += f->lag_members;
+    sum->lag_total += f->lag_total;
+    if (f->lag_max > sum->lag_max)
+        sum->lag_max = f->lag_max;
+    sum->ack_writes += f->ack_writes;
+    sum->ack_entries += f->ack_entries;
+    sum->holes += f->holes;
+    sum->feed_dropped += f->feed_dropped;
+    sum->r_sends += f->r_sends;
+    sum->r_deliveries += f->r_deliveries;
+    sum->r_pushes += f->r_pushes;
+}
+
 static void snapshot(gw_server *srv, table *t)
 {
-    const gw_counters *n = &srv->n;
+    /* Every service thread's figures (gw_hub.c), summed; the store's once. */
+    gw_figs all;
+    gw_stats_figs(srv, &all);
+    if (srv->hub)
+        gw_hub_figures(srv->hub, srv->thread, &all);
+    const gw_counters *n = &all.n;
     st_stats st;
     st_read_stats(srv->store, &st);
-    double r_sends, r_deliveries, r_pushes;
-    rates(srv, &r_sends, &r_deliveries, &r_pushes);
-    uint64_t users, groups_online, lag_members, lag_total, lag_max, ack_writes, ack_entries;
-    gw_registry_figures(srv->registry, &users, &groups_online, &lag_members, &lag_total, &lag_max);
-    gw_acks_figures(srv->acks, &ack_writes, &ack_entries);
 
     add(t, NULL, "node", "gw_node_info", "gauge",
         "This gateway's node name (its label node), always 1", 1, true);
     t->f[t->n - 1].str = srv->cfg.node;
+    G(NULL, "threads", "gw_service_threads", "Service threads (--threads), each with its sessions",
+      srv->hub ? gw_hub_threads(srv->hub) : 1);
     add(t, NULL, "uptime_s", "gw_uptime_seconds", "gauge", "Seconds since the gateway started",
         (double)(gw_mono_ms() - srv->started_mono_ms) / 1000.0, false);
-    G("connections", "now", "gw_connections", "WebSocket sessions open",
-      gw_sessions_count(srv->sessions));
+    G("connections", "now", "gw_connections", "WebSocket sessions open", all.sessions);
     G("connections", "peak", "gw_connections_peak", "Most sessions open at once",
       n->connections_peak);
     C("connections", "total", "gw_connections_total", "WebSocket sessions accepted",
       n->connections);
     G("sessions", "authenticated", "gw_sessions_authenticated", "Sessions past hello",
-      gw_sessions_authenticated(srv->sessions));
+      all.authenticated);
     C("sessions", "auth_failures", "gw_auth_failures_total", "Refused tokens", n->auth_failures);
-    G(NULL, "users_online", "gw_users_online", "Users with at least one session", users);
+    G(NULL, "users_online", "gw_users_online", "Users with at least one session", all.users);
     G("groups", "total", "gw_groups", "Groups in the store", st.groups);
-    G("groups", "online", "gw_groups_online", "Groups with an online member", groups_online);
+    G("groups", "online", "gw_groups_online", "Groups with an online member", all.groups_online);
     G("messages", "stored", "gw_messages_stored", "Messages in the store", st.messages);
     C("messages", "sends", "gw_sends_total", "Messages stored and confirmed by this gateway",
       n->sends);
-    R("messages", "sends_per_s", r_sends);
+    R("messages", "sends_per_s", all.r_sends);
     C("messages", "duplicate_sends", "gw_sends_duplicate_total",
       "Resends of a known cid, answered without storing", n->sends_dup);
     C("messages", "deliveries", "gw_deliveries_total", "Messages queued to a session live",
       n->deliveries);
-    R("messages", "deliveries_per_s", r_deliveries);
+    R("messages", "deliveries_per_s", all.r_deliveries);
     C("messages", "pushes", "gw_pushes_total", "Messages fanned out (encoded once each)",
       n->pushes);
-    R("messages", "pushes_per_s", r_pushes);
+    R("messages", "pushes_per_s", all.r_pushes);
     C("traffic", "bytes_in", "gw_received_bytes_total", "WebSocket payload bytes received",
       n->bytes_in);
     C("traffic", "bytes_out", "gw_sent_bytes_total", "WebSocket payload bytes sent", n->bytes_out);
@@ -147,9 +192,9 @@ static void snapshot(gw_server *srv, table *t)
       n->frames_out);
     C("acks", "received", "gw_acks_received_total", "Ack entries received", n->acks_received);
     C("acks", "frames", "gw_ack_frames_total", "Ack frames received", n->ack_frames);
-    C("acks", "writes", "gw_ack_writes_total", "Ack batches persisted", ack_writes);
+    C("acks", "writes", "gw_ack_writes_total", "Ack batches persisted", all.ack_writes);
     C("acks", "entries_written", "gw_ack_entries_written_total", "Coalesced acks persisted",
-      ack_entries);
+      all.ack_entries);
     add(t, "acks", "deliveries_per_ack_frame", "gw_deliveries_per_ack_frame", "gauge",
         "Live deliveries per ack frame received (ack compression)",
         n->ack_frames ? (double)n->deliveries / (double)n->ack_frames : 0.0, false);
@@ -242,8 +287,6 @@ static void snapshot(gw_server *srv, table *t)
         (double)st.unwritable_ms / 1000.0, false);
     G("store", "queue", "gw_store_queue_length", "Writes waiting for the store's writer",
       st_pending(srv->store));
-    uint64_t fq_in, fq_dropped, fq_overflows;
-    gw_feed_figures(srv->feed, &fq_in, &fq_dropped, &fq_overflows);
     G("cluster", "feed_connected", "gw_feed_connected",
       "1 while the listener for other gateways' changes is connected (PostgreSQL)",
       st.feed_connected ? 1 : 0);
@@ -257,7 +300,7 @@ static void snapshot(gw_server *srv, table *t)
       n->feed_applied);
     C("cluster", "feed_dropped", "gw_feed_dropped_total",
       "Changes dropped because the service thread fell behind (a resync replaced them)",
-      fq_dropped);
+      all.feed_dropped);
     C("cluster", "feed_reconnects", "gw_feed_reconnects_total",
       "Times the listener connected (each followed by a resync)", st.feed_resyncs);
     C("cluster", "resyncs", "gw_resyncs_total",
@@ -272,8 +315,7 @@ static void snapshot(gw_server *srv, table *t)
         "pg_notification_queue_usage(): the database's notification queue in use (0..1)",
         st.notify_queue_usage, false);
     G("cluster", "holes", "gw_groups_with_hole",
-      "Online groups waiting for a message before they can push on",
-      gw_deliver_holes(srv->deliver));
+      "Online groups waiting for a message before they can push on", all.holes);
     C("cluster", "held", "gw_messages_held_total", "Messages held until the ones before them came",
       n->held);
     C("cluster", "hole_reads", "gw_hole_reads_total",
@@ -316,11 +358,11 @@ static void snapshot(gw_server *srv, table *t)
       "Events dropped because the queue was full (--webhook-queue)", n->webhook_dropped);
     G("webhook", "last_status", "gw_webhook_last_status",
       "The HTTP status of the last answer (0: none, or no answer)", n->webhook_last_status);
-    G("lag", "members", "gw_members_online", "Memberships of online users", lag_members);
+    G("lag", "members", "gw_members_online", "Memberships of online users", all.lag_members);
     G("lag", "total", "gw_member_ack_lag_messages", "Sum over online members of last_mid - ack",
-      lag_total);
+      all.lag_total);
     G("lag", "max", "gw_member_ack_lag_max_messages", "Largest last_mid - ack of an online member",
-      lag_max);
+      all.lag_max);
 }
 
 char *gw_stats_json(gw_server *srv)

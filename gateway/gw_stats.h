@@ -48,6 +48,21 @@ typedef struct gw_samples {
     size_t next, n;
 } gw_samples;
 
+/* One service thread's figures (gw_hub.h sums them over the threads); the store's are
+ * the process's and are read once, by the thread that renders. */
+typedef struct gw_figs {
+    gw_counters n;
+    uint64_t sessions, authenticated, users, groups_online;
+    uint64_t lag_members, lag_total, lag_max;
+    uint64_t ack_writes, ack_entries, holes, feed_dropped;
+    double r_sends, r_deliveries, r_pushes;
+} gw_figs;
+
+/* This thread's figures, now. */
+void gw_stats_figs(gw_server *srv, gw_figs *f);
+/* Adds f into sum: counts add up, the largest lag and the last webhook status are kept. */
+void gw_figs_add(gw_figs *sum, const gw_figs *f);
+
 /* Once a second: a sample for the rates. */
 void gw_stats_tick(gw_server *srv);
 /* /stats as JSON, and /metrics as Prometheus text; malloc'd, the caller frees. */

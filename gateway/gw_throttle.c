@@ -13,16 +13,19 @@
 #include "gw_internal.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 struct gw_limits {
-    gw_limit sends, bytes; /* per session */
-    gw_addrs *addrs;       /* per source address; NULL with --rate-conns 0 */
+    gw_limit sends, bytes; /* per session; read only once made */
+    /* Every service thread admits connections through the one table (gw_hub.h). */
+    pthread_mutex_t mu;
+    gw_addrs *addrs; /* per source address; NULL with --rate-conns 0 (under mu) */
     unsigned rate_conns;
-    uint64_t refused_unlogged, refused_logged_ms;
+    uint64_t refused_unlogged, refused_logged_ms; /* under mu */
 };
 
 gw_limits *gw_limits_new(const gw_config *cfg, uint64_t seed)
@@ -33,12 +36,14 @@ gw_limits *gw_limits_new(const gw_config *cfg, uint64_t seed)
     l->sends = gw_limit_make(cfg->rate_sends, cfg->rate_burst_s);
     l->bytes = gw_limit_make((double)cfg->rate_bytes, cfg->rate_burst_s);
     l->rate_conns = cfg->rate_conns;
+    pthread_mutex_init(&l->mu, NULL);
     if (cfg->rate_conns) {
         /* Whoever connects picks the addresses: keep the table's hash unpredictable. */
         if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != sizeof(seed))
             seed ^= (uint64_t)getpid() << 32;
         gw_limit c = gw_limit_make(cfg->rate_conns, cfg->rate_burst_s);
         if (!(l->addrs = gw_addrs_new(&c, seed))) {
+            pthread_mutex_destroy(&l->mu);
             free(l);
             return NULL;
         }
@@ -51,12 +56,16 @@ void gw_limits_free(gw_limits *l)
     if (!l)
         return;
     gw_addrs_free(l->addrs);
+    pthread_mutex_destroy(&l->mu);
     free(l);
 }
 
-size_t gw_limits_addresses(const gw_limits *l)
+size_t gw_limits_addresses(gw_limits *l)
 {
-    return l->addrs ? gw_addrs_count(l->addrs) : 0;
+    pthread_mutex_lock(&l->mu);
+    size_t n = l->addrs ? gw_addrs_count(l->addrs) : 0;
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 /* The shortest pause after a refusal: a client that ignores retry_ms then loses at most
@@ -162,12 +171,22 @@ int gw_throttle_connection(gw_server *srv, const struct lws_filter_network_conn_
     if (!l->addrs)
         return 0;
     uint64_t now = gw_mono_ms();
-    if (gw_addrs_admit(l->addrs, (const struct sockaddr *)&a->cli_addr, a->clilen, now))
+    pthread_mutex_lock(&l->mu);
+    if (gw_addrs_admit(l->addrs, (const struct sockaddr *)&a->cli_addr, a->clilen, now)) {
+        pthread_mutex_unlock(&l->mu);
         return 0;
+    }
     srv->n.rate_conns_refused++;
     /* A flood would fill the log: one line a second at most, with the count. */
     l->refused_unlogged++;
+    uint64_t unlogged = 0;
     if (now - l->refused_logged_ms >= 1000) {
+        unlogged = l->refused_unlogged;
+        l->refused_unlogged = 0;
+        l->refused_logged_ms = now;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (unlogged) {
         char ip[INET6_ADDRSTRLEN] = "?";
         if (a->cli_addr.ss_family == AF_INET)
             inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->cli_addr)->sin_addr, ip,
@@ -176,9 +195,7 @@ int gw_throttle_connection(gw_server *srv, const struct lws_filter_network_conn_
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->cli_addr)->sin6_addr, ip,
                       sizeof(ip));
         gw_warn("refused %lu connection(s) over --rate-conns %u/s (the last from %s)",
-                (unsigned long)l->refused_unlogged, l->rate_conns, ip);
-        l->refused_unlogged = 0;
-        l->refused_logged_ms = now;
+                (unsigned long)unlogged, l->rate_conns, ip);
     }
     return 1;
 }

@@ -86,7 +86,9 @@ static void metrics_check(const char *expect)
 
 Test(ops, stats_and_metrics_count_a_known_workload, .fini = teardown, .timeout = 60)
 {
-    static const char *const args[] = {"--ack-flush-ms", "50", NULL};
+    /* One service thread: every figure is then exact for the workload (pushes count once
+     * per thread that has the group online; test_threads.c checks the sums over threads). */
+    static const char *const args[] = {"--ack-flush-ms", "50", "--threads", "1", NULL};
     gwfx_start(&f, args);
     gwc_conn *a = gwfx_login(&f, "alice", NULL);
     gwc_conn *b = gwfx_login(&f, "bob", NULL);
@@ -243,6 +245,8 @@ Test(ops, bad_flags_are_refused_with_a_reason)
         {"--rate-bytes 1000", "--rate-bytes"}, /* ten seconds of it hold less than a frame */
         {"--rate-conns 2000000", "--rate-conns"},
         {"--handshake-timeout 0", "--handshake-timeout"},
+        {"--threads 0", "--threads"},
+        {"--threads 65", "--threads"},
     };
     char err[2048];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
