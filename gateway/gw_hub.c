@@ -168,6 +168,10 @@ size_t gw_hub_take(gw_hub *h, unsigned thread, int *fds, size_t max)
     hub_thread *t = &h->t[thread];
     pthread_mutex_lock(&t->hand_mu);
     size_t n = t->n_handed < max ? t->n_handed : max;
+    if (n == 0) {
+        pthread_mutex_unlock(&t->hand_mu);
+        return 0;
+    }
     memcpy(fds, t->handed, n * sizeof(*fds));
     memmove(t->handed, t->handed + n, (t->n_handed - n) * sizeof(*fds));
     t->n_handed -= n;
