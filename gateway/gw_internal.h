@@ -46,6 +46,16 @@
 #include <stdint.h>
 #include <uthash.h>
 
+/* uthash makes every table with 32 buckets (512 bytes) at its first entry. Most tables
+ * here are small and per user (a user's groups: often one or a few), so they start
+ * with 4 buckets and double as they fill (at 10 entries a bucket): 448 bytes less per
+ * signed-in user; the large tables (users, groups) reach their size in a few more
+ * doublings. Only the table's creation reads these. */
+#undef HASH_INITIAL_NUM_BUCKETS
+#undef HASH_INITIAL_NUM_BUCKETS_LOG2
+#define HASH_INITIAL_NUM_BUCKETS 4U
+#define HASH_INITIAL_NUM_BUCKETS_LOG2 2U
+
 typedef struct gw_server gw_server;
 typedef struct gw_sess gw_sess;
 typedef struct gw_user gw_user;
@@ -152,10 +162,10 @@ struct gw_sess {
     uint64_t last_rx_ms; /* monotonic ms of the last bytes or pong received */
     bool ping_sent;      /* a ping was sent since last_rx_ms */
 
-    double err_score; /* bad requests, decaying by one a second */
-    uint64_t err_at;  /* monotonic ms of the last decay */
-    int close_code;   /* non-zero: close with it at the next writeable */
-    char close_reason[96];
+    double err_score;   /* bad requests, decaying by one a second */
+    uint64_t err_at;    /* monotonic ms of the last decay */
+    int close_code;     /* non-zero: close with it at the next writeable */
+    char *close_reason; /* malloc'd by gw_sess_close (NULL: none) */
 };
 
 /* The close code of sessions the application signs out (its API: docs/API.md). */
@@ -444,6 +454,7 @@ struct gw_server {
     gw_samples samples;
 
     lws_sorted_usec_list_t sul_sweep; /* once a second */
+    unsigned sweeps;                  /* sweeps so far (the heap trim's cadence) */
     bool stopping;
     uint64_t stop_deadline_ms; /* monotonic */
     bool closing_all;          /* stop: sessions have been told 1001 */

@@ -280,7 +280,8 @@ int gw_out_writeable(gw_sess *s)
      * budget among them, before the close. gw_sess_close's timeout bounds the wait. */
     if (s->close_code && !o->len) {
         lws_close_reason(s->wsi, (enum lws_close_status)s->close_code,
-                         (unsigned char *)s->close_reason, strlen(s->close_reason));
+                         (unsigned char *)(s->close_reason ? s->close_reason : ""),
+                         s->close_reason ? strlen(s->close_reason) : 0);
         return -1;
     }
     uint8_t *out = NULL;

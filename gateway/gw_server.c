@@ -11,6 +11,9 @@
 #include "gw_internal.h"
 
 #include <ev.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 
 #define SWEEP_US (1000 * LWS_US_PER_MS)
 #define STOP_GRACE_MS 5000
+#define TRIM_EVERY_SWEEPS 10
 
 uint64_t gw_now_ms(void)
 {
@@ -136,10 +140,28 @@ static void check_stop(gw_server *srv)
 
 /* ---- timers ------------------------------------------------------------------------- */
 
+/*
+ * Every TRIM_EVERY_SWEEPS seconds: the pages of freed heap go back to the kernel. A burst
+ * of TLS handshakes leaves their freed buffers behind the sessions' live state, about
+ * 1.1 KiB of RSS per idle wss session at 5,000; glibc does not return pages below the
+ * top of a heap by itself. Costs 0.2-1 ms at 5,000 sessions (docs/BENCHMARKS.md, W4).
+ */
+static void trim_heap(gw_server *srv)
+{
+#ifdef __GLIBC__
+    /* One thread trims every thread's heap (malloc_trim walks all of glibc's arenas). */
+    if (srv->thread == 0 && ++srv->sweeps % TRIM_EVERY_SWEEPS == 0)
+        malloc_trim(0);
+#else
+    (void)srv;
+#endif
+}
+
 static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
     gw_sessions_sweep(srv->sessions, gw_mono_ms());
+    trim_heap(srv);
     gw_cluster_sweep(srv);
     gw_stats_tick(srv);
     check_stop(srv);
@@ -225,7 +247,9 @@ static const struct lws_protocols protocols[GW_PROTOCOLS] = {
     /* rx_buffer_size: libwebsockets keeps a buffer this big per session for the whole
      * session, and hands a larger message over in pieces of it (gw_sess_rx joins them).
      * 1 KiB holds a typical request whole and keeps an idle session's memory small:
-     * with 64 KiB, the pages it touched cost 6 KiB of RSS per idle session. */
+     * with 64 KiB, the pages it touched cost 6 KiB of RSS per idle session. 512 bytes
+     * saved 576 bytes of RSS per idle session but raised the server's CPU per delivery
+     * from 1.1 to 1.6-2.0 us (200 sessions, 2 senders flat out, 200-byte bodies). */
     {"gw.v1", ws_callback, sizeof(pss), 1024, 0, NULL, 0},
     /* The same messages as JSON text, for any WebSocket tool (docs/PROTOCOL.md). */
     {GW_PROTO_JSON, ws_callback, sizeof(pss), 1024, 0, NULL, 0},

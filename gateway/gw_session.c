@@ -106,6 +106,7 @@ void gw_sess_free(gw_sess *s)
     all->n--;
     gw_out_release(s);
     free(s->rx);
+    free(s->close_reason);
     free(s);
 }
 
@@ -114,7 +115,8 @@ void gw_sess_close(gw_sess *s, int code, const char *reason)
     if (s->close_code || !s->wsi)
         return;
     s->close_code = code;
-    snprintf(s->close_reason, sizeof(s->close_reason), "%s", reason);
+    /* Only a closing session holds its reason (at most 123 bytes go in a close frame). */
+    s->close_reason = strndup(reason, 96);
     gw_info("session %s%s%s closing: %d %s", s->sid_str, s->user ? " user " : "",
             s->user ? s->user->uid : "", code, reason);
     lws_callback_on_writable(s->wsi);
