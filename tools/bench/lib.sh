@@ -10,6 +10,16 @@
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
 #   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
+#   start_pg / pg_newdb / pg_dropdb URL / stop_pg
+#                               a PostgreSQL 15 server of the run's own (tools/pg_server.sh,
+#                               127.0.0.1; stopped by bench_cleanup), a fresh database in it
+#   prof_start FILE PID / prof_stop / prof_top FILE
+#                               perf record -e cpu-clock -g of PID into FILE, stopped by
+#                               SIGINT (bounded; bench_cleanup stops it too); its top symbols
+#   bench_install               the Debian packages, npm packages and build run.sh needs,
+#                               installed only when missing
+# With BENCH_PIN=CPUS every server started runs under taskset -c CPUS (the pid measured is
+# still the server's: taskset execs it).
 # With BENCH_TLS=1 the gateway, node and nchan serve wss:// (bench_cert makes the peers'
 # certificate: P-256, self-signed, like the one the gateway makes for itself).
 # Each start_* sets SRV_PID (the process to measure) and SRV_PORT and returns once the
@@ -19,11 +29,12 @@
 bench_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BENCH_PIDS=()
 BENCH_WORK=
-SRV_PID= SRV_PORT= SRV_STOP=
+SRV_PID='' SRV_PORT='' SRV_STOP=''
 bench_next_port=$((20000 + RANDOM % 10000))
 
 bench_cleanup() {
   local p
+  prof_stop
   for p in "${BENCH_PIDS[@]}"; do
     kill -TERM "$p" 2>/dev/null || true
   done
@@ -31,6 +42,7 @@ bench_cleanup() {
     bench_reap "$p"
   done
   BENCH_PIDS=()
+  stop_pg
   if [ -n "$BENCH_WORK" ] && [ -z "${BENCH_KEEP:-}" ]; then
     rm -rf "$BENCH_WORK"
   fi
@@ -103,6 +115,7 @@ wait_port() {
 bench_spawn() {
   local log=$1
   shift
+  [ -z "${BENCH_PIN:-}" ] || set -- taskset -c "$BENCH_PIN" "$@"
   "$@" >"$log" 2>&1 &
   SRV_PID=$!
   SRV_STOP=
@@ -186,6 +199,29 @@ start_nchan() {
   SRV_STOP=$SRV_PID SRV_PID=$w
 }
 
+# ---- PostgreSQL: one server of the run's own, a database per gateway started -------------
+BENCH_PGDIR='' BENCH_PG_URL=''
+start_pg() {
+  [ -z "$BENCH_PGDIR" ] || return 0
+  BENCH_PGDIR=$(mktemp -d /tmp/gw-bench-pg-XXXXXX)
+  BENCH_PG_URL=$("$bench_root/tools/pg_server.sh" start "$BENCH_PGDIR") || {
+    echo "bench: PostgreSQL did not start" >&2; stop_pg; return 1; }
+}
+stop_pg() {
+  [ -n "$BENCH_PGDIR" ] || return 0
+  "$bench_root/tools/pg_server.sh" stop "$BENCH_PGDIR" >/dev/null 2>&1 || true
+  rm -rf "$BENCH_PGDIR"
+  BENCH_PGDIR='' BENCH_PG_URL=''
+}
+pg_newdb() { # prints the URL of a new, empty database
+  local name="bench_${RANDOM}_${RANDOM}"
+  psql -q "$BENCH_PG_URL" -c "CREATE DATABASE $name" >&2
+  echo "${BENCH_PG_URL%/*}/$name"
+}
+pg_dropdb() { # URL
+  psql -q "$BENCH_PG_URL" -c "DROP DATABASE ${1##*/} WITH (FORCE)" >&2 || true
+}
+
 start_mosquitto() {
   local name=$1
   SRV_PORT=$(free_port)
@@ -206,6 +242,35 @@ EOF
   wait_port "$SRV_PORT" "$SRV_PID"
 }
 
+# ---- Profiles: perf record of one server process ----------------------------------------
+# prof_start FILE PID: records PID (every thread) until prof_stop. Its pid is kept in a file,
+# not a variable: gwload runs in a command substitution, and bench_cleanup must find it.
+prof_start() {
+  perf record -q -e cpu-clock -g -p "$2" -o "$1" >"$1.log" 2>&1 &
+  echo $! >"$BENCH_WORK/perf.pid"
+  sleep 0.3 # attached before the load starts
+}
+# prof_stop: SIGINT (perf writes its file and exits), at most 30 s, then KILL.
+prof_stop() {
+  local p i
+  [ -n "$BENCH_WORK" ] && [ -s "$BENCH_WORK/perf.pid" ] || return 0
+  p=$(cat "$BENCH_WORK/perf.pid")
+  rm -f "$BENCH_WORK/perf.pid"
+  kill -INT "$p" 2>/dev/null || true
+  for ((i = 0; i < 300; i++)); do
+    kill -0 "$p" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$p" 2>/dev/null || true
+  wait "$p" 2>/dev/null || true
+}
+# prof_top FILE: the flat top list (share of samples, object, symbol), 1.5% and more.
+prof_top() {
+  perf report --stdio --no-children -g none -F overhead,dso,sym --percent-limit 1.5 \
+    -i "$1" 2>/dev/null | grep -v '^#' | grep '%' | sed -E 's/ +$//; s/^(.{150}).*/\1.../' |
+    head -15 || true
+}
+
 # rss_kib PID
 rss_kib() {
   awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0
@@ -224,14 +289,53 @@ for k in sys.argv[1].split("."): v=v[k]
 print(v)' "$1"
 }
 
-# The median of the numbers on stdin; "nan" when there are none (every run failed), which
-# row() prints as "failed" instead of a figure that looks measured.
+# What run.sh needs, installed only when missing (tools/setup.sh's way: dpkg-query, then
+# apt-get as root or with sudo, non-interactive, no recommends): the peers' and tools'
+# Debian packages, the peers' npm packages (npm ci from tools/bench/peers/package-lock.json,
+# again whenever the lock file changed: a stamp in node_modules holds its checksum), and
+# the build (tools/setup.sh) when build/gw or build/tools/gw_load is missing.
+bench_install() {
+  local pkgs=(libwebsockets-test-server nginx libnginx-mod-nchan mosquitto mosquitto-clients
+              rocksdb-tools postgresql-15 postgresql-client-15 linux-perf curl)
+  # Node.js and npm from Debian only when there are none: another node (NodeSource's
+  # carries its own npm) must not be replaced.
+  command -v node >/dev/null || pkgs+=(nodejs)
+  command -v npm >/dev/null || pkgs+=(npm)
+  local missing=() p sudo=
+  for p in "${pkgs[@]}"; do
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)" = "install ok installed" ] || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "bench: installing ${missing[*]}" >&2
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+    for p in "${missing[@]}"; do
+      [[ "$(apt-cache policy "$p" 2>/dev/null || true)" =~ Candidate:\ [^\(] ]] ||
+        { echo "bench: no package $p in this system's apt sources" >&2; return 1; }
+    done
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}" >&2
+  fi
+  local peers="$bench_root/tools/bench/peers" sum
+  sum=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
+  if [ ! -d "$peers/node_modules/ws" ] || [ "$(cat "$peers/node_modules/.gw-installed-from" 2>/dev/null)" != "$sum" ]; then
+    echo "bench: npm ci in tools/bench/peers" >&2
+    (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    echo "$sum" >"$peers/node_modules/.gw-installed-from"
+  fi
+  if [ ! -x "$bench_root/build/gw" ] || [ ! -x "$bench_root/build/tools/gw_load" ]; then
+    echo "bench: building build/ (tools/setup.sh)" >&2
+    "$bench_root/tools/setup.sh" >&2
+  fi
+}
+
 # A script's start: the builds it runs and the commands it needs (NAME: the script's name
 # for the messages), every open file the hard limit allows, the token secret.
 bench_need() { # NAME CMD...
   local name=$1 c; shift
-  [ -x "$root/build/tools/gw_load" ] && [ -x "$root/build/gw" ] || {
-    echo "$name: build first: tools/setup.sh" >&2; exit 1; }
+  if [ ! -x "$bench_root/build/tools/gw_load" ] || [ ! -x "$bench_root/build/gw" ]; then
+    echo "$name: build first: tools/setup.sh" >&2; exit 1
+  fi
   for c in "$@"; do
     command -v "$c" >/dev/null || { echo "$name: $c missing: tools/setup.sh installs it" >&2; exit 1; }
   done
@@ -241,7 +345,10 @@ bench_need() { # NAME CMD...
 # The median of the non-empty arguments; a field of a JSON line ("" if there is none).
 med() { printf '%s\n' "$@" | awk 'NF' | median; }
 field() { [ -n "$1" ] && jget "$2" <<<"$1" || echo ""; }
+# The median of the numbers on stdin; "nan" when there are none (every run failed), which
+# row() prints as "failed" instead of a figure that looks measured.
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; else print "nan"}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a ~ /^[0-9.eE+-]+$/ && b ~ /^[0-9.eE+-]+$/ && b > 0) printf "%.2f", a/b; else printf "n/a"}'; }
 # row FORMAT ARGS...: printf for a table row, with a failed measurement shown as such.
+# shellcheck disable=SC2059 # the format is the caller's
 row() { printf "$@" | sed -E 's/(^|[| ])-?nan([| ]|$)/\1failed\2/g'; }

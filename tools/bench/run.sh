@@ -1,29 +1,54 @@
 #!/usr/bin/env bash
 # The gateway's benchmark suite, each peer server measured in the same run.
-#   tools/bench/run.sh [--runs N] [--seconds S] [--quick] [--raw FILE]
+#   tools/bench/run.sh [--runs N] [--seconds S] [--quick] [--raw FILE] [--profile]
 #                      [--sizes "100 1000 10000"] [--idle-sizes "10000 50000"]
-#                      [--gw-flags "FLAGS"] [WORKLOAD...]
-# WORKLOAD: w1 w2 w3 w4 w5 w6 storage (default: all). Every figure is the median of N
-# runs (default 3; --quick: 1 run of 2 s, small sizes only). Prints Markdown tables for
-# docs/BENCHMARKS.md; w1 also keeps its medians in tools/bench/results/w1.tsv (a row per
-# group size and server, replaced when measured again) and draws docs/bench-w1.svg.
+#                      [--gw-flags "FLAGS"] [--results DIR] [WORKLOAD...]
+# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage (default: all). Every figure is the median
+# of N runs (default 3 of 5 s; --quick: 1 run of 2 s, small sizes only: a smoke test).
+# Prints Markdown tables for docs/BENCHMARKS.md. Installs what it needs first, only what
+# is missing: the Debian packages (libwebsockets-test-server nginx libnginx-mod-nchan
+# mosquitto mosquitto-clients rocksdb-tools postgresql-15 postgresql-client-15 linux-perf
+# curl; nodejs and npm when there is no node or npm), as root or with sudo; the peers' npm
+# packages (npm ci in tools/bench/peers); the build (tools/setup.sh) when build/gw or
+# build/tools/gw_load is missing.
+# w1 keeps its medians in tools/bench/results/w1.tsv (a row per group size and server,
+# replaced when measured again) and draws docs/bench-w1.svg; --results DIR: both go to DIR
+# instead; --quick writes neither unless --results is given.
 # --gw-flags: extra flags for every gateway started (say so beside the figures).
+# --profile: the gateway of the first run of w1 (first size, 1 thread), w3 (50%, sync on),
+#    w4 (first size, 1 thread) and w5 (pages of 100, 8 pulls in flight) is recorded by
+#    `perf record -e cpu-clock -g` while gw_load runs; its top symbols are printed under the
+#    table (that run's figures stay among the medians, with perf's cost in them).
+# The gateway runs with --threads 1 or 2 where the rows say so, else at its default (one
+# service thread per core).
 #   w1 fan-out: one sender flat out, groups of 100, 1,000, 10,000: deliveries/s and per
-#      server CPU second. Peers: libwebsockets-test-server (lws-mirror-protocol), a
-#      Node.js `ws` broadcast server, nginx + nchan.
-#   w2 durable sends (sync on) at 1, 64, 1,024 senders, messages per fsync; peer db_bench.
-#   w3 send-to-deliver latency at 25/50/75% of w1's maximum for a group of 100.
-#   w4 idle sessions (10,000 and 50,000): server RSS per session, CPU while idle.
-#   w5 offline pull: 25,000 unread over 40 groups, pages of 100 and 500: messages/s.
+#      server CPU second, the gateway with 1 and with 2 threads. Peers:
+#      libwebsockets-test-server (lws-mirror-protocol), a Node.js `ws` broadcast server,
+#      nginx + nchan.
+#   w2 durable sends (sync on) at 1, 64, 1,024 senders one send in flight, and 1 sender
+#      with 8 in flight; messages per fsync; peer db_bench.
+#   w3 send-to-deliver latency at 25/50/75% of w1's 1-thread maximum for a group of 100,
+#      pinned: the server on core 1 (the gateway with --threads 1, sync on and --no-sync;
+#      lws-test-server), gw_load on core 0.
+#   w4 idle sessions (10,000 and 50,000, wss://): server RSS per session, CPU while idle;
+#      the gateway with 1 and 2 threads, node, nchan.
+#   w5 offline pull: 25,000 unread over 40 groups, pages of 100 and 500, 1 and 8 pulls in
+#      flight (--pull-window): messages/s.
 #   w6 acks: ack frames per delivered message and ack writes/s, batched vs per message.
+#   threads: the gateway with --threads 1 and 2 on RocksDB and on PostgreSQL (a server of
+#      the run's own, tools/pg_server.sh, a fresh database per gateway): w1 at the sizes
+#      up to 1,000 members and w4 at the first idle size; deliveries/s, RSS per session,
+#      idle CPU, server CPU per delivery and its ratio 2 threads/1 thread.
 #   storage: bytes on disk per message, a group of 500 with 200 offline, vs mosquitto.
-# Servers bind 127.0.0.1 only; everything started is stopped on exit and on Ctrl-C.
+# Servers bind 127.0.0.1 only; everything started (perf too) is stopped on exit and on
+# Ctrl-C; every gw_load run is bounded (timeout 600 s).
+# shellcheck disable=SC2119 # stop_srv: its argument is optional
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tools/bench/lib.sh"
 
-runs=3 secs=5 quick= rawlog=/dev/null
+runs=3 secs=5 quick='' rawlog=/dev/null profile='' outdir=''
 work=() w1_sizes=() w4_sizes=() gw_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,25 +56,21 @@ while [ $# -gt 0 ]; do
     --seconds) secs=$2; shift 2 ;;
     --quick) quick=1 runs=1 secs=2; shift ;;
     --raw) rawlog=$2; shift 2 ;;
+    --profile) profile=1; shift ;;
+    --results) outdir=$2; shift 2 ;;
     --sizes) read -ra w1_sizes <<<"$2"; shift 2 ;;
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
-    w1|w2|w3|w4|w5|w6|storage) work+=("$1"); shift ;;
+    w1|w2|w3|w4|w5|w6|threads|storage) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -e/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ ${#work[@]} -gt 0 ] || work=(w1 w2 w3 w4 w5 w6 storage)
+[ ${#work[@]} -gt 0 ] || work=(w1 w2 w3 w4 w5 w6 threads storage)
 want() { local w; for w in "${work[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
 
 load="$root/build/tools/gw_load"
-[ -x "$load" ] && [ -x "$root/build/gw" ] || {
-  echo "run.sh: build first: cmake --build $root/build -j2" >&2; exit 1; }
-for c in libwebsockets-test-server node nginx db_bench; do
-  command -v "$c" >/dev/null || { echo "run.sh: $c missing (see docs/BENCHMARKS.md)" >&2; exit 1; }
-done
-[ -d "$root/tools/bench/peers/node_modules/ws" ] ||
-  (cd "$root/tools/bench/peers" && npm ci --no-audit --no-fund >/dev/null)
+bench_install
 
 # One socket per session, on both sides: the hard limit is raised as far as root may.
 ulimit -Hn 200000 2>/dev/null || true
@@ -59,10 +80,15 @@ bench_init
 say() { echo "run.sh: $*" >&2; }
 
 # gwload TAG ARGS...: one bounded gw_load run; prints its JSON line ("" if it failed).
+# LOAD_PIN=CPUS: gw_load runs under taskset -c CPUS. PROF=FILE: the server ($SRV_PID) is
+# recorded by perf into FILE while gw_load runs (perf stopped right after it).
 gwload() {
-  local tag=$1 out rc=0
+  local tag=$1 out rc=0 pin=()
   shift
-  out=$(timeout 600 "$load" --json "$@" 2>"$BENCH_WORK/load.err") || rc=$?
+  [ -z "${LOAD_PIN:-}" ] || pin=(taskset -c "$LOAD_PIN")
+  [ -z "${PROF:-}" ] || prof_start "$PROF" "$SRV_PID"
+  out=$(timeout 600 ${pin[@]+"${pin[@]}"} "$load" --json "$@" 2>"$BENCH_WORK/load.err") || rc=$?
+  [ -z "${PROF:-}" ] || prof_stop
   out=$(grep '^{' <<<"$out" | tail -1 || true)
   if [ "$rc" -ne 0 ]; then
     say "$tag: gw_load exited $rc: $(grep -v '^gw_load: [0-9]* s:' "$BENCH_WORK/load.err" | tail -2 | tr '\n' ' ')"
@@ -76,24 +102,72 @@ target() {
   local ws=ws
   [ -z "${BENCH_TLS:-}" ] || ws=wss
   case "$1" in
-    gw) echo "--url $ws://127.0.0.1:$SRV_PORT/ws" ;;
+    gw*) echo "--url $ws://127.0.0.1:$SRV_PORT/ws" ;;
     lws) echo "--raw $ws://127.0.0.1:$SRV_PORT/ --raw-protocol lws-mirror-protocol" ;;
     node) echo "--raw $ws://127.0.0.1:$SRV_PORT/" ;;
     nchan) echo "--raw $ws://127.0.0.1:$SRV_PORT/sub --raw-pub $ws://127.0.0.1:$SRV_PORT/pub" ;;
   esac
 }
+# Server kinds: gw (the gateway at its default threads), gw1 and gw2 (--threads 1 and 2),
+# gwns (--threads 1 --no-sync), and the peers.
 start_kind() {
   case "$1" in
     gw) start_gw gw ${gw_flags[@]+"${gw_flags[@]}"} ;;
+    gw1) start_gwt 1 ;;
+    gw2) start_gwt 2 ;;
+    gwns) start_gwt 1 --no-sync ;;
     lws) start_lws ;;
     node) start_node ;;
     nchan) start_nchan ;;
   esac
 }
+stats() {
+  local s=http
+  [ -z "${BENCH_TLS:-}" ] || s=https
+  curl -sk --max-time 5 "$s://127.0.0.1:$SRV_PORT/stats"
+}
+# start_gwt THREADS [FLAGS...]: the gateway with --threads THREADS (what /stats says is
+# checked) and FLAGS; BENCH_STORE_URL, BENCH_TLS, BENCH_PIN as for start_gw.
+start_gwt() {
+  local t=$1 n
+  shift
+  start_gw gw ${gw_flags[@]+"${gw_flags[@]}"} "$@" --threads "$t" || return 1
+  n=$(stats | jget threads 2>/dev/null || true)
+  [ "$n" = "$t" ] || say "the gateway started with --threads $t reports ${n:-no} threads in /stats"
+}
 sources_for() { echo $(( $1 / 5000 + 1 )); }
+# fmt DIGITS VALUE: VALUE with DIGITS decimals, "" stays "", nan stays nan (row: "failed").
+fmt() { awk -v d="$1" -v v="$2" 'BEGIN{if (v ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) printf "%.*f", d, v; else printf "%s", v}'; }
 
-peers=(gw lws node nchan)
-declare -A name=([gw]="gateway" [lws]="lws-test-server" [node]="node ws" [nchan]="nginx+nchan")
+declare -A name=([gw]="gateway" [gw1]="gateway, 1 thread" [gw2]="gateway, 2 threads"
+                 [gwns]="gateway, --no-sync" [lws]="lws-test-server" [node]="node ws"
+                 [nchan]="nginx+nchan")
+
+# ---- Profiles (--profile) -------------------------------------------------------------
+# prof_for TAG TITLE: sets prof_file to the file to record into ("" when --profile is
+# off) and keeps TITLE for prof_print. Called for the one run to record.
+profs=() prof_file=''
+prof_for() {
+  prof_file=''
+  [ -n "$profile" ] || return 0
+  prof_file="$BENCH_WORK/prof-$1.data"
+  profs+=("$2|$prof_file")
+}
+# The profiles taken since the last call, as fenced blocks (under a workload's table).
+prof_print() {
+  local e t p
+  for e in ${profs[@]+"${profs[@]}"}; do
+    t=${e%%|*} p=${e#*|}
+    echo
+    echo "Profile of the gateway, $t, first run: perf record -e cpu-clock -g for the"
+    echo "whole gw_load run; share of samples by object and symbol, 1.5% and more:"
+    echo
+    echo '```'
+    if [ -s "$p" ]; then prof_top "$p"; else echo "(no profile: $(tail -1 "$p.log" 2>/dev/null || true))"; fi
+    echo '```'
+  done
+  profs=()
+}
 
 # ---- W1: fan-out ----------------------------------------------------------------------
 declare -A W1_D W1_C W1_LU W1_SU
@@ -109,20 +183,25 @@ if [ ${#w4_sizes[@]} -eq 0 ]; then
   [ "$w4_max" -lt 50000 ] || w4_max=50000
   w4_sizes=(10000 "$w4_max")
   [ "$w4_max" -gt 10000 ] || w4_sizes=("$w4_max")
-  [ -z "$quick" ] || w4_sizes=(10000)
+  [ -z "$quick" ] || w4_sizes=("${w4_sizes[0]}")
   [ "$w4_max" -ge 50000 ] || ! want w4 ||
     say "w4: open-files hard limit $(ulimit -Hn): largest size $w4_max, not 50000"
 fi
-results="$root/tools/bench/results"
+results="${outdir:-$root/tools/bench/results}"
+w1_svg="$root/docs/bench-w1.svg"
+[ -z "$outdir" ] || w1_svg="$outdir/bench-w1.svg"
+w1_kinds=(gw1 gw2 lws node nchan)
 w1() {
-  local m k r d c lu su out
+  local m k r d c out p
   for m in "${w1_sizes[@]}"; do
     declare -A dl=() cl=() lul=() sul=()
     for ((r = 0; r < runs; r++)); do
-      for k in "${peers[@]}"; do
+      for k in "${w1_kinds[@]}"; do
         start_kind "$k" || { say "w1 $m members, $k: did not start"; stop_srv; continue; }
+        p=
+        [ "$r $k $m" != "0 gw1 ${w1_sizes[0]}" ] || { prof_for w1 "W1, $m members, 1 thread"; p=$prof_file; }
         # shellcheck disable=SC2046
-        out=$(gwload "w1 $k $m" $(target "$k") --sessions "$m" --group-size "$m" --senders 1 \
+        out=$(PROF=$p gwload "w1 $k $m" $(target "$k") --sessions "$m" --group-size "$m" --senders 1 \
               --seconds "$secs" --sources "$(sources_for "$m")" --server-pid "$SRV_PID")
         stop_srv
         # Per second of delivering: up to the last delivery, not the drain after it.
@@ -136,7 +215,7 @@ w1() {
         say "w1 $m members, $k, run $((r + 1)): ${d:-failed} deliveries/s"
       done
     done
-    for k in "${peers[@]}"; do
+    for k in "${w1_kinds[@]}"; do
       # shellcheck disable=SC2086
       W1_D[$k,$m]=$(med ${dl[$k]:-}) W1_C[$k,$m]=$(med ${cl[$k]:-})
       # shellcheck disable=SC2086
@@ -147,32 +226,44 @@ w1() {
   echo
   echo "### W1 fan-out ($runs runs of ${secs} s, median)"
   echo
-  echo "| members | server | deliveries/s | deliveries per server CPU s | gw/peer deliveries/s | gw/peer per CPU s | server us/delivery | gw_load us/delivery |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "gw1, gw2: the gateway with --threads 1, with --threads 2 (the peers: one thread each,"
+  echo "nginx one worker)."
+  echo
+  echo "| members | server | deliveries/s | deliveries per server CPU s | gw1/peer deliveries/s | gw1/peer per CPU s | gw2/peer deliveries/s | server us/delivery | gw_load us/delivery |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   for m in "${w1_sizes[@]}"; do
-    for k in "${peers[@]}"; do
-      local rd="" rc=""
-      [ "$k" = gw ] || { rd=$(ratio "${W1_D[gw,$m]}" "${W1_D[$k,$m]}"); rc=$(ratio "${W1_C[gw,$m]}" "${W1_C[$k,$m]}"); }
-      row '| %d | %s | %.0f | %.0f | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
-        "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}"
+    for k in "${w1_kinds[@]}"; do
+      local rd="" rc="" r2=""
+      case "$k" in
+        gw*) ;;
+        *) rd=$(ratio "${W1_D[gw1,$m]}" "${W1_D[$k,$m]}") rc=$(ratio "${W1_C[gw1,$m]}" "${W1_C[$k,$m]}")
+           r2=$(ratio "${W1_D[gw2,$m]}" "${W1_D[$k,$m]}") ;;
+      esac
+      row '| %d | %s | %.0f | %.0f | %s | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
+        "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "$r2" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}"
     done
   done
+  prof_print
+  if [ -n "$quick" ] && [ -z "$outdir" ]; then
+    say "--quick: tools/bench/results/w1.tsv and docs/bench-w1.svg left as they are (--results DIR writes them there)"
+    return 0
+  fi
   # Keep the medians (other group sizes measured before stay), then draw them all.
-  mkdir -p "$results"
+  mkdir -p "$results" "$(dirname "$w1_svg")"
   touch "$results/w1.tsv"
   {
     for m in "${w1_sizes[@]}"; do
-      for k in "${peers[@]}"; do
+      for k in "${w1_kinds[@]}"; do
         printf '%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\n' "$m" "$k" "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" \
           "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}" "$(date -u +%Y-%m-%d)"
       done
     done
-    awk -v s=" ${w1_sizes[*]} " 'index(s, " " $1 " ") == 0' "$results/w1.tsv"
+    awk -v s=" ${w1_sizes[*]} " '!/^#/ && index(s, " " $1 " ") == 0' "$results/w1.tsv"
   } | sort -n -k1,1 -s >"$BENCH_WORK/w1.tsv"
   { echo "# members server deliveries_per_s deliveries_per_server_cpu_s server_us_per_delivery load_us_per_delivery date"
-    grep -v '^#' "$BENCH_WORK/w1.tsv"; } >"$results/w1.tsv"
-  w1_plot <"$results/w1.tsv" >"$root/docs/bench-w1.svg"
-  say "wrote tools/bench/results/w1.tsv and docs/bench-w1.svg"
+    cat "$BENCH_WORK/w1.tsv"; } >"$results/w1.tsv"
+  w1_plot <"$results/w1.tsv" >"$w1_svg"
+  say "wrote $results/w1.tsv and $w1_svg"
 }
 
 # The plot, from results/w1.tsv on stdin: two panels (deliveries/s; deliveries per server
@@ -181,14 +272,18 @@ w1_plot() {
   python3 -c '
 import sys
 rows = [l.split() for l in sys.stdin if l.strip() and not l.startswith("#")]
-names = {"gw": "gateway", "lws": "lws-test-server", "node": "node ws", "nchan": "nginx+nchan"}
-colors = {"gw": "#1f77b4", "lws": "#7f7f7f", "node": "#2ca02c", "nchan": "#d62728"}
+names = {"gw": "gateway", "gw1": "gateway, 1 thread", "gw2": "gateway, 2 threads",
+         "lws": "lws-test-server", "node": "node ws", "nchan": "nginx+nchan"}
+colors = {"gw": "#9ecae1", "gw1": "#1f77b4", "gw2": "#08306b", "lws": "#7f7f7f",
+          "node": "#2ca02c", "nchan": "#d62728"}
 sizes = sorted({int(r[0]) for r in rows})
-kinds = []
-for r in rows:
-    if r[1] not in kinds: kinds.append(r[1])
+order = ["gw", "gw1", "gw2", "lws", "node", "nchan"]
+kinds = sorted({r[1] for r in rows}, key=lambda k: (order.index(k) if k in order else len(order), k))
 val = {(int(r[0]), r[1]): (float(r[2]), float(r[3])) for r in rows}
-W, H, pad, top = 760, 380, 60, 50
+W, pad, top, step = 760, 60, 50, 140
+per_line = max(1, (W - pad) // step)
+lines = (len(kinds) + per_line - 1) // per_line
+H = 380 + 18 * (max(lines, 1) - 1)
 panels = [("deliveries per second", 0), ("deliveries per server CPU second", 1)]
 pw = (W - pad * 2) / len(panels)
 out = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"11\">",
@@ -197,7 +292,7 @@ out = [f"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" 
 for pi, (title, idx) in enumerate(panels):
     x0 = pad + pi * pw
     ymax = max([v[idx] for v in val.values()] + [1])
-    ph = H - top - 70
+    ph = 380 - top - 70
     out.append(f"<text x=\"{x0 + pw/2 - 20}\" y=\"{top - 8}\" text-anchor=\"middle\" font-size=\"12\">{title}</text>")
     out.append(f"<line x1=\"{x0}\" y1=\"{top+ph}\" x2=\"{x0+pw-40}\" y2=\"{top+ph}\" stroke=\"black\"/>")
     for t in range(5):
@@ -214,52 +309,55 @@ for pi, (title, idx) in enumerate(panels):
             col, nm = colors.get(k, "#999"), names.get(k, k)
             out.append(f"<rect x=\"{gx+ki*bw:.1f}\" y=\"{top+ph-h:.1f}\" width=\"{bw-2:.1f}\" height=\"{h:.1f}\" fill=\"{col}\"><title>{nm}, {m} members: {v:.0f}</title></rect>")
         out.append(f"<text x=\"{gx + (gw-16)/2}\" y=\"{top+ph+14}\" text-anchor=\"middle\">{m} members</text>")
-lx = pad
-for k in kinds:
+for i, k in enumerate(kinds):
     col, nm = colors.get(k, "#999"), names.get(k, k)
-    out.append(f"<rect x=\"{lx}\" y=\"{H-28}\" width=\"12\" height=\"12\" fill=\"{col}\"/>")
-    out.append(f"<text x=\"{lx+16}\" y=\"{H-18}\">{nm}</text>")
-    lx += 150
+    lx, ly = pad + (i % per_line) * step, 380 - 28 + 18 * (i // per_line)
+    out.append(f"<rect x=\"{lx}\" y=\"{ly}\" width=\"12\" height=\"12\" fill=\"{col}\"/>")
+    out.append(f"<text x=\"{lx+16}\" y=\"{ly+10}\">{nm}</text>")
 out.append("</svg>")
 print("\n".join(out))
 '
 }
 
-# The gateway's W1 maximum for a group of 100 (measured here if w1 did not run).
+# The gateway's W1 maximum with 1 thread for a group of 100 (measured here, the same
+# load, if w1 did not run).
 w1_max100() {
-  if [ -z "${W1_D[gw,100]:-}" ]; then
+  if [ -z "${W1_D[gw1,100]:-}" ]; then
     local r out l=()
     for ((r = 0; r < runs; r++)); do
-      start_gw gw ${gw_flags[@]+"${gw_flags[@]}"}
-      out=$(gwload "w1max gw 100" --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 100 \
-            --group-size 100 --seconds "$secs" --server-pid "$SRV_PID")
+      start_kind gw1
+      out=$(gwload "w1max gw1 100" --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 100 \
+            --group-size 100 --senders 1 --seconds "$secs" --server-pid "$SRV_PID")
       stop_srv
-      l+=("$(field "$out" deliveries_per_s)")
+      l+=("$(field "$out" deliveries_per_active_s)")
     done
-    W1_D[gw,100]=$(med "${l[@]}")
+    W1_D[gw1,100]=$(med "${l[@]}")
   fi
-  echo "${W1_D[gw,100]}"
+  echo "${W1_D[gw1,100]}"
 }
 
 # ---- W2: durable sends ----------------------------------------------------------------
-stats() { curl -s --max-time 5 "http://127.0.0.1:$SRV_PORT/stats"; }
 w2() {
-  local n r out o=() f=() p=() e m0 c0 m1 c1 i
+  local n win spec r out o=() f=() p=() e m0 c0 m1 c1 i
   echo
   echo "### W2 durable sends, sync on ($runs runs of ${secs} s, median)"
   echo
-  echo "| senders | gateway confirmed sends/s | messages per fsync | db_bench fillrandom --sync=1 ops/s | ratio gateway/db_bench | gw_load CPU s per server CPU s |"
-  echo "|---|---|---|---|---|---|"
-  for n in 1 64 1024; do
-    o=() f=() p=() e=()
+  echo "window: sends a sender keeps in flight (gw_load --window). db_bench runs as many threads"
+  echo "as there are senders."
+  echo
+  echo "| senders | window | gateway confirmed sends/s | messages per fsync | db_bench fillrandom --sync=1 ops/s | ratio gateway/db_bench | gw_load CPU s per server CPU s |"
+  echo "|---|---|---|---|---|---|---|"
+  for spec in "1 1" "64 1" "1024 1" "1 8"; do
+    read -r n win <<<"$spec"
+    o=() f=() p=()
     local lc=()
     for ((r = 0; r < runs; r++)); do
       start_gw gw ${gw_flags[@]+"${gw_flags[@]}"}
-      # Every sender has a group of its own (no fan-out) and one send in flight: a
-      # sender waits for its `sent` (written and fsynced) before the next, like a
+      # Every sender has a group of its own (no fan-out) and WINDOW sends in flight: with
+      # 1, a sender waits for its `sent` (written and fsynced) before the next, like a
       # db_bench thread waits for its synced Put.
       timeout 600 "$load" --json --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 0 \
-        --senders "$n" --own-groups --window 1 --seconds "$secs" --sources 2 \
+        --senders "$n" --own-groups --window "$win" --seconds "$secs" --sources 2 \
         --server-pid "$SRV_PID" >"$BENCH_WORK/w2.out" 2>"$BENCH_WORK/w2.err" &
       local lp=$!
       for ((i = 0; i < 1200; i++)); do
@@ -269,11 +367,11 @@ w2() {
       done
       local s0 s1
       s0=$(stats)
-      wait "$lp" || say "w2 $n: gw_load exited $?"
+      wait "$lp" || say "w2 $n x $win: gw_load exited $?"
       s1=$(stats)
       stop_srv
       out=$(grep '^{' "$BENCH_WORK/w2.out" | tail -1 || true)
-      [ -n "$out" ] && echo "w2 gw $n $out" >>"$rawlog"
+      [ -n "$out" ] && echo "w2 gw $n window $win $out" >>"$rawlog"
       m0=$(jget messages.stored <<<"$s0") c0=$(jget store.commits <<<"$s0")
       m1=$(jget messages.stored <<<"$s1") c1=$(jget store.commits <<<"$s1")
       o+=("$(field "$out" confirmed_per_s)")
@@ -282,51 +380,62 @@ w2() {
       rm -rf "$BENCH_WORK/db"
       e=$(db_bench --benchmarks=fillrandom --db="$BENCH_WORK/db" --sync=1 --threads="$n" \
           --value_size=200 --duration="$secs" --num=100000000 2>&1 |
-          grep -E '^fillrandom +:' | sed -E 's/.* ([0-9]+) ops\/sec.*/\1/')
+          grep -E '^fillrandom +:' | sed -E 's/.* ([0-9]+) ops\/sec.*/\1/' || true)
       p+=("$e")
-      say "w2 $n senders, run $((r + 1)): gateway ${o[-1]}/s (${f[-1]} per fsync), db_bench ${e:-failed}/s"
+      say "w2 $n senders, window $win, run $((r + 1)): gateway ${o[-1]}/s (${f[-1]} per fsync), db_bench ${e:-failed}/s"
     done
     local om pm
     om=$(med "${o[@]}") pm=$(med "${p[@]}")
-    row '| %d | %.0f | %.1f | %.0f | %s | %.2f |\n' "$n" "$om" "$(med "${f[@]}")" "$pm" \
+    row '| %d | %d | %.0f | %.1f | %.0f | %s | %.2f |\n' "$n" "$win" "$om" "$(med "${f[@]}")" "$pm" \
       "$(ratio "$om" "$pm")" "$(med "${lc[@]}")"
   done
 }
 
 # ---- W3: latency ----------------------------------------------------------------------
+# Pinned: the server on core 1 (the gateway with --threads 1), gw_load on core 0, so the
+# two never share a core and the server has one to itself.
 w3() {
-  local max frac rate r out a b c d
+  local max frac rate r out k p
   max=$(w1_max100)
   echo
-  echo "### W3 send-to-deliver latency, group of 100 ($runs runs of ${secs} s, median)"
+  echo "### W3 send-to-deliver latency, group of 100, pinned: server on core 1, gw_load on core 0 ($runs runs of ${secs} s, median)"
   echo
-  echo "W1 maximum for 100 members: $(printf '%.0f' "$max") deliveries/s ($(awk -v m="$max" 'BEGIN{printf "%.0f", m/100}') sends/s)."
-  echo
-  echo "The same open-loop rate is also offered to libwebsockets-test-server (no storage, no"
-  echo "acks, one frame per message): the latency of the stack and the load generator alone."
+  echo "W1 maximum for 100 members, the gateway with 1 thread: $(printf '%.0f' "$max") deliveries/s ($(awk -v m="$max" 'BEGIN{printf "%.0f", m/100}') sends/s)."
+  echo "The server runs under taskset -c 1 (the gateway with --threads 1, its store's threads"
+  echo "on that core too), gw_load under taskset -c 0. The same open-loop rate is also offered"
+  echo "to libwebsockets-test-server (no storage, no acks, one frame per message), pinned the"
+  echo "same way: the latency of the stack and the load generator alone."
   echo
   echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms |"
   echo "|---|---|---|---|---|---|---|"
-  local k
+  declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server")
   for frac in 25 50 75; do
     rate=$(awk -v m="$max" -v f="$frac" 'BEGIN{printf "%.0f", m / 100 * f / 100}')
-    for k in gw lws; do
-      a=() b=() c=() d=()
-      for ((r = 0; r < runs; r++)); do
-        start_kind "$k"
+    declare -A w3a=() w3b=() w3c=() w3d=()
+    for ((r = 0; r < runs; r++)); do
+      for k in gw1 gwns lws; do
+        BENCH_PIN=1 start_kind "$k" || { say "w3 $frac% $k: did not start"; stop_srv; continue; }
+        p=
+        [ "$r $k $frac" != "0 gw1 50" ] || { prof_for w3 "W3, 50% load, sync on, 1 thread, pinned"; p=$prof_file; }
         # shellcheck disable=SC2046
-        out=$(gwload "w3 $k $frac" $(target "$k") --sessions 100 --group-size 100 \
-              --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
+        out=$(PROF=$p LOAD_PIN=0 gwload "w3 $k $frac" $(target "$k") --sessions 100 \
+              --group-size 100 --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
         stop_srv
-        a+=("$(field "$out" deliveries_per_s)") b+=("$(field "$out" latency_us.p50)")
-        c+=("$(field "$out" latency_us.p99)") d+=("$(field "$out" latency_us.p999)")
+        w3a[$k]+=" $(field "$out" deliveries_per_s)" w3b[$k]+=" $(field "$out" latency_us.p50)"
+        w3c[$k]+=" $(field "$out" latency_us.p99)" w3d[$k]+=" $(field "$out" latency_us.p999)"
+        say "w3 $frac% ($rate sends/s), $k, run $((r + 1)): p99 $(field "$out" latency_us.p99) us"
       done
-      row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f |\n' "$frac" "${name[$k]}" "$rate" \
-        "$(med "${a[@]}")" "$(awk -v v="$(med "${b[@]}")" 'BEGIN{print v/1000}')" \
-        "$(awk -v v="$(med "${c[@]}")" 'BEGIN{print v/1000}')" \
-        "$(awk -v v="$(med "${d[@]}")" 'BEGIN{print v/1000}')"
     done
+    for k in gw1 gwns lws; do
+      # shellcheck disable=SC2086
+      row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f |\n' "$frac" "${w3name[$k]}" "$rate" \
+        "$(med ${w3a[$k]:-})" "$(awk -v v="$(med ${w3b[$k]:-})" 'BEGIN{print v/1000}')" \
+        "$(awk -v v="$(med ${w3c[$k]:-})" 'BEGIN{print v/1000}')" \
+        "$(awk -v v="$(med ${w3d[$k]:-})" 'BEGIN{print v/1000}')"
+    done
+    unset w3a w3b w3c w3d
   done
+  prof_print
 }
 
 # ---- W6: acks -------------------------------------------------------------------------
@@ -335,7 +444,7 @@ w6() {
   max=$(w1_max100)
   rate=$(awk -v m="$max" 'BEGIN{printf "%.0f", m / 100 / 2}')
   echo
-  echo "### W6 acks, group of 100 at $rate sends/s (50% of W1's maximum; $runs runs of ${secs} s, median)"
+  echo "### W6 acks, group of 100 at $rate sends/s (50% of W1's 1-thread maximum; $runs runs of ${secs} s, median)"
   echo
   echo "| client acks | deliveries/s | ack frames per delivered message | ack frames/s received | ack writes/s (store batches) | ack entries written/s | server us/delivery |"
   echo "|---|---|---|---|---|---|---|"
@@ -367,60 +476,168 @@ w6() {
 }
 
 # ---- W4: idle sessions ----------------------------------------------------------------
+# w4_once KIND SESSIONS TAG [PROF]: one idle run (wss://) against a server started by the
+# caller; prints "RSS_PER_SESSION_BYTES RSS_MIB CPU_PERCENT" or nothing if it failed.
+w4_once() {
+  local k=$1 m=$2 base out rss cpu t idle=$((secs * 2))
+  base=$(rss_kib "$SRV_PID")
+  # shellcheck disable=SC2046
+  out=$(PROF=${4:-} gwload "$3" $(BENCH_TLS=1 target "$k") --idle --sessions "$m" --group-size 100 \
+        --senders 0 --seconds "$idle" --sources "$(sources_for "$m")" --server-pid "$SRV_PID")
+  rss=$(field "$out" server_rss_kib) cpu=$(field "$out" server_cpu_s) t=$(field "$out" seconds)
+  [ -n "$rss" ] || return 0
+  awk -v a="$rss" -v b="$base" -v m="$m" -v c="$cpu" -v t="$t" \
+    'BEGIN{printf "%s %s %s\n", (a-b)*1024/m, a/1024, (t>0)?100*c/t:0}'
+}
 w4() {
-  local m k r out base rss cpu t sizes=("${w4_sizes[@]}") idle=$((secs * 2))
+  local m k r v p a b c sizes=("${w4_sizes[@]}") idle=$((secs * 2))
+  local kinds=(gw1 gw2 node nchan)
   echo
   echo "### W4 idle sessions (wss://, held ${idle} s after set-up; $runs runs, median)"
   echo
-  echo "| sessions | server | RSS per session (bytes) | server RSS (MiB) | CPU while idle (% of a core) | gw/peer RSS per session |"
+  echo "| sessions | server | RSS per session (bytes) | server RSS (MiB) | CPU while idle (% of a core) | gw1/peer RSS per session |"
   echo "|---|---|---|---|---|---|"
-  declare -A R=() C=() M=()
   for m in "${sizes[@]}"; do
-    for k in gw node nchan; do
-      local rl=() cl=() ml=()
-      for ((r = 0; r < runs; r++)); do
+    declare -A rl=() ml=() cl=() R=() M=() C=()
+    for ((r = 0; r < runs; r++)); do
+      for k in "${kinds[@]}"; do
         BENCH_TLS=1 start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
-        base=$(rss_kib "$SRV_PID")
-        # shellcheck disable=SC2046
-        out=$(gwload "w4 $k $m" $(BENCH_TLS=1 target "$k") --idle --sessions "$m" --group-size 100 \
-              --senders 0 --seconds "$idle" --sources "$(sources_for "$m")" --server-pid "$SRV_PID")
+        p=
+        [ "$r $k $m" != "0 gw1 ${sizes[0]}" ] || { prof_for w4 "W4, $m idle wss:// sessions, 1 thread"; p=$prof_file; }
+        v=$(w4_once "$k" "$m" "w4 $k $m" "$p")
         stop_srv
-        rss=$(field "$out" server_rss_kib) cpu=$(field "$out" server_cpu_s) t=$(field "$out" seconds)
-        [ -n "$rss" ] || { say "w4 $k $m failed"; continue; }
-        rl+=("$(awk -v a="$rss" -v b="$base" -v m="$m" 'BEGIN{print (a-b)*1024/m}')")
-        ml+=("$(awk -v a="$rss" 'BEGIN{print a/1024}')")
-        cl+=("$(awk -v c="$cpu" -v t="$t" 'BEGIN{print (t>0)?100*c/t:0}')")
-        say "w4 $m $k run $((r + 1)): rss $rss KiB (base $base), cpu $cpu s"
+        [ -n "$v" ] || { say "w4 $m $k run $((r + 1)) failed"; continue; }
+        read -r a b c <<<"$v"
+        rl[$k]+=" $a" ml[$k]+=" $b" cl[$k]+=" $c"
+        say "w4 $m $k run $((r + 1)): $(fmt 0 "$a") bytes a session, $(fmt 2 "$c")% CPU idle"
       done
-      R[$k]=$(med "${rl[@]}") C[$k]=$(med "${cl[@]}") M[$k]=$(med "${ml[@]}")
     done
-    for k in gw node nchan; do
+    for k in "${kinds[@]}"; do
+      # shellcheck disable=SC2086
+      R[$k]=$(med ${rl[$k]:-}) M[$k]=$(med ${ml[$k]:-}) C[$k]=$(med ${cl[$k]:-})
+    done
+    for k in "${kinds[@]}"; do
       row '| %d | %s | %.0f | %.1f | %.2f | %s |\n' "$m" "${name[$k]}" "${R[$k]}" "${M[$k]}" \
-        "${C[$k]}" "$([ "$k" = gw ] || ratio "${R[gw]}" "${R[$k]}")"
+        "${C[$k]}" "$(case "$k" in gw*) ;; *) ratio "${R[gw1]}" "${R[$k]}" ;; esac)"
     done
+    unset rl ml cl R M C
   done
+  prof_print
 }
 
 # ---- W5: offline pull -----------------------------------------------------------------
 w5() {
-  local l r out a=() b=()
+  local l w r out p
   echo
   echo "### W5 offline pull: 25,000 unread over 40 groups ($runs runs, median)"
   echo
-  echo "| page size | messages pulled/s | pages/s | time to pull all (s) |"
-  echo "|---|---|---|---|"
+  echo "pull window: pulls in flight at once, one group each (gw_load --pull-window)."
+  echo
+  echo "| page size | pull window | messages pulled/s | pages/s | time to pull all (s) |"
+  echo "|---|---|---|---|---|"
   for l in 100 500; do
-    a=() b=()
-    local c=()
+    declare -A w5a=() w5b=() w5c=()
     for ((r = 0; r < runs; r++)); do
-      start_gw gw ${gw_flags[@]+"${gw_flags[@]}"}
-      out=$(gwload "w5 gw $l" --url "ws://127.0.0.1:$SRV_PORT/ws" --pull "$l" --pull-groups 40 \
-            --count 25000 --server-pid "$SRV_PID")
-      stop_srv
-      a+=("$(field "$out" pull.messages_per_s)") b+=("$(field "$out" pull.pages_per_s)")
-      c+=("$(field "$out" pull.seconds)")
+      for w in 1 8; do
+        start_gw gw ${gw_flags[@]+"${gw_flags[@]}"}
+        p=
+        [ "$r $l $w" != "0 100 8" ] || { prof_for w5 "W5, pages of 100, 8 pulls in flight (storing the 25,000, then the pull)"; p=$prof_file; }
+        out=$(PROF=$p gwload "w5 gw $l window $w" --url "ws://127.0.0.1:$SRV_PORT/ws" --pull "$l" \
+              --pull-groups 40 --pull-window "$w" --count 25000 --server-pid "$SRV_PID")
+        stop_srv
+        [ -z "$out" ] || [ "$(field "$out" pull_window)" = "$w" ] ||
+          say "w5: gw_load reports pull_window $(field "$out" pull_window), not $w"
+        w5a[$w]+=" $(field "$out" pull.messages_per_s)" w5b[$w]+=" $(field "$out" pull.pages_per_s)"
+        w5c[$w]+=" $(field "$out" pull.seconds)"
+        say "w5 pages of $l, window $w, run $((r + 1)): $(field "$out" pull.messages_per_s) messages/s"
+      done
     done
-    row '| %d | %.0f | %.0f | %.3f |\n' "$l" "$(med "${a[@]}")" "$(med "${b[@]}")" "$(med "${c[@]}")"
+    for w in 1 8; do
+      # shellcheck disable=SC2086
+      row '| %d | %d | %.0f | %.0f | %.3f |\n' "$l" "$w" "$(med ${w5a[$w]:-})" "$(med ${w5b[$w]:-})" "$(med ${w5c[$w]:-})"
+    done
+    unset w5a w5b w5c
+  done
+  prof_print
+}
+
+# ---- Threads: 1 and 2 service threads, both backends ----------------------------------
+# W1 at the sizes asked for up to 1,000 members (10,000 takes long to set up; 100 if none),
+# and W4 at the first idle size, with --threads 1 and --threads 2, on RocksDB and on
+# PostgreSQL (one server for the workload, a fresh database for every gateway started).
+# Interleaved run by run: backend and thread count alternate within each run.
+threads() {
+  local sizes=() m r bk t out url v key
+  for m in "${w1_sizes[@]}"; do
+    [ "$m" -gt 1000 ] || sizes+=("$m")
+  done
+  [ ${#sizes[@]} -gt 0 ] || sizes=(100)
+  local im=${w4_sizes[0]} idle=$((secs * 2))
+  start_pg || { say "threads: no PostgreSQL server"; return 1; }
+  declare -A D=() U=() R=() C=()
+  for m in "${sizes[@]}" idle; do
+    for ((r = 0; r < runs; r++)); do
+      for bk in rocksdb postgres; do
+        for t in 1 2; do
+          url=
+          [ "$bk" = rocksdb ] || url=$(pg_newdb)
+          key="$bk,$m,$t"
+          if [ "$m" = idle ]; then
+            if BENCH_TLS=1 BENCH_STORE_URL=$url start_gwt "$t"; then
+              v=$(w4_once gw "$im" "threads w4 $bk $im threads $t")
+              [ -z "$v" ] || { R[$key]+=" ${v%% *}" C[$key]+=" ${v##* }"; }
+              say "threads: w4 $im, $bk, $t threads, run $((r + 1)): ${v:-failed}"
+            else
+              say "threads: $bk, $t threads: the gateway did not start"
+            fi
+          elif BENCH_STORE_URL=$url start_gwt "$t"; then
+            out=$(gwload "threads w1 $bk $m threads $t" --url "ws://127.0.0.1:$SRV_PORT/ws" \
+                  --sessions "$m" --group-size "$m" --senders 1 --seconds "$secs" \
+                  --sources "$(sources_for "$m")" --server-pid "$SRV_PID")
+            D[$key]+=" $(field "$out" deliveries_per_active_s)"
+            U[$key]+=" $(field "$out" server_cpu_us_per_delivery)"
+            say "threads: w1 $m, $bk, $t threads, run $((r + 1)): $(field "$out" deliveries_per_active_s) deliveries/s, $(field "$out" server_cpu_us_per_delivery) us/delivery"
+          else
+            say "threads: $bk, $t threads: the gateway did not start"
+          fi
+          stop_srv
+          [ -z "$url" ] || pg_dropdb "$url"
+        done
+      done
+    done
+  done
+  stop_pg
+  echo
+  echo "### Service threads: the gateway with --threads 1 and 2, both backends ($runs runs of ${secs} s, median)"
+  echo
+  echo "W1 as above (one sender flat out, ws://); W4 as above (wss://, idle ${idle} s). PostgreSQL:"
+  echo "tools/pg_server.sh's server on 127.0.0.1, a fresh database for every gateway; the server"
+  echo "CPU is the gateway's process only (not PostgreSQL's). Goal: with 2 threads, server CPU"
+  echo "per delivery at most 10% above 1 thread (ratio <= 1.10)."
+  echo
+  echo "| backend | workload | threads | deliveries/s | RSS per session (bytes) | CPU while idle (% of a core) | server us/delivery | us/delivery 2 threads/1 thread |"
+  echo "|---|---|---|---|---|---|---|---|"
+  local bn u1
+  for bk in rocksdb postgres; do
+    bn=RocksDB
+    [ "$bk" = rocksdb ] || bn=PostgreSQL
+    for m in "${sizes[@]}"; do
+      # shellcheck disable=SC2086
+      u1=$(med ${U[$bk,$m,1]:-})
+      for t in 1 2; do
+        local u
+        # shellcheck disable=SC2086
+        u=$(med ${U[$bk,$m,$t]:-})
+        # shellcheck disable=SC2086
+        row '| %s | W1, %d members | %d | %s |  |  | %s | %s |\n' "$bn" "$m" "$t" \
+          "$(fmt 0 "$(med ${D[$bk,$m,$t]:-})")" "$(fmt 2 "$u")" "$([ "$t" = 1 ] || ratio "$u" "$u1")"
+      done
+    done
+    for t in 1 2; do
+      # shellcheck disable=SC2086
+      row '| %s | W4, %d idle sessions | %d |  | %s | %s |  |  |\n' "$bn" "$im" "$t" \
+        "$(fmt 0 "$(med ${R[$bk,idle,$t]:-})")" "$(fmt 2 "$(med ${C[$bk,idle,$t]:-})")"
+    done
   done
 }
 
@@ -430,6 +647,7 @@ storage() { . "$root/tools/bench/storage.sh"; storage_bench; }
 echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))," \
   "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME")," \
   "$(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)."
-for w in w1 w2 w3 w6 w4 w5 storage; do
+echo "The gateway's default --threads here: $(nproc) (one per core)."
+for w in w1 w2 w3 w6 w4 w5 threads storage; do
   want "$w" && "$w"
 done
