@@ -115,6 +115,7 @@ start_kind() {
     gw) start_gw gw ${gw_flags[@]+"${gw_flags[@]}"} ;;
     gw1) start_gwt 1 ;;
     gw2) start_gwt 2 ;;
+    gw1ws) BENCH_TLS= start_gwt 1 ;; # W4 over ws:// (no TLS)
     gwns) start_gwt 1 --no-sync ;;
     lws) start_lws ;;
     node) start_node ;;
@@ -139,7 +140,7 @@ sources_for() { echo $(( $1 / 5000 + 1 )); }
 # fmt DIGITS VALUE: VALUE with DIGITS decimals, "" stays "", nan stays nan (row: "failed").
 fmt() { awk -v d="$1" -v v="$2" 'BEGIN{if (v ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) printf "%.*f", d, v; else printf "%s", v}'; }
 
-declare -A name=([gw]="gateway" [gw1]="gateway, 1 thread" [gw2]="gateway, 2 threads"
+declare -A name=([gw]="gateway" [gw1]="gateway, 1 thread" [gw2]="gateway, 2 threads" [gw1ws]="gateway, 1 thread, ws://"
                  [gwns]="gateway, --no-sync" [lws]="lws-test-server" [node]="node ws"
                  [nchan]="nginx+nchan")
 
@@ -479,10 +480,11 @@ w6() {
 # w4_once KIND SESSIONS TAG [PROF]: one idle run (wss://) against a server started by the
 # caller; prints "RSS_PER_SESSION_BYTES RSS_MIB CPU_PERCENT" or nothing if it failed.
 w4_once() {
-  local k=$1 m=$2 base out rss cpu t idle=$((secs * 2))
+  local k=$1 m=$2 base out rss cpu t idle=$((secs * 2)) tls=1
+  [ "$k" != gw1ws ] || tls=
   base=$(rss_kib "$SRV_PID")
   # shellcheck disable=SC2046
-  out=$(PROF=${4:-} gwload "$3" $(BENCH_TLS=1 target "$k") --idle --sessions "$m" --group-size 100 \
+  out=$(PROF=${4:-} gwload "$3" $(BENCH_TLS=$tls target "$k") --idle --sessions "$m" --group-size 100 \
         --senders 0 --seconds "$idle" --sources "$(sources_for "$m")" --server-pid "$SRV_PID")
   rss=$(field "$out" server_rss_kib) cpu=$(field "$out" server_cpu_s) t=$(field "$out" seconds)
   [ -n "$rss" ] || return 0
@@ -491,9 +493,9 @@ w4_once() {
 }
 w4() {
   local m k r v p a b c sizes=("${w4_sizes[@]}") idle=$((secs * 2))
-  local kinds=(gw1 gw2 node nchan)
+  local kinds=(gw1 gw2 gw1ws node nchan)
   echo
-  echo "### W4 idle sessions (wss://, held ${idle} s after set-up; $runs runs, median)"
+  echo "### W4 idle sessions (wss://, and the gateway over ws:// too; held ${idle} s after set-up; $runs runs, median)"
   echo
   echo "| sessions | server | RSS per session (bytes) | server RSS (MiB) | CPU while idle (% of a core) | gw1/peer RSS per session |"
   echo "|---|---|---|---|---|---|"
@@ -501,7 +503,9 @@ w4() {
     declare -A rl=() ml=() cl=() R=() M=() C=()
     for ((r = 0; r < runs; r++)); do
       for k in "${kinds[@]}"; do
-        BENCH_TLS=1 start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
+        local tls=1
+        [ "$k" != gw1ws ] || tls=
+        BENCH_TLS=$tls start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
         p=
         [ "$r $k $m" != "0 gw1 ${sizes[0]}" ] || { prof_for w4 "W4, $m idle wss:// sessions, 1 thread"; p=$prof_file; }
         v=$(w4_once "$k" "$m" "w4 $k $m" "$p")
