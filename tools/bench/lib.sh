@@ -54,10 +54,11 @@ bench_init() {
   trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
 }
 
-# Waits (at most 5 s) for pid $1 to end after a TERM, then KILLs it.
+# bench_reap PID [TENTHS]: waits (at most TENTHS tenths of a second, default 5 s) for PID
+# to end after a signal, then KILLs it.
 bench_reap() {
-  local p=$1 i
-  for ((i = 0; i < 50; i++)); do
+  local p=$1 n=${2:-50} i
+  for ((i = 0; i < n; i++)); do
     kill -0 "$p" 2>/dev/null || break
     sleep 0.1
   done
@@ -252,17 +253,12 @@ prof_start() {
 }
 # prof_stop: SIGINT (perf writes its file and exits), at most 30 s, then KILL.
 prof_stop() {
-  local p i
+  local p
   [ -n "$BENCH_WORK" ] && [ -s "$BENCH_WORK/perf.pid" ] || return 0
   p=$(cat "$BENCH_WORK/perf.pid")
   rm -f "$BENCH_WORK/perf.pid"
   kill -INT "$p" 2>/dev/null || true
-  for ((i = 0; i < 300; i++)); do
-    kill -0 "$p" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$p" 2>/dev/null || true
-  wait "$p" 2>/dev/null || true
+  bench_reap "$p" 300
 }
 # prof_top FILE: the flat top list (share of samples, object, symbol), 1.5% and more.
 prof_top() {
