@@ -267,6 +267,14 @@ unsigned gw_hub_sessions_of(gw_hub *h, const char *uid)
     return n;
 }
 
+unsigned gw_hub_users_online(gw_hub *h)
+{
+    pthread_mutex_lock(&h->mu);
+    unsigned n = HASH_COUNT(h->online);
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
 uint64_t gw_hub_acks_pending(gw_hub *h, const char *gid, const char *uid)
 {
     uint64_t most = 0;

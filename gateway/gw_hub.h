@@ -82,6 +82,8 @@ void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid);
 void gw_hub_online(gw_hub *h, const char *uid, int delta);
 /* uid's sessions in this process, over every thread. */
 unsigned gw_hub_sessions_of(gw_hub *h, const char *uid);
+/* Users with at least one session in this process. */
+unsigned gw_hub_users_online(gw_hub *h);
 /* The highest ack of (gid, uid) taken by any thread and not yet persisted (0: none): a
  * user who signs in on one thread sees what it acked on another a moment ago. */
 uint64_t gw_hub_acks_pending(gw_hub *h, const char *gid, const char *uid);

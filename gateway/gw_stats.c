@@ -147,8 +147,10 @@ static void snapshot(gw_server *srv, table *t)
     /* Every service thread's figures (gw_hub.c), summed; the store's once. */
     gw_figs all;
     gw_stats_figs(srv, &all);
-    if (srv->hub)
+    if (srv->hub) {
         gw_hub_figures(srv->hub, srv->thread, &all);
+        all.users = gw_hub_users_online(srv->hub); /* once each, whatever its threads */
+    }
     const gw_counters *n = &all.n;
     st_stats st;
     st_read_stats(srv->store, &st);

@@ -165,6 +165,9 @@ Test(threads, two_devices_on_two_threads)
     ev = gwfx_expect(a3, PR_EV_LEFT);
     ev = gwfx_expect(a3, PR_EV_ERR);
     cr_assert_eq(ev.err_code, PR_E_NOT_MEMBER);
+    /* Three sessions on two threads are one user online. */
+    cr_assert_eq(stat_of(NULL, "users_online"), 1);
+    cr_assert_eq(stat_of("connections", "now"), 3);
 }
 
 Test(threads, one_thread_serves_alone_and_a_stop_ends_every_thread)
