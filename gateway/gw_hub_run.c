@@ -72,7 +72,8 @@ void gw_hub_finish(gw_hub *h)
     for (unsigned i = 0; i < n; i++)
         if (gw_hub_server(h, i))
             gw_server_drain(gw_hub_server(h, i));
-    for (unsigned i = 0; i < n; i++) {
+    /* The first last: the others borrow its API keys and listen through its socket. */
+    for (unsigned i = n; i-- > 0;) {
         gw_server_free(gw_hub_server(h, i));
         gw_hub_attach(h, i, NULL, NULL);
     }
