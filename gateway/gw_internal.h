@@ -431,6 +431,7 @@ struct gw_server {
     struct lws_context *ctx;
     struct lws_vhost *vhost;    /* its one vhost: adopts the connections handed to it */
     struct gw_listen *listener; /* the process's listening socket (the first thread's) */
+    SSL_CTX *client_ssl_ctx;    /* given to libwebsockets, which makes no client connection */
     struct ev_loop *loop;       /* libev (epoll): libwebsockets runs on it; NULL without a loop */
     pr_decoder *dec;            /* one decoder: requests are decoded one at a time */
     int port;                   /* bound */

@@ -321,6 +321,12 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_hub *hub, unsigned t
         info.ssl_options_set = SSL_OP_NO_SSLv2 | SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 |
                                SSL_OP_NO_TLSv1_1 | SSL_OP_NO_COMPRESSION |
                                SSL_OP_CIPHER_SERVER_PREFERENCE;
+        /* A client context of our own, empty: the gateway makes no TLS connections, and
+         * libwebsockets' own loads the system's CA certificates into every context (about
+         * 360 KB each) and, with several contexts, 4.1 does not free all of them. */
+        if (!(srv->client_ssl_ctx = SSL_CTX_new(TLS_client_method())))
+            goto fail;
+        info.provided_client_ssl_ctx = srv->client_ssl_ctx;
         info.ssl_cipher_list = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
                                "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
                                "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
@@ -430,7 +436,8 @@ void gw_server_free(gw_server *srv)
         srv->loop = NULL;
     }
     if (srv->thread == 0)
-        gw_api_free(srv->api); /* the others borrow it */
+        gw_api_free(srv->api);         /* the others borrow it */
+    SSL_CTX_free(srv->client_ssl_ctx); /* after the context that used it */
     gw_server_release(srv);
     free(srv);
 }

@@ -45,9 +45,11 @@ run_bin() { # NAME BIN [ARGS...]
   passed=$((passed + p)); failed=$((failed + f + c))
   [ "$rc" -eq 0 ] || status=1
   # A sanitizer report (a leak found at a worker's exit, say) does not change Criterion's
-  # counts, so look for it: any report fails the run.
-  if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$log"; then
-    echo "tests: $name: sanitizer report above"
+  # counts, nor does an assertion that fails in a suite's teardown (a gateway that did not
+  # exit 0 when stopped: under the sanitizers, a leak or an error at its exit), so look
+  # for them: any one fails the run.
+  if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:|gateway did not stop cleanly' "$log"; then
+    echo "tests: $name: a sanitizer report or an unclean gateway exit above"
     failed=$((failed + 1)); status=1
   fi
 }
