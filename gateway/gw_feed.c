@@ -116,10 +116,14 @@ void gw_feed_post(void *feed, const st_change *ch, size_t n)
     }
     pthread_mutex_lock(&f->mu);
     f->queued += n;
+    /* A queue that holds something has a wake-up on its way already (the drain takes
+     * everything): under load, one wake-up serves many posts. */
+    bool wake_now = f->head == NULL;
     if (oom || f->n + n > f->max_n || f->bytes + bytes > f->max_bytes) {
         overflow(f, &head, &tail);
         n = head ? 1 : 0;
         bytes = head ? head->size : 0;
+        wake_now = true;
     }
     if (head) {
         if (f->tail)
@@ -134,7 +138,7 @@ void gw_feed_post(void *feed, const st_change *ch, size_t n)
     void (*wake)(void *) = f->wake;
     void *ud = f->wake_ud;
     pthread_mutex_unlock(&f->mu);
-    if (wake)
+    if (wake && wake_now)
         wake(ud);
 }
 
