@@ -172,6 +172,11 @@ void gw_feed_drain(gw_feed *f, void (*apply)(void *ud, const st_change *ch), voi
     }
 }
 
+bool gw_feed_pending(gw_feed *f)
+{
+    return f && atomic_load(&f->waiting);
+}
+
 void gw_feed_figures(gw_feed *f, uint64_t *queued, uint64_t *dropped, uint64_t *overflows)
 {
     *queued = *dropped = *overflows = 0;

@@ -34,6 +34,9 @@ void gw_feed_attach(gw_feed *f, void (*wake)(void *ud), void *ud);
  * points to are valid during the call only. */
 void gw_feed_drain(gw_feed *f, void (*apply)(void *ud, const st_change *ch), void *ud);
 
+/* True while something waits to be drained (any thread; an atomic read). */
+bool gw_feed_pending(gw_feed *f);
+
 /* Figures: changes taken in, dropped past the bound, and times that happened. */
 void gw_feed_figures(gw_feed *f, uint64_t *queued, uint64_t *dropped, uint64_t *overflows);
 

@@ -24,6 +24,7 @@ typedef struct hub_thread {
     pthread_mutex_t hand_mu;
     int *handed;
     size_t n_handed, cap_handed;
+    bool refusing;     /* its run has returned: nothing more is handed to it */
     uint64_t answered; /* the request its figures answer (under mu) */
     gw_figs figs;      /* under mu */
 } hub_thread;
@@ -125,6 +126,14 @@ gw_server *gw_hub_server(gw_hub *h, unsigned thread)
 
 void gw_hub_stopped(gw_hub *h, unsigned thread)
 {
+    /* Connections handed to it that it did not take: closed now, not at exit. */
+    hub_thread *t = &h->t[thread];
+    pthread_mutex_lock(&t->hand_mu);
+    t->refusing = true;
+    for (size_t k = 0; k < t->n_handed; k++)
+        close(t->handed[k]);
+    t->n_handed = 0;
+    pthread_mutex_unlock(&t->hand_mu);
     pthread_mutex_lock(&h->mu);
     h->t[thread].stopped = true;
     pthread_cond_broadcast(&h->cv);
@@ -144,8 +153,8 @@ bool gw_hub_hand(gw_hub *h, unsigned thread, int fd)
 {
     hub_thread *t = &h->t[thread];
     pthread_mutex_lock(&t->hand_mu);
-    bool ok = true;
-    if (t->n_handed == t->cap_handed) {
+    bool ok = !t->refusing;
+    if (ok && t->n_handed == t->cap_handed) {
         size_t ncap = t->cap_handed ? 2 * t->cap_handed : 64;
         int *nf = realloc(t->handed, ncap * sizeof(*nf));
         if (nf) {

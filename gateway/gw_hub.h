@@ -1,9 +1,9 @@
 /*
  * The service threads of one gateway process (--threads N). Each thread runs a gw_server of
- * its own: its libwebsockets context listening on the shared port (the kernel spreads new
- * connections over the listeners, SO_REUSEPORT), its sessions, registry, acks and loop,
- * all over the one store. Debian's libwebsockets is built with one service thread per
- * context (LWS_MAX_SMP 1), hence a context per thread.
+ * its own: its libwebsockets context, which adopts the connections the process's listener
+ * hands it (gw_listen.h), its sessions, registry, acks and loop, all over the one store. Debian's
+ * libwebsockets is built with one service thread per context (LWS_MAX_SMP 1), hence a context per
+ * thread.
  *
  * The threads meet here as the nodes of a cluster meet in the database, and the same code
  * applies what they tell each other (gw_cluster.c): what one thread's store requests
@@ -64,7 +64,7 @@ gw_server *gw_hub_server(gw_hub *h, unsigned thread);
 /* Its run returned: it answers no more requests for figures. */
 void gw_hub_stopped(gw_hub *h, unsigned thread);
 /* A connection accepted for `thread` (gw_listen.c): queued, and the thread woken to adopt
- * it. False when out of memory (the caller closes fd). */
+ * it. False when out of memory or the thread has stopped (the caller closes fd). */
 bool gw_hub_hand(gw_hub *h, unsigned thread, int fd);
 /* Takes up to max of the connections handed to `thread`, oldest first. */
 size_t gw_hub_take(gw_hub *h, unsigned thread, int *fds, size_t max);

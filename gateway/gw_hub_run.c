@@ -5,7 +5,6 @@
 #include "gw_server.h"
 
 #include <pthread.h>
-#include <signal.h>
 
 int gw_hub_start(gw_hub *h, const gw_config *cfg, st_store *store)
 {
@@ -52,9 +51,10 @@ void gw_hub_run(gw_hub *h)
         if (pthread_create(&r[i].tid, NULL, thread_main, &r[i]) == 0) {
             r[i].started = true;
         } else {
-            /* Its listener would take connections nobody serves: stop, as on SIGTERM. */
+            /* Connections would be handed to a thread nobody runs: stop, as on SIGTERM. */
             gw_err("cannot start service thread %u of %u: stopping", i + 1, n);
-            raise(SIGTERM);
+            gw_server_stop_all();
+            break;
         }
     }
     run_one(h, 0);

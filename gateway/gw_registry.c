@@ -188,7 +188,11 @@ typedef struct user_load {
     gw_job job; /* first: the completion finds the load from its job */
     gw_registry *reg;
     gw_user *user;
+    unsigned tries; /* reads made again because the memberships changed meanwhile */
 } user_load;
+
+/* Reads made again at most before the hellos go on (then the re-read after catches up). */
+#define LOAD_TRIES 3
 
 /* The user's groups are read (or could not be): sign in every session waiting for them. */
 static void loaded(gw_job *j)
@@ -198,6 +202,21 @@ static void loaded(gw_job *j)
     gw_user *u = l->user;
     st_op *op = &j->op;
     int rc = op->result;
+    /* Another thread or node changed the user's memberships while they were read: read
+     * again before the waiting hellos go on, so that a join a client saw confirmed there
+     * holds here for its first request. */
+    if (rc == 0 && u->stale && l->tries < LOAD_TRIES) {
+        u->stale = false;
+        l->tries++;
+        st_groups_free(op->groups);
+        *op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid)};
+        int src = gw_bridge_submit(reg->srv->bridge, &l->job); /* may load at once */
+        if (src < 0) {
+            op->result = src;
+            loaded(j);
+        }
+        return;
+    }
     for (size_t i = 0; rc == 0 && i < st_groups_count(op->groups); i++) {
         const st_user_group *g = st_groups_at(op->groups, i);
         char gid[PR_MAX_ID + 1];

@@ -83,14 +83,25 @@ static void drain(gw_server *srv)
 static volatile sig_atomic_t signals_seen;
 static struct lws_context *volatile signal_ctx[GW_THREADS_MAX];
 
+static void cancel_all(void)
+{
+    for (unsigned i = 0; i < GW_THREADS_MAX; i++)
+        if (signal_ctx[i])
+            lws_cancel_service(signal_ctx[i]);
+}
+
+void gw_server_stop_all(void)
+{
+    signals_seen = 1;
+    cancel_all();
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
     if (++signals_seen > 1)
         _exit(130); /* a second signal: stop at once */
-    for (unsigned i = 0; i < GW_THREADS_MAX; i++)
-        if (signal_ctx[i])
-            lws_cancel_service(signal_ctx[i]);
+    cancel_all();
 }
 
 /*
@@ -205,8 +216,13 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
         if (!ps->sess)
             return -1;
         /* What another thread committed before this frame was sent is applied first: a
-         * client that saw its join confirmed there may send here at once (gw_hub.h). */
-        gw_feed_drain(srv->feed, gw_cluster_change, srv);
+         * client that saw its join confirmed there may send here at once (gw_hub.h). This
+         * thread's own completions go before it, as in drain(): a read of a user's groups
+         * taken before the change must not be applied after it. */
+        if (gw_feed_pending(srv->feed)) {
+            gw_bridge_drain(srv->bridge);
+            gw_feed_drain(srv->feed, gw_cluster_change, srv);
+        }
         return gw_sess_rx(ps->sess, in, len, lws_is_first_fragment(wsi), lws_is_final_fragment(wsi),
                           lws_frame_is_binary(wsi));
     case LWS_CALLBACK_SERVER_WRITEABLE: return ps->sess ? gw_out_writeable(ps->sess) : -1;

@@ -27,6 +27,9 @@ void gw_server_name(gw_server *srv, int port);
 /* Serves until a signal asks it to stop; then closes sessions with 1001, flushes acks
  * and waits (a few seconds at most) for writes in flight. */
 void gw_server_run(gw_server *srv);
+/* Every server of the process stops gracefully, as on SIGTERM (a thread that could not
+ * start). */
+void gw_server_stop_all(void);
 /* Runs the completions that arrived after the run ended (call after st_close). */
 void gw_server_drain(gw_server *srv);
 void gw_server_free(gw_server *srv);
