@@ -414,7 +414,8 @@ void gw_throttle_frame(gw_sess *s, size_t len);
 /* May the frame being handled, a `send`, go? 0: yes. Else the ms the client should wait
  * (reading is paused that long) and *why, the text of the `rate_limited` error. */
 uint64_t gw_throttle_send(gw_sess *s, const char **why);
-/* LWS_CALLBACK_FILTER_NETWORK_CONNECTION: 0 to accept, 1 to refuse (over --rate-conns). */
+/* A connection just accepted (gw_listen.c), a: its source address: 0 to accept, 1 to
+ * refuse (over --rate-conns). Any thread: the table is shared under its lock. */
 int gw_throttle_connection(gw_server *srv, const struct lws_filter_network_conn_args *a);
 
 /* ---- the server (gw_server.c) ------------------------------------------------------- */

@@ -282,11 +282,6 @@ static void wake_loop(void *ud)
         lws_cancel_service(srv->ctx);
 }
 
-void gw_server_wake(gw_server *srv)
-{
-    wake_loop(srv);
-}
-
 int gw_server_new(const gw_config *cfg, st_store *store, gw_hub *hub, unsigned thread,
                   gw_server **out)
 {

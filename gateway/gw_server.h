@@ -18,8 +18,6 @@ typedef struct gw_hub gw_hub;
  * The server borrows store and hub, and the hub's feed and rate table for its thread. */
 int gw_server_new(const gw_config *cfg, st_store *store, gw_hub *hub, unsigned thread,
                   gw_server **out);
-/* Wakes the server's loop (from any thread): it drains its bridge and feed. */
-void gw_server_wake(gw_server *srv);
 /* The port actually bound (useful with --port 0). */
 int gw_server_port(const gw_server *srv);
 /* Names the node after the port bound (unless --node named it) in logs and figures. */
