@@ -73,6 +73,10 @@ count_summary() { # NAME LOG RC PASS_SED FAIL_SED
 echo "== format"
 # One test: passes when no file differs.
 if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+# The gateway's layering on the build just made (tools/layers.py: no call into a folder
+# above, call loops inside one folder of at most 4 files, includes of lower faces only).
+echo "== layers"
+if python3 "$root/tools/layers.py" "$root/build"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 
 for build in build build-asan; do
   for bin in "$root/$build"/tests/test_*; do

@@ -8,15 +8,17 @@
  * gw_out_writeable. Time steps run the once-a-second sweep (hello deadline, pings,
  * hang-ups, slow consumers) and the ack flush; a ping written is answered with a pong,
  * and a connection given a timeout (lws_set_timeout) is dropped when the fake clock
- * passes it.
+ * passes it. Everything is reached through the modules' faces (gw_server.h and below).
  *
  * The seam is the link: this file defines the few libwebsockets functions the session
  * layer calls (lws_write hands each frame to the checks below) and the gateway's clock
- * (gw_mono_ms, gw_now_ms: a fake one the script moves), and it is linked with every
- * gateway source but gw_server.c, gw_main.c, gw_http.c and gw_tls.c, and not with
- * libwebsockets. The gateway's sources are the ones the server runs, unchanged, made by
- * the same gw_server_init (without a context or an event loop: the ack timer is never
- * armed, the time steps flush instead; the bridge is waited on instead of woken).
+ * (gw_mono_ms, gw_now_ms: a fake one the script moves, so core/gw_clock.c is not
+ * linked), and it is linked with the gateway's folder libraries built again for
+ * fuzzing, of which only what it reaches is taken (not gw_server.c, gw_http.c or the
+ * API), and not with libwebsockets. The gateway's sources are the ones the server runs,
+ * unchanged, made by the same gw_modules_init (without a context or an event loop: the
+ * ack timer is never armed, the time steps flush instead; the bridge is waited on
+ * instead of woken).
  *
  * The store lives as long as the process, so groups, messages and used cids carry over
  * from one input to the next; memberships do not (every user leaves every group after
@@ -31,7 +33,9 @@
  * from memory.
  */
 #include "fuzz_session.h"
-#include "gw_internal.h"
+#include "gw_server.h"
+
+#include <libwebsockets.h>
 
 #include <ftw.h>
 #include <stddef.h>
@@ -45,7 +49,12 @@
 
 static const char secret[] = "fuzz-secret-0123456789abcdef";
 
-static gw_server *srv;
+static gw_modules *mods;
+static const gw_config *cfg; /* the modules' */
+static st_store *store;
+static gw_bridge *bridge;
+static gw_sessions *sessions;
+static gw_groups *groups;
 static char dir[256];
 static uint64_t clock_ms = 1000000;
 static char *tokens[8];
@@ -127,7 +136,7 @@ static struct slot *slot_of(struct lws *wsi)
 {
     ptrdiff_t i = (char *)wsi - wsi_mem;
     /* libwebsockets must never be asked about a connection it has closed. */
-    CHECK(i >= 0 && i < FS_SLOTS && slots[i].s && slots[i].s->wsi == wsi);
+    CHECK(i >= 0 && i < FS_SLOTS && slots[i].s);
     return &slots[i];
 }
 
@@ -182,7 +191,7 @@ static uint64_t stored_last(pr_slice gid)
     memcpy(g, gid.p, gid.n);
     g[gid.n] = 0;
     uint64_t last = 0;
-    int rc = st_read_last_mid(srv->store, st_id_str(g), &last);
+    int rc = st_read_last_mid(store, st_id_str(g), &last);
     CHECK(rc == 0 || rc == ST_ENOGROUP);
     return last;
 }
@@ -208,7 +217,7 @@ static int check_event(void *ud, const pr_event *ev)
     switch (ev->t) {
     case PR_EV_WELCOME:
     case PR_EV_GROUPS:
-        CHECK(ev->n_items <= srv->cfg.max_groups); /* join refuses more: too_large */
+        CHECK(ev->n_items <= cfg->max_groups); /* join refuses more: too_large */
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_group g;
             CHECK(pr_event_group(ev, i, &g) == 0);
@@ -222,10 +231,10 @@ static int check_event(void *ud, const pr_event *ev)
     case PR_EV_SENT: {
         uint64_t last = stored_last(ev->gid);
         CHECK(ev->mid >= 1 && ev->mid <= last);
-        CHECK(f->sl->s->user && pr_id_valid(ev->cid));
+        CHECK(gw_sess_uid(f->sl->s) && pr_id_valid(ev->cid));
         /* Idempotent send: the same (uid, cid) always gets its first mid. */
         char key[2 * PR_MAX_ID + 2];
-        int n = snprintf(key, sizeof(key), "%s\x01%.*s", f->sl->s->user->uid, (int)ev->cid.n,
+        int n = snprintf(key, sizeof(key), "%s\x01%.*s", gw_sess_uid(f->sl->s), (int)ev->cid.n,
                          (const char *)ev->cid.p);
         mid_seen *e = seen_get(&sends, key, (size_t)n, false);
         if (e)
@@ -243,7 +252,7 @@ static int check_event(void *ud, const pr_event *ev)
         break;
     }
     case PR_EV_PAGE: {
-        CHECK(ev->n_items <= srv->cfg.page_max && ev->last_mid <= stored_last(ev->gid));
+        CHECK(ev->n_items <= cfg->page_max && ev->last_mid <= stored_last(ev->gid));
         uint64_t prev = 0;
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_message m;
@@ -275,7 +284,7 @@ int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_pr
     pr_error err;
     CHECK(pr_decode_events(out_dec, buf, len, check_event, &f, &err) == 0 && f.n > 0);
     /* Within the frame limit, but for a lone welcome or groups list (sent whole). */
-    CHECK(len <= srv->cfg.max_frame || (f.n == 1 && (f.t == PR_EV_WELCOME || f.t == PR_EV_GROUPS)));
+    CHECK(len <= cfg->max_frame || (f.n == 1 && (f.t == PR_EV_WELCOME || f.t == PR_EV_GROUPS)));
     return (int)len;
 }
 
@@ -286,10 +295,10 @@ int lws_write(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_pr
 static void drain(void)
 {
     do {
-        gw_bridge_wait(srv->bridge);
-        gw_bridge_drain(srv->bridge);
-        gw_sessions_store_calm(srv->sessions);
-    } while (gw_bridge_inflight(srv->bridge));
+        gw_bridge_wait(bridge);
+        gw_bridge_drain(bridge);
+        gw_sessions_store_calm(sessions);
+    } while (gw_bridge_inflight(bridge));
 }
 
 /* The mids stored in each group sent to are dense: read back from the store, every mid
@@ -306,7 +315,7 @@ static void check_dense(void)
         if (last == c->mid)
             continue;
         st_page *p = NULL;
-        CHECK(st_read_page(srv->store, st_id_str(g), ST_AFTER, c->mid, last - c->mid, &p) == 0);
+        CHECK(st_read_page(store, st_id_str(g), ST_AFTER, c->mid, last - c->mid, &p) == 0);
         CHECK(st_page_count(p) == last - c->mid);
         for (size_t i = 0; i < st_page_count(p); i++)
             CHECK(st_page_at(p, i)->mid == c->mid + 1 + i);
@@ -319,7 +328,6 @@ static void check_dense(void)
 /* libwebsockets' CLOSED: the connection is gone. */
 static void conn_closed(struct slot *sl)
 {
-    sl->s->wsi = NULL;
     gw_sess_free(sl->s);
     sl->s = NULL;
     sl->rx_off = sl->pong_due = false;
@@ -330,7 +338,7 @@ static void conn_closed(struct slot *sl)
 static gw_sess *conn_open(struct slot *sl)
 {
     if (!sl->s) {
-        sl->s = gw_sess_new(srv, (struct lws *)&wsi_mem[sl - slots]);
+        sl->s = gw_sess_new(sessions, (struct lws *)&wsi_mem[sl - slots], false);
         CHECK(sl->s);
     }
     return sl->s;
@@ -340,7 +348,7 @@ static gw_sess *conn_open(struct slot *sl)
 static void write_out(struct slot *sl)
 {
     for (int i = 0; sl->s && !sl->choked && i < 100000; i++) {
-        if (!gw_out_pending(sl->s) && !sl->s->close_code && !sl->s->out.ping_due)
+        if (!gw_sess_wants_write(sl->s))
             return;
         in_writeable = true;
         int rc = gw_out_writeable(sl->s);
@@ -392,9 +400,9 @@ static void leave_all(const char *uid)
 {
     char gids[64][PR_MAX_ID + 1];
     memset(gids, 0, sizeof(gids));
-    CHECK(st_read_user_groups(srv->store, st_id_str(uid), collect_group, gids) == 0);
+    CHECK(st_read_user_groups(store, st_id_str(uid), collect_group, gids) == 0);
     for (size_t i = 0; i < 64 && gids[i][0]; i++)
-        CHECK(st_leave_sync(srv->store, st_id_str(gids[i]), st_id_str(uid)) == 0);
+        CHECK(st_leave_sync(store, st_id_str(gids[i]), st_id_str(uid)) == 0);
 }
 
 static void hello(struct slot *sl, unsigned which)
@@ -416,7 +424,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void at_exit(void)
 {
-    st_close(srv->store);
+    st_close(store);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -443,10 +451,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                     "65536", "--max-groups",   "2",    "--inflight-max",
                     "4",     "--page-default", "5",    "--page-max",
                     "20",    "--slow-close",   "2",    NULL};
-    gw_config cfg;
-    CHECK(gw_config_parse(&cfg, (int)(sizeof(args) / sizeof(args[0])) - 1, args) == 0);
-    memcpy(cfg.secret, secret, sizeof(secret) - 1);
-    cfg.secret_n = sizeof(secret) - 1;
+    gw_config c;
+    CHECK(gw_config_parse(&c, (int)(sizeof(args) / sizeof(args[0])) - 1, args) == 0);
+    memcpy(c.secret, secret, sizeof(secret) - 1);
+    c.secret_n = sizeof(secret) - 1;
     trace = getenv("FUZZ_SESSION_TRACE") != NULL;
     gw_log_set_level(trace ? GW_LOG_DEBUG : GW_LOG_ERROR);
 
@@ -457,21 +465,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     st_options_init(&so);
     so.path = dir;
     so.sync = false; /* a process crash loses nothing; fsyncs would only slow the fuzzing */
-    st_store *store = NULL;
     char err[256];
     if (st_open(&so, &store, err, sizeof(err)) != 0) {
         fprintf(stderr, "fuzz_session: %s\n", err);
         abort();
     }
 
-    /* The gateway's modules, as gw_server_new makes them, without a context or a loop. */
-    srv = calloc(1, sizeof(*srv));
-    CHECK(srv && gw_server_init(srv, &cfg, store, NULL, NULL) == 0);
+    /* The gateway's modules, as the server makes them, without a context or a loop. */
+    gw_modules_parts parts;
+    mods = gw_modules_new(&c, store, &parts);
+    CHECK(mods);
+    cfg = parts.cfg;
+    bridge = parts.bridge;
+    sessions = parts.sessions;
+    groups = parts.groups;
     /* Frames from the server may be larger (a welcome is sent whole). */
     pr_limits out_lim = {.max_frame = 16u << 20,
-                         .max_body = cfg.max_body,
-                         .page_default = cfg.page_default,
-                         .page_max = cfg.page_max};
+                         .max_body = cfg->max_body,
+                         .page_default = cfg->page_default,
+                         .page_max = cfg->page_max};
     out_dec = pr_decoder_new(&out_lim);
     CHECK(out_dec);
     atexit(at_exit);
@@ -530,8 +542,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
             break;
         case FS_TICK:
             clock_ms += (arg + 1) * 250u;
-            gw_sessions_sweep(srv->sessions, gw_mono_ms());
-            gw_acks_flush(srv->acks);
+            gw_sessions_sweep(sessions, gw_mono_ms());
+            gw_acks_flush(gw_groups_acks(groups));
             break;
         case FS_CHOKE: sl->choked = !sl->choked; break;
         }
@@ -554,13 +566,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         slots[k].choked = false;
         write_out(&slots[k]);
     }
-    gw_acks_flush(srv->acks);
+    gw_acks_flush(gw_groups_acks(groups));
     drain();
     for (int k = 0; k < FS_SLOTS; k++)
         if (slots[k].s)
             conn_closed(&slots[k]);
-    CHECK(gw_sessions_count(srv->sessions) == 0 && gw_registry_empty(srv->registry) &&
-          !gw_acks_waiting(srv->acks) && gw_bridge_inflight(srv->bridge) == 0);
+    CHECK(gw_sessions_count(sessions) == 0 && gw_registry_empty(gw_groups_registry(groups)) &&
+          !gw_acks_waiting(gw_groups_acks(groups)) && gw_bridge_inflight(bridge) == 0);
     check_dense();
     for (size_t k = 0; k < sizeof(uids) / sizeof(uids[0]); k++)
         leave_all(uids[k]);

@@ -1,6 +1,6 @@
 /* libFuzzer target: the token check of `hello` (libjwt under the gateway's rules). Any
  * input is a token; none may crash it, and a token that passes must name a valid user. */
-#include "gw_auth.h"
+#include "gw_session.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -55,6 +55,21 @@ void gwfx_wait_exit(gwfx *f);
 void gwfx_restart(gwfx *f);
 /* Stops (if running), frees the clients and removes the data folder. */
 void gwfx_cleanup(gwfx *f);
+
+/* A suite (Criterion's TestSuite, timeout in seconds) whose tests each get a gateway of
+ * their own in `fx` (a static gwfx), made by start(&fx, NULL) before each test and cleaned
+ * up after it (gwfx_cleanup: SIGTERM, which must end in exit 0). */
+#define GWFX_SUITE(suite, fx, start, secs)                                                         \
+    static gwfx fx;                                                                                \
+    static void suite##_setup(void)                                                                \
+    {                                                                                              \
+        start(&fx, NULL);                                                                          \
+    }                                                                                              \
+    static void suite##_teardown(void)                                                             \
+    {                                                                                              \
+        gwfx_cleanup(&fx);                                                                         \
+    }                                                                                              \
+    TestSuite(suite, .init = suite##_setup, .fini = suite##_teardown, .timeout = secs)
 /* True if the gateway process is still alive. */
 bool gwfx_alive(gwfx *f);
 /* The gateway's resident memory in KiB (from /proc). */

@@ -15,19 +15,7 @@
 
 #define MESSAGES 1000
 
-static gwfx f;
-
-static void setup(void)
-{
-    gwfx_start(&f, NULL);
-}
-
-static void teardown(void)
-{
-    gwfx_cleanup(&f);
-}
-
-TestSuite(acks, .init = setup, .fini = teardown, .timeout = 120);
+GWFX_SUITE(acks, f, gwfx_start, 120);
 
 /* A client's ack policy, as docs/PROTOCOL.md describes it. */
 typedef struct acker {

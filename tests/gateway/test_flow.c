@@ -9,19 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static gwfx f;
-
-static void setup(void)
-{
-    gwfx_start(&f, NULL);
-}
-
-static void teardown(void)
-{
-    gwfx_cleanup(&f);
-}
-
-TestSuite(flow, .init = setup, .fini = teardown, .timeout = 60);
+GWFX_SUITE(flow, f, gwfx_start, 60);
 
 static void ack(gwc_conn *k, const char *gid, uint64_t mid)
 {

@@ -14,19 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static gwfx f;
-
-static void setup(void)
-{
-    gwfx_start(&f, NULL);
-}
-
-static void teardown(void)
-{
-    gwfx_cleanup(&f);
-}
-
-TestSuite(json, .init = setup, .fini = teardown, .timeout = 60);
+GWFX_SUITE(json, f, gwfx_start, 60);
 
 /* A JSON session: its socket, and the messages of a batch not handed out yet. */
 typedef struct jconn {

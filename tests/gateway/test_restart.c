@@ -16,19 +16,7 @@
 
 #define MAX_MSGS 20000
 
-static gwfx f;
-
-static void setup(void)
-{
-    gwfx_start(&f, NULL);
-}
-
-static void teardown(void)
-{
-    gwfx_cleanup(&f);
-}
-
-TestSuite(restart, .init = setup, .fini = teardown, .timeout = 120);
+GWFX_SUITE(restart, f, gwfx_start, 120);
 
 static uint64_t confirmed[MAX_MSGS + 1]; /* cid number -> mid from `sent` (0: none) */
 static bool held[MAX_MSGS * 2 + 2];      /* receiver: mids it holds */

@@ -12,19 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static gwfx f;
-
-static void setup(void)
-{
-    gwfx_start_tls(&f, NULL);
-}
-
-static void teardown(void)
-{
-    gwfx_cleanup(&f);
-}
-
-TestSuite(tls, .init = setup, .fini = teardown, .timeout = 60);
+GWFX_SUITE(tls, f, gwfx_start_tls, 60);
 
 Test(tls, chat_over_wss)
 {
@@ -79,19 +67,7 @@ Test(tls, plain_ws_is_refused_on_a_tls_port)
 
 /* ---- sslscan (Debian's package, installed by tools/setup.sh) ------------------------------ */
 
-static gwfx own;
-
-static void own_setup(void)
-{
-    gwfx_start_tls_own(&own, NULL);
-}
-
-static void own_teardown(void)
-{
-    gwfx_cleanup(&own);
-}
-
-TestSuite(tls_scan, .init = own_setup, .fini = own_teardown, .timeout = 120);
+GWFX_SUITE(tls_scan, own, gwfx_start_tls_own, 120);
 
 /* The value of attribute name in a line of sslscan's XML, or "" without it. */
 static const char *attr(const char *line, const char *name, char *out, size_t n)

@@ -14,9 +14,14 @@
 //   'notice' {kind, code, msg, gid}               something the user should be told (an error)
 //   'auth'   {reason}                             the token was refused and cannot be renewed
 //   'joined' {gid}                                a join of this page was answered
+//
+// This file is the class itself: its fields, the connection's life, the incoming frames.
+// Its other parts are methods in files of their own, installed on the prototype at the
+// end of this file: groups.js (the group list), views.js (a group's view, paging, acks),
+// sends.js (messages on their way), tab-sync.js (the user's other tabs), batching.js
+// (events once per task).
 
 import { encode, decode } from '@msgpack/msgpack';
-import { GroupLog } from './group-log.js';
 import {
   BACKOFF_RESET_AFTER_MS,
   CONNECT_TIMEOUT_MS,
@@ -25,66 +30,15 @@ import {
   openSocket,
   closeSocket,
 } from './connection.js';
+import { asInt, now } from './util.js';
+import { groupMethods } from './groups.js';
+import { viewMethods } from './views.js';
+import { sendMethods } from './sends.js';
+import { openTabChannel, tabSyncMethods } from './tab-sync.js';
+import { nothingDirty, batchingMethods } from './batching.js';
 
-const PAGE_LIMIT = 100; // messages per enter/pull (the server's default page)
-const MAX_ACK_ENTRIES = 32; // per ack frame (protocol limit)
-// A group view that is left keeps its newest messages in memory, so that coming back
-// to it pulls only what arrived since (pull after the watermark) instead of everything.
-const KEEP_WHEN_LEFT = 500;
-const SEND_RETRY_CODES = new Set(['overloaded', 'unavailable', 'internal', 'rate_limited']);
-const SEND_MAX_RETRIES = 5;
-
-/** A client message id: random, so that it is unique per user across tabs and reloads
- * (the gateway remembers (uid, cid) for idempotent sends), and made only of characters
- * ids allow. getRandomValues works on plain http:// pages too, randomUUID does not. */
-export function makeCid() {
-  const b = new Uint8Array(12);
-  crypto.getRandomValues(b);
-  return 'c' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
-}
-
-export function isValidId(s) {
-  return typeof s === 'string' && /^[A-Za-z0-9_.:-]{1,64}$/.test(s);
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** A body as text: bodies come back with the type the sender used (str or bin). */
-export function bodyText(body) {
-  if (typeof body === 'string') return { text: body, binary: false };
-  if (body instanceof Uint8Array) {
-    try {
-      return { text: utf8.decode(body), binary: false };
-    } catch {
-      return { text: `[${body.length} bytes of binary data]`, binary: true };
-    }
-  }
-  return { text: '', binary: true };
-}
-
-const asInt = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : typeof v === 'bigint' ? Number(v) : 0);
-const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
-
-/** What this page knows of one group. */
-class Group {
-  constructor(gid) {
-    this.gid = gid;
-    this.lastMid = 0; // highest mid known to exist
-    this.ack = 0; // highest ack known for this user: the server's, ours, or another tab's
-    this.view = null; // a View once the group has been opened in this page
-  }
-}
-
-/** A group that has been opened: its log (group-log.js), and the requests and the ack
- * timer that keep it filled and acked. */
-class View extends GroupLog {
-  constructor() {
-    super();
-    this.fwdRid = null; // the enter or pull-after in flight (one at a time)
-    this.olderRid = null; // the pull-before in flight
-    this.ackTimer = null;
-  }
-}
+export { isValidId, bodyText } from './util.js';
+export { makeCid } from './sends.js';
 
 export class GwClient extends EventTarget {
   /**
@@ -131,11 +85,10 @@ export class GwClient extends EventTarget {
     this.ackLog = [];
     // Changes are collected and reported once per task, so that a batch frame of 256
     // messages redraws once, not 256 times.
-    this.dirty = { groups: false, views: new Map(), scheduled: false };
+    this.dirty = nothingDirty();
     // Other tabs of this browser signed in as the same user share acks through this
     // channel: the gateway shares acks per user, but does not tell the other sessions.
-    this.channel = typeof BroadcastChannel !== 'undefined' ? new BroadcastChannel('gw-demo') : null;
-    if (this.channel) this.channel.onmessage = (ev) => this.onChannel(ev.data);
+    this.channel = openTabChannel(this);
   }
 
   // ---- public: connection ----------------------------------------------------------
@@ -163,151 +116,6 @@ export class GwClient extends EventTarget {
     if (this.stopped || this.state !== 'offline') return;
     clearTimeout(this.retryTimer);
     this.connect();
-  }
-
-  // ---- public: groups ----------------------------------------------------------------
-
-  /** Groups sorted by name, each with its unread count. */
-  groupList() {
-    return [...this.groups.values()]
-      .sort((a, b) => (a.gid < b.gid ? -1 : a.gid > b.gid ? 1 : 0))
-      .map((g) => ({ gid: g.gid, lastMid: g.lastMid, unread: this.unread(g), open: g.gid === this.openGid }));
-  }
-
-  /** Unread = messages after what the user has seen. For the open group that is its
-   * watermark; for the others the ack (messages that arrived live while the group was
-   * not open are held, but the user has not seen them). */
-  unread(g) {
-    let seen = g.ack;
-    if (g.gid === this.openGid && g.view && g.view.w !== null) seen = Math.max(seen, g.view.w);
-    return Math.max(0, g.lastMid - seen);
-  }
-
-  /** Join a group, creating it when it does not exist (open groups). */
-  join(gid) {
-    if (!isValidId(gid)) throw new Error('a group name is 1-64 characters of A-Z a-z 0-9 _ . : -');
-    this.request({ t: 'join', gid }, { kind: 'join', gid });
-  }
-
-  leave(gid) {
-    this.request({ t: 'leave', gid }, { kind: 'leave', gid });
-  }
-
-  refreshGroups() {
-    if (this.state === 'online') this.request({ t: 'groups' }, { kind: 'groups' });
-  }
-
-  // ---- public: the group view ------------------------------------------------------
-
-  /** Open a group's view. The first time: `enter` (pull after the stored ack, shared by
-   * all sessions of the user); later: pull after this page's watermark. */
-  open(gid) {
-    if (this.openGid === gid) return;
-    this.close();
-    const g = this.groups.get(gid);
-    if (!g) return;
-    this.openGid = gid;
-    if (!g.view) g.view = new View();
-    const v = g.view;
-    v.unacked = 0;
-    v.firstUnread = null;
-    this.markView(gid, { reset: true });
-    if (v.w === null) {
-      this.sendEnter(g);
-    } else {
-      // Messages that came live while the view was closed are seen now: ack them.
-      this.flushAcks([gid], 'open');
-      this.catchUp(g);
-    }
-    this.markGroups();
-  }
-
-  /** Leave the view (another group, back to the list, page hidden): ack at once. */
-  close() {
-    const gid = this.openGid;
-    if (!gid) return;
-    this.flushAcks([gid], 'leave');
-    this.openGid = null;
-    const g = this.groups.get(gid);
-    if (g && g.view) g.view.trim(KEEP_WHEN_LEFT);
-    this.markGroups();
-  }
-
-  /** Ack the open group now (the page is being hidden or unloaded). */
-  flushOpen(reason = 'leave') {
-    if (this.openGid) this.flushAcks([this.openGid], reason);
-  }
-
-  /** Older history of the open group: `pull before` the lowest mid shown. */
-  loadOlder() {
-    const g = this.groups.get(this.openGid);
-    const v = g && g.view;
-    if (!v || v.w === null || !v.hasOlder || v.olderRid !== null || this.state !== 'online') return false;
-    const before = v.lowestShown();
-    if (before <= 1) {
-      v.hasOlder = false;
-      this.markView(g.gid);
-      return false;
-    }
-    v.olderRid = this.request({ t: 'pull', gid: g.gid, before, limit: PAGE_LIMIT }, { kind: 'before', gid: g.gid, view: v });
-    this.markView(g.gid);
-    return true;
-  }
-
-  /** Everything a view shows, sorted: stored messages by mid, then pending ones. */
-  viewEntries(gid) {
-    const g = this.groups.get(gid);
-    const out = [];
-    if (g && g.view) for (const m of g.view.held.values()) out.push(this.entryOf(gid, m));
-    for (const p of this.pending.values()) if (p.gid === gid) out.push(this.pendingEntry(p));
-    return out.sort((a, b) => a.sort - b.sort);
-  }
-
-  viewMeta(gid) {
-    const g = this.groups.get(gid);
-    const v = g && g.view;
-    if (!v) return { hasOlder: false, loadingOlder: false, catchingUp: false, firstUnread: null, lastMid: g ? g.lastMid : 0 };
-    return {
-      hasOlder: v.hasOlder,
-      loadingOlder: v.olderRid !== null,
-      catchingUp: v.w === null || v.fwdRid !== null,
-      firstUnread: v.firstUnread,
-      lastMid: g.lastMid,
-      w: v.w,
-    };
-  }
-
-  // ---- public: sending ---------------------------------------------------------------
-
-  /** Send a text message. It shows as pending until `sent` gives it its mid; while
-   * offline it waits, and is sent (again) after each reconnect with the same cid, which
-   * the gateway makes idempotent: stored once whatever happens to the connection. */
-  send(gid, text) {
-    const size = new TextEncoder().encode(text).length;
-    if (size > this.maxBody) throw new Error(`message too long: ${size} bytes, at most ${this.maxBody}`);
-    const p = { cid: makeCid(), gid, body: text, state: 'pending', seq: ++this.sendSeq, tries: 0, code: null };
-    this.pending.set(p.cid, p);
-    this.markView(gid, { upserts: [this.pendingEntry(p)] });
-    if (this.state === 'online') this.transmitSend(p);
-    return p.cid;
-  }
-
-  /** Try a failed message again (same cid). */
-  retry(cid) {
-    const p = this.pending.get(cid);
-    if (!p || p.state !== 'failed') return;
-    p.state = 'pending';
-    p.code = null;
-    p.tries = 0;
-    this.markView(p.gid, { upserts: [this.pendingEntry(p)] });
-    if (this.state === 'online') this.transmitSend(p);
-  }
-
-  discard(cid) {
-    const p = this.pending.get(cid);
-    if (!p || p.state !== 'failed') return;
-    this.pending.delete(cid);
-    this.markView(p.gid, { removes: ['p' + cid] });
   }
 
   // ---- connection internals --------------------------------------------------------
@@ -508,182 +316,13 @@ export class GwClient extends EventTarget {
     this.armPing();
   }
 
-  /** The list from `welcome` (the truth at login) or from `groups` (a refresh). */
-  applyGroupList(list, isWelcome) {
-    const seen = new Set();
-    for (const e of list) {
-      const gid = String(e.gid);
-      seen.add(gid);
-      let g = this.groups.get(gid);
-      if (!g) this.groups.set(gid, (g = new Group(gid)));
-      const lastMid = asInt(e.last_mid);
-      const ack = asInt(e.ack);
-      if (g.view && g.view.w !== null && lastMid < g.view.w) {
-        // The gateway knows fewer messages than this page holds: its store was replaced
-        // (a new data folder). What this page holds is not that group any more.
-        g.view = g.gid === this.openGid ? new View() : null;
-        g.lastMid = lastMid;
-        g.ack = ack;
-        if (g.view) {
-          this.markView(gid, { reset: true });
-          this.sendEnter(g);
-        }
-        continue;
-      }
-      g.lastMid = isWelcome ? Math.max(lastMid, g.view && g.view.w !== null ? g.view.w : 0) : Math.max(g.lastMid, lastMid);
-      if (isWelcome) {
-        // After a gateway crash the last batch of acks may be lost: start from what the
-        // gateway has, and re-ack below if this page holds more.
-        g.ack = ack;
-        if (g.view) g.view.ackedTo = ack;
-      } else {
-        g.ack = Math.max(g.ack, ack);
-      }
-    }
-    for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
-    this.markGroups();
-  }
-
-  onJoined(m) {
-    const gid = String(m.gid);
-    let g = this.groups.get(gid);
-    if (!g) this.groups.set(gid, (g = new Group(gid)));
-    g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
-    g.ack = Math.max(g.ack, asInt(m.ack));
-    this.markGroups();
-    this.broadcast({ kind: 'membership' });
-    this.dispatchEvent(new CustomEvent('joined', { detail: { gid } }));
-  }
-
-  onLeft(gid) {
-    this.dropGroup(gid);
-    this.broadcast({ kind: 'membership' });
-  }
-
-  dropGroup(gid) {
-    const g = this.groups.get(gid);
-    if (!g) return;
-    if (g.view) clearTimeout(g.view.ackTimer);
-    if (this.openGid === gid) this.openGid = null;
-    this.groups.delete(gid);
-    for (const [cid, p] of this.pending) if (p.gid === gid) this.pending.delete(cid);
-    this.markGroups();
-    this.markView(gid, { reset: true });
-  }
-
-  onSent(m) {
-    const gid = String(m.gid);
-    const cid = String(m.cid);
-    const mid = asInt(m.mid);
-    const p = this.pending.get(cid);
-    this.pending.delete(cid);
-    const g = this.groups.get(gid);
-    if (!g) return;
-    g.lastMid = Math.max(g.lastMid, mid);
-    if (g.view) {
-      this.markView(gid, { removes: ['p' + cid] });
-      // A pull may already have brought this mid (the message was stored, the `sent`
-      // was lost with the connection, and the resend got the first `sent` back): then
-      // it is already shown, once.
-      if (p) this.hold(g, { mid, from: this.uid, ts: asInt(m.ts), body: p.body });
-      this.advance(g);
-    }
-    this.markGroups();
-  }
-
-  onMsg(m) {
-    const gid = String(m.gid);
-    const g = this.groups.get(gid);
-    if (!g) {
-      // A push for a group this page does not list: another tab of this user joined it.
-      this.queueGroupsRefresh();
-      return;
-    }
-    const mid = asInt(m.mid);
-    g.lastMid = Math.max(g.lastMid, mid);
-    if (g.view) {
-      this.hold(g, { mid, from: String(m.from), ts: asInt(m.ts), body: m.body });
-      this.advance(g);
-    }
-    this.markGroups();
-  }
-
-  /** `notify`: the gateway dropped pushes for this page (it was too slow) and says where
-   * the group is now. The open group pulls after its watermark; the others only count. */
-  onNotify(m) {
-    const g = this.groups.get(String(m.gid));
-    if (!g) return this.queueGroupsRefresh();
-    g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
-    if (g.gid === this.openGid) this.catchUp(g);
-    this.markGroups();
-  }
-
-  onPage(m, info) {
-    const gid = String(m.gid);
-    const g = this.groups.get(gid);
-    if (!g || !g.view || !info || !info.view) return;
-    const v = g.view;
-    const msgs = Array.isArray(m.msgs) ? m.msgs : [];
-    g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
-    if (info.view !== v) return; // a reply to a view that has since been replaced
-    if (info.kind === 'before') {
-      v.olderRid = null;
-      for (const e of msgs) this.hold(g, this.fromPage(e), true);
-      v.hasOlder = msgs.length > 0 && !!m.more && v.lowestShown() > 1;
-      this.markView(gid);
-      return;
-    }
-    // enter or pull after.
-    v.fwdRid = null;
-    if (v.w === null) {
-      // The first page of `enter` starts just after the user's ack: everything below
-      // its first mid was read before (in this tab or another). An empty page means
-      // nothing is unread: the ack is the group's last mid.
-      v.w = msgs.length ? asInt(msgs[0].mid) - 1 : asInt(m.last_mid);
-      v.ackedTo = Math.max(v.ackedTo, v.w);
-      g.ack = Math.max(g.ack, v.w);
-      v.firstUnread = msgs.length ? v.w + 1 : null;
-      // Live pushes that came before this answer and are at or below the ack were read
-      // in another tab: not shown here out of order; `pull before` brings them in order.
-      const stale = [...v.held.keys()].filter((mid) => mid <= v.w);
-      for (const mid of stale) v.held.delete(mid);
-      if (stale.length) this.markView(gid, { removes: stale.map((mid) => 'm' + mid) });
-      v.lowest = null;
-      for (const mid of v.held.keys()) if (v.lowest === null || mid < v.lowest) v.lowest = mid;
-    }
-    for (const e of msgs) this.hold(g, this.fromPage(e));
-    v.hasOlder = v.lowestShown() > 1;
-    const before = v.w;
-    this.advance(g, /* fromPage */ true);
-    // Acking each page: the user has it on screen, and if the tab dies in the middle of
-    // a long backlog the next visit starts after the pages already read.
-    if (g.gid === this.openGid && v.w > v.ackedTo) this.flushAcks([gid], 'page');
-    // More after this page, or live messages beyond a hole: pull on, one page at a time.
-    // A page that brought nothing new does not pull again at once (no tight loop).
-    if (v.w > before || msgs.length) this.catchUp(g);
-    this.markView(gid);
-    this.markGroups();
-  }
-
   onErr(m, info) {
     const code = String(m.code || 'internal');
     const msg = String(m.msg || '');
     const gid = m.gid !== undefined ? String(m.gid) : info && info.gid;
     const kind = info ? info.kind : m.gid !== undefined ? 'ack' : 'unknown';
     if (info && info.kind === 'send') {
-      const p = this.pending.get(info.cid);
-      if (p) {
-        if (SEND_RETRY_CODES.has(code) && p.tries < SEND_MAX_RETRIES) {
-          // The gateway is busy, stopping or cannot store now: the same cid again, later.
-          setTimeout(() => {
-            if (this.pending.get(p.cid) === p && p.state === 'pending' && this.state === 'online') this.transmitSend(p);
-          }, 500 * 2 ** p.tries);
-          return;
-        }
-        p.state = 'failed';
-        p.code = code;
-        this.markView(p.gid, { upserts: [this.pendingEntry(p)] });
-      }
+      if (this.onSendErr(info.cid, code)) return; // sent again later
     } else if (info && (info.kind === 'enter' || info.kind === 'after' || info.kind === 'before')) {
       const g = this.groups.get(info.gid);
       if (g && g.view) {
@@ -701,202 +340,14 @@ export class GwClient extends EventTarget {
     if (kind === 'ack' && code === 'not_member') return; // handled quietly
     this.dispatchEvent(new CustomEvent('notice', { detail: { kind, code, msg, gid } }));
   }
+}
 
-  // ---- the watermark, dedup, holes, acks ---------------------------------------------
-
-  fromPage(e) {
-    return { mid: asInt(e.mid), from: String(e.from), ts: asInt(e.ts), body: e.body };
-  }
-
-  /** Keep a message unless it is already held ((gid, mid) is the dedup key: GroupLog). */
-  hold(g, m, older = false) {
-    const r = g.view.hold(m, older);
-    if (r === 'duplicate') this.counters.duplicates++;
-    if (r !== 'held') return false;
-    this.markView(g.gid, { upserts: [this.entryOf(g.gid, m)] });
-    return true;
-  }
-
-  /** Move the watermark over every contiguous message now held. In the open view that is
-   * what the user sees, so it counts toward the next ack; a live mid beyond a hole
-   * leaves the watermark where it is and the hole is pulled. */
-  advance(g, fromPage = false) {
-    const v = g.view;
-    if (v.w === null) return; // enter has not answered yet: nothing to measure against
-    const n = v.advance();
-    if (v.w > g.lastMid) g.lastMid = v.w;
-    if (g.gid !== this.openGid) return;
-    if (n && !fromPage) this.countUnacked(g, n);
-    if (!fromPage) this.catchUp(g);
-  }
-
-  /** Batched ack, as the protocol asks: after ack_every new messages, or ack_delay_ms
-   * after the first unacked one, whichever comes first. The count is checked once per
-   * incoming frame (ackIfCounted), so a batch frame of 256 pushes gives one ack, not five. */
-  countUnacked(g, n) {
-    const v = g.view;
-    v.countUnacked(n, now());
-    if (!v.ackTimer && !v.ackDueByCount(this.ackEvery)) {
-      v.firstUnackedAt = now();
-      v.ackTimer = setTimeout(() => {
-        v.ackTimer = null;
-        this.flushAcks([g.gid], 'delay');
-      }, this.ackDelayMs);
-    }
-  }
-
-  ackIfCounted() {
-    const g = this.groups.get(this.openGid);
-    if (g && g.view && g.view.ackDueByCount(this.ackEvery)) this.flushAcks([g.gid], 'count');
-  }
-
-  /** Send one ack frame for these groups: each at its contiguous watermark. */
-  flushAcks(gids, reason) {
-    const entries = [];
-    for (const gid of gids) {
-      const g = this.groups.get(gid);
-      const v = g && g.view;
-      if (!v || v.w === null) continue;
-      clearTimeout(v.ackTimer);
-      v.ackTimer = null;
-      const to = v.ackTarget();
-      if (!to) {
-        v.unacked = 0;
-        continue;
-      }
-      entries.push({ g, v, from: v.ackedTo, to, covered: v.unacked, waited: v.firstUnackedAt ? now() - v.firstUnackedAt : 0 });
-    }
-    if (!entries.length || this.state !== 'online') return; // offline: re-acked after welcome
-    for (let i = 0; i < entries.length; i += MAX_ACK_ENTRIES) {
-      const chunk = entries.slice(i, i + MAX_ACK_ENTRIES);
-      const acks = {};
-      for (const e of chunk) acks[e.g.gid] = e.to;
-      if (!this.sendFrame({ t: 'ack', acks })) return;
-      for (const e of chunk) {
-        e.v.acked(e.to);
-        e.g.ack = Math.max(e.g.ack, e.to);
-      }
-      if (this.ackLog.length > 2000) this.ackLog.splice(0, 1000);
-      this.ackLog.push({
-        at: now(),
-        reason,
-        acks,
-        messages: chunk.reduce((s, e) => s + (e.to - e.from), 0),
-        waited: Math.max(...chunk.map((e) => e.waited)),
-      });
-      this.broadcast({ kind: 'ack', acks });
-    }
-    this.markGroups();
-  }
-
-  /** Pull after the watermark when the open group has messages this page lacks: more
-   * pages of a backlog, a hole in live mids, a `notify`, or what was missed while
-   * offline. One forward pull at a time; each reply calls this again. */
-  catchUp(g) {
-    const v = g.view;
-    if (!v || g.gid !== this.openGid || this.state !== 'online') return;
-    if (v.w === null || v.fwdRid !== null) return;
-    if (v.w >= g.lastMid) return;
-    v.fwdRid = this.request({ t: 'pull', gid: g.gid, after: v.w, limit: PAGE_LIMIT }, { kind: 'after', gid: g.gid, view: v });
-    this.markView(g.gid);
-  }
-
-  sendEnter(g) {
-    const v = g.view;
-    if (!v || this.state !== 'online' || v.fwdRid !== null) return;
-    v.fwdRid = this.request({ t: 'enter', gid: g.gid, limit: PAGE_LIMIT }, { kind: 'enter', gid: g.gid, view: v });
-  }
-
-  transmitSend(p) {
-    p.tries++;
-    this.request({ t: 'send', gid: p.gid, cid: p.cid, body: p.body }, { kind: 'send', gid: p.gid, cid: p.cid });
-  }
-
-  // ---- other tabs --------------------------------------------------------------------
-
-  broadcast(msg) {
-    if (this.channel && this.uid) {
-      try {
-        this.channel.postMessage({ ...msg, uid: this.uid });
-      } catch {
-        /* closed */
-      }
-    }
-  }
-
-  onChannel(msg) {
-    if (!msg || msg.uid !== this.uid) return;
-    if (msg.kind === 'ack' && msg.acks) {
-      for (const [gid, mid] of Object.entries(msg.acks)) {
-        const g = this.groups.get(gid);
-        if (g) g.ack = Math.max(g.ack, asInt(mid));
-      }
-      this.markGroups();
-    } else if (msg.kind === 'membership') {
-      this.queueGroupsRefresh();
-    }
-  }
-
-  queueGroupsRefresh() {
-    if (this.groupsRefreshQueued) return;
-    this.groupsRefreshQueued = true;
-    setTimeout(() => {
-      this.groupsRefreshQueued = false;
-      this.refreshGroups();
-    }, 100);
-  }
-
-  // ---- reporting changes -------------------------------------------------------------
-
-  entryOf(gid, m) {
-    const { text, binary } = bodyText(m.body);
-    return { key: 'm' + m.mid, sort: m.mid, mid: m.mid, from: m.from, ts: m.ts, text, binary, own: m.from === this.uid, state: 'stored' };
-  }
-
-  pendingEntry(p) {
-    return { key: 'p' + p.cid, sort: 1e15 + p.seq, cid: p.cid, from: this.uid, ts: 0, text: p.body, binary: false, own: true, state: p.state, code: p.code };
-  }
-
-  markGroups() {
-    this.dirty.groups = true;
-    this.schedule();
-  }
-
-  markView(gid, { reset = false, upserts = [], removes = [] } = {}) {
-    let d = this.dirty.views.get(gid);
-    if (!d) this.dirty.views.set(gid, (d = { reset: false, upserts: new Map(), removes: new Set() }));
-    if (reset) {
-      d.reset = true;
-      d.upserts.clear();
-      d.removes.clear();
-    }
-    for (const e of upserts) {
-      d.removes.delete(e.key);
-      d.upserts.set(e.key, e);
-    }
-    for (const k of removes) {
-      d.upserts.delete(k);
-      d.removes.add(k);
-    }
-    this.schedule();
-  }
-
-  schedule() {
-    if (this.dirty.scheduled) return;
-    this.dirty.scheduled = true;
-    queueMicrotask(() => this.flushEvents());
-  }
-
-  flushEvents() {
-    const { groups, views } = this.dirty;
-    this.dirty = { groups: false, views: new Map(), scheduled: false };
-    for (const [gid, d] of views) {
-      this.dispatchEvent(
-        new CustomEvent('view', {
-          detail: { gid, reset: d.reset, upserts: [...d.upserts.values()], removes: [...d.removes], meta: this.viewMeta(gid) },
-        }),
-      );
-    }
-    if (groups) this.dispatchEvent(new CustomEvent('groups', { detail: {} }));
+// The other parts' methods, installed as the class's own are (not enumerable). A name
+// defined in two places is a mistake: caught here rather than one silently replacing
+// the other.
+for (const methods of [groupMethods, viewMethods, sendMethods, tabSyncMethods, batchingMethods]) {
+  for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(methods))) {
+    if (name in GwClient.prototype) throw new Error(`GwClient.${name} is defined twice`);
+    Object.defineProperty(GwClient.prototype, name, { ...d, enumerable: false });
   }
 }

@@ -1,0 +1,105 @@
+// The group list, a part of GwClient (client.js installs these methods on its prototype;
+// `this` is the client): the groups of the user with their counts, as `welcome` and
+// `groups` give them, and joining and leaving.
+
+import { isValidId, asInt } from './util.js';
+import { Group, View } from './views.js';
+
+export const groupMethods = {
+  // ---- public: groups ----------------------------------------------------------------
+
+  /** Groups sorted by name, each with its unread count. */
+  groupList() {
+    return [...this.groups.values()]
+      .sort((a, b) => (a.gid < b.gid ? -1 : a.gid > b.gid ? 1 : 0))
+      .map((g) => ({ gid: g.gid, lastMid: g.lastMid, unread: this.unread(g), open: g.gid === this.openGid }));
+  },
+
+  /** Unread = messages after what the user has seen. For the open group that is its
+   * watermark; for the others the ack (messages that arrived live while the group was
+   * not open are held, but the user has not seen them). */
+  unread(g) {
+    let seen = g.ack;
+    if (g.gid === this.openGid && g.view && g.view.w !== null) seen = Math.max(seen, g.view.w);
+    return Math.max(0, g.lastMid - seen);
+  },
+
+  /** Join a group, creating it when it does not exist (open groups). */
+  join(gid) {
+    if (!isValidId(gid)) throw new Error('a group name is 1-64 characters of A-Z a-z 0-9 _ . : -');
+    this.request({ t: 'join', gid }, { kind: 'join', gid });
+  },
+
+  leave(gid) {
+    this.request({ t: 'leave', gid }, { kind: 'leave', gid });
+  },
+
+  refreshGroups() {
+    if (this.state === 'online') this.request({ t: 'groups' }, { kind: 'groups' });
+  },
+
+  // ---- incoming ----------------------------------------------------------------------
+
+  /** The list from `welcome` (the truth at login) or from `groups` (a refresh). */
+  applyGroupList(list, isWelcome) {
+    const seen = new Set();
+    for (const e of list) {
+      const gid = String(e.gid);
+      seen.add(gid);
+      let g = this.groups.get(gid);
+      if (!g) this.groups.set(gid, (g = new Group(gid)));
+      const lastMid = asInt(e.last_mid);
+      const ack = asInt(e.ack);
+      if (g.view && g.view.w !== null && lastMid < g.view.w) {
+        // The gateway knows fewer messages than this page holds: its store was replaced
+        // (a new data folder). What this page holds is not that group any more.
+        g.view = g.gid === this.openGid ? new View() : null;
+        g.lastMid = lastMid;
+        g.ack = ack;
+        if (g.view) {
+          this.markView(gid, { reset: true });
+          this.sendEnter(g);
+        }
+        continue;
+      }
+      g.lastMid = isWelcome ? Math.max(lastMid, g.view && g.view.w !== null ? g.view.w : 0) : Math.max(g.lastMid, lastMid);
+      if (isWelcome) {
+        // After a gateway crash the last batch of acks may be lost: start from what the
+        // gateway has, and re-ack below if this page holds more.
+        g.ack = ack;
+        if (g.view) g.view.ackedTo = ack;
+      } else {
+        g.ack = Math.max(g.ack, ack);
+      }
+    }
+    for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
+    this.markGroups();
+  },
+
+  onJoined(m) {
+    const gid = String(m.gid);
+    let g = this.groups.get(gid);
+    if (!g) this.groups.set(gid, (g = new Group(gid)));
+    g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
+    g.ack = Math.max(g.ack, asInt(m.ack));
+    this.markGroups();
+    this.broadcast({ kind: 'membership' });
+    this.dispatchEvent(new CustomEvent('joined', { detail: { gid } }));
+  },
+
+  onLeft(gid) {
+    this.dropGroup(gid);
+    this.broadcast({ kind: 'membership' });
+  },
+
+  dropGroup(gid) {
+    const g = this.groups.get(gid);
+    if (!g) return;
+    if (g.view) clearTimeout(g.view.ackTimer);
+    if (this.openGid === gid) this.openGid = null;
+    this.groups.delete(gid);
+    for (const [cid, p] of this.pending) if (p.gid === gid) this.pending.delete(cid);
+    this.markGroups();
+    this.markView(gid, { reset: true });
+  },
+};

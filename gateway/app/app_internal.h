@@ -1,0 +1,117 @@
+/*
+ * app/'s own parts, for its files only: the app's state (gw_app.c), what a session's
+ * requests keep of it (gw_route.c, gw_signin.c), the append op (gw_route.c, used by the
+ * API too), the API's answers (gw_api.c, used by gw_api_jobs.c), the webhook.
+ */
+#ifndef GW_APP_INTERNAL_H
+#define GW_APP_INTERNAL_H
+
+#include "gw_app.h"
+
+#include <ev.h>
+#include <libwebsockets.h>
+
+typedef struct gw_unread gw_unread;
+typedef struct gw_webhook gw_webhook;
+
+struct gw_app {
+    gw_app_deps d;
+    bool stopping; /* gw_app_stop */
+    gw_app_figs figs;
+    gw_unread *unread; /* the unread webhook (NULL: off) */
+    gw_webhook *webhook;
+};
+
+/* ---- a session, as its requests see it (gw_route.c, gw_signin.c) ------------------------ */
+
+/* What the app keeps of each session, in the session's room for it (gw_sess_ext). */
+typedef struct app_sess {
+    gw_seat seat;       /* its user in the registry (groups/) */
+    uint64_t hello_rid; /* the rid of the hello whose user is loading */
+} app_sess;
+
+#define NO_GID ((pr_slice){0})
+
+/* gw_route.c: what st_* codes mean to a client. */
+int gw_route_err_code(int st_rc);
+const char *gw_route_err_msg(int st_rc);
+/* gw_route.c: the C string's slice; an id slice copied into dst (PR_MAX_ID + 1 bytes). */
+pr_slice gw_cstr(const char *s);
+void gw_slice_cpy(char *dst, pr_slice s);
+
+/* gw_signin.c: a session's hello: the token, then its user's groups (the requests after
+ * it wait), then `welcome`. */
+void gw_signin_hello(gw_app *a, gw_sess *s, const pr_req *r);
+/* gw_signin.c: the `groups` reply, from memory. */
+void gw_signin_groups(gw_app *a, gw_sess *s, uint64_t rid);
+
+/* ---- the append op (gw_route.c): one builder for a session's send and the API's POST -- */
+
+/* A write's ids, and the record of a message (the ids the op points at live here). */
+typedef struct gw_append {
+    char gid[PR_MAX_ID + 1];
+    char uid[PR_MAX_ID + 1];
+    char cid[PR_MAX_ID + 1];
+    msgpack_sbuffer record; /* APPEND: `from` and `body`, encoded once */
+} gw_append;
+
+void gw_append_init(gw_append *m);
+void gw_append_release(gw_append *m);
+/* An APPEND of body by `from` (the sender: a session's user, or whom the API names),
+ * with the client's cid, to m->gid: the record is encoded once, and op points into m.
+ * any_sender: the sender need not be a member (the API). 0, or -1 when out of memory. */
+int gw_append_op(gw_append *m, st_op *op, pr_slice from, pr_slice cid, pr_body body,
+                 bool any_sender);
+/* The APPEND committed (op->result 0): counted; unless a duplicate, pushed to every
+ * online session of the group here but `except` (the sender's), and the webhook told. */
+void gw_append_stored(gw_app *a, const gw_append *m, const st_op *op, gw_sess *except);
+
+/* ---- the API's answers (gw_api.c) and its store jobs (gw_api_jobs.c) -------------------- */
+
+/* The answer is body with status (the reference is taken): written when writable. */
+void gw_api_answer(gw_api_conn *c, unsigned status, json_t *body);
+/* An error: {"error": code, "message": text} and the field it is about, if any. */
+void gw_api_fail(gw_api_conn *c, unsigned status, const char *code, const char *field,
+                 const char *msg);
+/* The HTTP status and error code of a store result; `what` says what was not done. */
+void gw_api_fail_store(gw_api_conn *c, int rc, const char *what);
+/* The id in [p, p + n) copied into out (PR_MAX_ID + 1 bytes); false if it is not an id. */
+bool gw_api_take_id(const char *p, size_t n, char *out);
+
+/* The requests that need the store, each answered from its completion. */
+void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid);
+void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
+void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
+void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add);
+void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid);
+void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid);
+/* The connection is gone: its job answers nobody. */
+void gw_api_job_orphan(struct api_job *j);
+
+/* ---- the unread webhook: who is told (gw_unread.c), the delivery (gw_webhook.c) ------- */
+
+gw_unread *gw_unread_new(gw_app *a);
+void gw_unread_free(gw_unread *u); /* NULL is a no-op */
+/* This node stored gid's message mid (a session's send or the API's; not a duplicate).
+ * u may be NULL (no webhook): nothing happens. */
+void gw_unread_stored(gw_unread *u, const char *gid, uint64_t mid);
+/* A session of uid acked gid up to ack while the group's last mid is last_mid. Messages
+ * are left unread (ack < last_mid): the member is looked at again after the delay. */
+void gw_unread_acked(gw_unread *u, const char *gid, const char *uid, uint64_t ack,
+                     uint64_t last_mid);
+
+/* Starts the delivery to cfg->webhook_url on the app's loop. NULL (logged) on failure. */
+gw_webhook *gw_webhook_new(gw_app *a);
+/* Stops: a POST under way is abandoned, and what is not delivered is logged as lost. */
+void gw_webhook_free(gw_webhook *w);
+/* Queues one event (takes the reference): true, or false when it was dropped (the queue
+ * full: counted; or no webhook). */
+bool gw_webhook_push(gw_webhook *w, json_t *event);
+
+/* gw_json.c: {mid, from, ts} and, with_body, `body`: a text body as a string; a binary
+ * one (or text that is not UTF-8) in base64, with "encoding": "base64". New reference,
+ * or NULL when out of memory. The same wherever the gateway speaks JSON: the API's pages
+ * and the webhook's events (docs/API.md). */
+json_t *gw_json_message(uint64_t mid, uint64_t ts, const pr_message *r, bool with_body);
+
+#endif

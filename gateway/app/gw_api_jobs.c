@@ -1,0 +1,380 @@
+/*
+ * The server API's requests that need the store (docs/API.md). Each is a store job like a
+ * session's; its connection waits (libwebsockets keeps it) and is answered from the
+ * job's completion, when the socket can take it. A connection that goes away meanwhile
+ * leaves its job to complete with nobody to answer: what it wrote is still stored (a
+ * message is pushed as usual), as with a session that closes.
+ *
+ * Every job completes through one skeleton (done): its kind's effect on this node (a
+ * message pushed, a membership made or ended), whether anyone waits or not; then, for a
+ * connection still there, the kind's answer, or the error of the store's result; then
+ * what the store handed back is freed.
+ */
+#include "app_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct api_job api_job;
+
+/* What one kind of request does when its store job completes. */
+typedef struct api_kind {
+    const char *failed; /* what the error answer says was not done */
+    /* Its effect here, once the store has done it (NULL: none). */
+    void (*effect)(api_job *j, const st_op *op);
+    /* Its answer (a new reference), and the status if not 200. */
+    json_t *(*answer)(api_job *j, const st_op *op, unsigned *status);
+} api_kind;
+
+/* A request waiting for the store. */
+struct api_job {
+    gw_job job; /* first */
+    gw_app *app;
+    gw_api_conn *conn; /* NULL once the connection is gone */
+    const api_kind *kind;
+    gw_append m;     /* its gid and uid; a message's cid and record */
+    unsigned closed; /* DELETE sessions: how many were closed here */
+};
+
+/* A job of kind for connection c, whose op names gid and uid (NULL: none; "": from the
+ * first member, for READ_MEMBERS). NULL (answered) when out of memory. */
+static api_job *job_new(gw_app *a, gw_api_conn *c, enum st_op_kind op, const api_kind *kind,
+                        const char *gid, const char *uid)
+{
+    api_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        gw_api_fail(c, 500, "internal", NULL, "out of memory");
+        return NULL;
+    }
+    j->app = a;
+    j->conn = c;
+    j->kind = kind;
+    j->job.op.kind = op;
+    gw_append_init(&j->m);
+    if (gid) {
+        strcpy(j->m.gid, gid);
+        j->job.op.gid = st_id_str(j->m.gid);
+    }
+    if (uid) {
+        strcpy(j->m.uid, uid);
+        j->job.op.uid = st_id_str(j->m.uid);
+    }
+    return j;
+}
+
+static void job_free(api_job *j)
+{
+    if (j->conn)
+        j->conn->job = NULL;
+    gw_append_release(&j->m);
+    gw_op_release(&j->job.op);
+    free(j);
+}
+
+void gw_api_job_orphan(api_job *j)
+{
+    j->conn = NULL;
+}
+
+/* The skeleton every API job completes through (see the top of this file). */
+static void done(gw_job *jb)
+{
+    api_job *j = (api_job *)jb;
+    st_op *op = &jb->op;
+    if (op->result == 0 && j->kind->effect)
+        j->kind->effect(j, op);
+    if (j->conn && op->result == 0) {
+        unsigned status = 200;
+        json_t *body = j->kind->answer(j, op, &status);
+        gw_api_answer(j->conn, status, body);
+    } else if (j->conn) {
+        gw_api_fail_store(j->conn, op->result, j->kind->failed);
+    }
+    job_free(j);
+}
+
+static void submit(api_job *j)
+{
+    j->job.complete = done;
+    j->conn->job = j;
+    int rc = gw_bridge_submit(j->app->d.bridge, &j->job);
+    if (rc < 0) { /* refused: answered here, not by done */
+        gw_api_fail_store(j->conn, rc == ST_ECLOSED ? ST_EIO : rc, "the store refused the request");
+        job_free(j);
+    }
+}
+
+/* ---- POST /groups/{gid}/messages ----------------------------------------------------------- */
+
+static void message_stored(api_job *j, const st_op *op)
+{
+    gw_append_stored(j->app, &j->m, op, NULL);
+}
+
+static json_t *message_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    return json_pack("{s:I, s:I, s:b}", "mid", (json_int_t)op->mid, "ts", (json_int_t)op->ts,
+                     "duplicate", op->duplicate);
+}
+
+static const api_kind post_kind = {"the message was not stored", message_stored, message_answer};
+
+void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid)
+{
+    json_error_t jerr;
+    json_t *req = json_loadb(c->body, c->body_n, 0, &jerr);
+    if (!json_is_object(req)) {
+        json_decref(req);
+        gw_api_fail(c, 400, "bad_frame", NULL, "the body must be a JSON object {from, cid, body}");
+        return;
+    }
+    json_t *from = json_object_get(req, "from"), *cid = json_object_get(req, "cid"),
+           *body = json_object_get(req, "body");
+    /* The first thing wrong, named: status, code, field, message. */
+    unsigned status = 0;
+    const char *code = "bad_field", *field = NULL, *why = NULL;
+    char uid[PR_MAX_ID + 1], cidv[PR_MAX_ID + 1];
+    if (!json_is_string(from) ||
+        !gw_api_take_id(json_string_value(from), json_string_length(from), uid))
+        status = 400, field = "from", why = "from: an id, 1-64 characters [A-Za-z0-9_.:-]";
+    else if (!json_is_string(cid) ||
+             !gw_api_take_id(json_string_value(cid), json_string_length(cid), cidv))
+        status = 400, field = "cid", why = "cid: an id, 1-64 characters [A-Za-z0-9_.:-]";
+    else if (!json_is_string(body))
+        status = 400, field = "body", why = "body: a string";
+    else if (json_string_length(body) > a->d.cfg->max_body)
+        status = 413, code = "too_large", field = "body",
+        why = "body: more bytes than the gateway's max_body";
+    if (status) {
+        json_decref(req);
+        gw_api_fail(c, status, code, field, why);
+        return;
+    }
+    api_job *j = job_new(a, c, ST_OP_APPEND, &post_kind, gid, uid);
+    if (!j) {
+        json_decref(req);
+        return;
+    }
+    pr_body b = {{(const uint8_t *)json_string_value(body), json_string_length(body)}, false};
+    int rc = gw_append_op(&j->m, &j->job.op, gw_cstr(uid), gw_cstr(cidv), b, true);
+    json_decref(req);
+    if (rc != 0) {
+        job_free(j);
+        gw_api_fail(c, 500, "internal", NULL, "cannot encode the message");
+        return;
+    }
+    submit(j);
+}
+
+/* ---- PUT and DELETE /groups/{gid}/members/{uid} ------------------------------------------- */
+
+static void member_added(api_job *j, const st_op *op)
+{
+    uint64_t ack = op->ack, last = op->last_mid;
+    gw_registry_joined(j->app->d.registry, j->m.uid, j->m.gid, false, 0, &ack, &last);
+}
+
+static json_t *added_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    *status = op->joined ? 201 : 200;
+    return json_pack("{s:s, s:s, s:I, s:I, s:b, s:b}", "gid", j->m.gid, "uid", j->m.uid, "last_mid",
+                     (json_int_t)op->last_mid, "ack", (json_int_t)op->ack, "joined", op->joined,
+                     "created", op->created);
+}
+
+static void member_removed(api_job *j, const st_op *op)
+{
+    gw_registry_left(j->app->d.registry, j->m.uid, j->m.gid, NULL);
+}
+
+static json_t *removed_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    return json_pack("{s:s, s:s, s:b}", "gid", j->m.gid, "uid", j->m.uid, "removed", true);
+}
+
+static const api_kind add_kind = {"the member was not added", member_added, added_answer};
+static const api_kind remove_kind = {"the member was not removed", member_removed, removed_answer};
+
+void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add)
+{
+    api_job *j =
+        job_new(a, c, add ? ST_OP_JOIN : ST_OP_LEAVE, add ? &add_kind : &remove_kind, gid, uid);
+    if (!j)
+        return;
+    j->job.op.create = add; /* the API makes the groups it adds members to */
+    submit(j);
+}
+
+/* ---- GET /users/{uid}/groups ---------------------------------------------------------------- */
+
+static json_t *groups_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < st_groups_count(op->groups); i++) {
+        const st_user_group *g = st_groups_at(op->groups, i);
+        json_array_append_new(arr, json_pack("{s:s%, s:I, s:I, s:I}", "gid", g->gid.p, g->gid.n,
+                                             "last_mid", (json_int_t)g->last_mid, "ack",
+                                             (json_int_t)g->ack, "unread", (json_int_t)g->unread));
+    }
+    return json_pack("{s:s, s:o}", "uid", j->m.uid, "groups", arr);
+}
+
+static const api_kind groups_kind = {"cannot read the user's groups", NULL, groups_answer};
+
+void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid)
+{
+    api_job *j = job_new(a, c, ST_OP_READ_GROUPS, &groups_kind, NULL, uid);
+    if (j)
+        submit(j);
+}
+
+/* ---- GET /groups/{gid}/messages ---------------------------------------------------------------
+ */
+
+static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < st_page_count(op->page); i++) {
+        const st_msg *m = st_page_at(op->page, i);
+        pr_message r;
+        if (pr_dec_record(j->app->d.dec, m->record, m->record_n, &r) != 0)
+            continue; /* cannot happen for what the gateway stored */
+        json_array_append_new(arr, gw_json_message(m->mid, m->ts, &r, true));
+    }
+    return json_pack("{s:s, s:I, s:b, s:o}", "gid", j->m.gid, "last_mid",
+                     (json_int_t)st_page_last_mid(op->page), "more", st_page_more(op->page),
+                     "messages", arr);
+}
+
+static const api_kind page_kind = {"cannot read the group's messages", NULL, page_answer};
+
+/* A decimal query argument (name=) into *v: 1 given, 0 absent, -1 malformed. */
+static int query_u64(struct lws *wsi, const char *name, uint64_t *v)
+{
+    char buf[64];
+    if (lws_get_urlarg_by_name(wsi, name, buf, sizeof(buf)) == NULL)
+        return 0;
+    const char *s = buf + strlen(name);
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-')
+        return -1;
+    *v = x;
+    return 1;
+}
+
+void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid)
+{
+    const gw_config *cfg = a->d.cfg;
+    uint64_t after = 0, before = 0, limit = cfg->page_default;
+    int ha = query_u64(wsi, "after=", &after), hb = query_u64(wsi, "before=", &before),
+        hl = query_u64(wsi, "limit=", &limit);
+    if (ha < 0 || hb < 0 || (ha && hb) || (hb && before == 0)) {
+        gw_api_fail(c, 400, "bad_field", ha < 0 ? "after" : "before",
+                    "give after=MID or before=MID (>= 1), not both (neither: from the start)");
+        return;
+    }
+    if (hl < 0 || (hl && limit == 0)) {
+        gw_api_fail(c, 400, "bad_field", "limit", "limit: a whole number >= 1");
+        return;
+    }
+    if (limit > cfg->page_max)
+        limit = cfg->page_max;
+    api_job *j = job_new(a, c, ST_OP_READ_PAGE, &page_kind, gid, NULL);
+    if (!j)
+        return;
+    st_op *op = &j->job.op;
+    op->dir = hb ? ST_BEFORE : ST_AFTER;
+    op->from = hb ? before : after;
+    op->limit = (size_t)limit;
+    op->max_bytes = cfg->max_frame;
+    submit(j);
+}
+
+/* ---- GET /groups/{gid}/members ------------------------------------------------------------------
+ */
+
+static json_t *members_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    gw_app *a = j->app;
+    json_t *arr = json_array();
+    uint64_t last = st_members_last_mid(op->members);
+    const char *next = NULL;
+    size_t next_n = 0;
+    for (size_t i = 0; i < st_members_count(op->members); i++) {
+        st_member m = st_members_at(op->members, i);
+        char uid[PR_MAX_ID + 1];
+        if (m.uid.n > PR_MAX_ID)
+            continue;
+        memcpy(uid, m.uid.p, m.uid.n);
+        uid[m.uid.n] = 0;
+        bool online = a->d.hub ? gw_hub_sessions_of(a->d.hub, uid) > 0 /* any thread */
+                               : gw_registry_sessions_of(a->d.registry, uid) > 0;
+        json_array_append_new(
+            arr, json_pack("{s:s, s:I, s:I, s:b}", "uid", uid, "ack", (json_int_t)m.ack, "unread",
+                           (json_int_t)(last > m.ack ? last - m.ack : 0), "online", online));
+        next = m.uid.p;
+        next_n = m.uid.n;
+    }
+    json_t *o =
+        json_pack("{s:s, s:I, s:o}", "gid", j->m.gid, "last_mid", (json_int_t)last, "members", arr);
+    /* The cursor of the next page: the last uid of this one. */
+    json_object_set_new(
+        o, "next", st_members_more(op->members) && next ? json_stringn(next, next_n) : json_null());
+    return o;
+}
+
+static const api_kind members_kind = {"cannot read the group's members", NULL, members_answer};
+
+void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid)
+{
+    char after[PR_MAX_ID + 8] = "";
+    uint64_t limit = 100;
+    int hl = query_u64(wsi, "limit=", &limit);
+    if (hl < 0 || (hl && (limit == 0 || limit > ST_MEMBERS_MAX))) {
+        gw_api_fail(c, 400, "bad_field", "limit", "limit: a whole number from 1 to 1000");
+        return;
+    }
+    char from[PR_MAX_ID + 1] = "";
+    if (lws_get_urlarg_by_name(wsi, "after=", after, sizeof(after)) &&
+        !gw_api_take_id(after + 6, strlen(after + 6), from)) {
+        gw_api_fail(c, 400, "bad_field", "after", "after: a uid (the `next` of the page before)");
+        return;
+    }
+    api_job *j = job_new(a, c, ST_OP_READ_MEMBERS, &members_kind, gid, from);
+    if (!j)
+        return;
+    j->job.op.limit = (size_t)limit;
+    submit(j);
+}
+
+/* ---- DELETE /users/{uid}/sessions --------------------------------------------------------------
+ */
+
+static json_t *signed_out_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    return json_pack("{s:s, s:I}", "uid", j->m.uid, "closed", (json_int_t)j->closed);
+}
+
+static const api_kind signout_kind = {"the other nodes were not told", NULL, signed_out_answer};
+
+/* The user's sessions here are closed at once with 4003; the other threads' when told,
+ * the other nodes' when the store announces it (ST_OP_SIGNOUT, through the change feed). */
+void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid)
+{
+    api_job *j = job_new(a, c, ST_OP_SIGNOUT, &signout_kind, NULL, uid);
+    if (!j)
+        return;
+    /* Every thread's sessions of the user: this one's now, the others' when told. */
+    unsigned all = a->d.hub ? gw_hub_sessions_of(a->d.hub, uid) : 0;
+    j->closed = gw_registry_sign_out(a->d.registry, uid);
+    if (a->d.hub) {
+        gw_hub_tell_signout(a->d.hub, a->d.thread, uid);
+        if (all > j->closed)
+            j->closed = all;
+    }
+    submit(j);
+}

@@ -1,0 +1,107 @@
+/*
+ * Signing a session in: its hello's token checked, its user's groups read (a store job:
+ * the hello and the requests after it wait for it; a second device's hello meanwhile
+ * waits for the same read, groups/gw_registry.c), then `welcome` with the user's groups
+ * and their unread counts. And the `groups` reply, the same list from memory.
+ */
+#include "app_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* One of the user's groups as `welcome` and `groups` list it. */
+typedef struct list_enc {
+    msgpack_sbuffer *sb;
+    int rc;
+} list_enc;
+
+static void enc_group(void *ud, const char *gid, uint64_t last, uint64_t ack)
+{
+    list_enc *e = ud;
+    pr_group g = {gw_cstr(gid), last, ack, last > ack ? last - ack : 0};
+    e->rc = e->rc ? e->rc : pr_enc_group_entry(e->sb, &g);
+}
+
+/* welcome (hello) or groups (groups request). */
+static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
+{
+    app_sess *as = gw_sess_ext(s);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    size_t n = gw_registry_count(&as->seat);
+    int rc;
+    if (welcome) {
+        const gw_config *cfg = a->d.cfg;
+        pr_welcome w = {.uid = gw_cstr(gw_sess_uid(s)),
+                        .sid = gw_cstr(gw_sess_name(s)),
+                        .ts = gw_now_ms(),
+                        .ack_every = cfg->ack_every,
+                        .ack_delay_ms = cfg->ack_delay_ms,
+                        .max_body = (uint32_t)cfg->max_body};
+        rc = pr_enc_welcome_begin(&sb, rid, &w, n);
+    } else {
+        rc = pr_enc_groups_begin(&sb, rid, n);
+    }
+    list_enc e = {&sb, rc};
+    if (rc == 0)
+        gw_registry_each(a->d.registry, &as->seat, enc_group, &e);
+    if (e.rc == 0)
+        gw_out_reply(s, &sb);
+    else
+        gw_sess_error(s, rid, PR_E_INTERNAL, "cannot encode the group list", NO_GID);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+void gw_signin_groups(gw_app *a, gw_sess *s, uint64_t rid)
+{
+    send_groups(a, s, rid, false);
+}
+
+/* The hello's user is signed in (rc 0), or could not be loaded. */
+static void attached(void *ud, gw_seat *seat, int rc)
+{
+    gw_app *a = ud;
+    gw_sess *s = seat->sess;
+    app_sess *as = gw_sess_ext(s);
+    if (rc != 0) {
+        gw_sess_set_signin(s, GW_SIGNIN_NONE);
+        gw_err("session %s: cannot load the groups of user %s: %s", gw_sess_name(s),
+               gw_sess_identity(s)->uid, st_strerror(rc));
+        /* The client may come back: the store is away, not the client's fault. 4013, not
+         * WebSocket's 1013 (try again later): libwebsockets 4.1's clients take 1013 for a
+         * protocol error. */
+        gw_sess_error_free(s, as->hello_rid, gw_route_err_code(rc), gw_route_err_msg(rc), NO_GID);
+        gw_sess_close(s, 4013, "try again later: the user's groups cannot be read now");
+    } else {
+        gw_sess_set_signin(s, GW_SIGNIN_DONE);
+        a->figs.sessions_total++;
+        gw_dbg("session %s signed in as %s", gw_sess_name(s), gw_sess_uid(s));
+        send_groups(a, s, as->hello_rid, true);
+    }
+    gw_reqs_done(s, NULL, false);
+}
+
+void gw_signin_hello(gw_app *a, gw_sess *s, const pr_req *r)
+{
+    if (gw_sess_signin(s) != GW_SIGNIN_NONE) {
+        gw_sess_error(s, r->rid, PR_E_BAD_TYPE, "already signed in on this session", NO_GID);
+        return;
+    }
+    const char *why = NULL;
+    gw_identity *id = gw_sess_identity(s);
+    if (gw_auth_check(a->d.cfg->secret, a->d.cfg->secret_n, r->token, (int64_t)time(NULL), id,
+                      &why) != 0) {
+        a->figs.auth_failures++;
+        char reason[96];
+        snprintf(reason, sizeof(reason), "unauthorized: %s", why);
+        gw_sess_close(s, 4001, reason);
+        return;
+    }
+    /* Until the user's groups are here, the requests after the hello wait. */
+    app_sess *as = gw_sess_ext(s);
+    as->hello_rid = r->rid;
+    gw_sess_set_signin(s, GW_SIGNIN_LOADING);
+    gw_reqs_began(s, NULL, false);
+    gw_registry_attach(a->d.registry, &as->seat, s, id->uid, attached, a);
+}

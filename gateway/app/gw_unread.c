@@ -1,0 +1,420 @@
+/*
+ * Who the unread webhook tells (app_internal.h): members whose first unread message has
+ * been stored for --webhook-delay.
+ *
+ * The rule is one line: an event for member M of group G tells of M's first unread
+ * message, mid f = ack + 1, once f has been stored for the delay and M's ack is still
+ * f - 1. Two things make a member's first unread message new, and each is looked at again
+ * after the delay:
+ *   - a message this node stored (mid f): its members whose ack is f - 1 then are told.
+ *     Consecutive messages of one group wait as one range and are looked at in one pass
+ *     over the members (a page at a time), which reads the stored acks: whichever node a
+ *     member is on, its acks are there.
+ *   - an ack a session here made that left messages unread (ack a < last mid): the
+ *     member is told of a + 1 if its ack is still a. Without this a member who read half
+ *     of a group would never be told of the rest.
+ * A member whose first unread message is its own is not told (clients ack what they
+ * send once they hold it).
+ *
+ * What waits is bounded (DUE_MAX entries: more are dropped and counted as missed) and
+ * so is what is read at once (SCANS_MAX passes, each a page of members and one page of
+ * messages). Events are not made twice on this node for a while (RECENT_N ids); the
+ * receiver dedups the rest by id.
+ */
+#include "app_internal.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#define DUE_MAX 100000 /* entries waiting for their delay */
+#define RANGE_MAX 64   /* consecutive mids of a group looked at in one pass */
+#define MERGE_MS 200   /* ... stored within this long of the range's first */
+#define SCANS_MAX 16   /* passes under way at once */
+#define MEMBERS_PAGE 1000
+#define RECENT_N 16384 /* ids of the events made lately (direct-mapped) */
+#define RETRIES 5      /* a pass the store failed is tried again, a second apart */
+#define STARTS_MAX                                                                                 \
+    64 /* passes started per look at the due list: RocksDB answers at                              \
+        * once, so a pass runs whole inside its start; this bounds what                            \
+        * one tick does on the service thread */
+#define TICK_S 0.1
+
+/* What waits for its delay: messages lo..hi of gid, or uid's ack lo of gid. */
+typedef struct due {
+    struct due *next;
+    uint64_t at_ms;    /* monotonic: look at it then */
+    uint64_t first_ms; /* when the range's first message was stored */
+    bool ack;
+    unsigned tries;
+    uint64_t lo, hi;
+    char gid[PR_MAX_ID + 1];
+    char uid[PR_MAX_ID + 1]; /* ack: the member */
+} due;
+
+/* A member to be told, once its first unread message is read. */
+typedef struct cand {
+    char uid[PR_MAX_ID + 1];
+    uint64_t ack;
+} cand;
+
+enum pass_phase { P_MEMBERS, P_MEMBER, P_MESSAGES };
+
+/* One pass under way: a store job at a time. */
+typedef struct pass {
+    gw_job job; /* first: the completion finds the pass from its job */
+    gw_unread *u;
+    due *d;
+    enum pass_phase phase;
+    char after[ST_MAX_ID + 1]; /* members: the cursor ("" from the first) */
+    bool more;                 /* members after this page */
+    cand *c;
+    size_t n;
+    uint64_t last_mid;
+} pass;
+
+struct gw_unread {
+    gw_app *a;
+    due *head, *tail;
+    size_t n_due;
+    unsigned passes;
+    bool popping; /* pop_due is running: a pass that ends inside it does not recurse */
+    ev_timer timer;
+    uint64_t recent[RECENT_N];
+};
+
+gw_unread *gw_unread_new(gw_app *a)
+{
+    gw_unread *u = calloc(1, sizeof(*u));
+    if (!u)
+        return NULL;
+    u->a = a;
+    return u;
+}
+
+void gw_unread_free(gw_unread *u)
+{
+    if (!u)
+        return;
+    ev_timer_stop(u->a->d.loop, &u->timer);
+    due *d, *tmp;
+    LL_FOREACH_SAFE (u->head, d, tmp)
+        free(d);
+    /* No pass is under way: the server frees this after the store closed and every
+     * completion ran. */
+    free(u);
+}
+
+static void tick(struct ev_loop *loop, ev_timer *w, int revents);
+
+static void enqueue(gw_unread *u, due *d)
+{
+    if (u->tail)
+        u->tail->next = d;
+    else
+        u->head = d;
+    u->tail = d;
+    d->next = NULL;
+    u->n_due++;
+    if (!ev_is_active(&u->timer)) {
+        ev_timer_init(&u->timer, tick, TICK_S, TICK_S);
+        ev_timer_start(u->a->d.loop, &u->timer);
+    }
+}
+
+static due *due_new(gw_unread *u, const char *gid, uint64_t at_ms)
+{
+    if (u->n_due >= DUE_MAX) {
+        u->a->figs.webhook_missed++;
+        return NULL;
+    }
+    due *d = calloc(1, sizeof(*d));
+    if (!d) {
+        u->a->figs.webhook_missed++;
+        return NULL;
+    }
+    snprintf(d->gid, sizeof(d->gid), "%s", gid);
+    d->at_ms = at_ms;
+    d->first_ms = at_ms;
+    return d;
+}
+
+void gw_unread_stored(gw_unread *u, const char *gid, uint64_t mid)
+{
+    if (!u)
+        return;
+    uint64_t at = gw_mono_ms() + u->a->d.cfg->webhook_delay_ms;
+    due *t = u->tail;
+    /* The next message of the range at the tail: it waits with it (a little longer). */
+    if (t && !t->ack && t->hi + 1 == mid && t->hi - t->lo + 1 < RANGE_MAX &&
+        at - t->first_ms < MERGE_MS && strcmp(t->gid, gid) == 0) {
+        t->hi = mid;
+        t->at_ms = at;
+        return;
+    }
+    due *d = due_new(u, gid, at);
+    if (!d)
+        return;
+    d->lo = d->hi = mid;
+    enqueue(u, d);
+}
+
+void gw_unread_acked(gw_unread *u, const char *gid, const char *uid, uint64_t ack,
+                     uint64_t last_mid)
+{
+    if (!u || ack >= last_mid)
+        return;
+    due *d = due_new(u, gid, gw_mono_ms() + u->a->d.cfg->webhook_delay_ms);
+    if (!d)
+        return;
+    d->ack = true;
+    d->lo = d->hi = ack;
+    snprintf(d->uid, sizeof(d->uid), "%s", uid);
+    enqueue(u, d);
+}
+
+/* ---- events ------------------------------------------------------------------------- */
+
+/* The event's id: (gid, uid, first unread mid), hashed, in hex; its first 8 bytes as a
+ * number for the recent table. */
+static uint64_t event_id(const char *gid, const char *uid, uint64_t first, char hex[33])
+{
+    char buf[2 * PR_MAX_ID + 32];
+    int n = snprintf(buf, sizeof(buf), "%s%c%s%c%llu", gid, 0, uid, 0, (unsigned long long)first);
+    unsigned char md[32];
+    unsigned int len = sizeof(md);
+    EVP_Digest(buf, (size_t)n, md, &len, EVP_sha256(), NULL);
+    uint64_t k = 0;
+    for (int i = 0; i < 16; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        if (i < 8)
+            k = k << 8 | md[i];
+    }
+    return k;
+}
+
+static void make_event(gw_unread *u, const char *gid, const cand *c, uint64_t last_mid,
+                       const st_msg *m)
+{
+    gw_app *a = u->a;
+    pr_message r;
+    if (pr_dec_record(a->d.dec, m->record, m->record_n, &r) != 0)
+        return; /* cannot happen for what the gateway stored */
+    if (r.from.n == strlen(c->uid) && memcmp(r.from.p, c->uid, r.from.n) == 0)
+        return; /* its own message */
+    char id[33];
+    uint64_t k = event_id(gid, c->uid, m->mid, id);
+    uint64_t *slot = &u->recent[k % RECENT_N];
+    if (*slot == k)
+        return; /* made here lately */
+    json_t *msg = gw_json_message(m->mid, m->ts, &r, a->d.cfg->webhook_body);
+    json_t *ev =
+        json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}", "id", id, "type", "unread",
+                  "gid", gid, "uid", c->uid, "first_unread", (json_int_t)m->mid, "unread",
+                  (json_int_t)(last_mid > c->ack ? last_mid - c->ack : 0), "last_mid",
+                  (json_int_t)last_mid, "message", msg, "ts", (json_int_t)gw_now_ms());
+    if (!ev)
+        return;
+    a->figs.webhook_events++;
+    if (gw_webhook_push(a->webhook, ev))
+        *slot = k; /* queued: not made again for a while */
+}
+
+/* ---- passes ------------------------------------------------------------------------- */
+
+static void pass_step(gw_job *jb);
+
+static void submit(pass *p)
+{
+    p->job.complete = pass_step;
+    int rc = gw_bridge_submit(p->u->a->d.bridge, &p->job);
+    if (rc < 0) { /* refused (closing): as a failed read */
+        p->job.op.result = rc;
+        pass_step(&p->job);
+    }
+}
+
+/* The pass's op, cleared, for its next read of kind in phase ph. */
+static st_op *next_read(pass *p, enum st_op_kind kind, enum pass_phase ph)
+{
+    st_op *op = &p->job.op;
+    memset(op, 0, sizeof(*op));
+    op->kind = kind;
+    op->gid = st_id_str(p->d->gid);
+    p->phase = ph;
+    return op;
+}
+
+static void read_members(pass *p)
+{
+    st_op *op = next_read(p, ST_OP_READ_MEMBERS, P_MEMBERS);
+    op->uid = (st_id){p->after, strlen(p->after)};
+    op->limit = MEMBERS_PAGE;
+    submit(p);
+}
+
+static void read_member(pass *p)
+{
+    next_read(p, ST_OP_READ_GROUP, P_MEMBER)->uid = st_id_str(p->d->uid);
+    submit(p);
+}
+
+/* The messages the candidates have first unread: lo..hi, or ack + 1 for an ack's. */
+static void read_messages(pass *p)
+{
+    st_op *op = next_read(p, ST_OP_READ_PAGE, P_MESSAGES);
+    op->dir = ST_AFTER;
+    op->from = p->d->ack ? p->d->lo : p->d->lo - 1;
+    op->limit = p->d->ack ? 1 : (size_t)(p->d->hi - p->d->lo + 1);
+    submit(p);
+}
+
+static void pop_due(gw_unread *u);
+
+static void pass_end(pass *p, bool failed)
+{
+    gw_unread *u = p->u;
+    if (failed && ++p->d->tries <= RETRIES) {
+        /* Again a second later, or after the delay if that is shorter: the list stays
+         * in time order only if nothing in it waits longer than the delay. */
+        unsigned delay = u->a->d.cfg->webhook_delay_ms, pause = delay < 1000 ? delay : 1000;
+        p->d->at_ms = gw_mono_ms() + pause;
+        enqueue(u, p->d);
+        p->d = NULL;
+    } else if (failed) {
+        u->a->figs.webhook_missed++;
+    }
+    free(p->d);
+    free(p->c);
+    free(p);
+    u->passes--;
+    pop_due(u);
+}
+
+static void pass_step(gw_job *jb)
+{
+    pass *p = (pass *)jb;
+    st_op *op = &jb->op;
+    gw_unread *u = p->u;
+    if (op->result != 0 && op->result != ST_ENOGROUP && op->result != ST_ENOTMEMBER) {
+        u->a->figs.webhook_read_errors++;
+        pass_end(p, true);
+        return;
+    }
+    if (op->result != 0) { /* the group or the membership is gone: nobody to tell */
+        pass_end(p, false);
+        return;
+    }
+    switch (p->phase) {
+    case P_MEMBERS: {
+        p->n = 0;
+        p->last_mid = st_members_last_mid(op->members);
+        p->more = st_members_more(op->members);
+        for (size_t i = 0; i < st_members_count(op->members); i++) {
+            st_member m = st_members_at(op->members, i);
+            /* The cursor moves on whatever the member (a uid longer than the protocol's
+             * ids, written by another tool, is passed over, not told). */
+            if (i + 1 == st_members_count(op->members) && m.uid.n <= ST_MAX_ID) {
+                memcpy(p->after, m.uid.p, m.uid.n);
+                p->after[m.uid.n] = 0;
+            }
+            if (m.uid.n > PR_MAX_ID || m.ack + 1 < p->d->lo || m.ack + 1 > p->d->hi)
+                continue;
+            cand *c = &p->c[p->n++];
+            memcpy(c->uid, m.uid.p, m.uid.n);
+            c->uid[m.uid.n] = 0;
+            c->ack = m.ack;
+        }
+        st_members_free(op->members);
+        if (p->n)
+            read_messages(p);
+        else if (p->more)
+            read_members(p);
+        else
+            pass_end(p, false);
+        return;
+    }
+    case P_MEMBER:
+        /* Still where it acked (or the ack is not written yet), and messages after it. */
+        if (op->ack > p->d->lo || op->last_mid <= p->d->lo) {
+            pass_end(p, false);
+            return;
+        }
+        snprintf(p->c[0].uid, sizeof(p->c[0].uid), "%s", p->d->uid);
+        p->c[0].ack = p->d->lo;
+        p->n = 1;
+        p->last_mid = op->last_mid;
+        read_messages(p);
+        return;
+    case P_MESSAGES: {
+        uint64_t last = st_page_last_mid(op->page);
+        if (last < p->last_mid)
+            last = p->last_mid;
+        size_t k = st_page_count(op->page);
+        for (size_t i = 0; i < p->n; i++)
+            for (size_t j = 0; j < k; j++) {
+                const st_msg *m = st_page_at(op->page, j);
+                if (m->mid == p->c[i].ack + 1) {
+                    make_event(u, p->d->gid, &p->c[i], last, m);
+                    break;
+                }
+            }
+        st_page_free(op->page);
+        if (!p->d->ack && p->more)
+            read_members(p);
+        else
+            pass_end(p, false);
+        return;
+    }
+    }
+}
+
+static void start_pass(gw_unread *u, due *d)
+{
+    pass *p = calloc(1, sizeof(*p));
+    if (p)
+        p->c = calloc(d->ack ? 1 : MEMBERS_PAGE, sizeof(cand));
+    if (!p || !p->c) {
+        free(p);
+        free(d);
+        u->a->figs.webhook_missed++;
+        return;
+    }
+    p->u = u;
+    p->d = d;
+    u->passes++;
+    u->a->figs.webhook_passes++;
+    if (d->ack)
+        read_member(p);
+    else
+        read_members(p);
+}
+
+/* Starts the passes that are due, as many as may run. */
+static void pop_due(gw_unread *u)
+{
+    if (u->popping)
+        return;
+    u->popping = true;
+    uint64_t now = gw_mono_ms();
+    unsigned started = 0;
+    while (u->head && u->head->at_ms <= now && u->passes < SCANS_MAX && started++ < STARTS_MAX) {
+        due *d = u->head;
+        u->head = d->next;
+        if (!u->head)
+            u->tail = NULL;
+        u->n_due--;
+        start_pass(u, d);
+    }
+    u->popping = false;
+    if (!u->head)
+        ev_timer_stop(u->a->d.loop, &u->timer);
+}
+
+static void tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    pop_due((gw_unread *)((char *)w - offsetof(gw_unread, timer)));
+}

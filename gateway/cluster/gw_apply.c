@@ -1,0 +1,66 @@
+/*
+ * A change another service thread or node made, applied to this thread (gw_cluster.h):
+ * a message goes to the pushes, in mid order (groups/gw_deliver.c); a membership made or
+ * ended and an ack moved go to the registry, for users online here; a sign-out closes
+ * the user's sessions here; a RESYNC (announcements were lost) reads the registry again
+ * from the store.
+ */
+#include "gw_cluster.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gw_cluster {
+    gw_registry *reg;
+    gw_deliver *del;
+    gw_cluster_figs figs;
+};
+
+gw_cluster *gw_cluster_new(gw_registry *reg, gw_deliver *del)
+{
+    gw_cluster *c = calloc(1, sizeof(*c));
+    if (c) {
+        c->reg = reg;
+        c->del = del;
+    }
+    return c;
+}
+
+void gw_cluster_free(gw_cluster *c)
+{
+    free(c);
+}
+
+const gw_cluster_figs *gw_cluster_figures(const gw_cluster *c)
+{
+    return &c->figs;
+}
+
+void gw_cluster_apply(void *cluster, const st_change *ch)
+{
+    gw_cluster *c = cluster;
+    if (ch->kind == ST_CH_RESYNC) {
+        gw_registry_resync(c->reg);
+        return;
+    }
+    if (ch->kind == ST_CH_SIGNOUT) {
+        char uid[PR_MAX_ID + 1];
+        if (ch->uid.n <= PR_MAX_ID) {
+            memcpy(uid, ch->uid.p, ch->uid.n);
+            uid[ch->uid.n] = 0;
+            gw_registry_sign_out(c->reg, uid);
+        }
+        return;
+    }
+    if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
+        return; /* cannot be made through the protocol */
+    c->figs.feed_applied++;
+    if (ch->kind == ST_CH_MSG) {
+        char gid[PR_MAX_ID + 1];
+        memcpy(gid, ch->gid.p, ch->gid.n);
+        gid[ch->gid.n] = 0;
+        gw_fanout(c->del, gid, ch->mid, ch->ts, ch->record, ch->record_n, NULL);
+        return;
+    }
+    gw_registry_change(c->reg, ch);
+}

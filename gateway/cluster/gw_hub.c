@@ -1,0 +1,186 @@
+/* The service threads of one process and what they tell each other (gw_cluster.h). */
+#include "gw_cluster.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What gw_hub_tell needs to know of who told. */
+typedef struct hub_thread {
+    gw_hub *hub;
+    unsigned index;
+    gw_acks *acks; /* gw_hub_attach (NULL: not made, or gone) */
+} hub_thread;
+
+/* A user with sessions in this process: how many, over every thread (under mu). */
+typedef struct online_user {
+    UT_hash_handle hh;
+    unsigned sessions;
+    char uid[];
+} online_user;
+
+struct gw_hub {
+    unsigned n;
+    gw_feeds *feeds;
+    hub_thread t[GW_THREADS_MAX];
+    pthread_mutex_t mu;
+    online_user *online; /* under mu */
+};
+
+void gw_hub_free(gw_hub *h)
+{
+    if (!h)
+        return;
+    gw_feeds_free(h->feeds);
+    online_user *o, *tmp;
+    HASH_ITER (hh, h->online, o, tmp) {
+        HASH_DEL(h->online, o);
+        free(o);
+    }
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+gw_hub *gw_hub_new(unsigned threads)
+{
+    gw_hub *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->n = threads ? threads : 1;
+    pthread_mutex_init(&h->mu, NULL);
+    for (unsigned i = 0; i < h->n; i++)
+        h->t[i] = (hub_thread){.hub = h, .index = i};
+    if (!(h->feeds = gw_feeds_new(h->n))) {
+        gw_hub_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+unsigned gw_hub_threads(const gw_hub *h)
+{
+    return h->n;
+}
+
+gw_feeds *gw_hub_feeds(gw_hub *h)
+{
+    return h->feeds;
+}
+
+gw_feed *gw_hub_feed(gw_hub *h, unsigned thread)
+{
+    return gw_feeds_at(h->feeds, thread);
+}
+
+void gw_hub_attach(gw_hub *h, unsigned thread, gw_acks *acks)
+{
+    h->t[thread].acks = acks;
+}
+
+void *gw_hub_teller(gw_hub *h, unsigned thread)
+{
+    return &h->t[thread];
+}
+
+/* ---- what a thread's writes changed ---------------------------------------------------- */
+
+void gw_hub_tell(void *teller, const st_op *op)
+{
+    hub_thread *me = teller;
+    gw_hub *h = me->hub;
+    if (h->n < 2 || op->result != 0)
+        return;
+    st_change one = {.gid = op->gid, .uid = op->uid};
+    switch (op->kind) {
+    case ST_OP_APPEND:
+        if (op->duplicate)
+            return;
+        one.kind = ST_CH_MSG;
+        one.mid = op->mid;
+        one.ts = op->ts;
+        one.record = op->record;
+        one.record_n = op->record_n;
+        break;
+    case ST_OP_JOIN:
+        if (!op->joined)
+            return;
+        one.kind = ST_CH_JOIN;
+        one.ack = op->ack;
+        break;
+    case ST_OP_LEAVE: one.kind = ST_CH_LEAVE; break;
+    /* Acks and sign-outs were told when they came (gw_hub_tell_ack, gw_hub_tell_signout);
+     * reads change nothing. */
+    default: return;
+    }
+    gw_feeds_post_others(h->feeds, me->index, &one, 1);
+}
+
+void gw_hub_tell_ack(gw_hub *h, unsigned thread, const char *gid, const char *uid, uint64_t mid)
+{
+    if (h->n < 2)
+        return;
+    st_change ch = {.kind = ST_CH_ACK, .gid = st_id_str(gid), .uid = st_id_str(uid), .ack = mid};
+    gw_feeds_post_others(h->feeds, thread, &ch, 1);
+}
+
+void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid)
+{
+    if (h->n < 2)
+        return;
+    st_change ch = {.kind = ST_CH_SIGNOUT, .uid = st_id_str(uid)};
+    gw_feeds_post_others(h->feeds, thread, &ch, 1);
+}
+
+/* ---- who is online ------------------------------------------------------------------ */
+
+void gw_hub_online(void *hub, const char *uid, int delta)
+{
+    gw_hub *h = hub;
+    size_t n = strlen(uid);
+    pthread_mutex_lock(&h->mu);
+    online_user *o = NULL;
+    HASH_FIND(hh, h->online, uid, n, o);
+    if (!o && delta > 0 && (o = calloc(1, sizeof(*o) + n + 1))) {
+        memcpy(o->uid, uid, n + 1);
+        HASH_ADD(hh, h->online, uid, n, o);
+    }
+    if (o) {
+        o->sessions = delta > 0 ? o->sessions + 1 : o->sessions ? o->sessions - 1 : 0;
+        if (!o->sessions) {
+            HASH_DEL(h->online, o);
+            free(o);
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+unsigned gw_hub_sessions_of(gw_hub *h, const char *uid)
+{
+    pthread_mutex_lock(&h->mu);
+    online_user *o = NULL;
+    HASH_FIND(hh, h->online, uid, strlen(uid), o);
+    unsigned n = o ? o->sessions : 0;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+unsigned gw_hub_users_online(gw_hub *h)
+{
+    pthread_mutex_lock(&h->mu);
+    unsigned n = HASH_COUNT(h->online);
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+uint64_t gw_hub_acks_pending(void *hub, const char *gid, const char *uid)
+{
+    gw_hub *h = hub;
+    uint64_t most = 0;
+    for (unsigned i = 0; i < h->n; i++) {
+        gw_acks *a = h->t[i].acks;
+        uint64_t x = a ? gw_acks_pending(a, gid, uid) : 0;
+        if (x > most)
+            most = x;
+    }
+    return most;
+}

@@ -1,0 +1,525 @@
+#include "gw_core.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    O_LISTEN = 256,
+    O_PORT,
+    O_PORT_FILE,
+    O_DATA,
+    O_INSECURE,
+    O_CERT,
+    O_KEY,
+    O_SECRET_FILE,
+    O_NO_SYNC,
+    O_CLOSED_GROUPS,
+    O_DEMO,
+    O_WEB_ROOT,
+    O_MAX_FRAME,
+    O_MAX_BODY,
+    O_QUEUE_CAP,
+    O_SLOW_CLOSE,
+    O_ACK_FLUSH,
+    O_QUEUE_BYTES,
+    O_MAX_GROUPS,
+    O_ACK_EVERY,
+    O_ACK_DELAY,
+    O_PAGE_DEFAULT,
+    O_PAGE_MAX,
+    O_HELLO_TIMEOUT,
+    O_ERROR_BUDGET,
+    O_PING,
+    O_INFLIGHT,
+    O_RATE_SENDS,
+    O_RATE_BYTES,
+    O_RATE_CONNS,
+    O_RATE_BURST,
+    O_HANDSHAKE_TIMEOUT,
+    O_LOG_LEVEL,
+    O_HELP,
+    O_STORE,
+    O_NODE,
+    O_API_KEY_FILE,
+    O_GROUPS,
+    O_API_RATE,
+    O_WEBHOOK_URL,
+    O_WEBHOOK_SECRET,
+    O_WEBHOOK_DELAY,
+    O_WEBHOOK_TIMEOUT,
+    O_WEBHOOK_QUEUE,
+    O_WEBHOOK_BATCH,
+    O_WEBHOOK_BODY,
+    O_THREADS,
+};
+
+static const struct option options[] = {
+    {"listen", required_argument, 0, O_LISTEN},
+    {"port", required_argument, 0, O_PORT},
+    {"port-file", required_argument, 0, O_PORT_FILE},
+    {"threads", required_argument, 0, O_THREADS},
+    {"data", required_argument, 0, O_DATA},
+    {"store", required_argument, 0, O_STORE},
+    {"node", required_argument, 0, O_NODE},
+    {"api-key-file", required_argument, 0, O_API_KEY_FILE},
+    {"api-rate", required_argument, 0, O_API_RATE},
+    {"webhook-url", required_argument, 0, O_WEBHOOK_URL},
+    {"webhook-secret-file", required_argument, 0, O_WEBHOOK_SECRET},
+    {"webhook-delay", required_argument, 0, O_WEBHOOK_DELAY},
+    {"webhook-timeout", required_argument, 0, O_WEBHOOK_TIMEOUT},
+    {"webhook-queue", required_argument, 0, O_WEBHOOK_QUEUE},
+    {"webhook-batch", required_argument, 0, O_WEBHOOK_BATCH},
+    {"webhook-body", no_argument, 0, O_WEBHOOK_BODY},
+    {"insecure", no_argument, 0, O_INSECURE},
+    {"cert", required_argument, 0, O_CERT},
+    {"key", required_argument, 0, O_KEY},
+    {"secret-file", required_argument, 0, O_SECRET_FILE},
+    {"no-sync", no_argument, 0, O_NO_SYNC},
+    {"closed-groups", no_argument, 0, O_CLOSED_GROUPS},
+    {"groups", required_argument, 0, O_GROUPS},
+    {"demo", no_argument, 0, O_DEMO},
+    {"web-root", required_argument, 0, O_WEB_ROOT},
+    {"max-frame", required_argument, 0, O_MAX_FRAME},
+    {"max-body", required_argument, 0, O_MAX_BODY},
+    {"queue-cap", required_argument, 0, O_QUEUE_CAP},
+    {"slow-close", required_argument, 0, O_SLOW_CLOSE},
+    {"queue-bytes", required_argument, 0, O_QUEUE_BYTES},
+    {"max-groups", required_argument, 0, O_MAX_GROUPS},
+    {"ack-flush-ms", required_argument, 0, O_ACK_FLUSH},
+    {"ack-every", required_argument, 0, O_ACK_EVERY},
+    {"ack-delay-ms", required_argument, 0, O_ACK_DELAY},
+    {"page-default", required_argument, 0, O_PAGE_DEFAULT},
+    {"page-max", required_argument, 0, O_PAGE_MAX},
+    {"hello-timeout", required_argument, 0, O_HELLO_TIMEOUT},
+    {"error-budget", required_argument, 0, O_ERROR_BUDGET},
+    {"ping", required_argument, 0, O_PING},
+    {"inflight-max", required_argument, 0, O_INFLIGHT},
+    {"rate-sends", required_argument, 0, O_RATE_SENDS},
+    {"rate-bytes", required_argument, 0, O_RATE_BYTES},
+    {"rate-conns", required_argument, 0, O_RATE_CONNS},
+    {"rate-burst", required_argument, 0, O_RATE_BURST},
+    {"handshake-timeout", required_argument, 0, O_HANDSHAKE_TIMEOUT},
+    {"log-level", required_argument, 0, O_LOG_LEVEL},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+static void help(void)
+{
+    printf(
+        "usage: gw [options]\n"
+        "A group-messaging gateway: WebSocket sessions at /ws (subprotocol gw.v1), messages\n"
+        "stored once per group in RocksDB (embedded) or PostgreSQL (--store). See\n"
+        "docs/PROTOCOL.md.\n"
+        "\n"
+        "Network\n"
+        "  --listen ADDR        address to bind (default 127.0.0.1)\n"
+        "  --port N             port (default 8443; 0 = any free port, logged)\n"
+        "  --port-file PATH     write the bound port to PATH once listening\n"
+        "  --threads N          service threads, each with its own share of the sessions on\n"
+        "                       the one port (default: the number of cores; 1..64)\n"
+        "  --cert PATH          TLS certificate, PEM (wss:// and https://); default: a\n"
+        "                       self-signed one for localhost, made in DIR/tls/ at first start\n"
+        "  --key PATH           TLS private key, PEM (with --cert)\n"
+        "  --insecure           plain ws:// and http:// without TLS (development only)\n"
+        "Storage\n"
+        "  --data DIR           data folder (default ./data): the token secret, the TLS files\n"
+        "                       made at first start and, without --store, the RocksDB store\n"
+        "  --store URL          keep the store in PostgreSQL instead: a libpq connection URI,\n"
+        "                       postgresql://[user@]host[:port][,host2[:port2]...]/dbname[?...]\n"
+        "                       (several hosts with target_session_attrs=read-write follow a\n"
+        "                       failover). No password in it: libpq reads ~/.pgpass,\n"
+        "                       PGPASSFILE, a service file or PGPASSWORD. The schema is made\n"
+        "                       at first start. If the database is down, gw starts anyway and\n"
+        "                       connects when it can (/healthz says 503 meanwhile)\n"
+        "  --no-sync            do not fsync commits (PostgreSQL: synchronous_commit off;\n"
+        "                       faster; a machine or database crash may lose the last\n"
+        "                       confirmed messages; a crash of gw loses nothing)\n"
+        "  --groups MODE        who makes groups and members (default open):\n"
+        "                       open      a client's join creates the group if missing\n"
+        "                       existing  a client joins only groups that exist\n"
+        "                       managed   only the server API (docs/API.md), or a token's\n"
+        "                                 groups claim, makes members: any other join is\n"
+        "                                 refused with unauthorized\n"
+        "  --closed-groups      the same as --groups existing\n"
+        "Cluster (several gw nodes over one PostgreSQL: docs/DEPLOY.md)\n"
+        "  --node NAME          this node's name in logs, /stats, /metrics (label node) and\n"
+        "                       the database's pg_stat_activity; letters, digits and ._:-\n"
+        "                       (default: the listen address and port, e.g. 127.0.0.1:8443;\n"
+        "                       with --port 0 the database sees port 0: name it)\n"
+        "Identity\n"
+        "  --secret-file PATH   HS256 token secret (or env GW_SECRET); default: DIR/token-secret,\n"
+        "                       created with random bytes on first start\n"
+        "  --demo               POST /demo/login issues a token for any name (insecure)\n"
+        "  --api-key-file PATH  turn the server API on (/api/v1/, docs/API.md): its keys,\n"
+        "                       one a line, at least 16 characters; requests send\n"
+        "                       Authorization: Bearer KEY\n"
+        "  --api-rate N         API requests per second per key, bursts of --rate-burst\n"
+        "                       seconds (default 1000; 0 = no limit); more get 429\n"
+        "  --web-root DIR       static files served at / (default: none)\n"
+        "Unread webhook (docs/API.md: tells the application who has not read a message)\n"
+        "  --webhook-url URL    POST events there (http:// or https://); off without it\n"
+        "  --webhook-secret-file PATH  the key events are signed with (HMAC-SHA256), 16 to\n"
+        "                       256 bytes; needed with --webhook-url\n"
+        "  --webhook-delay MS   a member who has not acked a message this long after it was\n"
+        "                       stored is told about (default 5000; longer than\n"
+        "                       --ack-flush-ms)\n"
+        "  --webhook-timeout MS one POST may take this long, then it is retried (default\n"
+        "                       10000)\n"
+        "  --webhook-queue N    events waiting at most; more are dropped and counted\n"
+        "                       (default 10000)\n"
+        "  --webhook-batch N    events in one POST at most (default 100)\n"
+        "  --webhook-body       events carry the unread message's body (default: not)\n"
+        "Limits and cadence\n"
+        "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
+        "  --max-body BYTES     largest message body (default 65536)\n"
+        "  --queue-cap N        pushes queued per session before it gets notify (default 1024)\n"
+        "  --queue-bytes BYTES  ... or bytes of pushes queued (default 4194304)\n"
+        "  --slow-close S       close a session stuck over its cap this long (default 60)\n"
+        "  --max-groups N       groups one user may belong to (default 1000)\n"
+        "  --ack-flush-ms MS    persist coalesced acks this often (default 200)\n"
+        "  --ack-every N        clients ack after N messages (default 50)\n"
+        "  --ack-delay-ms MS    ... or MS after the first unacked one (default 1000)\n"
+        "  --page-default N     page size when a request gives none (default 100)\n"
+        "  --page-max N         larger page requests are clamped (default 500)\n"
+        "  --hello-timeout S    close sessions that send no hello (default 10)\n"
+        "  --handshake-timeout S  close connections whose TLS handshake and HTTP request or\n"
+        "                       WebSocket upgrade take longer (default 10)\n"
+        "  --error-budget N     bad requests in a burst before closing with 1008 (default 20)\n"
+        "  --ping S             ping idle sessions after S, close after 2*S (default 30)\n"
+        "  --inflight-max N     writes in flight per session before reading it pauses\n"
+        "                       (default 256)\n"
+        "Rate limits (token buckets; 0 = no limit; see docs/PROTOCOL.md)\n"
+        "  --rate-sends N       sends per second per session; more get err rate_limited\n"
+        "                       (default 200)\n"
+        "  --rate-bytes BYTES   bytes per second a session may send (default 1048576)\n"
+        "  --rate-conns N       new connections per second per source address; more are\n"
+        "                       closed at once (default 1000; behind a proxy every client\n"
+        "                       has the proxy's address: raise it, or 0)\n"
+        "  --rate-burst S       each limit allows bursts of S seconds' worth (default 10)\n"
+        "Logging\n"
+        "  --log-level N        0 error, 1 warn, 2 info (default), 3 debug\n"
+        "  --help               this text\n");
+}
+
+static const char *option_name(int val)
+{
+    for (const struct option *o = options; o->name; o++)
+        if (o->val == val)
+            return o->name;
+    return "";
+}
+
+static int number(const char *name, const char *arg, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || *end || end == arg || v < lo || v > hi) {
+        fprintf(stderr, "gw: --%s %s: expected a whole number from %lld to %lld\n", name, arg, lo,
+                hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A secret of 16 to 256 bytes from the file of option --opt (a final newline is not
+ * part of it) into buf (256 bytes). */
+static int read_secret(const char *opt, const char *path, char *buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gw: --%s %s: %s\n", opt, path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(buf, 1, 256, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (more || n < 16) {
+        fprintf(stderr, "gw: --%s %s: the secret must be 16 to 256 bytes\n", opt, path);
+        return -1;
+    }
+    *len = n;
+    return 0;
+}
+
+static void defaults(gw_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->listen = "127.0.0.1";
+    c->port = 8443;
+    c->data = "data";
+    c->sync = true;
+    c->open_groups = true;
+    c->max_frame = 256 * 1024;
+    c->max_body = 64 * 1024;
+    c->queue_cap = 1024;
+    c->queue_bytes = 4u << 20;
+    c->max_groups = 1000;
+    c->slow_close_s = 60;
+    c->ack_flush_ms = 200;
+    c->ack_every = 50;
+    c->ack_delay_ms = 1000;
+    c->page_default = 100;
+    c->page_max = 500;
+    c->hello_timeout_s = 10;
+    c->error_budget = 20;
+    c->ping_s = 30;
+    c->inflight_max = 256;
+    /* One service thread per core: each has its own sessions, so the fan-out of a large
+     * group runs on every core. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = cores < 1 ? 1 : cores > GW_THREADS_MAX ? GW_THREADS_MAX : (unsigned)cores;
+    /* Far above a person at a keyboard, a bot, or the web demo pasting hundreds of lines
+     * (all within one burst); a flat-out load generator is not a normal client and runs
+     * with the limits off (tools/bench, tests/gateway/test_load.c). */
+    c->rate_sends = 200;
+    c->rate_bytes = 1u << 20;
+    /* Generous: a NAT of many users reconnecting at once after a restart, or a load
+     * generator's thousands of sessions from a few 127.x addresses, fit in one burst; a
+     * single address flooding faster than the server can do TLS handshakes does not. */
+    c->rate_conns = 1000;
+    c->rate_burst_s = 10;
+    c->handshake_timeout_s = 10;
+    c->store_high = 20000;
+    c->store_overload = 200000;
+    c->log_level = 2;
+    c->api_rate = 1000;
+    c->webhook_delay_ms = 5000;
+    c->webhook_timeout_ms = 10000;
+    c->webhook_queue = 10000;
+    c->webhook_batch = 100;
+}
+
+bool gw_config_node_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 1 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+void gw_config_set_node(gw_config *c, const char *name, int port)
+{
+    if (name)
+        snprintf(c->node, sizeof(c->node), "%s", name);
+    else if (!c->node_given)
+        snprintf(c->node, sizeof(c->node), "%.40s:%d", c->listen, port);
+    c->node_given = c->node_given || name;
+}
+
+int gw_config_parse(gw_config *c, int argc, char **argv)
+{
+    defaults(c);
+    const char *secret_file = NULL, *node = NULL, *webhook_secret = NULL;
+    int opt;
+    long long v;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        const char *name = option_name(opt);
+        int rc = 0;
+        switch (opt) {
+        case O_LISTEN: c->listen = optarg; break;
+        case O_PORT: rc = number(name, optarg, 0, 65535, &v), c->port = (int)v; break;
+        case O_PORT_FILE: c->port_file = optarg; break;
+        case O_THREADS:
+            rc = number(name, optarg, 1, GW_THREADS_MAX, &v), c->threads = (unsigned)v;
+            break;
+        case O_DATA: c->data = optarg; break;
+        case O_STORE: c->store_url = optarg; break;
+        case O_NODE: node = optarg; break;
+        case O_API_KEY_FILE: c->api_key_file = optarg; break;
+        case O_API_RATE:
+            rc = number(name, optarg, 0, 1000000, &v), c->api_rate = (unsigned)v;
+            break;
+        case O_WEBHOOK_URL: c->webhook_url = optarg; break;
+        case O_WEBHOOK_SECRET: webhook_secret = optarg; break;
+        case O_WEBHOOK_DELAY:
+            rc = number(name, optarg, 100, 86400000, &v), c->webhook_delay_ms = (unsigned)v;
+            break;
+        case O_WEBHOOK_TIMEOUT:
+            rc = number(name, optarg, 100, 600000, &v), c->webhook_timeout_ms = (unsigned)v;
+            break;
+        case O_WEBHOOK_QUEUE:
+            rc = number(name, optarg, 1, 10000000, &v), c->webhook_queue = (size_t)v;
+            break;
+        case O_WEBHOOK_BATCH:
+            rc = number(name, optarg, 1, 1000, &v), c->webhook_batch = (unsigned)v;
+            break;
+        case O_WEBHOOK_BODY: c->webhook_body = true; break;
+        case O_INSECURE: c->insecure = true; break;
+        case O_CERT: c->cert = optarg; break;
+        case O_KEY: c->key = optarg; break;
+        case O_SECRET_FILE: secret_file = optarg; break;
+        case O_NO_SYNC: c->sync = false; break;
+        case O_CLOSED_GROUPS: c->open_groups = false, c->managed_groups = false; break;
+        case O_GROUPS:
+            if (strcmp(optarg, "open") == 0 || strcmp(optarg, "existing") == 0 ||
+                strcmp(optarg, "managed") == 0) {
+                c->open_groups = strcmp(optarg, "open") == 0;
+                c->managed_groups = strcmp(optarg, "managed") == 0;
+            } else {
+                fprintf(stderr, "gw: --groups %s: open, existing or managed\n", optarg);
+                rc = -1;
+            }
+            break;
+        case O_DEMO: c->demo = true; break;
+        case O_WEB_ROOT: c->web_root = optarg; break;
+        case O_MAX_FRAME:
+            rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v;
+            break;
+        case O_MAX_BODY: rc = number(name, optarg, 1, 16 << 20, &v), c->max_body = (size_t)v; break;
+        case O_QUEUE_CAP:
+            rc = number(name, optarg, 1, 1 << 20, &v), c->queue_cap = (size_t)v;
+            break;
+        case O_QUEUE_BYTES:
+            rc = number(name, optarg, 65536, 1 << 30, &v), c->queue_bytes = (size_t)v;
+            break;
+        case O_MAX_GROUPS:
+            rc = number(name, optarg, 1, 100000, &v), c->max_groups = (unsigned)v;
+            break;
+        case O_SLOW_CLOSE:
+            rc = number(name, optarg, 1, 86400, &v), c->slow_close_s = (unsigned)v;
+            break;
+        case O_ACK_FLUSH:
+            rc = number(name, optarg, 1, 60000, &v), c->ack_flush_ms = (unsigned)v;
+            break;
+        case O_ACK_EVERY:
+            rc = number(name, optarg, 1, 100000, &v), c->ack_every = (unsigned)v;
+            break;
+        case O_ACK_DELAY:
+            rc = number(name, optarg, 1, 600000, &v), c->ack_delay_ms = (unsigned)v;
+            break;
+        case O_PAGE_DEFAULT:
+            rc = number(name, optarg, 1, 10000, &v), c->page_default = (unsigned)v;
+            break;
+        case O_PAGE_MAX: rc = number(name, optarg, 1, 10000, &v), c->page_max = (unsigned)v; break;
+        case O_HELLO_TIMEOUT:
+            rc = number(name, optarg, 1, 3600, &v), c->hello_timeout_s = (unsigned)v;
+            break;
+        case O_ERROR_BUDGET:
+            rc = number(name, optarg, 1, 100000, &v), c->error_budget = (unsigned)v;
+            break;
+        case O_PING: rc = number(name, optarg, 1, 3600, &v), c->ping_s = (unsigned)v; break;
+        case O_INFLIGHT:
+            rc = number(name, optarg, 1, 100000, &v), c->inflight_max = (unsigned)v;
+            break;
+        case O_RATE_SENDS:
+            rc = number(name, optarg, 0, 1000000, &v), c->rate_sends = (unsigned)v;
+            break;
+        case O_RATE_BYTES:
+            rc = number(name, optarg, 0, 1ll << 32, &v), c->rate_bytes = (size_t)v;
+            break;
+        case O_RATE_CONNS:
+            rc = number(name, optarg, 0, 1000000, &v), c->rate_conns = (unsigned)v;
+            break;
+        case O_RATE_BURST:
+            rc = number(name, optarg, 1, 3600, &v), c->rate_burst_s = (unsigned)v;
+            break;
+        case O_HANDSHAKE_TIMEOUT:
+            rc = number(name, optarg, 1, 3600, &v), c->handshake_timeout_s = (unsigned)v;
+            break;
+        case O_LOG_LEVEL: rc = number(name, optarg, 0, 3, &v), c->log_level = (int)v; break;
+        case O_HELP: help(); return 1;
+        default: fprintf(stderr, "gw: see --help\n"); return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gw: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return -1;
+    }
+    if (!c->cert != !c->key) {
+        fprintf(stderr, "gw: --cert and --key go together (give both, or neither for a "
+                        "self-signed certificate made in the data folder)\n");
+        return -1;
+    }
+    if (c->insecure && c->cert) {
+        fprintf(stderr, "gw: --insecure turns TLS off: it cannot be used with --cert/--key\n");
+        return -1;
+    }
+    if (c->store_url && strncmp(c->store_url, "postgresql://", 13) != 0 &&
+        strncmp(c->store_url, "postgres://", 11) != 0) {
+        fprintf(stderr, "gw: --store takes a PostgreSQL URI (postgresql://host/dbname); "
+                        "without it the store is RocksDB in --data\n");
+        return -1;
+    }
+    if (node && !gw_config_node_ok(node)) {
+        fprintf(stderr,
+                "gw: --node '%s': 1 to 64 letters, digits and . _ : - only (it is a "
+                "Prometheus label value and an application_name)\n",
+                node);
+        return -1;
+    }
+    gw_config_set_node(c, node, c->port);
+    if (c->page_default > c->page_max) {
+        fprintf(stderr, "gw: --page-default %u is above --page-max %u\n", c->page_default,
+                c->page_max);
+        return -1;
+    }
+    if (c->max_body + 1024 > c->max_frame) {
+        fprintf(stderr,
+                "gw: --max-body %zu leaves no room in --max-frame %zu for the other "
+                "fields (need 1024 bytes more)\n",
+                c->max_body, c->max_frame);
+        return -1;
+    }
+    /* A frame is paid for from the byte bucket; one that can never fit in it would make
+     * every full-size send wait forever. */
+    if (c->rate_bytes && (uint64_t)c->rate_bytes * c->rate_burst_s < c->max_frame) {
+        fprintf(stderr,
+                "gw: --rate-bytes %zu with --rate-burst %u holds less than one "
+                "--max-frame (%zu bytes): a full-size frame could never be sent\n",
+                c->rate_bytes, c->rate_burst_s, c->max_frame);
+        return -1;
+    }
+    if (c->webhook_url && strncmp(c->webhook_url, "http://", 7) != 0 &&
+        strncmp(c->webhook_url, "https://", 8) != 0) {
+        fprintf(stderr, "gw: --webhook-url %s: an http:// or https:// URL\n", c->webhook_url);
+        return -1;
+    }
+    if (!c->webhook_url != !webhook_secret) {
+        fprintf(stderr, "gw: --webhook-url and --webhook-secret-file go together (events are "
+                        "always signed: docs/API.md)\n");
+        return -1;
+    }
+    /* A pass reads the stored acks: one not yet persisted would look unread. */
+    if (c->webhook_url && c->webhook_delay_ms <= c->ack_flush_ms) {
+        fprintf(stderr,
+                "gw: --webhook-delay %u must be longer than --ack-flush-ms %u (acks "
+                "are read from the store)\n",
+                c->webhook_delay_ms, c->ack_flush_ms);
+        return -1;
+    }
+    if (webhook_secret &&
+        read_secret("webhook-secret-file", webhook_secret, c->webhook_secret, &c->webhook_secret_n))
+        return -1;
+    const char *env = getenv("GW_SECRET");
+    if (secret_file) {
+        if (read_secret("secret-file", secret_file, c->secret, &c->secret_n))
+            return -1;
+    } else if (env && *env) {
+        size_t n = strlen(env);
+        if (n < 16 || n > sizeof(c->secret)) {
+            fprintf(stderr, "gw: GW_SECRET must be 16 to 256 bytes\n");
+            return -1;
+        }
+        memcpy(c->secret, env, n);
+        c->secret_n = n;
+    }
+    return 0;
+}

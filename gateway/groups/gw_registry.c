@@ -1,0 +1,491 @@
+/*
+ * Who is online, in which groups: the index the fan-out walks. Only users with a session
+ * here are in it, and only the groups they belong to. Membership itself lives in the
+ * store; this is a cache of it for the online users, read at a user's first hello here
+ * (a store job: the hello and the requests after it wait for it) and kept current by
+ * committed joins and leaves, this thread's and the feed's.
+ */
+#include "groups_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+struct gw_registry {
+    gw_groups *g;
+    gw_user *users;          /* by uid */
+    gw_group *groups;        /* by gid: groups with an online member */
+    gw_attached_fn attached; /* what hellos waiting for a user are told (every attach
+                              * names the same) */
+    void *attached_ud;
+};
+
+gw_registry *gw_registry_new(gw_groups *g)
+{
+    gw_registry *reg = calloc(1, sizeof(*reg));
+    if (reg)
+        reg->g = g;
+    return reg;
+}
+
+gw_groups *gw_registry_groups(gw_registry *reg)
+{
+    return reg->g;
+}
+
+/* A session of uid signed in here (1) or went (-1): the other threads hear of it. */
+static void tell_online(gw_registry *reg, const char *uid, int delta)
+{
+    const gw_groups_deps *d = &reg->g->deps;
+    if (d->online)
+        d->online(d->hooks_ud, uid, delta);
+}
+
+gw_user *gw_user_find(gw_registry *reg, const char *uid)
+{
+    gw_user *u = NULL;
+    HASH_FIND_STR(reg->users, uid, u);
+    return u;
+}
+
+gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n)
+{
+    gw_group *g = NULL;
+    HASH_FIND(hh, reg->groups, gid, n, g);
+    return g;
+}
+
+gw_member *gw_member_find(gw_user *u, pr_slice gid)
+{
+    gw_member *m = NULL;
+    HASH_FIND(hh, u->groups, gid.p, gid.n, m);
+    return m;
+}
+
+/* Puts u among gid's online members, creating the group entry if needed. */
+static int group_online(gw_registry *reg, gw_user *u, const char *gid, uint64_t last_mid)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (!g) {
+        g = calloc(1, sizeof(*g));
+        if (!g)
+            return -1;
+        strcpy(g->gid, gid);
+        g->last_mid = last_mid;
+        HASH_ADD_STR(reg->groups, gid, g);
+        gw_deliver_group_new(reg->g->del, g);
+    } else {
+        /* The store's figure may be newer or older than ours; mids only grow. */
+        gw_deliver_group_saw(reg->g->del, g, last_mid);
+    }
+    gw_online *o = NULL;
+    HASH_FIND_PTR(g->online, &u, o);
+    if (!o) {
+        o = calloc(1, sizeof(*o));
+        if (!o)
+            return -1;
+        o->user = u;
+        HASH_ADD_PTR(g->online, user, o);
+        g->n_online++;
+    }
+    return 0;
+}
+
+static void group_offline(gw_registry *reg, gw_user *u, const char *gid)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (!g)
+        return;
+    gw_online *o = NULL;
+    HASH_FIND_PTR(g->online, &u, o);
+    if (o) {
+        HASH_DEL(g->online, o);
+        free(o);
+        g->n_online--;
+    }
+    if (g->n_online == 0) {
+        HASH_DEL(reg->groups, g);
+        gw_deliver_group_free(reg->g->del, g);
+        free(g);
+    }
+}
+
+gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
+                         uint64_t last_mid)
+{
+    gw_member *m = gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)});
+    if (!m) {
+        m = calloc(1, sizeof(*m));
+        if (!m)
+            return NULL;
+        strcpy(m->gid, gid);
+        m->ack = ack;
+        HASH_ADD_STR(u->groups, gid, m);
+    } else if (ack > m->ack) {
+        m->ack = ack;
+    }
+    if (group_online(reg, u, gid, last_mid) != 0)
+        return NULL;
+    return m;
+}
+
+static void member_remove(gw_registry *reg, gw_user *u, const char *gid)
+{
+    gw_member *m = gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)});
+    if (m) {
+        HASH_DEL(u->groups, m);
+        free(m);
+    }
+    group_offline(reg, u, gid);
+}
+
+unsigned gw_registry_sign_out(gw_registry *reg, const char *uid)
+{
+    gw_user *u = gw_user_find(reg, uid);
+    unsigned n = 0;
+    for (gw_seat *s = u ? u->sessions : NULL; s; s = s->next, n++)
+        gw_sess_close(s->sess, GW_CLOSE_SIGNED_OUT, "signed out by the application");
+    if (n)
+        gw_info("user %s signed out by the application: %u sessions closed here", uid, n);
+    return n;
+}
+
+void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except)
+{
+    if (!gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)}))
+        return;
+    member_remove(reg, u, gid);
+    /* The user's other sessions are told: `left` without a rid (docs/PROTOCOL.md). */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    if (pr_enc_left(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}) == 0) {
+        gw_seat *s;
+        DL_FOREACH (u->sessions, s) {
+            if (s->sess != except)
+                gw_out_reply(s->sess, &sb);
+        }
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void user_free(gw_registry *reg, gw_user *u)
+{
+    gw_member *m, *tmp;
+    HASH_ITER (hh, u->groups, m, tmp) {
+        group_offline(reg, u, m->gid);
+        HASH_DEL(u->groups, m);
+        free(m);
+    }
+    HASH_DEL(reg->users, u);
+    free(u);
+}
+
+static void attach(gw_registry *reg, gw_user *u, gw_seat *s)
+{
+    DL_APPEND(u->sessions, s);
+    u->n_sessions++;
+    s->user = u;
+    tell_online(reg, u->uid, 1);
+}
+
+/* The read of a user's groups at its first hello here. */
+typedef struct user_load {
+    gw_job job; /* first: the completion finds the load from its job */
+    gw_registry *reg;
+    gw_user *user;
+    unsigned tries; /* reads made again because the memberships changed meanwhile */
+} user_load;
+
+/* Reads made again at most before the hellos go on (then the re-read after catches up). */
+#define LOAD_TRIES 3
+
+/* The user's groups are read (or could not be): sign in every session waiting for them. */
+static void loaded(gw_job *j)
+{
+    user_load *l = (user_load *)j;
+    gw_registry *reg = l->reg;
+    gw_user *u = l->user;
+    st_op *op = &j->op;
+    int rc = op->result;
+    /* Another thread or node changed the user's memberships while they were read: read
+     * again before the waiting hellos go on, so that a join a client saw confirmed there
+     * holds here for its first request. */
+    if (rc == 0 && u->stale && l->tries < LOAD_TRIES) {
+        u->stale = false;
+        l->tries++;
+        st_groups_free(op->groups);
+        *op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid)};
+        int src = gw_bridge_submit(reg->g->deps.bridge, &l->job); /* may load at once */
+        if (src < 0) {
+            op->result = src;
+            loaded(j);
+        }
+        return;
+    }
+    for (size_t i = 0; rc == 0 && i < st_groups_count(op->groups); i++) {
+        const st_user_group *g = st_groups_at(op->groups, i);
+        char gid[PR_MAX_ID + 1];
+        if (g->gid.n > PR_MAX_ID)
+            continue; /* cannot be made through the protocol */
+        memcpy(gid, g->gid.p, g->gid.n);
+        gid[g->gid.n] = 0;
+        /* An ack this gateway took but has not persisted yet is newer than the stored one. */
+        const gw_groups_deps *d = &reg->g->deps;
+        uint64_t ack = g->ack, pending = d->pending_ack
+                                             ? d->pending_ack(d->hooks_ud, gid, u->uid)
+                                             : gw_acks_pending(reg->g->acks, gid, u->uid);
+        if (!gw_member_add(reg, u, gid, pending > ack ? pending : ack, g->last_mid))
+            rc = ST_ENOMEM;
+    }
+    st_groups_free(op->groups);
+    free(l);
+    u->loading = false;
+    while (u->waiters) {
+        gw_seat *s = u->waiters;
+        DL_DELETE(u->waiters, s);
+        s->loading = NULL;
+        if (rc == 0)
+            attach(reg, u, s);
+        reg->attached(reg->attached_ud, s, rc);
+    }
+    if (u->n_sessions == 0) {
+        user_free(reg, u); /* failed, or every waiter went meanwhile */
+        return;
+    }
+    if (u->stale) /* another thread or node changed its memberships while they were read */
+        gw_sync_user(reg, u);
+}
+
+void gw_registry_attach(gw_registry *reg, gw_seat *s, gw_sess *sess, const char *uid,
+                        gw_attached_fn done, void *ud)
+{
+    reg->attached = done;
+    reg->attached_ud = ud;
+    s->sess = sess;
+    gw_user *u = gw_user_find(reg, uid);
+    if (u && !u->loading) {
+        attach(reg, u, s);
+        done(ud, s, 0);
+        return;
+    }
+    if (!u) {
+        user_load *l = calloc(1, sizeof(*l));
+        u = calloc(1, sizeof(*u));
+        if (!u || !l) {
+            free(u);
+            free(l);
+            done(ud, s, ST_ENOMEM);
+            return;
+        }
+        strcpy(u->uid, uid);
+        u->loading = true;
+        HASH_ADD_STR(reg->users, uid, u);
+        DL_APPEND(u->waiters, s);
+        s->loading = u;
+        *l = (user_load){.reg = reg, .user = u};
+        l->job.op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid)};
+        l->job.complete = loaded;
+        int rc = gw_bridge_submit(reg->g->deps.bridge, &l->job); /* may load at once */
+        if (rc < 0) {
+            l->job.op.result = rc;
+            loaded(&l->job);
+        }
+        return;
+    }
+    /* Another session's hello is reading this user's groups: wait for the same read. */
+    DL_APPEND(u->waiters, s);
+    s->loading = u;
+}
+
+void gw_registry_detach(gw_registry *reg, gw_seat *s)
+{
+    if (s->loading) {
+        DL_DELETE(s->loading->waiters, s);
+        s->loading = NULL; /* the user stays until its read completes */
+        return;
+    }
+    gw_user *u = s->user;
+    if (!u)
+        return;
+    DL_DELETE(u->sessions, s);
+    s->user = NULL;
+    tell_online(reg, u->uid, -1);
+    if (--u->n_sessions == 0)
+        user_free(reg, u);
+}
+
+void gw_registry_figures(gw_registry *reg, uint64_t *users, uint64_t *groups, uint64_t *members,
+                         uint64_t *lag_total, uint64_t *lag_max)
+{
+    *users = HASH_COUNT(reg->users);
+    *groups = HASH_COUNT(reg->groups);
+    *members = *lag_total = *lag_max = 0;
+    gw_user *u, *ut;
+    HASH_ITER (hh, reg->users, u, ut) {
+        gw_member *m, *mt;
+        HASH_ITER (hh, u->groups, m, mt) {
+            gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
+            uint64_t l = g && g->last_mid > m->ack ? g->last_mid - m->ack : 0;
+            (*members)++;
+            *lag_total += l;
+            if (l > *lag_max)
+                *lag_max = l;
+        }
+    }
+}
+
+bool gw_registry_empty(const gw_registry *reg)
+{
+    return !reg->users && !reg->groups;
+}
+
+void gw_registry_free(gw_registry *reg)
+{
+    if (!reg)
+        return;
+    gw_user *u, *tmp;
+    HASH_ITER (hh, reg->users, u, tmp) {
+        u->sessions = u->waiters = NULL;
+        user_free(reg, u);
+    }
+    free(reg);
+}
+
+void gw_registry_walk(gw_registry *reg, void (*user)(void *ud, gw_user *u),
+                      void (*group)(void *ud, gw_group *g), void *ud)
+{
+    gw_user *u, *ut;
+    HASH_ITER (hh, reg->users, u, ut)
+        user(ud, u);
+    gw_group *g, *gt;
+    HASH_ITER (hh, reg->groups, g, gt)
+        group(ud, g);
+}
+
+/* ---- what the requests of a signed-in session ask ------------------------------------- */
+
+bool gw_registry_member(const gw_seat *seat, pr_slice gid, uint64_t *ack)
+{
+    gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
+    if (m && ack)
+        *ack = m->ack;
+    return m != NULL;
+}
+
+size_t gw_registry_count(const gw_seat *seat)
+{
+    return seat->user ? HASH_COUNT(seat->user->groups) : 0;
+}
+
+void gw_registry_each(gw_registry *reg, const gw_seat *seat,
+                      void (*fn)(void *ud, const char *gid, uint64_t last_mid, uint64_t ack),
+                      void *ud)
+{
+    if (!seat->user)
+        return;
+    gw_member *m, *tmp;
+    HASH_ITER (hh, seat->user->groups, m, tmp) {
+        gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
+        fn(ud, m->gid, g ? g->last_mid : m->ack, m->ack);
+    }
+}
+
+unsigned gw_registry_joins(const gw_seat *seat)
+{
+    return seat->user ? HASH_COUNT(seat->user->groups) + seat->user->joins_inflight : 0;
+}
+
+void gw_registry_join_began(gw_seat *seat)
+{
+    if (seat->user)
+        seat->user->joins_inflight++; /* undone in gw_registry_joined */
+}
+
+void gw_registry_join_refused(gw_seat *seat)
+{
+    if (seat->user && seat->user->joins_inflight)
+        seat->user->joins_inflight--;
+}
+
+int gw_registry_ack(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
+                    const char **gid_out, uint64_t *cap)
+{
+    gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
+    if (!m)
+        return -1;
+    gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
+    *cap = g ? g->last_mid : m->ack;
+    *gid_out = m->gid;
+    if (mid > *cap)
+        mid = *cap;
+    if (mid <= m->ack)
+        return 0;
+    m->ack = mid;
+    gw_acks_add(reg->g->acks, m->gid, seat->user->uid, mid);
+    return 1;
+}
+
+void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool counted,
+                        int result, uint64_t *ack, uint64_t *last_mid)
+{
+    gw_user *u = gw_user_find(reg, uid);
+    /* A user dropped and signed in again meanwhile starts from 0: never below it. */
+    if (counted && u && u->joins_inflight)
+        u->joins_inflight--;
+    if (result == 0 && u) {
+        gw_member *m = gw_member_add(reg, u, gid, *ack, *last_mid);
+        if (m)
+            *ack = m->ack;
+    }
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (g)
+        *last_mid = g->last_mid;
+}
+
+void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except)
+{
+    gw_user *u = gw_user_find(reg, uid);
+    if (u)
+        gw_member_end(reg, u, gid, except);
+}
+
+unsigned gw_registry_sessions_of(gw_registry *reg, const char *uid)
+{
+    gw_user *u = gw_user_find(reg, uid);
+    return u ? u->n_sessions : 0;
+}
+
+void gw_registry_change(gw_registry *reg, const st_change *ch)
+{
+    char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
+    if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
+        return; /* cannot be made through the protocol */
+    memcpy(gid, ch->gid.p, ch->gid.n);
+    gid[ch->gid.n] = 0;
+    memcpy(uid, ch->uid.p, ch->uid.n);
+    uid[ch->uid.n] = 0;
+    gw_user *u = gw_user_find(reg, uid);
+    if (!u)
+        return; /* not online here */
+    if (u->loading) {
+        u->stale = true; /* the read under way may predate it: read again after */
+        return;
+    }
+    pr_slice gs = {(const uint8_t *)gid, ch->gid.n};
+    gw_member *m = gw_member_find(u, gs);
+    switch (ch->kind) {
+    case ST_CH_JOIN:
+        if (!m)
+            gw_member_add(reg, u, gid, ch->ack, ch->ack);
+        break;
+    case ST_CH_LEAVE:
+        if (m)
+            gw_member_end(reg, u, gid, NULL);
+        break;
+    case ST_CH_ACK:
+        if (m && ch->ack > m->ack)
+            m->ack = ch->ack;
+        break;
+    default: break;
+    }
+}

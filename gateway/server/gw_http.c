@@ -1,0 +1,285 @@
+/*
+ * Plain HTTP on the gateway's port: /healthz, /stats (JSON), /metrics (Prometheus),
+ * POST /demo/login (demo mode only), the server API under /api/v1/ (app/gw_api.c) and
+ * the demo page's static files. It sits on top, in server/, because its endpoints
+ * answer from every layer: the health from the store and the stop, the figures from
+ * every module, the API from app/.
+ */
+#include "server_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define LOGIN_BODY_MAX 4096
+#define DEMO_TOKEN_TTL_S (24 * 3600)
+
+typedef struct http_pss {
+    char body[LOGIN_BODY_MAX + 1]; /* POST body being received */
+    size_t n;
+    bool too_long;
+    bool api;       /* an API request: its state is in `req` */
+    bool api_body;  /* ... whose body is still coming: not answered before it is in */
+    bool api_close; /* ... a POST or PUT without Content-Length: see gw_http_callback */
+    gw_api_conn req;
+} http_pss;
+
+size_t gw_http_pss_size(void)
+{
+    return sizeof(http_pss);
+}
+
+/* Sends a whole small response, with `Connection: close` when close is set. Returns what
+ * the callback should return. */
+static int respond_ex(struct lws *wsi, unsigned status, const char *type, const char *body,
+                      size_t len, bool close)
+{
+    size_t room = LWS_PRE + 1024 + len;
+    uint8_t *buf = malloc(room);
+    if (!buf)
+        return -1;
+    uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + room;
+    int rc = -1;
+    if (lws_add_http_common_headers(wsi, status, type, (lws_filepos_t)len, &p, end) ||
+        lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
+                                    (const unsigned char *)"no-store", 8, &p, end) ||
+        (close && lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
+                                              (const unsigned char *)"close", 5, &p, end)) ||
+        lws_finalize_write_http_header(wsi, start, &p, end))
+        goto out;
+    memcpy(start, body, len);
+    if (lws_write(wsi, start, len, LWS_WRITE_HTTP_FINAL) != (int)len)
+        goto out;
+    rc = lws_http_transaction_completed(wsi) ? -1 : 0;
+out:
+    free(buf);
+    return rc;
+}
+
+static int respond(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len)
+{
+    return respond_ex(wsi, status, type, body, len, false);
+}
+
+static int respond_text(struct lws *wsi, unsigned status, const char *text)
+{
+    return respond(wsi, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static int respond_json(struct lws *wsi, unsigned status, json_t *obj)
+{
+    char *s = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (!s)
+        return -1;
+    int rc = respond(wsi, status, "application/json", s, strlen(s));
+    free(s);
+    return rc;
+}
+
+static int healthz(gw_server *srv, struct lws *wsi)
+{
+    if (srv->stopping)
+        return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "stopping\n");
+    if (!st_writable(srv->m.store)) {
+        char why[512], body[600];
+        st_write_error(srv->m.store, why, sizeof(why));
+        snprintf(body, sizeof(body), "store does not accept writes: %s\n", why);
+        return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, body);
+    }
+    return respond_text(wsi, HTTP_STATUS_OK, "ok\n");
+}
+
+static int demo_login(gw_server *srv, struct lws *wsi, http_pss *ps)
+{
+    if (ps->too_long)
+        return respond_json(wsi, HTTP_STATUS_REQ_ENTITY_TOO_LARGE,
+                            json_pack("{s:s}", "error", "body too large"));
+    ps->body[ps->n] = 0;
+    json_error_t jerr;
+    json_t *req = json_loads(ps->body, 0, &jerr);
+    const char *user = req ? json_string_value(json_object_get(req, "user")) : NULL;
+    if (!user || !pr_id_valid((pr_slice){(const uint8_t *)user, strlen(user)})) {
+        json_decref(req);
+        return respond_json(wsi, HTTP_STATUS_BAD_REQUEST,
+                            json_pack("{s:s}", "error",
+                                      "send {\"user\": name}, a name of 1-64 characters "
+                                      "[A-Za-z0-9_.:-]"));
+    }
+    int64_t exp = (int64_t)time(NULL) + DEMO_TOKEN_TTL_S;
+    char *tok = NULL;
+    if (gw_auth_mint(srv->m.cfg.secret, srv->m.cfg.secret_n, user, exp, &tok) != 0) {
+        json_decref(req);
+        return respond_json(wsi, HTTP_STATUS_INTERNAL_SERVER_ERROR,
+                            json_pack("{s:s}", "error", "cannot make a token"));
+    }
+    gw_info("demo login: token issued for %s (demo mode: no password)", user);
+    json_t *out =
+        json_pack("{s:s, s:s, s:I, s:s}", "token", tok, "uid", user, "exp", (json_int_t)exp,
+                  "warning", "demo mode: anyone can sign in as anyone; do not use in production");
+    free(tok);
+    json_decref(req);
+    return respond_json(wsi, HTTP_STATUS_OK, out);
+}
+
+/* An API request's answer, once it has one (a store job's comes later: its completion
+ * asks for a writeable callback, which comes back here). */
+static int api_answer(struct lws *wsi, http_pss *ps)
+{
+    unsigned status;
+    char *json = NULL;
+    if (ps->api_body || !gw_api_ready(&ps->req, &status, &json))
+        return 0;
+    /* Released first: completing the HTTP transaction may free ps with it. */
+    gw_api_release(&ps->req);
+    ps->api = false;
+    int rc =
+        json ? respond_ex(wsi, status, "application/json", json, strlen(json), ps->api_close) : -1;
+    free(json);
+    return rc;
+}
+
+static const char *mime_of(const char *path)
+{
+    static const struct {
+        const char *ext, *mime;
+    } types[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".js", "text/javascript"},
+        {".mjs", "text/javascript"},
+        {".css", "text/css"},
+        {".json", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".map", "application/json"},
+        {".txt", "text/plain; charset=utf-8"},
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof(types) / sizeof(types[0]); i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].mime;
+    return "application/octet-stream";
+}
+
+/* A file under web_root, or 404. Paths are checked character by character: no "..", no
+ * hidden files, nothing but [A-Za-z0-9._/@-] (@ for npm scopes under node_modules). */
+static int static_file(gw_server *srv, struct lws *wsi, const char *uri)
+{
+    if (!srv->m.cfg.web_root)
+        return respond_text(wsi, HTTP_STATUS_NOT_FOUND, "not found\n");
+    const char *rel = strcmp(uri, "/") == 0 ? "/index.html" : uri;
+    bool ok = rel[0] == '/' && strlen(rel) < 512 && !strstr(rel, "..") && !strstr(rel, "/.");
+    for (const char *c = rel; ok && *c; c++)
+        ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+             *c == '.' || *c == '_' || *c == '-' || *c == '/' || *c == '@';
+    char path[4096];
+    struct stat st;
+    if (ok) {
+        snprintf(path, sizeof(path), "%s%s", srv->m.cfg.web_root, rel);
+        ok = stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    }
+    if (!ok)
+        return respond_text(wsi, HTTP_STATUS_NOT_FOUND, "not found\n");
+    int n = lws_serve_http_file(wsi, path, mime_of(path), NULL, 0);
+    if (n < 0 || (n > 0 && lws_http_transaction_completed(wsi)))
+        return -1;
+    return 0;
+}
+
+int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                     size_t len)
+{
+    gw_server *srv = lws_context_user(lws_get_context(wsi));
+    http_pss *ps = user;
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+        /* A WebSocket upgrade that did not ask for gw.v1 lands here: refuse it. */
+        return 1;
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        /* Made once per vhost, on protocol 0: the moment to tune the server's SSL_CTX. */
+        return gw_tls_tune(user);
+    case LWS_CALLBACK_HTTP: {
+        const char *path = in;
+        bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+        if (gw_api_path(path)) {
+            const char *method = post                                              ? "POST"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI)    ? "PUT"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) ? "DELETE"
+                                 : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI)    ? "GET"
+                                                                                   : "OTHER";
+            /* A request with a body is answered once the body is in, whatever the method
+             * (an answer before it would leave its bytes to the next request). */
+            char cl[24] = "";
+            lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH);
+            ps->api = true;
+            ps->api_body = atoll(cl) > 0;
+            /* libwebsockets 4.1 takes a POST or PUT without Content-Length to have a body
+             * of up to 100 MiB, and would swallow the next request on the connection as
+             * that body: such a request is answered with Connection: close. */
+            ps->api_close = !cl[0] && (post || lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI));
+            gw_api_begin(srv->m.app, &ps->req, wsi, path, method);
+            if (ps->api_body)
+                return 0;                                /* the body follows */
+            gw_api_body_done(srv->m.app, &ps->req, wsi); /* a POST without one */
+            return api_answer(wsi, ps);
+        }
+        if (post) {
+            if (strcmp(path, "/demo/login") == 0 && srv->m.cfg.demo) {
+                ps->n = 0;
+                ps->too_long = false;
+                return 0; /* the body follows */
+            }
+            return respond_text(wsi, HTTP_STATUS_NOT_FOUND, "not found\n");
+        }
+        if (strcmp(path, "/healthz") == 0)
+            return healthz(srv, wsi);
+        if (strcmp(path, "/stats") == 0) {
+            char *s = gw_stats_json(srv);
+            int rc = s ? respond(wsi, HTTP_STATUS_OK, "application/json", s, strlen(s)) : -1;
+            free(s);
+            return rc;
+        }
+        if (strcmp(path, "/metrics") == 0) {
+            size_t n = 0;
+            char *s = gw_stats_prometheus(srv, &n);
+            int rc = s ? respond(wsi, HTTP_STATUS_OK, "text/plain; version=0.0.4", s, n) : -1;
+            free(s);
+            return rc;
+        }
+        return static_file(srv, wsi, path);
+    }
+    case LWS_CALLBACK_HTTP_BODY:
+        if (ps->api)
+            return gw_api_body(srv->m.app, &ps->req, in, len);
+        if (ps->n + len > LOGIN_BODY_MAX) {
+            ps->too_long = true;
+            return 0;
+        }
+        memcpy(ps->body + ps->n, in, len);
+        ps->n += len;
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        if (ps->api) {
+            ps->api_body = false;
+            gw_api_body_done(srv->m.app, &ps->req, wsi);
+            return api_answer(wsi, ps);
+        }
+        return demo_login(srv, wsi, ps);
+    case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (ps && ps->api)
+            return api_answer(wsi, ps);
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    case LWS_CALLBACK_CLOSED_HTTP:
+        if (ps && ps->api) {
+            gw_api_release(&ps->req);
+            ps->api = false;
+        }
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    case LWS_CALLBACK_HTTP_FILE_COMPLETION: return lws_http_transaction_completed(wsi) ? -1 : 0;
+    default: return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
