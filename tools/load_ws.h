@@ -1,7 +1,7 @@
 /*
  * load_ws: the load generator's own WebSocket client (lw_ prefix).
  *
- * Why not client/gwc: gwc runs on libwebsockets, whose client side parses every received
+ * Why not clients/c/gwc: gwc runs on libwebsockets, whose client side parses every received
  * byte through a state machine and polls every socket on each pass. In a fan-out run the
  * load generator receives every delivery the server sends, so with gwc it spent twice the
  * server's CPU per delivery and was the bottleneck it must not be. This client keeps only

@@ -1,6 +1,6 @@
 /*
  * gwc internals shared by gwc.c (the public calls and the event loop) and gwc_conn.c (the
- * libwebsockets callback). Not installed; nothing outside client/ includes it.
+ * libwebsockets callback). Not installed; nothing outside clients/c/ includes it.
  */
 #ifndef GW_CLIENT_INTERNAL_H
 #define GW_CLIENT_INTERNAL_H

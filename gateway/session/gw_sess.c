@@ -87,8 +87,6 @@ gw_sess *gw_sess_new(gw_sessions *all, struct lws *wsi, bool json)
     s->wsi = wsi;
     s->json = json;
     s->sid = ++all->next_sid;
-    snprintf(s->sid_str, sizeof(s->sid_str), "%lx-%lu", (unsigned long)all->boot_id,
-             (unsigned long)s->sid);
     s->err_at = s->born_ms = s->last_rx_ms = gw_mono_ms();
     gw_throttle_init(s);
     DL_APPEND(all->all, s);
@@ -103,7 +101,7 @@ void gw_sess_free(gw_sess *s)
 {
     gw_sessions *all = s->all;
     if (!s->close_code)
-        gw_dbg("session %s%s%s closed by the client or the network", s->sid_str,
+        gw_dbg("session %s%s%s closed by the client or the network", gw_sess_name(s),
                s->signin == GW_SIGNIN_DONE ? " user " : "", gw_sess_uid(s) ? s->id.uid : "");
     s->wsi = NULL;
     gw_reqs_release(s);
@@ -133,7 +131,10 @@ uint64_t gw_sess_id(const gw_sess *s)
 
 const char *gw_sess_name(const gw_sess *s)
 {
-    return s->sid_str;
+    /* Made when a log line or a welcome wants it, not kept by every idle session. */
+    static _Thread_local char name[40];
+    snprintf(name, sizeof(name), "%lx-%lu", (unsigned long)s->all->boot_id, (unsigned long)s->sid);
+    return name;
 }
 
 gw_identity *gw_sess_identity(gw_sess *s)
@@ -182,7 +183,7 @@ static void close_now(gw_sess *s, int code, const char *reason)
     s->close_code = code;
     /* Only a closing session holds its reason (at most 123 bytes go in a close frame). */
     s->close_reason = strndup(reason, 96);
-    gw_info("session %s%s%s closing: %d %s", s->sid_str,
+    gw_info("session %s%s%s closing: %d %s", gw_sess_name(s),
             s->signin == GW_SIGNIN_DONE ? " user " : "", gw_sess_uid(s) ? s->id.uid : "", code,
             reason);
     lws_callback_on_writable(s->wsi);
@@ -302,7 +303,7 @@ void gw_sessions_sweep(gw_sessions *all, uint64_t now_ms)
         } else if (now_ms - s->last_rx_ms >= 2 * ping_ms) {
             /* Nothing for two ping intervals, not even a pong: the peer is gone, and a
              * close frame would wait for it in vain. */
-            gw_info("session %s: no answer to ping in %u s: hanging up", s->sid_str,
+            gw_info("session %s: no answer to ping in %u s: hanging up", gw_sess_name(s),
                     2 * cfg->ping_s);
             lws_set_timeout(s->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
         } else if (now_ms - s->last_rx_ms >= ping_ms && !s->ping_sent) {

@@ -191,7 +191,7 @@ void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
         all->figs.slow_switches++;
         gw_info("session %s user %s is a slow consumer (%zu pushes, %zu bytes queued): "
                 "switching to notify",
-                s->sid_str, gw_sess_uid(s) ? s->id.uid : "-", o->pushes, o->push_bytes);
+                gw_sess_name(s), gw_sess_uid(s) ? s->id.uid : "-", o->pushes, o->push_bytes);
     }
     notify_add(o, gid, mid);
 }
@@ -312,7 +312,8 @@ int gw_out_writeable(gw_sess *s)
         size_t text_n;
         if (pr_json_from_msgpack(out, len, &text, &text_n) != 0) {
             /* Cannot happen for what the gateway encodes (ids, str or bin bodies). */
-            gw_warn("session %s: a frame has no JSON form: closing the JSON session", s->sid_str);
+            gw_warn("session %s: a frame has no JSON form: closing the JSON session",
+                    gw_sess_name(s));
             return -1;
         }
         out = frame_room(text_n);

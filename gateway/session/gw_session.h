@@ -131,7 +131,7 @@ bool gw_sess_wants_write(const gw_sess *s);
 void *gw_sess_ext(gw_sess *s);
 /* Unique among this process's sessions, and across restarts. */
 uint64_t gw_sess_id(const gw_sess *s);
-/* The id as text, for log lines. */
+/* The id as text, for log lines and `welcome`: valid until the next call on this thread. */
 const char *gw_sess_name(const gw_sess *s);
 /* The identity its hello's token gave (filled by gw_auth_check; released with it). */
 gw_identity *gw_sess_identity(gw_sess *s);

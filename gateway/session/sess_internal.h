@@ -78,13 +78,12 @@ enum gw_pause {
 struct gw_sess {
     gw_sessions *all;
     struct lws *wsi; /* NULL once libwebsockets has closed it */
-    uint64_t sid;
-    char sid_str[24];
+    uint64_t sid;    /* its name is made from it when needed (gw_sess_name): 24 bytes less */
     gw_identity id;
-    enum gw_signin signin;
     gw_sess *prev, *next;               /* every session (gw_sess.c) */
     gw_sess *paused_prev, *paused_next; /* paused sessions (gw_sess.c) */
     unsigned pause;                     /* GW_PAUSE_* reasons */
+    enum gw_signin signin;
 
     /* Receive (gw_sess_in.c): one WebSocket message may arrive in several pieces. */
     uint8_t *rx;

@@ -1,6 +1,6 @@
 /*
  * Gateway test fixture: the real gw binary on 127.0.0.1 with a free port and a fresh data
- * folder, and real WebSocket clients (client/gwc.h) that speak to it. Its store is RocksDB
+ * folder, and real WebSocket clients (clients/c/gwc.h) that speak to it. Its store is RocksDB
  * in the data folder, or (GW_TEST_STORE=postgres, the suite's second pass) a new database
  * of the suite's PostgreSQL server, given with --store.
  */

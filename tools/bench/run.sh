@@ -2,8 +2,8 @@
 # The gateway's benchmark suite, each peer server measured in the same run.
 #   tools/bench/run.sh [--runs N] [--seconds S] [--quick] [--raw FILE] [--profile]
 #                      [--sizes "100 1000 10000"] [--idle-sizes "10000 50000"]
-#                      [--gw-flags "FLAGS"] [--results DIR] [WORKLOAD...]
-# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage (default: all). Every figure is the median
+#                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [WORKLOAD...]
+# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage versus (default: all but versus). Every figure is the median
 # of N runs (default 3 of 5 s; --quick: 1 run of 2 s, small sizes only: a smoke test).
 # Prints Markdown tables for docs/BENCHMARKS.md. Installs what it needs first, only what
 # is missing: the Debian packages (libwebsockets-test-server nginx libnginx-mod-nchan
@@ -40,6 +40,10 @@
 #      up to 1,000 members and w4 at the first idle size; deliveries/s, RSS per session,
 #      idle CPU, server CPU per delivery and its ratio 2 threads/1 thread.
 #   storage: bytes on disk per message, a group of 500 with 200 offline, vs mosquitto.
+#   versus: this build against another build of the gateway (--base DIR: a build folder
+#      with its gw, say an older commit's), the two taking turns in every run with the same
+#      gw_load: W1 at the sizes up to 1,000 members with 1 and 2 threads, and W2 at 64
+#      senders (one send in flight each); each figure beside the base's, and new/base.
 # Servers bind 127.0.0.1 only; everything started (perf too) is stopped on exit and on
 # Ctrl-C; every gw_load run is bounded (timeout 600 s).
 # shellcheck disable=SC2119 # stop_srv: its argument is optional
@@ -48,7 +52,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tools/bench/lib.sh"
 
-runs=3 secs=5 quick='' rawlog=/dev/null profile='' outdir=''
+runs=3 secs=5 quick='' rawlog=/dev/null profile='' outdir='' base=''
 work=() w1_sizes=() w4_sizes=() gw_flags=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,9 +62,10 @@ while [ $# -gt 0 ]; do
     --raw) rawlog=$2; shift 2 ;;
     --profile) profile=1; shift ;;
     --results) outdir=$2; shift 2 ;;
+    --base) base=$2; shift 2 ;;
     --sizes) read -ra w1_sizes <<<"$2"; shift 2 ;;
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
-    w1|w2|w3|w4|w5|w6|threads|storage) work+=("$1"); shift ;;
+    w1|w2|w3|w4|w5|w6|threads|storage|versus) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -648,10 +653,72 @@ threads() {
 # ---- Storage --------------------------------------------------------------------------
 storage() { . "$root/tools/bench/storage.sh"; storage_bench; }
 
+# ---- Versus: this build against another (--base DIR) ----------------------------------
+# start_as WHO [THREADS]: the gateway of this build (new) or of --base (base), with
+# --threads THREADS (none: its default, a thread per core, as in W2).
+start_as() {
+  if [ -n "${2:-}" ]; then
+    if [ "$1" = base ]; then GW_BIN="$base/gw" start_gwt "$2"; else start_gwt "$2"; fi
+  elif [ "$1" = base ]; then
+    GW_BIN="$base/gw" start_gw gw ${gw_flags[@]+"${gw_flags[@]}"}
+  else
+    start_gw gw ${gw_flags[@]+"${gw_flags[@]}"}
+  fi
+}
+versus() {
+  [ -n "$base" ] && [ -x "$base/gw" ] || { say "versus: --base DIR, a build folder with its gw"; return 1; }
+  local m k r t who out sizes=()
+  declare -A VD=() VC=() VS=()
+  for m in "${w1_sizes[@]}"; do [ "$m" -gt 1000 ] || sizes+=("$m"); done
+  for m in "${sizes[@]}"; do
+    for ((r = 0; r < runs; r++)); do
+      for k in base1 new1 base2 new2; do
+        who=${k%?} t=${k: -1}
+        start_as "$who" "$t" || { say "versus w1 $m, $k: did not start"; stop_srv; continue; }
+        out=$(gwload "versus w1 $k $m" --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions "$m" \
+              --group-size "$m" --senders 1 --seconds "$secs" --sources "$(sources_for "$m")" \
+              --server-pid "$SRV_PID")
+        stop_srv
+        VD[$k,$m]+=" $(field "$out" deliveries_per_active_s)"
+        VC[$k,$m]+=" $(awk -v d="$(field "$out" deliveries)" -v c="$(field "$out" server_cpu_s)" 'BEGIN{print (c>0)?d/c:""}')"
+        say "versus w1 $m members, $k, run $((r + 1)): $(field "$out" deliveries_per_active_s) deliveries/s"
+      done
+    done
+  done
+  for ((r = 0; r < runs; r++)); do
+    for who in base new; do
+      start_as "$who" || { say "versus w2, $who: did not start"; stop_srv; continue; }
+      out=$(gwload "versus w2 $who" --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 0 --senders 64 \
+            --own-groups --window 1 --seconds "$secs" --sources 2 --server-pid "$SRV_PID")
+      stop_srv
+      VS[$who]+=" $(field "$out" confirmed_per_s)"
+      say "versus w2 64 senders, $who, run $((r + 1)): $(field "$out" confirmed_per_s) sends/s"
+    done
+  done
+  echo
+  echo "### This build against $base/gw ($runs runs of ${secs} s each, taking turns, median)"
+  echo
+  echo "| workload | threads | base | new | new/base | base per server CPU s | new per server CPU s | new/base per CPU s |"
+  echo "|---|---|---|---|---|---|---|---|"
+  local b n bc nc
+  for m in "${sizes[@]}"; do
+    for t in 1 2; do
+      # shellcheck disable=SC2086
+      b=$(med ${VD[base$t,$m]:-}) n=$(med ${VD[new$t,$m]:-}) bc=$(med ${VC[base$t,$m]:-}) nc=$(med ${VC[new$t,$m]:-})
+      row '| W1, %d members, deliveries/s | %d | %.0f | %.0f | %s | %.0f | %.0f | %s |\n' "$m" "$t" \
+        "$b" "$n" "$(ratio "$n" "$b")" "$bc" "$nc" "$(ratio "$nc" "$bc")"
+    done
+  done
+  # shellcheck disable=SC2086
+  b=$(med ${VS[base]:-}) n=$(med ${VS[new]:-})
+  row '| W2, 64 senders, confirmed sends/s (sync on) | %d | %.0f | %.0f | %s |  |  |  |\n' "$(nproc)" "$b" "$n" \
+    "$(ratio "$n" "$b")"
+}
+
 echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))," \
   "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME")," \
   "$(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "The gateway's default --threads here: $(nproc) (one per core)."
-for w in w1 w2 w3 w6 w4 w5 threads storage; do
+for w in w1 w2 w3 w6 w4 w5 threads storage versus; do
   want "$w" && "$w"
 done
