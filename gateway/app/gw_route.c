@@ -358,7 +358,7 @@ static void joined(gw_app *a, gw_req *r)
     /* Also when refused: the join is in flight no more. */
     gw_registry_joined(a->d.registry, r->m.uid, r->m.gid, r->counted, op->result, &r->ack,
                        &r->last_mid);
-    if (op->result == 0 && op->created)
+    if (op->result == 0 && op->created && r->link.sess)
         gw_info("group %s created by %s", r->m.gid, r->m.uid);
 }
 
@@ -372,8 +372,9 @@ static void page_seen(gw_app *a, gw_req *r)
 {
     const st_op *op = &r->job.op;
     /* A page may show a mid whose completion this thread has not run yet (or another
-     * gateway's): keep the cap on acks in step with what clients can see. */
-    if (op->result == 0)
+     * gateway's): keep the cap on acks in step with what clients can see (a page nobody
+     * waits for any more shows nobody anything). */
+    if (op->result == 0 && r->link.sess)
         gw_deliver_saw(a->d.deliver, r->m.gid, st_page_last_mid(op->page));
 }
 

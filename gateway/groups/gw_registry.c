@@ -432,6 +432,8 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
     /* A user dropped and signed in again meanwhile starts from 0: never below it. */
     if (counted && u && u->joins_inflight)
         u->joins_inflight--;
+    if (result == 0 && u && u->loading)
+        u->stale = true; /* the read under way may predate it: read again after */
     if (result == 0 && u) {
         gw_member *m = gw_member_add(reg, u, gid, *ack, *last_mid);
         if (m)
@@ -445,6 +447,8 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except)
 {
     gw_user *u = gw_user_find(reg, uid);
+    if (u && u->loading)
+        u->stale = true; /* the read under way may predate it: read again after */
     if (u)
         gw_member_end(reg, u, gid, except);
 }

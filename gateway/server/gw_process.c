@@ -53,13 +53,16 @@ gw_feeds *gw_process_feeds(gw_process *p)
 
 int gw_process_start(gw_process *p, const gw_config *cfg, st_store *store)
 {
-    for (unsigned i = 0; i < p->n; i++)
-        if (gw_server_new(cfg, store, p, i, &p->srv[i]) != 0)
-            return -1;
-    /* One listening socket, on the first thread's loop, for all of them. */
+    /* One listening socket, on the first thread's loop, for all of them: bound before the
+     * others are made, so that a port in use fails the start at once. */
+    if (gw_server_new(cfg, store, p, 0, &p->srv[0]) != 0)
+        return -1;
     p->listener = gw_listen_new(p->srv[0]->m.loop, cfg->listen, cfg->port, p->n, p->conns);
     if (!p->listener)
         return -1;
+    for (unsigned i = 1; i < p->n; i++)
+        if (gw_server_new(cfg, store, p, i, &p->srv[i]) != 0)
+            return -1;
     int port = gw_listen_port(p->listener);
     for (unsigned i = 0; i < p->n; i++) {
         gw_listen_attach(p->listener, i, gw_server_adopt, gw_server_wake, p->srv[i]);
@@ -118,6 +121,9 @@ void gw_process_finish(gw_process *p)
     for (unsigned i = 0; i < p->n; i++)
         if (p->srv[i])
             gw_server_drain(p->srv[i]);
+    /* The listener's watchers are on the first thread's loop, which goes with its server. */
+    gw_listen_free(p->listener);
+    p->listener = NULL;
     for (unsigned i = p->n; i-- > 0;) {
         gw_server_free(p->srv[i]);
         p->srv[i] = NULL;

@@ -78,6 +78,7 @@ static struct slot {
     gw_sess *s;       /* NULL: not connected */
     bool choked;      /* lws_send_pipe_choked says so, and no WRITEABLE comes */
     bool rx_off;      /* lws_rx_flow_control(wsi, 0) in effect */
+    bool freeing;     /* libwebsockets' CLOSED is under way: it must not be called about it */
     bool pong_due;    /* a ping went out: the client answers it */
     uint64_t kill_at; /* lws_set_timeout: libwebsockets drops the connection then (0: no) */
     mid_seen *pushed; /* per group: the last mid pushed to this connection */
@@ -136,7 +137,7 @@ static struct slot *slot_of(struct lws *wsi)
 {
     ptrdiff_t i = (char *)wsi - wsi_mem;
     /* libwebsockets must never be asked about a connection it has closed. */
-    CHECK(i >= 0 && i < FS_SLOTS && slots[i].s);
+    CHECK(i >= 0 && i < FS_SLOTS && slots[i].s && !slots[i].freeing);
     return &slots[i];
 }
 
@@ -328,7 +329,9 @@ static void check_dense(void)
 /* libwebsockets' CLOSED: the connection is gone. */
 static void conn_closed(struct slot *sl)
 {
+    sl->freeing = true;
     gw_sess_free(sl->s);
+    sl->freeing = false;
     sl->s = NULL;
     sl->rx_off = sl->pong_due = false;
     sl->kill_at = 0;
