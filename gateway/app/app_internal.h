@@ -35,9 +35,8 @@ typedef struct app_sess {
 /* gw_route.c: what st_* codes mean to a client. */
 int gw_route_err_code(int st_rc);
 const char *gw_route_err_msg(int st_rc);
-/* gw_route.c: the C string's slice; an id slice copied into dst (PR_MAX_ID + 1 bytes). */
+/* gw_route.c: the C string's slice. */
 pr_slice gw_cstr(const char *s);
-void gw_slice_cpy(char *dst, pr_slice s);
 
 /* gw_signin.c: a session's hello: the token, then its user's groups (the requests after
  * it wait), then `welcome`. */

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gw_slice_cpy(char *dst, pr_slice s)
+/* An id slice copied into dst (PR_MAX_ID + 1 bytes). */
+static void slice_cpy(char *dst, pr_slice s)
 {
     memcpy(dst, s.p, s.n);
     dst[s.n] = 0;
@@ -65,7 +66,7 @@ int gw_append_op(gw_append *m, st_op *op, pr_slice from, pr_slice cid, pr_body b
 {
     if (pr_enc_record(&m->record, from, body) != 0)
         return -1;
-    gw_slice_cpy(m->cid, cid);
+    slice_cpy(m->cid, cid);
     op->kind = ST_OP_APPEND;
     op->gid = st_id_str(m->gid);
     op->uid = st_id_str(m->uid);
@@ -115,7 +116,7 @@ static gw_req *req_new(gw_app *a, gw_sess *s, uint64_t rid, enum st_op_kind kind
     r->job.op.kind = kind;
     r->job.complete = complete;
     gw_append_init(&r->m);
-    gw_slice_cpy(r->m.gid, gid);
+    slice_cpy(r->m.gid, gid);
     strcpy(r->m.uid, gw_sess_uid(s));
     r->job.op.gid = st_id_str(r->m.gid);
     if (kind <= ST_OP_ACKS) /* a write names its user; a page is anyone's to read */

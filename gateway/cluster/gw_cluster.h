@@ -79,7 +79,6 @@ typedef struct gw_hub gw_hub;
 /* `threads` queues and the table of who is online; NULL when out of memory. */
 gw_hub *gw_hub_new(unsigned threads);
 void gw_hub_free(gw_hub *h); /* NULL is a no-op */
-unsigned gw_hub_threads(const gw_hub *h);
 gw_feeds *gw_hub_feeds(gw_hub *h);
 gw_feed *gw_hub_feed(gw_hub *h, unsigned thread);
 /* Thread `thread`'s coalescer (NULL: gone), for gw_hub_acks_pending. */

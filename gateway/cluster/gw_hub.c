@@ -57,11 +57,6 @@ gw_hub *gw_hub_new(unsigned threads)
     return h;
 }
 
-unsigned gw_hub_threads(const gw_hub *h)
-{
-    return h->n;
-}
-
 gw_feeds *gw_hub_feeds(gw_hub *h)
 {
     return h->feeds;

@@ -77,7 +77,6 @@ typedef struct gw_group {
 gw_registry *gw_registry_new(gw_groups *g);
 void gw_registry_free(gw_registry *reg);
 gw_user *gw_user_find(gw_registry *reg, const char *uid);
-gw_member *gw_member_find(gw_user *u, pr_slice gid);
 gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n);
 /* Records a membership (after a committed join) and puts the user online in the group. */
 gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
@@ -97,9 +96,6 @@ void gw_sync_user(gw_registry *reg, gw_user *u);
 /* gw_deliver.c */
 gw_deliver *gw_deliver_new(gw_groups *g);
 void gw_deliver_free(gw_deliver *d);
-/* A committed message of g (rec NULL: read it): pushed in mid order, once. */
-void gw_deliver_msg(gw_deliver *d, gw_group *g, uint64_t mid, uint64_t ts, const void *rec,
-                    size_t n, gw_sess *except);
 /* g's last mid is at least last_mid (a page, a join, a read): pushes what it is missing. */
 void gw_deliver_group_saw(gw_deliver *d, gw_group *g, uint64_t last_mid);
 /* g came online here (last_mid set) / is going. */

@@ -188,8 +188,9 @@ static void hold(gw_deliver *d, gw_group *g, uint64_t mid, gw_buf *b, uint64_t e
         notify_all(d, g);
 }
 
-void gw_deliver_msg(gw_deliver *d, gw_group *g, uint64_t mid, uint64_t ts, const void *rec,
-                    size_t n, gw_sess *except)
+/* A committed message of g (rec NULL: read it): pushed in mid order, once. */
+static void deliver_msg(gw_deliver *d, gw_group *g, uint64_t mid, uint64_t ts, const void *rec,
+                        size_t n, gw_sess *except)
 {
     if (mid > g->last_mid)
         g->last_mid = mid;
@@ -235,7 +236,7 @@ void gw_fanout(gw_deliver *d, const char *gid, uint64_t mid, uint64_t ts, const 
     size_t gn = strlen(gid);
     gw_group *g = gw_group_find(d->g->reg, gid, gn);
     if (g)
-        gw_deliver_msg(d, g, mid, ts, rec, n, except);
+        deliver_msg(d, g, mid, ts, rec, n, except);
     else
         offline(d, gid, gn, mid);
 }

@@ -55,7 +55,7 @@ gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n)
     return g;
 }
 
-gw_member *gw_member_find(gw_user *u, pr_slice gid)
+static gw_member *gw_member_find(gw_user *u, pr_slice gid)
 {
     gw_member *m = NULL;
     HASH_FIND(hh, u->groups, gid.p, gid.n, m);

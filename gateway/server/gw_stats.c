@@ -103,7 +103,8 @@ static void rates(gw_server *srv, gw_figs *f)
     f->r_pushes = (double)(f->n.groups.pushes - o->pushes) / secs;
 }
 
-void gw_stats_figs(gw_server *srv, gw_figs *f)
+/* This thread's figures, now. */
+static void thread_figs(gw_server *srv, gw_figs *f)
 {
     gw_modules *m = &srv->m;
     memset(f, 0, sizeof(*f));
@@ -212,7 +213,7 @@ void gw_stats_serve(gw_server *srv)
     if (!asked)
         return;
     gw_figs f;
-    gw_stats_figs(srv, &f);
+    thread_figs(srv, &f);
     pthread_mutex_lock(&b->mu);
     publish(b, me, &f);
     pthread_mutex_unlock(&b->mu);
@@ -266,7 +267,7 @@ static void snapshot(gw_server *srv, table *t)
     /* Every service thread's figures, summed; the store's and the process's once. */
     gw_process *p = srv->proc;
     gw_figs all;
-    gw_stats_figs(srv, &all);
+    thread_figs(srv, &all);
     gather(srv, &all);
     if (p)
         all.users = gw_hub_users_online(p->hub); /* once each, whatever its threads */

@@ -151,8 +151,6 @@ size_t gw_http_pss_size(void);
 
 /* ---- figures (gw_stats.c) ------------------------------------------------------------------- */
 
-/* This thread's figures, now. */
-void gw_stats_figs(gw_server *srv, gw_figs *f);
 /* Once a second: a sample for the rates. */
 void gw_stats_tick(gw_server *srv);
 /* From a thread's loop at each wake-up: answers a request for its figures. */

@@ -197,7 +197,8 @@ void gw_sess_close(gw_sess *s, int code, const char *reason)
     close_now(s, code, reason);
 }
 
-void gw_sess_close_slow(gw_sess *s, const char *reason)
+/* Closes a slow consumer (1008, counted as such). */
+static void close_slow(gw_sess *s, const char *reason)
 {
     s->all->figs.closes_slow++;
     close_now(s, LWS_CLOSE_STATUS_POLICY_VIOLATION, reason);
@@ -293,11 +294,11 @@ void gw_sessions_sweep(gw_sessions *all, uint64_t now_ms)
             gw_sess_close(s, 4001, "unauthorized: no hello in time");
         } else if (s->out.slow &&
                    now_ms - s->out.slow_since > (uint64_t)cfg->slow_close_s * 1000u) {
-            gw_sess_close_slow(s, "slow consumer: not reading its messages");
+            close_slow(s, "slow consumer: not reading its messages");
         } else if (s->out.backed_up_since &&
                    now_ms - s->out.backed_up_since > (uint64_t)cfg->slow_close_s * 1000u) {
             /* It asked, and does not read the answers: the same as a slow consumer. */
-            gw_sess_close_slow(s, "slow consumer: not reading its replies");
+            close_slow(s, "slow consumer: not reading its replies");
         } else if (s->pause) {
             s->last_rx_ms = now_ms; /* we stopped reading it: its pongs wait unread */
         } else if (now_ms - s->last_rx_ms >= 2 * ping_ms) {

@@ -129,8 +129,6 @@ struct gw_sessions {
 
 /* gw_sess.c: sets or clears one reason to pause reading the session. */
 void gw_sess_pause(gw_sess *s, enum gw_pause why, bool on);
-/* gw_sess.c: closes a slow consumer (1008, counted as such). */
-void gw_sess_close_slow(gw_sess *s, const char *reason);
 
 /* gw_sess_in.c: the replies went out: requests held back for them may start. */
 void gw_reqs_resume(gw_sess *s);
