@@ -95,6 +95,10 @@ void gw_hub_tell_ack(gw_hub *h, unsigned thread, const char *gid, const char *ui
 void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid);
 /* gw_groups_deps.online (ud: the hub): a session of uid signed in (1) or went (-1). */
 void gw_hub_online(void *hub, const char *uid, int delta);
+/* gw_groups_deps.loading and .is_loading (ud: the hub): a thread began (1) or ended (-1)
+ * a read of uid's groups for a hello; is one under way anywhere in the process? */
+void gw_hub_loading(void *hub, const char *uid, int delta);
+bool gw_hub_is_loading(void *hub, const char *uid);
 /* uid's sessions in this process, over every thread. */
 unsigned gw_hub_sessions_of(gw_hub *h, const char *uid);
 /* Users with at least one session in this process. */

@@ -12,10 +12,12 @@ typedef struct hub_thread {
     gw_acks *acks; /* gw_hub_attach (NULL: not made, or gone) */
 } hub_thread;
 
-/* A user with sessions in this process: how many, over every thread (under mu). */
+/* A user with sessions in this process, or whose groups a thread is reading for a
+ * hello: how many of each, over every thread (under mu). */
 typedef struct online_user {
     UT_hash_handle hh;
     unsigned sessions;
+    unsigned loading;
     char uid[];
 } online_user;
 
@@ -128,25 +130,52 @@ void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid)
 
 /* ---- who is online ------------------------------------------------------------------ */
 
-void gw_hub_online(void *hub, const char *uid, int delta)
+/* Under mu: one more (delta 1) or one fewer (-1) of uid's sessions (loading false) or
+ * reads of its groups (true); the entry goes with the last of both. */
+static void count(gw_hub *h, const char *uid, int delta, bool loading)
 {
-    gw_hub *h = hub;
     size_t n = strlen(uid);
-    pthread_mutex_lock(&h->mu);
     online_user *o = NULL;
     HASH_FIND(hh, h->online, uid, n, o);
     if (!o && delta > 0 && (o = calloc(1, sizeof(*o) + n + 1))) {
         memcpy(o->uid, uid, n + 1);
         HASH_ADD(hh, h->online, uid, n, o);
     }
-    if (o) {
-        o->sessions = delta > 0 ? o->sessions + 1 : o->sessions ? o->sessions - 1 : 0;
-        if (!o->sessions) {
-            HASH_DEL(h->online, o);
-            free(o);
-        }
+    if (!o)
+        return;
+    unsigned *c = loading ? &o->loading : &o->sessions;
+    *c = delta > 0 ? *c + 1 : *c ? *c - 1 : 0;
+    if (!o->sessions && !o->loading) {
+        HASH_DEL(h->online, o);
+        free(o);
     }
+}
+
+void gw_hub_online(void *hub, const char *uid, int delta)
+{
+    gw_hub *h = hub;
+    pthread_mutex_lock(&h->mu);
+    count(h, uid, delta, false);
     pthread_mutex_unlock(&h->mu);
+}
+
+void gw_hub_loading(void *hub, const char *uid, int delta)
+{
+    gw_hub *h = hub;
+    pthread_mutex_lock(&h->mu);
+    count(h, uid, delta, true);
+    pthread_mutex_unlock(&h->mu);
+}
+
+bool gw_hub_is_loading(void *hub, const char *uid)
+{
+    gw_hub *h = hub;
+    pthread_mutex_lock(&h->mu);
+    online_user *o = NULL;
+    HASH_FIND(hh, h->online, uid, strlen(uid), o);
+    bool yes = o && o->loading;
+    pthread_mutex_unlock(&h->mu);
+    return yes;
 }
 
 unsigned gw_hub_sessions_of(gw_hub *h, const char *uid)
@@ -162,7 +191,10 @@ unsigned gw_hub_sessions_of(gw_hub *h, const char *uid)
 unsigned gw_hub_users_online(gw_hub *h)
 {
     pthread_mutex_lock(&h->mu);
-    unsigned n = HASH_COUNT(h->online);
+    unsigned n = 0;
+    online_user *o, *tmp;
+    HASH_ITER (hh, h->online, o, tmp)
+        n += o->sessions > 0; /* not a user only being read for a hello */
     pthread_mutex_unlock(&h->mu);
     return n;
 }

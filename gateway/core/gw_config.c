@@ -55,6 +55,7 @@ enum {
     O_WEBHOOK_BATCH,
     O_WEBHOOK_BODY,
     O_THREADS,
+    O_TEST_LOAD_STALL,
 };
 
 static const struct option options[] = {
@@ -62,6 +63,7 @@ static const struct option options[] = {
     {"port", required_argument, 0, O_PORT},
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"threads", required_argument, 0, O_THREADS},
+    {"test-load-stall-ms", required_argument, 0, O_TEST_LOAD_STALL},
     {"data", required_argument, 0, O_DATA},
     {"store", required_argument, 0, O_STORE},
     {"node", required_argument, 0, O_NODE},
@@ -203,6 +205,9 @@ static void help(void)
         "  --rate-burst S       each limit allows bursts of S seconds' worth (default 10)\n"
         "Logging\n"
         "  --log-level N        0 error, 1 warn, 2 info (default), 3 debug\n"
+        "  --test-load-stall-ms N  tests only: a service thread stops for N ms when a read of\n"
+        "                       a user's groups comes back, before it is applied (the\n"
+        "                       window of a thread held up by others' work; default 0)\n"
         "  --help               this text\n");
 }
 
@@ -337,6 +342,9 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_PORT_FILE: c->port_file = optarg; break;
         case O_THREADS:
             rc = number(name, optarg, 1, GW_THREADS_MAX, &v), c->threads = (unsigned)v;
+            break;
+        case O_TEST_LOAD_STALL:
+            rc = number(name, optarg, 0, 10000, &v), c->test_load_stall_ms = (unsigned)v;
             break;
         case O_DATA: c->data = optarg; break;
         case O_STORE: c->store_url = optarg; break;

@@ -87,6 +87,7 @@ typedef struct gw_config {
     size_t store_high;            /* writer queue length that pauses reading from senders */
     size_t store_overload;        /* writer queue length past which writes get `overloaded` */
     int log_level;                /* 0 error .. 3 debug */
+    unsigned test_load_stall_ms;  /* tests only: a thread stalls when a user's groups come in */
     char node[72];                /* --node, or listen:port (the bound port, once known) */
     bool node_given;              /* --node was given */
 } gw_config;

@@ -90,8 +90,13 @@ void gw_registry_walk(gw_registry *reg, void (*user)(void *ud, gw_user *u),
 /* gw_registry.c: the folder the registry belongs to. */
 gw_groups *gw_registry_groups(gw_registry *reg);
 
+/* gw_registry.c: is a read of uid's groups for a hello under way, in the process? */
+bool gw_registry_loading(gw_registry *reg, const char *uid);
+
 /* gw_sync.c: reads a user's groups again and applies what changed elsewhere meanwhile. */
 void gw_sync_user(gw_registry *reg, gw_user *u);
+/* gw_sync.c: once a second, a resync whose reads failed is tried again. */
+void gw_sync_sweep(gw_registry *reg);
 
 /* gw_deliver.c */
 gw_deliver *gw_deliver_new(gw_groups *g);
@@ -107,5 +112,8 @@ gw_acks *gw_acks_new(gw_groups *g);
 void gw_acks_free(gw_acks *a);
 /* Remembers uid's ack of gid (the highest wins) until the next flush. */
 void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid);
+/* Once a second: acks written while their user's groups were being read for a hello are
+ * kept visible until that read is over; then they go. */
+void gw_acks_sweep(gw_acks *a);
 
 #endif

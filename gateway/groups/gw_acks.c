@@ -14,6 +14,7 @@
 typedef struct ack_entry {
     char key[2 * PR_MAX_ID + 2]; /* gid \1 uid */
     uint64_t mid;
+    bool kept; /* written, and kept for a sign-in of its user under way (gw_acks_sweep) */
     UT_hash_handle hh;
 } ack_entry;
 
@@ -137,17 +138,48 @@ uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid)
     return x > y ? x : y;
 }
 
-/* A batch's write completed (ok or not): its acks are no longer being written. */
+/* Is a read of the user of key ("gid\1uid") for a hello under way in the process? */
+static bool user_loading(gw_acks *a, const char *key)
+{
+    return gw_registry_loading(a->g->reg, strchr(key, '\x01') + 1);
+}
+
+/*
+ * A batch's write completed (ok or not): its acks are no longer being written. But one
+ * whose user's groups are being read for a hello, on any thread, stays visible to
+ * gw_acks_pending until that read is over: the read may have been taken before this
+ * write (a sign-in on another thread, or on this one held up), and when it comes back it
+ * merges the acks pending, which must include this one. A read that began after this
+ * point sees the write in the store: it was committed before we got here.
+ */
 static void written(gw_acks *a, const ack_batch *b)
 {
-    pthread_mutex_lock(&a->mu);
     for (size_t i = 0; i < b->n; i++) {
         char key[2 * PR_MAX_ID + 2];
         int kn = snprintf(key, sizeof(key), "%.*s\x01%.*s", (int)b->acks[i].gid.n, b->acks[i].gid.p,
                           (int)b->acks[i].uid.n, b->acks[i].uid.p);
+        bool keep = user_loading(a, key);
+        pthread_mutex_lock(&a->mu);
         ack_entry *w = NULL;
         HASH_FIND(hh, a->writing, key, (size_t)kn, w);
         if (w && w->mid <= b->acks[i].mid) { /* a later batch may carry a higher one */
+            if (keep) {
+                w->kept = true;
+            } else {
+                HASH_DEL(a->writing, w);
+                free(w);
+            }
+        }
+        pthread_mutex_unlock(&a->mu);
+    }
+}
+
+void gw_acks_sweep(gw_acks *a)
+{
+    pthread_mutex_lock(&a->mu);
+    ack_entry *w, *tmp;
+    HASH_ITER (hh, a->writing, w, tmp) {
+        if (w->kept && !user_loading(a, w->key)) {
             HASH_DEL(a->writing, w);
             free(w);
         }
@@ -240,6 +272,7 @@ void gw_acks_flush(gw_acks *a)
         if (w) {
             if (e->mid > w->mid)
                 w->mid = e->mid;
+            w->kept = false; /* being written again: this batch's completion decides */
             free(e);
         } else {
             HASH_ADD(hh, a->writing, key, kl, e);

@@ -45,6 +45,12 @@ gw_acks *gw_groups_acks(gw_groups *g)
     return g->acks;
 }
 
+void gw_groups_sweep(gw_groups *g)
+{
+    gw_sync_sweep(g->reg);
+    gw_acks_sweep(g->acks);
+}
+
 const gw_groups_figs *gw_groups_figures(const gw_groups *g)
 {
     return &g->figs;

@@ -46,6 +46,10 @@ typedef struct gw_groups_deps {
     /* The highest ack of (gid, uid) taken anywhere in the process and not persisted yet
      * (NULL: this thread's coalescer is asked). */
     uint64_t (*pending_ack)(void *ud, const char *gid, const char *uid);
+    /* A read of uid's groups for a hello began here (1) or ended (-1); is one under way
+     * anywhere in the process (NULL both: this thread's registry is asked)? */
+    void (*loading)(void *ud, const char *uid, int delta);
+    bool (*is_loading)(void *ud, const char *uid);
 } gw_groups_deps;
 
 /* What groups/ counts: every field a uint64_t (server/ adds them up as such). */
@@ -138,8 +142,9 @@ bool gw_registry_empty(const gw_registry *reg);
  * overflowed): every online user's groups and every online group's last mid are read
  * again from the store, the truth, and what differs is applied. */
 void gw_registry_resync(gw_registry *reg);
-/* Once a second: a resync whose reads failed is tried again once the store takes writes. */
-void gw_registry_sweep(gw_registry *reg);
+/* Once a second: a resync whose reads failed is tried again once the store takes writes;
+ * acks kept for a sign-in that was under way go once it is over (gw_acks.c). */
+void gw_groups_sweep(gw_groups *g);
 
 /* ---- pushes in mid order (gw_deliver.c) ------------------------------------------------ */
 

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <utlist.h>
 
 struct gw_registry {
@@ -39,6 +40,24 @@ static void tell_online(gw_registry *reg, const char *uid, int delta)
     const gw_groups_deps *d = &reg->g->deps;
     if (d->online)
         d->online(d->hooks_ud, uid, delta);
+}
+
+/* A read of uid's groups for a hello began here (1) or ended (-1): while one is under
+ * way, the process's coalescers keep the acks they write visible (gw_acks.c). */
+static void tell_loading(gw_registry *reg, const char *uid, int delta)
+{
+    const gw_groups_deps *d = &reg->g->deps;
+    if (d->loading)
+        d->loading(d->hooks_ud, uid, delta);
+}
+
+bool gw_registry_loading(gw_registry *reg, const char *uid)
+{
+    const gw_groups_deps *d = &reg->g->deps;
+    if (d->is_loading)
+        return d->is_loading(d->hooks_ud, uid);
+    gw_user *u = gw_user_find(reg, uid);
+    return u && u->loading;
 }
 
 gw_user *gw_user_find(gw_registry *reg, const char *uid)
@@ -207,6 +226,9 @@ static void loaded(gw_job *j)
     gw_user *u = l->user;
     st_op *op = &j->op;
     int rc = op->result;
+    unsigned stall = reg->g->deps.cfg->test_load_stall_ms;
+    if (stall && l->tries == 0) /* tests only: this thread held up here by others' work */
+        usleep(stall * 1000u);
     /* Another thread or node changed the user's memberships while they were read: read
      * again before the waiting hellos go on, so that a join a client saw confirmed there
      * holds here for its first request. */
@@ -240,6 +262,7 @@ static void loaded(gw_job *j)
     st_groups_free(op->groups);
     free(l);
     u->loading = false;
+    tell_loading(reg, u->uid, -1); /* after the acks pending were merged above */
     while (u->waiters) {
         gw_seat *s = u->waiters;
         DL_DELETE(u->waiters, s);
@@ -279,6 +302,7 @@ void gw_registry_attach(gw_registry *reg, gw_seat *s, gw_sess *sess, const char 
         }
         strcpy(u->uid, uid);
         u->loading = true;
+        tell_loading(reg, uid, 1); /* before the read: acks written from now on stay seen */
         HASH_ADD_STR(reg->users, uid, u);
         DL_APPEND(u->waiters, s);
         s->loading = u;

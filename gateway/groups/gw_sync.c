@@ -136,7 +136,7 @@ void gw_registry_resync(gw_registry *reg)
     gw_registry_walk(reg, resync_user, resync_group, reg);
 }
 
-void gw_registry_sweep(gw_registry *reg)
+void gw_sync_sweep(gw_registry *reg)
 {
     gw_groups *g = gw_registry_groups(reg);
     if (g->resync_pending && st_writable(g->deps.store))

@@ -35,7 +35,9 @@ int gw_modules_init(gw_modules *m, const gw_modules_deps *d)
                          .bridge = m->bridge,
                          .hooks_ud = m->hub,
                          .online = m->hub ? gw_hub_online : NULL,
-                         .pending_ack = m->hub ? gw_hub_acks_pending : NULL};
+                         .pending_ack = m->hub ? gw_hub_acks_pending : NULL,
+                         .loading = m->hub ? gw_hub_loading : NULL,
+                         .is_loading = m->hub ? gw_hub_is_loading : NULL};
     if (!(m->groups = gw_groups_new(&gd)))
         return -1;
     gw_registry *reg = gw_groups_registry(m->groups);

@@ -164,7 +164,7 @@ static void on_sweep_timer(lws_sorted_usec_list_t *sul)
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
     gw_sessions_sweep(srv->m.sessions, gw_mono_ms());
     trim_heap(srv);
-    gw_registry_sweep(gw_groups_registry(srv->m.groups));
+    gw_groups_sweep(srv->m.groups);
     gw_stats_tick(srv);
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);

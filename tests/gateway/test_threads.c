@@ -188,3 +188,35 @@ Test(threads, one_thread_serves_alone_and_a_stop_ends_every_thread)
         cr_assert_eq(gwfx_closed(k[i]), 1001, "session %d: going away", i);
     gwfx_wait_exit(&f);
 }
+
+/* A user acks on one thread and signs in on the other at once: its groups are read there
+ * before that ack is written, and that thread is held up (--test-load-stall-ms) until
+ * the ack has been written and its completion run on the first. The welcome shows the
+ * ack all the same: an ack written while a read of its user's groups is under way stays
+ * seen until the read is over. Without that, the welcome showed the stored ack of before
+ * and the message as unread. */
+Test(threads, a_sign_in_sees_an_ack_written_while_its_groups_were_read)
+{
+    const char *const args[] = {"--threads", "2", "--ack-flush-ms", "200", "--test-load-stall-ms",
+                                "1000",      NULL};
+    gwfx_start(&f, args);
+    gwc_conn *a1 = gwfx_login(&f, "alice", NULL); /* thread 1 */
+    gwc_conn *bob = gwfx_login(&f, "bob", NULL);  /* thread 2 */
+    gwfx_login(&f, "carol", NULL);                /* thread 1: the next login is thread 2's */
+    gwfx_join(a1, "room");
+    gwfx_join(bob, "room");
+    send_nowait(bob, 5, "room", "hello");
+    uint64_t mid = gwfx_expect(bob, PR_EV_SENT).mid;
+    cr_assert_eq(gwfx_expect(a1, PR_EV_MSG).msg.mid, mid);
+    gwfx_ack(a1, "room", mid);
+    pr_event ev;
+    gwfx_login(&f, "alice", &ev); /* thread 2, where alice is not online: her groups are read */
+    pr_group g;
+    bool found = false;
+    for (size_t i = 0; i < ev.n_items && !found; i++)
+        found = pr_event_group(&ev, i, &g) == 0 && gwfx_slice_is(g.gid, "room");
+    cr_assert(found);
+    cr_assert_eq(g.last_mid, mid);
+    cr_assert_eq(g.ack, mid, "the welcome shows the ack taken on the other thread");
+    cr_assert_eq(g.unread, 0);
+}
