@@ -31,6 +31,27 @@
 #                                                   its URL
 #   tools/pg_server.sh multi-url DIR1 DIR2 [DBNAME] a libpq URL naming both servers that
 #                                                   connects to whichever takes writes
+# Automatic failover (Patroni 3.0 over etcd 3.4, Debian's; synchronous_mode on): three etcd
+# members and two PostgreSQL servers, each under a Patroni that a supervisor loop of this
+# script's restarts when it dies (as systemd's Restart=always would), all on 127.0.0.1 and
+# as the postgres user, in DIR:
+#   tools/pg_server.sh ha-up DIR                    starts them, waits for a leader and a
+#                                                   streaming synchronous replica; prints
+#                                                   the multi-host URL on its first line
+#   tools/pg_server.sh ha-url DIR [DBNAME]          that URL (target_session_attrs=read-write)
+#   tools/pg_server.sh ha-status DIR                a line per member: name, role (leader,
+#                                                   sync_standby, replica) and state
+#   tools/pg_server.sh ha-wait DIR [SECONDS]        until a leader and a sync_standby
+#                                                   (default 90 s); prints the status
+#   tools/pg_server.sh ha-kill-leader DIR           SIGKILL of the leader's postmaster and of
+#   tools/pg_server.sh ha-kill-replica DIR          its Patroni (the replica's); prints its
+#                                                   name. Its supervisor starts Patroni again
+#                                                   11 s later (the leader key's ttl, 8 s, and
+#                                                   more: a machine back after a while; one
+#                                                   back sooner would keep the key and its
+#                                                   role), which brings it back as a replica
+#                                                   (pg_rewind, or a new copy)
+#   tools/pg_server.sh ha-down DIR                  stops everything (and removes nothing)
 # A primary that was killed and is started again with `start` instead of `rejoin` still
 # waits for its old standby at every commit: rejoin it. Every wait is bounded (60 s for
 # a server to start, promote or become synchronous; 120 s for a base backup).
@@ -216,6 +237,210 @@ rejoin() { # OLD_DIR NEW_PRIMARY_DIR
   url_of "$old"
 }
 
+# ---- automatic failover: Patroni over etcd ------------------------------------------------
+
+HA_TTL=8 HA_LOOP=1 HA_RETRY=3 # Patroni: loop_wait + 2 * retry_timeout <= ttl
+HA_RESTART=$((HA_TTL + 3))     # a killed member's Patroni starts again after this
+
+ha_env() { # DIR: the ports and names ha-up chose
+  [ -f "$1/ha.env" ] || die "$1: not an HA folder of pg_server.sh (no ha.env)"
+  # shellcheck disable=SC1091
+  . "$1/ha.env"
+}
+
+# pgrep -f patterns for one member's processes.
+ha_patroni_pid() { pgrep -f "patroni $1/patroni.yml" | head -n 1 || true; }
+
+ha_yaml() { # DIR I: member pgI's Patroni configuration
+  local dir=$1 i=$2 pg rest
+  eval "pg=\$PG_PORT$i rest=\$REST_PORT$i"
+  cat <<YAML
+# Member pg$i of tools/pg_server.sh's HA test cluster (deploy/patroni/ has the commented
+# one for real machines).
+scope: $SCOPE
+name: pg$i
+restapi:
+  listen: 127.0.0.1:$rest
+  connect_address: 127.0.0.1:$rest
+etcd3:
+  hosts: $ETCD_HOSTS
+bootstrap:
+  dcs:
+    ttl: $HA_TTL
+    loop_wait: $HA_LOOP
+    retry_timeout: $HA_RETRY
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    postgresql:
+      use_pg_rewind: true
+      parameters:
+        wal_log_hints: 'on'
+        max_connections: ${PG_MAX_CONNECTIONS:-200}
+        shared_buffers: 128MB
+        max_wal_size: 1GB
+        log_min_messages: warning
+  initdb:
+    - encoding: UTF8
+    - locale: C.UTF-8
+postgresql:
+  listen: 127.0.0.1:$pg
+  connect_address: 127.0.0.1:$pg
+  data_dir: $dir/pg$i/data
+  bin_dir: $bindir
+  pgpass: $dir/pg$i/pgpass
+  authentication:
+    superuser:
+      username: gw
+    replication:
+      username: gw
+    rewind:
+      username: gw
+  parameters:
+    unix_socket_directories: $dir/pg$i
+  pg_hba:
+    - local all all trust
+    - host all all 127.0.0.1/32 trust
+    - host replication all 127.0.0.1/32 trust
+  remove_data_directory_on_rewind_failure: true
+  remove_data_directory_on_diverged_timelines: true
+YAML
+}
+
+ha_up() { # DIR
+  local dir=$1 i
+  [ ! -e "$dir/ha.env" ] || die "$dir: an HA cluster is there already (ha-down it, or use another folder)"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  {
+    echo "SCOPE=gw-ha-$$-$RANDOM"
+    for i in 1 2 3; do echo "ETCD_CLIENT$i=$(free_port)"; echo "ETCD_PEER$i=$(free_port)"; done
+    for i in 1 2; do echo "PG_PORT$i=$(free_port)"; echo "REST_PORT$i=$(free_port)"; done
+  } >"$dir/ha.env"
+  ha_env "$dir"
+  local cluster="" hosts=""
+  for i in 1 2 3; do
+    eval "cluster=\$cluster\${cluster:+,}e$i=http://127.0.0.1:\$ETCD_PEER$i"
+    eval "hosts=\$hosts\${hosts:+,}127.0.0.1:\$ETCD_CLIENT$i"
+  done
+  echo "ETCD_HOSTS=$hosts" >>"$dir/ha.env"
+  ETCD_HOSTS=$hosts
+  rm -f "$dir/ha-down"
+  for i in 1 2 3; do
+    mkdir -p "$dir/etcd$i"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/etcd$i"
+    local c p
+    eval "c=\$ETCD_CLIENT$i p=\$ETCD_PEER$i"
+    as_pg setsid etcd --name "e$i" --data-dir "$dir/etcd$i/data" \
+      --listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
+      --listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
+      --initial-cluster "$cluster" --initial-cluster-token "$SCOPE" --initial-cluster-state new \
+      --log-level warn --logger zap >"$dir/etcd$i.log" 2>&1 </dev/null &
+    echo $! >"$dir/etcd$i/pid"
+  done
+  local end=$((SECONDS + 60))
+  until ETCDCTL_API=3 etcdctl --endpoints="$hosts" --dial-timeout=2s endpoint health >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$end" ] || { tail -n 5 "$dir"/etcd*.log >&2; die "etcd did not become healthy in 60 s"; }
+    sleep 0.3
+  done
+  for i in 1 2; do
+    mkdir -p "$dir/pg$i"
+    ha_yaml "$dir" "$i" >"$dir/pg$i/patroni.yml"
+    [ "$(id -u)" -eq 0 ] && chown -R postgres: "$dir/pg$i"
+    # The supervisor: Patroni again HA_RESTART seconds after it ends, until ha-down (or
+    # until its folder is gone). It leads its own process group, which ha-down kills.
+    as_pg setsid bash -c "echo \$\$ >'$dir/pg$i/supervisor.pid'
+      while [ ! -e '$dir/ha-down' ] && [ -f '$dir/pg$i/patroni.yml' ]; do
+        patroni '$dir/pg$i/patroni.yml' >>'$dir/pg$i/patroni.log' 2>&1; sleep $HA_RESTART
+      done" </dev/null >/dev/null 2>&1 &
+    [ "$i" = 1 ] && sleep 2 # the first bootstraps; the second then copies it
+  done
+  ha_wait "$dir" 120 >/dev/null || { ha_status "$dir" >&2; tail -n 20 "$dir"/pg*/patroni.log >&2; exit 1; }
+  ha_url "$dir"
+}
+
+ha_url() { # DIR [DB]
+  ha_env "$1"
+  echo "postgresql://gw@127.0.0.1:$PG_PORT1,127.0.0.1:$PG_PORT2/${2:-postgres}?target_session_attrs=read-write"
+}
+
+# The cluster as Patroni's DCS has it (GET /cluster of whichever member answers): a line
+# per member, "NAME ROLE STATE" (role: leader, sync_standby, replica; a member absent is
+# "down"). sync_standby is the one the /sync key names: the only one Patroni lets take
+# over, so the one a failover needs.
+ha_status() { # DIR
+  ha_env "$1"
+  local i rest json=""
+  for i in 1 2; do
+    eval "rest=\$REST_PORT$i"
+    json=$(curl -s --max-time 2 "http://127.0.0.1:$rest/cluster" 2>/dev/null) && [ -n "$json" ] && break
+  done
+  /usr/bin/python3 -c 'import json,sys
+try:
+    m={x["name"]: x for x in json.loads(sys.argv[1]).get("members", [])}
+except Exception:
+    m={}
+for n in ("pg1", "pg2"):
+    x=m.get(n)
+    print(n, x.get("role", "?"), x.get("state", "?")) if x else print(n, "down")' "$json"
+}
+
+# A leader, and a running replica that the /sync key names (ready to take over).
+ha_ready() { # DIR
+  local st; st=$(ha_status "$1")
+  grep -q ' leader running' <<<"$st" && grep -q ' sync_standby running' <<<"$st"
+}
+
+ha_wait() { # DIR [SECONDS]
+  local end=$((SECONDS + ${2:-90}))
+  until ha_ready "$1"; do
+    [ "$SECONDS" -lt "$end" ] || { ha_status "$1"; return 1; }
+    sleep 0.5
+  done
+  ha_status "$1"
+}
+
+ha_role() { # DIR leader|replica: the name of the member in that role now (fails if none)
+  local line
+  line=$(ha_status "$1" | grep -E "$([ "$2" = leader ] && echo ' leader ' || echo ' (sync_standby|replica) ')" | head -n 1)
+  [ -n "$line" ] || return 1
+  echo "${line%% *}"
+}
+
+ha_kill() { # DIR leader|replica
+  local dir=$1 name pid
+  name=$(ha_role "$dir" "$2") || die "$dir: no $2 now"$'\n'"$(ha_status "$dir")"
+  pid=$(ha_patroni_pid "$dir/$name")
+  [ -z "$pid" ] || kill -KILL "$pid"
+  pid=$(running_pid "$dir/$name")
+  [ -z "$pid" ] || kill -KILL "$pid"
+  for _ in $(seq 100); do [ -n "$(running_pid "$dir/$name")" ] || break; sleep 0.1; done
+  echo "$name"
+}
+
+ha_down() { # DIR
+  local dir=$1 i pid
+  ha_env "$dir"
+  as_pg touch "$dir/ha-down" 2>/dev/null || touch "$dir/ha-down"
+  for i in 1 2; do
+    pid=$(cat "$dir/pg$i/supervisor.pid" 2>/dev/null || true)
+    [ -z "$pid" ] || kill -KILL -- "-$pid" 2>/dev/null || true # its loop, sleep and Patroni
+    pid=$(ha_patroni_pid "$dir/pg$i")
+    [ -z "$pid" ] || kill -KILL "$pid" 2>/dev/null || true
+    pid=$(running_pid "$dir/pg$i")
+    [ -z "$pid" ] || as_pg "$bindir/pg_ctl" -D "$dir/pg$i/data" -w -t 30 -m immediate stop >/dev/null 2>&1 ||
+      kill -KILL "$pid" 2>/dev/null || true
+  done
+  for i in 1 2 3; do
+    pid=$(cat "$dir/etcd$i/pid" 2>/dev/null || true)
+    [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
+  done
+  for _ in $(seq 50); do
+    pgrep -f "etcd --name e[123] --data-dir $dir/" >/dev/null || break
+    sleep 0.1
+  done
+  pkill -KILL -f "etcd --name e[123] --data-dir $dir/" 2>/dev/null || true
+}
+
 case "${1:-}" in
   start) start "$2" ;;
   stop)
@@ -235,6 +460,13 @@ case "${1:-}" in
   start-standby) [ $# -eq 3 ] || usage; start_standby "$2" "$3" ;;
   promote) [ $# -eq 2 ] || usage; promote "$2" ;;
   rejoin) [ $# -eq 3 ] || usage; rejoin "$2" "$3" ;;
+  ha-up) [ $# -eq 2 ] || usage; ha_up "$2" ;;
+  ha-url) [ $# -ge 2 ] || usage; ha_url "$2" "${3:-}" ;;
+  ha-status) [ $# -eq 2 ] || usage; ha_status "$2" ;;
+  ha-wait) [ $# -ge 2 ] || usage; ha_wait "$2" "${3:-90}" ;;
+  ha-kill-leader) [ $# -eq 2 ] || usage; ha_kill "$2" leader ;;
+  ha-kill-replica) [ $# -eq 2 ] || usage; ha_kill "$2" replica ;;
+  ha-down) [ $# -eq 2 ] || usage; ha_down "$2" ;;
   multi-url)
     [ $# -ge 3 ] || usage
     echo "postgresql://gw@127.0.0.1:$(cat "$2/port"),127.0.0.1:$(cat "$3/port")/${4:-postgres}?target_session_attrs=read-write" ;;

@@ -2,7 +2,8 @@
 # The whole test suite: installs what is missing (tools/setup.sh), builds the normal and the
 # sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, the store and
 # gateway suites again on PostgreSQL (a server the suite starts itself; the cluster tests
-# run there), the nginx load balancer config in front of gateway nodes (tests/deploy/),
+# run there, and Patroni over etcd fails the database over by itself), the nginx load
+# balancer config in front of gateway nodes and the Patroni and etcd configs (tests/deploy/),
 # then the web demo's browser tests (tests/browser/) against the normal build, then a
 # bounded fuzz run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
@@ -110,6 +111,13 @@ echo "== tests/deploy/test_nginx.sh"
 log="$work/deploy.log"
 timeout -k 10 180 "$root/tests/deploy/test_nginx.sh" 2>&1 | tee "$log"
 count_summary tests/deploy "$log" "${PIPESTATUS[0]}" \
+  's/^deploy: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^deploy: [0-9]+ passed, ([0-9]+) failed$/\1/p'
+# The failover configs (deploy/patroni/): Patroni's validation of each member, and the
+# three etcd members made from etcd.env, for real (tests/deploy/test_patroni.sh).
+echo "== tests/deploy/test_patroni.sh"
+log="$work/deploy-patroni.log"
+timeout -k 10 120 "$root/tests/deploy/test_patroni.sh" 2>&1 | tee "$log"
+count_summary tests/deploy/patroni "$log" "${PIPESTATUS[0]}" \
   's/^deploy: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^deploy: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The JSON subprotocol from a WebSocket library that knows nothing of the gateway
 # (Debian's python3-websockets; tests/clients/json_tool.py starts its own gw). Its

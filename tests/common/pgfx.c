@@ -238,3 +238,59 @@ void pgfx_pair_cleanup(pgfx_pair *p)
     pgfx_server_cleanup(pair_primary(p));
     pgfx_server_cleanup(pair_standby(p));
 }
+
+/* ---- Patroni over etcd ----------------------------------------------------------------- */
+
+void pgfx_ha_start(pgfx_ha *h)
+{
+    memset(h, 0, sizeof(*h));
+    snprintf(h->dir, sizeof(h->dir), "/tmp/gw-pgha-XXXXXX");
+    cr_assert_not_null(mkdtemp(h->dir));
+    char cmd[600], url[400];
+    snprintf(cmd, sizeof(cmd), "%s ha-up %s", PG_SERVER, h->dir); /* gives it to postgres */
+    capture(cmd, url, sizeof(url), h->dir);
+}
+
+char *pgfx_ha_db_new(pgfx_ha *h)
+{
+    char cmd[600], admin[400], url[400];
+    snprintf(cmd, sizeof(cmd), "%s ha-url %s", PG_SERVER, h->dir);
+    capture(cmd, admin, sizeof(admin), h->dir);
+    static unsigned n;
+    char name[64], sql[128];
+    snprintf(name, sizeof(name), "gwt_ha_%d_%u", (int)getpid(), ++n);
+    snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
+    exec_on(admin, sql);
+    snprintf(cmd, sizeof(cmd), "%s ha-url %s %s", PG_SERVER, h->dir, name);
+    capture(cmd, url, sizeof(url), h->dir);
+    char *out = strdup(url);
+    cr_assert_not_null(out);
+    return out;
+}
+
+void pgfx_ha_kill(pgfx_ha *h, bool leader, char *name, size_t n)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s %s %s", PG_SERVER, leader ? "ha-kill-leader" : "ha-kill-replica",
+             h->dir);
+    capture(cmd, name, n, h->dir);
+}
+
+bool pgfx_ha_ready(pgfx_ha *h)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "%s ha-wait %s 0 >/dev/null", PG_SERVER, h->dir);
+    return system(cmd) == 0;
+}
+
+void pgfx_ha_cleanup(pgfx_ha *h)
+{
+    if (!h->dir[0])
+        return;
+    char cmd[900];
+    snprintf(cmd, sizeof(cmd), "%s ha-down %s >/dev/null 2>&1; rm -rf %s", PG_SERVER, h->dir,
+             h->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "pgfx: cleanup of %s failed\n", h->dir);
+    h->dir[0] = 0;
+}

@@ -9,6 +9,7 @@
 #define GW_TEST_PGFX_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* True when the suite runs on PostgreSQL. */
@@ -72,5 +73,23 @@ void pgfx_pair_rejoin(pgfx_pair *p);
 /* Stops both and removes their folders; safe to call twice, and after a failed assertion
  * (also half-way through pgfx_pair_start). */
 void pgfx_pair_cleanup(pgfx_pair *p);
+
+/* Two servers under Patroni over three etcd members (tools/pg_server.sh ha-up): the
+ * failover is automatic, and a member killed comes back by itself as a replica. */
+typedef struct pgfx_ha {
+    char dir[256];
+} pgfx_ha;
+
+/* Up, with a leader and a streaming synchronous replica. */
+void pgfx_ha_start(pgfx_ha *h);
+/* A new database, made on the leader (and so on both); its URL names both servers with
+ * target_session_attrs=read-write (malloc'd). */
+char *pgfx_ha_db_new(pgfx_ha *h);
+/* SIGKILL of the leader's (or the replica's) postmaster and Patroni; its name into name. */
+void pgfx_ha_kill(pgfx_ha *h, bool leader, char *name, size_t n);
+/* Is there a leader and a streaming synchronous replica now? */
+bool pgfx_ha_ready(pgfx_ha *h);
+/* Stops everything and removes the folder; safe to call twice. */
+void pgfx_ha_cleanup(pgfx_ha *h);
 
 #endif

@@ -4,7 +4,7 @@
  * once per session; the same user on two nodes shares memberships and acks; a node killed
  * under load loses nothing confirmed, and its clients catch up on another node by pull;
  * the database's primary killed under load and its synchronous standby promoted loses
- * nothing confirmed either.
+ * nothing confirmed either, nor do failovers that Patroni makes by itself.
  */
 #include "gwfx.h"
 #include "pgfx.h"
@@ -24,12 +24,15 @@
 static gwfx fa, fb, fc;
 static pgfx_pair pair;
 
+static pgfx_ha ha;
+
 static void teardown(void)
 {
     gwfx_cleanup(&fc);
     gwfx_cleanup(&fb);
     gwfx_cleanup(&fa);
     pgfx_pair_cleanup(&pair);
+    pgfx_ha_cleanup(&ha);
 }
 
 TestSuite(cluster, .fini = teardown);
@@ -424,6 +427,72 @@ Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once, 
     expect_each_once(&h, r, N, "a resend was stored again");
 }
 
+/* A client's sending of messages 1..n (cid "aN", rid N) from s, at most `window` of them
+ * unconfirmed; `unavailable` (or `overloaded`) means not confirmed, so the same cid goes
+ * again a little later (stored once whatever happened to the first). h takes what its receiver is
+ * pushed meanwhile. at(confirmed, ud) is called after every event (the test's moves: kill a
+ * database server, and so on); it returns how many to send in all from then on (at least
+ * n, at most SEND_MAX): the sending ends when that many are confirmed. Returns the sends
+ * refused, and the number sent in *n. */
+enum { SEND_MAX = 6000 };
+static int send_through(gwc_conn *s, holder *h, int *n_io, int window,
+                        int (*at)(int confirmed, void *ud), void *ud)
+{
+    static uint8_t confirmed[SEND_MAX + 1];
+    static int resend[SEND_MAX];
+    int n = *n_io;
+    cr_assert_leq(n, SEND_MAX);
+    memset(confirmed, 0, sizeof(confirmed));
+    int n_resend = 0, next = 1, inflight = 0, n_confirmed = 0, refused = 0;
+    long retry_at = 0, deadline = tclock_ms() + 200000;
+    while (n_confirmed < n) {
+        cr_assert_lt(tclock_ms(), deadline, "confirmed %d of %d in 200 s", n_confirmed, n);
+        while (next <= n && inflight < window) {
+            send_burst(s, "log", "a", next++, 1);
+            inflight++;
+        }
+        if (n_resend && tclock_ms() >= retry_at) {
+            for (int i = 0; i < n_resend; i++)
+                send_burst(s, "log", "a", resend[i], 1);
+            n_resend = 0; /* they kept their places in the window */
+        }
+        pr_event ev;
+        int rc = gwc_next(s, 200, &ev);
+        cr_assert(rc == 0 || rc == GWC_ETIMEDOUT, "the sender's session: %s", gwc_strerror(rc));
+        if (rc == 0 && ev.t == PR_EV_SENT) {
+            inflight--;
+            cr_assert(ev.rid >= 1 && ev.rid <= (uint64_t)n);
+            if (!confirmed[ev.rid]) {
+                confirmed[ev.rid] = 1;
+                n_confirmed++;
+            }
+        } else if (rc == 0 && ev.t == PR_EV_ERR) {
+            cr_assert(ev.err_code == PR_E_UNAVAILABLE || ev.err_code == PR_E_OVERLOADED, "err %.*s",
+                      (int)ev.err_name.n, ev.err_name.p);
+            refused++; /* still unconfirmed: its place in the window stays taken */
+            resend[n_resend++] = (int)ev.rid;
+            retry_at = tclock_ms() + 300;
+        }
+        take(h, 0);
+        int want = at(n_confirmed, ud);
+        if (want > n)
+            n = want < SEND_MAX ? want : SEND_MAX;
+    }
+    *n_io = n;
+    return refused;
+}
+
+/* The failover of the pair, once, after 150 messages are confirmed. */
+static int fail_pair_once(int confirmed, void *ud)
+{
+    bool *done = ud;
+    if (confirmed >= 150 && !*done) {
+        pgfx_pair_failover(&pair); /* SIGKILL of the primary, the standby promoted */
+        *done = true;
+    }
+    return 0;
+}
+
 Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothing, .timeout = 240)
 {
     pgfx_need(PGFX_ONLY);
@@ -436,52 +505,12 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
     gwc_conn *r = gwfx_login(&fb, "carol", NULL);
     gwfx_join(s, "log");
     gwfx_join(r, "log");
-    enum { N = 400, WINDOW = 50, FAIL_AT = 150 };
-    static uint8_t confirmed[N + 1];
-    memset(confirmed, 0, sizeof(confirmed));
-    int resend[N], n_resend = 0, next = 1, inflight = 0, n_confirmed = 0, refused = 0;
-    long retry_at = 0, deadline = tclock_ms() + 120000;
-    bool failed_over = false;
+    enum { N = 400 };
     holder h;
     holder_init(&h, r, N);
-    /* A client's sending: a window in flight; `unavailable` means not confirmed, so the
-     * same cid goes again a little later (stored once whatever happened to the first). */
-    while (n_confirmed < N) {
-        cr_assert_lt(tclock_ms(), deadline, "confirmed %d of %d in 2 minutes", n_confirmed, N);
-        while (next <= N && inflight < WINDOW) {
-            send_burst(s, "log", "a", next++, 1);
-            inflight++;
-        }
-        if (n_resend && tclock_ms() >= retry_at) {
-            for (int i = 0; i < n_resend; i++)
-                send_burst(s, "log", "a", resend[i], 1);
-            inflight += n_resend;
-            n_resend = 0;
-        }
-        pr_event ev;
-        int rc = gwc_next(s, 200, &ev);
-        cr_assert(rc == 0 || rc == GWC_ETIMEDOUT, "the sender's session: %s", gwc_strerror(rc));
-        if (rc == 0 && ev.t == PR_EV_SENT) {
-            inflight--;
-            cr_assert(ev.rid >= 1 && ev.rid <= N);
-            if (!confirmed[ev.rid]) {
-                confirmed[ev.rid] = 1;
-                n_confirmed++;
-            }
-        } else if (rc == 0 && ev.t == PR_EV_ERR) {
-            cr_assert(ev.err_code == PR_E_UNAVAILABLE || ev.err_code == PR_E_OVERLOADED, "err %.*s",
-                      (int)ev.err_name.n, ev.err_name.p);
-            inflight--;
-            refused++;
-            resend[n_resend++] = (int)ev.rid;
-            retry_at = tclock_ms() + 300;
-        }
-        take(&h, 0);
-        if (n_confirmed >= FAIL_AT && !failed_over) {
-            pgfx_pair_failover(&pair); /* SIGKILL of the primary, the standby promoted */
-            failed_over = true;
-        }
-    }
+    bool failed_over = false;
+    int n = N;
+    int refused = send_through(s, &h, &n, 50, fail_pair_once, &failed_over);
     cr_log_info("failover: %d sends refused and sent again", refused);
     /* The receiver's node lost its listener with the primary, and with it what was
      * announced until it listened again on the new one: it reads what it missed for its
@@ -492,6 +521,88 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
                  "the receiver's node caught up after its listener came back: %lu of %d pushed",
                  (unsigned long)h.watermark, N);
     expect_each_once(&h, r, N, "a resend was stored again, or one was lost");
+}
+
+/* The automatic failover's moves (Patroni): at each step's count of confirmed messages,
+ * the leader is killed, then the leader again (the first one is back as its replica by
+ * then), then the replica; the time from each kill to the first message confirmed after
+ * it (past a window's worth: what was in flight at the kill may have been committed
+ * before it) is measured. */
+enum { HA_WINDOW = 20 };
+typedef struct ha_moves {
+    int step;
+    int at_kill;   /* confirmed when the last kill was made */
+    long kill_ms;  /* its time (0: none waiting for its first write) */
+    long ready_ms; /* the cluster last looked at (its status costs a few processes) */
+    long took[3];
+    char killed[3][32];
+} ha_moves;
+
+static int ha_move(int confirmed, void *ud)
+{
+    ha_moves *m = ud;
+    /* A client that sends at a human pace, 50 messages a second at most, all along: the
+     * moves take a minute or more (each failover waits for the leader key's ttl). */
+    usleep(20 * 1000);
+    int more = m->step < 3 || m->kill_ms ? confirmed + 100 : 0; /* on until the last move */
+    static const int at[3] = {100, 260, 420};
+    /* At most HA_WINDOW sends were unconfirmed at the kill: the next one confirmed past
+     * them was sent after it. */
+    if (m->kill_ms && confirmed > m->at_kill + HA_WINDOW) {
+        m->took[m->step - 1] = tclock_ms() - m->kill_ms;
+        cr_log_info("failover: %s killed, writes confirmed again after %ld ms",
+                    m->killed[m->step - 1], m->took[m->step - 1]);
+        m->kill_ms = 0;
+    }
+    if (m->step == 3 || m->kill_ms || confirmed < at[m->step] || tclock_ms() < m->ready_ms + 500)
+        return more;
+    /* The one killed before must be back as a replica first (its supervisor starts it
+     * again; it catches up with the new leader by itself): looked at twice a second while
+     * the sends go on. */
+    m->ready_ms = tclock_ms();
+    if (!pgfx_ha_ready(&ha))
+        return more;
+    pgfx_ha_kill(&ha, m->step < 2, m->killed[m->step], sizeof(m->killed[0]));
+    m->kill_ms = tclock_ms();
+    m->at_kill = confirmed;
+    m->step++;
+    return more;
+}
+
+Test(cluster, automatic_failover_under_load_loses_nothing, .timeout = 400)
+{
+    pgfx_need(PGFX_ONLY);
+#ifdef GW_TEST_SANITIZED
+    cr_skip_test("the normal build's PostgreSQL pass runs it (each failover waits seconds)");
+#endif
+    pgfx_ha_start(&ha);
+    char *url = pgfx_ha_db_new(&ha); /* names both servers: read-write is the leader */
+    /* A client flat out for a minute and more: over the default send rate by design. */
+    static const char *const unlimited[] = {"--rate-sends", "0", NULL};
+    gwfx_start_on(&fa, url, unlimited);
+    gwfx_start_beside(&fb, &fa, unlimited);
+    free(url);
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fb, "carol", NULL);
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    holder h;
+    holder_init(&h, r, SEND_MAX);
+    ha_moves m = {0};
+    int n = 560; /* and on until the last move has been made and writes came back */
+    int refused = send_through(s, &h, &n, HA_WINDOW, ha_move, &m);
+    cr_assert_eq(m.step, 3, "every kill made");
+    cr_assert_eq(m.kill_ms, 0, "writes confirmed after the last kill");
+    cr_log_info("automatic failover: leader %s killed: %ld ms to the next confirmed write; "
+                "leader %s killed: %ld ms; replica %s killed: %ld ms; %d sends refused and "
+                "sent again, %d messages",
+                m.killed[0], m.took[0], m.killed[1], m.took[1], m.killed[2], m.took[2], refused, n);
+    cr_assert_str_neq(m.killed[0], m.killed[1], "the second kill was of the new leader");
+    /* Every confirmed message is there, once, with a dense mid, and the receiver has each. */
+    take_until(&h, (uint64_t)n, 20000);
+    cr_assert_eq(h.watermark, (uint64_t)n, "the receiver has %lu of %d", (unsigned long)h.watermark,
+                 n);
+    expect_each_once(&h, r, (uint64_t)n, "a resend was stored again, or one was lost");
 }
 
 /* url with its database changed to postgres (where a test may alter the database). */
