@@ -93,10 +93,12 @@ typedef void (*st_event_fn)(void *ud, const st_event *ev);
 
 /*
  * The change feed (PostgreSQL, where several gateways write one database). Every batch a
- * store commits also announces, in the same transaction, what it changed: new messages,
- * memberships made and ended, acks moved. A store opened with on_change set listens to
- * what the other writers of the database announce and hands it over in their commit
- * order (its own commits are not handed back: their ops' completions tell already).
+ * store commits also announces what it changed: new messages, memberships made and
+ * ended, acks moved (in its transaction when it changed memberships, so in commit order
+ * with every change to those groups; otherwise right after its commit, so messages of
+ * one group may come out of mid order). A store opened with on_change set listens to
+ * what the other writers of the database announce and hands it over as it comes (its
+ * own commits are not handed back: their ops' completions tell already).
  * An announcement is a hint and the tables are the truth: a message too large for the
  * database's notification payload comes without its record (read it), and when the
  * listener lost its connection or fell behind, anything may have been missed: RESYNC
@@ -121,7 +123,7 @@ typedef struct st_change {
     size_t record_n;
 } st_change;
 
-/* Called on the store's feed thread with one announcement's changes, in commit order.
+/* Called on the store's feed thread with one announcement's changes, in its order.
  * Must be quick (copy what is needed) and must not call the store's *_sync helpers. */
 typedef void (*st_change_fn)(void *ud, const st_change *ch, size_t n);
 
@@ -141,6 +143,9 @@ typedef struct st_options {
     void *change_ud;        /* passed to on_change */
     const char *node;       /* this writer's name, for the database's view of its
                              * connections (application_name); NULL: "gw" */
+    unsigned test_drop_announcements; /* tests only (PostgreSQL): the next N announcements
+                                       * made after their batch's commit are lost, as when the
+                                       * server dies between the two */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
@@ -414,6 +419,10 @@ typedef struct st_stats {
     uint64_t feed_resyncs;       /* times the listener (re)connected: RESYNC handed over */
     uint64_t feed_announced;     /* announcements this store made (one or more a batch) */
     uint64_t feed_hints;         /* messages announced without their record (too large) */
+    uint64_t feed_late;          /* batches whose announcement did not go after their commit
+                                  * (kept, and sent with a later one) */
+    uint64_t feed_late_dropped;  /* such payloads given up (too many waiting): the other
+                                  * gateways read those changes at a hole or a resync */
     uint64_t feed_laggards;      /* other listeners ended for not reading (see ARCHITECTURE) */
     double notify_queue_usage;   /* pg_notification_queue_usage(), 0..1, every 2 s */
 } st_stats;

@@ -437,9 +437,29 @@ static int send_msgs(pg *p, int *n_stmts)
     return rc;
 }
 
-/* What the batch changed, announced to the other gateways in its own transaction
- * (store_pg_events.c): joins, the messages (sorted by send_msgs), acks, then leaves. */
-static int announce(pg *p, int *n_stmts)
+/* Does the batch's announcement go in its transaction? When it makes or ends a
+ * membership or signs a user out: then it is told in commit order with every other
+ * batch's change to those groups (their rows are locked until the commit), so a listener
+ * never applies a leave before the join it ends, nor the other way round. Messages and
+ * acks need no such order (a listener holds a message until the ones before it came, or
+ * reads them; an ack only moves forward), so the rest are announced after their commit,
+ * in a transaction of their own: a notifying commit holds a lock over the whole server
+ * until its WAL is flushed, which would make every gateway's commits take turns. */
+static bool announce_in_tx(const pg *p)
+{
+    pg_row *r, *tmp;
+    HASH_ITER (hh, p->rows, r, tmp)
+        if (r->kind == 'm' && (change_of(r) == INSERT || change_of(r) == DELETE))
+            return true;
+    for (st_op *op = p->writes; op; op = op->next_)
+        if (op->kind == ST_OP_SIGNOUT && op->result == ST_OK)
+            return true;
+    return false;
+}
+
+/* What the batch changed, for the other gateways (store_pg_events.c): joins, the
+ * messages (sorted by send_msgs), acks, then leaves. */
+static void announce_make(pg *p)
 {
     pg_announce *a = &p->announce;
     pg_announce_reset(a, p->origin);
@@ -460,7 +480,6 @@ static int announce(pg *p, int *n_stmts)
     for (st_op *op = p->writes; op; op = op->next_)
         if (op->kind == ST_OP_SIGNOUT && op->result == ST_OK)
             pg_announce_signout(a, op->uid);
-    return pg_announce_send(p, a, n_stmts);
 }
 
 /* Ends an open transaction without committing it (the connection may be gone). */
@@ -481,12 +500,21 @@ static void pg_rollback(void *be)
     rows_clear(be);
 }
 
-/* Round trip 2's answers: 0, ST_EAGAIN (a collision) or ST_EIO (the outcome is unknown). */
-static int take_writes(pg *p, int n, char *why, size_t why_len)
+/* Round trip 2's answers: 0, ST_EAGAIN (a collision) or ST_EIO (the outcome is unknown).
+ * The first n_data are the batch's (ending with its COMMIT); the rest, if any, are its
+ * announcement's own transaction, whose outcome goes to *announced: once the batch's
+ * COMMIT answered, the batch stands whatever happens to its announcement. */
+static int take_writes(pg *p, int n, int n_data, bool *announced, char *why, size_t why_len)
 {
     int out = ST_OK;
+    *announced = true;
     for (int i = 0; i < n; i++) {
         PGresult *r = pg_result(p, why, why_len);
+        if (!r && i >= n_data && out == ST_OK) {
+            *announced = false; /* lost after the commit: the next connection sends it */
+            why[0] = 0;
+            return ST_OK;
+        }
         if (!r) {
             /* Lost while the server had the batch: it may or may not have committed. */
             snprintf(why + strlen(why), why_len - strlen(why),
@@ -494,12 +522,22 @@ static int take_writes(pg *p, int n, char *why, size_t why_len)
             return ST_EIO;
         }
         ExecStatusType st = PQresultStatus(r);
-        if (out == ST_OK && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            out = fail_tx(p, r, "writing the batch failed", why, why_len);
-        else
+        bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+        if (i >= n_data && out == ST_OK) {
+            *announced = *announced && ok; /* a failed one leaves the rest aborted */
             PQclear(r);
+        } else if (out == ST_OK && !ok) {
+            out = fail_tx(p, r, "writing the batch failed", why, why_len);
+        } else {
+            PQclear(r);
+        }
     }
     if (pg_end(p, why, why_len) != ST_OK) {
+        if (out == ST_OK && n > n_data) {
+            *announced = false;
+            why[0] = 0;
+            return ST_OK;
+        }
         snprintf(why + strlen(why), why_len - strlen(why),
                  "; the batch's commit outcome is unknown");
         return ST_EIO;
@@ -512,14 +550,37 @@ static int take_writes(pg *p, int n, char *why, size_t why_len)
     return out;
 }
 
+/* The batch's announcement in a transaction of its own, after the batch's COMMIT in the
+ * same round trip: the server runs it only if everything before it succeeded (a failure
+ * skips the rest of the pipeline up to its Sync). */
+static int announce_after(pg *p, int *n)
+{
+    if (!pg_announce_pending(p, &p->announce))
+        return ST_OK;
+    int rc = pg_send(p, PG_BEGIN, NULL, 0);
+    if (rc == ST_OK && (rc = pg_send(p, PG_ASYNC, NULL, 0)) == ST_OK)
+        *n += 2;
+    if (rc == ST_OK)
+        rc = pg_announce_send(p, &p->announce, n);
+    if (rc == ST_OK && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
+        (*n)++;
+    return rc;
+}
+
 static int pg_commit(void *be, char *why, size_t why_len)
 {
     pg *p = be;
     int n = 0, rc = ST_OK;
+    pg_announce_reset(&p->announce, p->origin);
+    bool in_tx = announce_in_tx(p);
+    /* The announcement after the commit needs the batch's transaction to end before the
+     * Sync: the fast path's is made explicit (it was the Sync's implicit one). */
+    if (!in_tx && p->fast && (rc = pg_send(p, PG_BEGIN, NULL, 0)) == ST_OK)
+        n++;
     /* The fast path's check first (the groups locked, as round trip 1 does); then the
      * messages: a collision shows there, before anything else is written; then the
      * (uid, cid) rows, the groups, the memberships. */
-    if (p->fast)
+    if (rc == ST_OK && p->fast)
         rc = pg_cache_send_check(p, &n);
     if (rc == ST_OK)
         rc = send_msgs(p, &n);
@@ -536,11 +597,23 @@ static int pg_commit(void *be, char *why, size_t why_len)
     if (rc == ST_OK)
         rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
     if (rc == ST_OK)
-        rc = announce(p, &n);
-    /* The slow path ends its transaction; the fast path's statements are an implicit one,
-     * which the Sync commits. */
-    if (rc == ST_OK && !p->fast && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
+        announce_make(p);
+    if (rc == ST_OK && in_tx)
+        rc = pg_announce_send(p, &p->announce, &n);
+    /* The slow path ends its transaction, and so does the fast path's made explicit;
+     * otherwise the fast path's statements are an implicit one, which the Sync commits. */
+    if (rc == ST_OK && (!p->fast || !in_tx) && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
         n++;
+    int n_data = n;
+    /* Tests: the announcement lost, as if the server died between the two. */
+    bool drop =
+        rc == ST_OK && !in_tx && p->drop_announces > 0 && pg_announce_pending(p, &p->announce) > 0;
+    if (drop) {
+        p->drop_announces--;
+        pg_announce_reset(&p->announce, p->origin);
+    } else if (rc == ST_OK && !in_tx) {
+        rc = announce_after(p, &n);
+    }
     if (rc != ST_OK) {
         /* Some statements may be queued already: drop the connection, which rolls the
          * transaction back, rather than send half a batch (nothing is committed). */
@@ -554,10 +627,19 @@ static int pg_commit(void *be, char *why, size_t why_len)
         return ST_EIO;
     }
     rc = pg_sync(p, why, why_len);
+    bool announced = false;
     if (rc == ST_OK)
-        rc = take_writes(p, n, why, why_len);
+        rc = take_writes(p, n, n_data, &announced, why, why_len);
     else
         rc = ST_EIO; /* the server runs what it got as it comes: the outcome is unknown */
+    /* Committed, announced or not (kept for the next); not committed, nothing is told
+     * (the late payloads it carried wait on). Outcome unknown, with the announcement to
+     * follow the commit: the listeners are told to read again (the batch may stand). */
+    if (!drop) {
+        if (rc == ST_EIO && !in_tx && p->announce.n)
+            p->owe_resync = true;
+        pg_announce_done(p, &p->announce, rc == ST_OK, rc == ST_OK && announced);
+    }
     if (rc == ST_OK)
         pg_cache_keep(p);
     else if (rc == ST_EAGAIN)
@@ -580,6 +662,9 @@ static void pg_close(void *be)
     rows_clear(p);
     pg_cache_clear(p);
     pg_announce_free(&p->announce);
+    for (size_t i = 0; i < p->n_late; i++)
+        pg_buf_free(&p->late[i]);
+    free(p->late);
     free(p->msgs);
     free(p->url);
     free(p->kw);
@@ -631,9 +716,25 @@ static int pg_count(void *be, uint64_t *groups, uint64_t *messages)
     return rc;
 }
 
+/* Announcements kept from batches before (their connection was lost after the commit),
+ * sent while idle rather than with the next batch, whenever that comes. */
+static void announce_late(pg *p)
+{
+    char why[256] = "";
+    int n = 0;
+    pg_announce_reset(&p->announce, p->origin); /* no batch: nothing of its own */
+    int rc = announce_after(p, &n);
+    if (rc == ST_OK)
+        rc = pg_sync(p, why, sizeof(why));
+    bool announced = false;
+    if (rc == ST_OK)
+        rc = take_writes(p, n, 0, &announced, why, sizeof(why));
+    pg_announce_done(p, &p->announce, true, rc == ST_OK && announced);
+}
+
 /* Idle for a second: is the connection there, and on a server that takes writes? (After
  * a failover the old primary may come back as a standby.) Every ten probes the
- * database's size is taken again for the figures. */
+ * database's size is taken again for the figures; announcements kept go. */
 static int pg_probe(void *be, char *why, size_t why_len)
 {
     pg *p = be;
@@ -652,6 +753,8 @@ static int pg_probe(void *be, char *why, size_t why_len)
     }
     if (++p->probe_n % 10 == 0)
         refresh_size(p);
+    if (p->n_late || p->owe_resync)
+        announce_late(p);
     return ST_OK;
 }
 
@@ -675,6 +778,7 @@ static int pg_open(const st_options *o, void **be, char *why, size_t why_len)
     if (!p)
         return ST_ENOMEM;
     p->sync = o->sync;
+    p->drop_announces = o->test_drop_announcements;
     /* Names this store's announcements; a collision with another gateway's would only
      * make each skip some of the other's (1 in 2^64). */
     if (RAND_bytes((unsigned char *)&p->origin, sizeof(p->origin)) != 1)
@@ -712,6 +816,8 @@ static void pg_figures(void *be, st_stats *out)
     out->disk_bytes = atomic_load(&p->disk_bytes);
     out->feed_announced = atomic_load(&p->announced);
     out->feed_hints = atomic_load(&p->hints);
+    out->feed_late = atomic_load(&p->late_total);
+    out->feed_late_dropped = atomic_load(&p->late_dropped);
     pg_feed_figures(p->feed, out);
 }
 

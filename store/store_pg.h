@@ -77,7 +77,21 @@ typedef struct pg {
     uint64_t probe_n;     /* idle probes, for the slower refreshes */
     uint64_t origin;      /* random per open: names this store's announcements */
     pg_announce announce; /* the batch's, made at commit */
-    st_op *writes;        /* the batch's ops, from begin to commit (its signouts) */
+    /* Payloads of batches that committed but whose announcement did not go (the
+     * connection was lost between the two, or the announcing transaction failed): they
+     * go first with the next announcement (the next batch's, or the idle probe's). A
+     * listener takes one twice without harm: a message it has is dropped, a membership
+     * or an ack it holds is unchanged. */
+    pg_buf *late;
+    size_t n_late, cap_late;
+    size_t late_sent;                  /* of those, how many the announcement under way carries */
+    bool owe_resync;                   /* a batch's outcome was lost with its announcement: the
+                                        * next one starts with an 'r' (the listeners read again) */
+    bool resync_sent;                  /* the announcement under way carries it */
+    unsigned drop_announces;           /* tests only: announcements to lose after their commit */
+    atomic_uint_fast64_t late_total;   /* batches whose announcement missed their commit */
+    atomic_uint_fast64_t late_dropped; /* late payloads given up (LATE_MAX, memory) */
+    st_op *writes;                     /* the batch's ops, from begin to commit (its signouts) */
     atomic_uint_fast64_t announced, hints;
     pg_feed *feed; /* the listener (NULL: not listening) */
     atomic_bool connected;
@@ -121,6 +135,7 @@ enum pg_stmt {
     PG_BEGIN,
     PG_COMMIT,
     PG_ROLLBACK,
+    PG_ASYNC,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -189,8 +204,15 @@ void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_
 void pg_announce_signout(pg_announce *a, st_id uid);
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
                      size_t n);
-/* Queues the pg_notify of every payload, in order, in the batch's transaction. */
+/* The payloads an announcement would carry now: a's, p's late ones, the resync owed. */
+size_t pg_announce_pending(pg *p, pg_announce *a);
+/* Queues one pg_notify of p's late payloads and then every payload of a, in order (in
+ * the batch's transaction or in one of its own after it). */
 int pg_announce_send(pg *p, pg_announce *a, int *n_stmts);
+/* After the pg_notify's outcome: sent, the late payloads it carried are dropped; not
+ * sent but its batch committed, a's payloads join them (the oldest dropped past a bound);
+ * not committed, the late ones wait on. */
+void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent);
 /* Reads one payload into at most max changes (records decoded into dec, which has room
  * for len bytes). 0, 1 (the store's own: nothing read) or ST_EINVAL (malformed). */
 int pg_announce_parse(const char *payload, size_t len, uint64_t own_origin, st_change *out,

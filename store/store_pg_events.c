@@ -11,11 +11,20 @@
  *   a GID UID ACK              an ack moved forward
  *   l GID UID                  a membership ended
  *   s UID                      a user's sessions are to end (signed out)
+ *   r                          changes of this store's may be missing: read again (a
+ *                              batch whose commit's outcome it could not learn, and
+ *                              whose announcement was to follow that commit)
  * Ids are printable ASCII without spaces (st_id_ok), so spaces separate the fields. A
  * batch whose changes do not fit one payload makes several, sent in order by one
  * statement; each starts with the header line. Joins come before the batch's messages
  * and leaves after them, so that a listener that applies them in order pushes a message
  * to whoever was a member when it was stored.
+ *
+ * A batch that makes or ends memberships announces in its own transaction (in commit
+ * order with the other changes to those groups); one of messages and acks only, in a
+ * transaction of its own right after its commit (store_pg.c, announce_in_tx). Such an
+ * announcement that could not go (the connection lost between the two) is kept and sent
+ * first with the next one.
  */
 #include "store_pg.h"
 
@@ -127,15 +136,30 @@ void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const
     line(a, h, (size_t)hn, b64, (size_t)bn);
 }
 
+size_t pg_announce_pending(pg *p, pg_announce *a)
+{
+    payload_end(a);
+    return a->n + p->n_late + p->owe_resync;
+}
+
 int pg_announce_send(pg *p, pg_announce *a, int *n_stmts)
 {
     payload_end(a);
+    p->late_sent = 0;
+    p->resync_sent = false;
     if (a->oom)
         return ST_ENOMEM;
-    if (a->n == 0)
+    if (a->n + p->n_late == 0 && !p->owe_resync)
         return ST_OK;
     pg_buf arr = {0};
-    pg_arr_begin(&arr, PG_OID_TEXT, a->n);
+    pg_arr_begin(&arr, PG_OID_TEXT, p->n_late + a->n + p->owe_resync);
+    if (p->owe_resync) {
+        char r[32];
+        int rn = snprintf(r, sizeof(r), "gw1 %016" PRIx64 "\nr", p->origin);
+        pg_arr_bytes(&arr, r, (size_t)rn);
+    }
+    for (size_t i = 0; i < p->n_late; i++) /* older: first */
+        pg_arr_bytes(&arr, p->late[i].p, p->late[i].n);
     for (size_t i = 0; i < a->n; i++)
         pg_arr_bytes(&arr, a->list[i].p, a->list[i].n);
     pg_buf *params[1] = {&arr};
@@ -143,10 +167,62 @@ int pg_announce_send(pg *p, pg_announce *a, int *n_stmts)
     pg_buf_free(&arr);
     if (rc == ST_OK) {
         (*n_stmts)++;
+        p->late_sent = p->n_late;
+        p->resync_sent = p->owe_resync;
         p->announced += a->n;
         p->hints += a->hints;
     }
     return rc;
+}
+
+/* Late payloads kept at most (about 8 MB): past it the oldest go, and the listeners of
+ * other gateways learn of those messages when a later one in the group shows the hole,
+ * or at their next resync. */
+#define LATE_MAX 1024
+
+void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent)
+{
+    if (sent) {
+        if (p->resync_sent)
+            p->owe_resync = false;
+        p->resync_sent = false;
+        for (size_t i = 0; i < p->late_sent; i++)
+            pg_buf_free(&p->late[i]);
+        memmove(p->late, p->late + p->late_sent, (p->n_late - p->late_sent) * sizeof(*p->late));
+        p->n_late -= p->late_sent;
+        p->late_sent = 0;
+        return;
+    }
+    p->late_sent = 0;
+    p->resync_sent = false;
+    if (!committed || a->n == 0)
+        return; /* not committed: nothing of it to tell (the late ones wait on) */
+    atomic_fetch_add(&p->late_total, 1);
+    if (p->n_late + a->n > p->cap_late) {
+        size_t cap = p->cap_late ? p->cap_late : 16;
+        while (cap < p->n_late + a->n)
+            cap *= 2;
+        pg_buf *nl = realloc(p->late, cap * sizeof(*nl));
+        if (!nl) {
+            atomic_fetch_add(&p->late_dropped, a->n);
+            return;
+        }
+        p->late = nl;
+        p->cap_late = cap;
+    }
+    for (size_t i = 0; i < a->n; i++) { /* moved: the batch's list forgets them */
+        p->late[p->n_late++] = a->list[i];
+        memset(&a->list[i], 0, sizeof(a->list[i]));
+    }
+    a->n = 0;
+    if (p->n_late > LATE_MAX) {
+        size_t drop = p->n_late - LATE_MAX;
+        atomic_fetch_add(&p->late_dropped, drop);
+        for (size_t i = 0; i < drop; i++)
+            pg_buf_free(&p->late[i]);
+        memmove(p->late, p->late + drop, LATE_MAX * sizeof(*p->late));
+        p->n_late = LATE_MAX;
+    }
 }
 
 /* ---- reading it back ------------------------------------------------------------------ */
@@ -184,6 +260,10 @@ static bool number(const char **at, const char *end, uint64_t *v)
 static bool parse_line(const char *s, const char *end, st_change *ch, unsigned char *dec)
 {
     memset(ch, 0, sizeof(*ch));
+    if (end - s == 1 && s[0] == 'r') {
+        ch->kind = ST_CH_RESYNC;
+        return true;
+    }
     if (end - s < 2 || s[1] != ' ')
         return false;
     char k = s[0];

@@ -4,10 +4,10 @@
  * st_options.on_change, on a thread of its own so that neither the store thread's
  * batches nor the gateway's loop ever wait for it.
  *
- * Why LISTEN/NOTIFY: the announcement is part of the batch's transaction (only committed
- * work is told, in commit order), it needs no table to clean up and no polling, and
- * libpq delivers it on an ordinary connection. Its costs, and the alternatives weighed
- * (logical decoding, polling an events table), are in docs/ARCHITECTURE.md.
+ * Why LISTEN/NOTIFY: only committed work is told (store_pg.c says when), it needs no
+ * table to clean up and no polling, and libpq delivers it on an ordinary connection. Its costs, and
+ * the alternatives weighed (logical decoding, polling an events table), are in
+ * docs/ARCHITECTURE.md.
  *
  * Trouble. The connection is made again at 1, 2, 4, then every 5 s after it is lost;
  * each time it is up again RESYNC is handed over first, because whatever was announced

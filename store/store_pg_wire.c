@@ -91,6 +91,10 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     [PG_BEGIN] = "BEGIN",
     [PG_COMMIT] = "COMMIT",
     [PG_ROLLBACK] = "ROLLBACK",
+    /* The announcement's own transaction, after the batch's: its commit need not wait
+     * for the WAL's flush (nothing in it is data), so the lock PostgreSQL holds on the
+     * notification queue from before a notifying commit until after it is held briefly. */
+    [PG_ASYNC] = "SELECT set_config('synchronous_commit', 'off', true)",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -116,6 +120,7 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_BEGIN] = "gw_begin",
     [PG_COMMIT] = "gw_commit",
     [PG_ROLLBACK] = "gw_rollback",
+    [PG_ASYNC] = "gw_async",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

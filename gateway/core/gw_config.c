@@ -56,6 +56,7 @@ enum {
     O_WEBHOOK_BODY,
     O_THREADS,
     O_TEST_LOAD_STALL,
+    O_TEST_DROP_ANNOUNCE,
 };
 
 static const struct option options[] = {
@@ -64,6 +65,7 @@ static const struct option options[] = {
     {"port-file", required_argument, 0, O_PORT_FILE},
     {"threads", required_argument, 0, O_THREADS},
     {"test-load-stall-ms", required_argument, 0, O_TEST_LOAD_STALL},
+    {"test-drop-announcements", required_argument, 0, O_TEST_DROP_ANNOUNCE},
     {"data", required_argument, 0, O_DATA},
     {"store", required_argument, 0, O_STORE},
     {"node", required_argument, 0, O_NODE},
@@ -208,6 +210,9 @@ static void help(void)
         "  --test-load-stall-ms N  tests only: a service thread stops for N ms when a read of\n"
         "                       a user's groups comes back, before it is applied (the\n"
         "                       window of a thread held up by others' work; default 0)\n"
+        "  --test-drop-announcements N  tests only (PostgreSQL): the next N announcements\n"
+        "                       made after their batch's commit are lost, as when the\n"
+        "                       database dies between the two (default 0)\n"
         "  --help               this text\n");
 }
 
@@ -345,6 +350,9 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             break;
         case O_TEST_LOAD_STALL:
             rc = number(name, optarg, 0, 10000, &v), c->test_load_stall_ms = (unsigned)v;
+            break;
+        case O_TEST_DROP_ANNOUNCE:
+            rc = number(name, optarg, 0, 1000000, &v), c->test_drop_announcements = (unsigned)v;
             break;
         case O_DATA: c->data = optarg; break;
         case O_STORE: c->store_url = optarg; break;

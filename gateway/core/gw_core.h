@@ -88,8 +88,9 @@ typedef struct gw_config {
     size_t store_overload;        /* writer queue length past which writes get `overloaded` */
     int log_level;                /* 0 error .. 3 debug */
     unsigned test_load_stall_ms;  /* tests only: a thread stalls when a user's groups come in */
-    char node[72];                /* --node, or listen:port (the bound port, once known) */
-    bool node_given;              /* --node was given */
+    unsigned test_drop_announcements; /* tests only: st_options.test_drop_announcements */
+    char node[72];                    /* --node, or listen:port (the bound port, once known) */
+    bool node_given;                  /* --node was given */
 } gw_config;
 
 /* Fills defaults, then parses argv. Returns 0 to run, 1 when --help was printed (exit

@@ -114,6 +114,7 @@ int main(int argc, char **argv)
     so.open_groups = cfg.open_groups;
     so.on_event = on_store_event;
     so.node = cfg.node;
+    so.test_drop_announcements = cfg.test_drop_announcements;
     /* The service threads; other gateways' changes (PostgreSQL: the change feed) go to
      * each of them. RocksDB has no other gateways. */
     gw_process *proc = gw_process_new(&cfg);

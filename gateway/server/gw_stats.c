@@ -434,6 +434,12 @@ static void snapshot(gw_server *srv, table *t)
       "Announcements this gateway's commits made", st.feed_announced);
     C("cluster", "hints", "gw_feed_hints_total",
       "Messages announced without their record (too large for a notification)", st.feed_hints);
+    C("cluster", "announcements_late", "gw_feed_announcements_late_total",
+      "Committed batches whose announcement failed after the commit (sent with a later one)",
+      st.feed_late);
+    C("cluster", "announcements_dropped", "gw_feed_announcements_dropped_total",
+      "Late announcements given up (too many waiting): other gateways catch up by hole reads",
+      st.feed_late_dropped);
     C("cluster", "laggards_ended", "gw_feed_laggards_ended_total",
       "Other gateways' listeners ended for not reading their notifications", st.feed_laggards);
     add(t, "cluster", "notify_queue_usage", "gw_notify_queue_usage", "gauge",

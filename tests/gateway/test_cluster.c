@@ -25,6 +25,7 @@ static gwfx fa, fb, fc;
 static pgfx_pair pair;
 
 static pgfx_ha ha;
+static pgfx_server own;
 
 static void teardown(void)
 {
@@ -33,6 +34,7 @@ static void teardown(void)
     gwfx_cleanup(&fa);
     pgfx_pair_cleanup(&pair);
     pgfx_ha_cleanup(&ha);
+    pgfx_server_cleanup(&own);
 }
 
 TestSuite(cluster, .fini = teardown);
@@ -656,6 +658,42 @@ Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 12
     cr_assert_eq(h.out_of_order, 0);
     cr_assert_eq(h.twice, 0);
     cr_assert_geq(watch_stat(&fb, "cluster.resyncs"), 2, "B resynced when it listened again");
+    free(h.seen);
+}
+
+/* A batch of messages announces them after its commit, in a transaction of its own; if
+ * the database dies between the two, the announcement is lost with it. Every listener
+ * loses its connection then too, and reads again what concerns its users when it is
+ * back: the message reaches the other node's member anyway. */
+Test(cluster, an_announcement_lost_after_its_commit_is_caught_up, .timeout = 120)
+{
+    pgfx_need(PGFX_ONLY);
+    pgfx_server_start(&own); /* restarted below: the suite's server is not */
+    char *url = pgfx_server_db_new(&own);
+    static const char *const lose_one[] = {"--test-drop-announcements", "1", NULL};
+    gwfx_start_on(&fa, url, lose_one);
+    gwfx_start_beside(&fb, &fa, NULL);
+    free(url);
+    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *r = gwfx_login(&fb, "carol", NULL);
+    gwfx_join(s, "log"); /* a membership's batch announces in its transaction: not lost */
+    gwfx_join(r, "log");
+    gwfx_send_msg(s, "log", "m1", "announced never");
+    holder h;
+    holder_init(&h, r, 4);
+    cr_assert(gwfx_quiet(r, 1000), "B cannot know of it: its announcement was lost");
+    cr_assert_eq(watch_stat(&fa, "cluster.announcements_late"), 0);
+    /* The database dies right after (and starts again): every listener reconnects. */
+    pgfx_server_restart_immediate(&own);
+    take_until(&h, 1, 30000);
+    cr_assert_eq(h.watermark, 1, "m1 reached B after the database came back");
+    cr_assert_eq(h.twice, 0);
+    /* And the announcements go on after their commits as before. */
+    gwfx_send_msg(s, "log", "m2", "announced");
+    take_until(&h, 2, 20000);
+    cr_assert_eq(h.watermark, 2);
+    cr_assert_eq(h.twice, 0);
+    cr_assert_eq(h.out_of_order, 0);
     free(h.seen);
 }
 
