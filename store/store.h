@@ -101,16 +101,18 @@ typedef void (*st_event_fn)(void *ud, const st_event *ev);
  * own commits are not handed back: their ops' completions tell already).
  * An announcement is a hint and the tables are the truth: a message too large for the
  * database's notification payload comes without its record (read it), and when the
- * listener lost its connection or fell behind, anything may have been missed: RESYNC
- * says so, and the listener reads what it needs again. The RocksDB backend has one
- * writer and no feed: on_change is never called.
+ * listener lost its connection, it catches up by position from the database's change
+ * log (what was written since, handed over as announcements, some twice); only when that
+ * cannot be (its first connection, a position older than the log keeps) does RESYNC say
+ * that anything may have been missed, and the listener reads what it needs again. The
+ * RocksDB backend has one writer and no feed: on_change is never called.
  */
 enum st_change_kind {
     ST_CH_MSG = 1, /* a message: gid, mid, ts, record (NULL: too large to announce) */
     ST_CH_JOIN,    /* uid became a member of gid with ack (= the group's last mid then) */
     ST_CH_LEAVE,   /* uid is no longer a member of gid */
     ST_CH_ACK,     /* uid's stored ack of gid moved forward to ack */
-    ST_CH_RESYNC,  /* the listener (re)connected or fell behind: changes may be missing */
+    ST_CH_RESYNC,  /* changes may be missing and the log could not say which: read again */
     ST_CH_SIGNOUT, /* uid's sessions are to end (ST_OP_SIGNOUT) */
 };
 
@@ -412,19 +414,25 @@ typedef struct st_stats {
     uint64_t disk_bytes;  /* RocksDB: bytes of every file in its folder; PostgreSQL:
                            * the database's size (refreshed every few seconds) */
     /* The change feed (PostgreSQL with on_change; zero otherwise). */
-    bool feed_connected;         /* the listening connection is up */
-    uint64_t feed_notifications; /* announcements received from other writers */
-    uint64_t feed_changes;       /* ... and the changes in them */
-    uint64_t feed_bytes;         /* their payload bytes */
-    uint64_t feed_resyncs;       /* times the listener (re)connected: RESYNC handed over */
-    uint64_t feed_announced;     /* announcements this store made (one or more a batch) */
-    uint64_t feed_hints;         /* messages announced without their record (too large) */
-    uint64_t feed_late;          /* batches whose announcement did not go after their commit
-                                  * (kept, and sent with a later one) */
-    uint64_t feed_late_dropped;  /* such payloads given up (too many waiting): the other
-                                  * gateways read those changes at a hole or a resync */
-    uint64_t feed_laggards;      /* other listeners ended for not reading (see ARCHITECTURE) */
-    double notify_queue_usage;   /* pg_notification_queue_usage(), 0..1, every 2 s */
+    bool feed_connected;            /* the listening connection is up */
+    uint64_t feed_notifications;    /* announcements received from other writers */
+    uint64_t feed_changes;          /* ... and the changes in them */
+    uint64_t feed_bytes;            /* their payload bytes */
+    uint64_t feed_resyncs;          /* RESYNC handed over: the listener's first connection, or
+                                     * a catch-up the change log could not serve */
+    uint64_t feed_connects;         /* times the listener connected */
+    uint64_t feed_catch_ups;        /* catch-ups by position: after a reconnect (a failover, a
+                                     * lost link) or a writer's word that changes may be missing */
+    uint64_t feed_catch_up_rows;    /* change log rows they read (one statement each) */
+    uint64_t feed_catch_up_changes; /* ... and the changes in those rows, handed over */
+    uint64_t feed_announced;        /* announcements this store made (one or more a batch) */
+    uint64_t feed_hints;            /* messages announced without their record (too large) */
+    uint64_t feed_late;             /* batches whose announcement did not go after their commit
+                                     * (kept, and sent with a later one) */
+    uint64_t feed_late_dropped;     /* such payloads given up (too many waiting): the other
+                                     * gateways read those changes at a hole or a resync */
+    uint64_t feed_laggards;         /* other listeners ended for not reading (see ARCHITECTURE) */
+    double notify_queue_usage;      /* pg_notification_queue_usage(), 0..1, every 2 s */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

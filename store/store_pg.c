@@ -458,25 +458,38 @@ static bool announce_in_tx(const pg *p)
 }
 
 /* What the batch changed, for the other gateways (store_pg_events.c): joins, the
- * messages (sorted by send_msgs), acks, then leaves. */
+ * messages (sorted by send_msgs), acks, then leaves. The change log's row says the same
+ * with one hint a group for its messages (their records are in msgs already), and
+ * without the sign-outs (a sign-out is for the sessions of that moment, not one to
+ * replay later). */
 static void announce_make(pg *p)
 {
-    pg_announce *a = &p->announce;
+    pg_announce *a = &p->announce, *log = &p->log;
     pg_announce_reset(a, p->origin);
+    pg_announce_reset(log, p->origin);
     pg_row *r, *tmp;
     HASH_ITER (hh, p->rows, r, tmp)
-        if (r->kind == 'm' && change_of(r) == INSERT)
+        if (r->kind == 'm' && change_of(r) == INSERT) {
             pg_announce_member(a, 'j', r->a, r->b, r->v.m.ack);
+            pg_announce_member(log, 'j', r->a, r->b, r->v.m.ack);
+        }
     for (size_t i = 0; i < p->n_msgs; i++) {
         const pg_msg *m = &p->msgs[i];
         pg_announce_msg(a, m->gid, m->mid, m->ts, m->rec, m->n);
+        const pg_msg *next = i + 1 < p->n_msgs ? &p->msgs[i + 1] : NULL;
+        if (!next || next->gid.n != m->gid.n || memcmp(next->gid.p, m->gid.p, m->gid.n) != 0)
+            pg_announce_hint(log, m->gid, m->mid); /* the group's last of the batch */
     }
     HASH_ITER (hh, p->rows, r, tmp)
-        if (r->kind == 'm' && change_of(r) == UPDATE)
+        if (r->kind == 'm' && change_of(r) == UPDATE) {
             pg_announce_member(a, 'a', r->a, r->b, r->v.m.ack);
+            pg_announce_member(log, 'a', r->a, r->b, r->v.m.ack);
+        }
     HASH_ITER (hh, p->rows, r, tmp)
-        if (r->kind == 'm' && change_of(r) == DELETE)
+        if (r->kind == 'm' && change_of(r) == DELETE) {
             pg_announce_member(a, 'l', r->a, r->b, 0);
+            pg_announce_member(log, 'l', r->a, r->b, 0);
+        }
     for (st_op *op = p->writes; op; op = op->next_)
         if (op->kind == ST_OP_SIGNOUT && op->result == ST_OK)
             pg_announce_signout(a, op->uid);
@@ -551,20 +564,14 @@ static int take_writes(pg *p, int n, int n_data, bool *announced, char *why, siz
 }
 
 /* The batch's announcement in a transaction of its own, after the batch's COMMIT in the
- * same round trip: the server runs it only if everything before it succeeded (a failure
- * skips the rest of the pipeline up to its Sync). */
+ * same round trip: one statement, the implicit transaction that the Sync ends. The
+ * server runs it only if everything before it succeeded (a failure skips the rest of the
+ * pipeline up to its Sync). */
 static int announce_after(pg *p, int *n)
 {
     if (!pg_announce_pending(p, &p->announce))
         return ST_OK;
-    int rc = pg_send(p, PG_BEGIN, NULL, 0);
-    if (rc == ST_OK && (rc = pg_send(p, PG_ASYNC, NULL, 0)) == ST_OK)
-        *n += 2;
-    if (rc == ST_OK)
-        rc = pg_announce_send(p, &p->announce, n);
-    if (rc == ST_OK && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
-        (*n)++;
-    return rc;
+    return pg_announce_send(p, &p->announce, n, true);
 }
 
 static int pg_commit(void *be, char *why, size_t why_len)
@@ -599,7 +606,9 @@ static int pg_commit(void *be, char *why, size_t why_len)
     if (rc == ST_OK)
         announce_make(p);
     if (rc == ST_OK && in_tx)
-        rc = pg_announce_send(p, &p->announce, &n);
+        rc = pg_announce_send(p, &p->announce, &n, false);
+    if (rc == ST_OK)
+        rc = pg_log_send(p, &p->log, &n);
     /* The slow path ends its transaction, and so does the fast path's made explicit;
      * otherwise the fast path's statements are an implicit one, which the Sync commits. */
     if (rc == ST_OK && (!p->fast || !in_tx) && (rc = pg_send(p, PG_COMMIT, NULL, 0)) == ST_OK)
@@ -662,6 +671,7 @@ static void pg_close(void *be)
     rows_clear(p);
     pg_cache_clear(p);
     pg_announce_free(&p->announce);
+    pg_announce_free(&p->log);
     for (size_t i = 0; i < p->n_late; i++)
         pg_buf_free(&p->late[i]);
     free(p->late);
@@ -732,6 +742,29 @@ static void announce_late(pg *p)
     pg_announce_done(p, &p->announce, true, rc == ST_OK && announced);
 }
 
+/* How long the change log keeps a batch's row: a gateway whose listener was away for
+ * longer (or that starts) reads its online users again instead (store_pg_feed.c). */
+#define LOG_WINDOW_MS (10 * 60 * 1000)
+#define PRUNE_EVERY_MS (60 * 1000)
+
+/* The change log's rows older than the window go (every gateway does it now and then;
+ * two at once delete different rows or wait on each other's, harmlessly). */
+static void prune_log(pg *p)
+{
+    char why[256] = "";
+    pg_buf cut = {0};
+    pg_int8(&cut, st_now_ms() - LOG_WINDOW_MS);
+    pg_buf *params[1] = {&cut};
+    int rc = pg_send(p, PG_PRUNE, params, 1);
+    pg_buf_free(&cut);
+    if (rc == ST_OK)
+        rc = pg_sync(p, why, sizeof(why));
+    if (rc == ST_OK) {
+        PQclear(pg_result(p, why, sizeof(why)));
+        pg_end(p, why, sizeof(why));
+    }
+}
+
 /* Idle for a second: is the connection there, and on a server that takes writes? (After
  * a failover the old primary may come back as a standby.) Every ten probes the
  * database's size is taken again for the figures; announcements kept go. */
@@ -755,6 +788,10 @@ static int pg_probe(void *be, char *why, size_t why_len)
         refresh_size(p);
     if (p->n_late || p->owe_resync)
         announce_late(p);
+    if (p->conn && st_mono_ms() >= p->prune_at) {
+        p->prune_at = st_mono_ms() + PRUNE_EVERY_MS;
+        prune_log(p);
+    }
     return ST_OK;
 }
 

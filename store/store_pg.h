@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 1 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 2 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -77,6 +77,9 @@ typedef struct pg {
     uint64_t probe_n;     /* idle probes, for the slower refreshes */
     uint64_t origin;      /* random per open: names this store's announcements */
     pg_announce announce; /* the batch's, made at commit */
+    pg_announce log;      /* the same changes for the change log (a hint a group for its
+                           * messages), written in the batch's transaction */
+    uint64_t prune_at;    /* monotonic ms: the next delete of old change log rows */
     /* Payloads of batches that committed but whose announcement did not go (the
      * connection was lost between the two, or the announcing transaction failed): they
      * go first with the next announcement (the next batch's, or the idle probe's). A
@@ -135,7 +138,9 @@ enum pg_stmt {
     PG_BEGIN,
     PG_COMMIT,
     PG_ROLLBACK,
-    PG_ASYNC,
+    PG_NOTIFY_AFTER,
+    PG_LOG,
+    PG_PRUNE,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -204,11 +209,16 @@ void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_
 void pg_announce_signout(pg_announce *a, st_id uid);
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
                      size_t n);
+/* For the change log: a message of gid up to mid exists (the listener reads them). */
+void pg_announce_hint(pg_announce *a, st_id gid, uint64_t mid);
+/* Queues the insert of the change log's row(s) of the batch (log's payloads), in the
+ * batch's transaction, as its last statement. */
+int pg_log_send(pg *p, pg_announce *log, int *n_stmts);
 /* The payloads an announcement would carry now: a's, p's late ones, the resync owed. */
 size_t pg_announce_pending(pg *p, pg_announce *a);
-/* Queues one pg_notify of p's late payloads and then every payload of a, in order (in
- * the batch's transaction or in one of its own after it). */
-int pg_announce_send(pg *p, pg_announce *a, int *n_stmts);
+/* Queues one pg_notify of p's late payloads and then every payload of a, in order: in
+ * the batch's transaction, or (after) in one of its own that follows its COMMIT. */
+int pg_announce_send(pg *p, pg_announce *a, int *n_stmts, bool after);
 /* After the pg_notify's outcome: sent, the late payloads it carried are dropped; not
  * sent but its batch committed, a's payloads join them (the oldest dropped past a bound);
  * not committed, the late ones wait on. */

@@ -136,13 +136,39 @@ void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const
     line(a, h, (size_t)hn, b64, (size_t)bn);
 }
 
+void pg_announce_hint(pg_announce *a, st_id gid, uint64_t mid)
+{
+    char h[16 + ST_MAX_ID + 32];
+    int n = snprintf(h, sizeof(h), "h %.*s %" PRIu64 " 0", (int)gid.n, gid.p, mid);
+    line(a, h, (size_t)n, NULL, 0);
+}
+
+int pg_log_send(pg *p, pg_announce *log, int *n_stmts)
+{
+    payload_end(log);
+    if (log->oom)
+        return ST_ENOMEM;
+    if (log->n == 0)
+        return ST_OK;
+    pg_buf arr = {0};
+    pg_arr_begin(&arr, PG_OID_TEXT, log->n);
+    for (size_t i = 0; i < log->n; i++)
+        pg_arr_bytes(&arr, log->list[i].p, log->list[i].n);
+    pg_buf *params[1] = {&arr};
+    int rc = arr.oom ? ST_ENOMEM : pg_send(p, PG_LOG, params, 1);
+    pg_buf_free(&arr);
+    if (rc == ST_OK)
+        (*n_stmts)++;
+    return rc;
+}
+
 size_t pg_announce_pending(pg *p, pg_announce *a)
 {
     payload_end(a);
     return a->n + p->n_late + p->owe_resync;
 }
 
-int pg_announce_send(pg *p, pg_announce *a, int *n_stmts)
+int pg_announce_send(pg *p, pg_announce *a, int *n_stmts, bool after)
 {
     payload_end(a);
     p->late_sent = 0;
@@ -163,7 +189,7 @@ int pg_announce_send(pg *p, pg_announce *a, int *n_stmts)
     for (size_t i = 0; i < a->n; i++)
         pg_arr_bytes(&arr, a->list[i].p, a->list[i].n);
     pg_buf *params[1] = {&arr};
-    int rc = arr.oom ? ST_ENOMEM : pg_send(p, PG_NOTIFY, params, 1);
+    int rc = arr.oom ? ST_ENOMEM : pg_send(p, after ? PG_NOTIFY_AFTER : PG_NOTIFY, params, 1);
     pg_buf_free(&arr);
     if (rc == ST_OK) {
         (*n_stmts)++;
@@ -204,6 +230,7 @@ void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent)
             cap *= 2;
         pg_buf *nl = realloc(p->late, cap * sizeof(*nl));
         if (!nl) {
+            p->owe_resync = true;
             atomic_fetch_add(&p->late_dropped, a->n);
             return;
         }
@@ -217,6 +244,7 @@ void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent)
     a->n = 0;
     if (p->n_late > LATE_MAX) {
         size_t drop = p->n_late - LATE_MAX;
+        p->owe_resync = true; /* the listeners catch up from the change log instead */
         atomic_fetch_add(&p->late_dropped, drop);
         for (size_t i = 0; i < drop; i++)
             pg_buf_free(&p->late[i]);

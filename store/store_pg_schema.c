@@ -11,6 +11,15 @@
  *   msgs    (gid, mid, ts, record)                each message once, by (gid, mid)
  *   sends   (uid, cid, gid, mid, ts)              idempotent send, by (uid, cid)
  *   schema_version (version, applied_ms)
+ * Version 2 adds the change log (store_pg_feed.c reads it to catch up by position):
+ *   changes (seq, xid, at_ms, body)               one row per announcing batch, written
+ *                                                 in its transaction: its announcement's
+ *                                                 lines, messages as one hint a group;
+ *                                                 by xid (the writing transaction's), in
+ *                                                 seq order; rows older than the window
+ *                                                 are deleted
+ *   changes_pruned (xid)                          the greatest xid deleted so far
+ * A database of version 1 is brought to 2 at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
  * updated in place all the time (last_mid, ack), so their pages keep room for HOT updates
@@ -57,6 +66,21 @@ static const char schema_v1[] =
     " ON m.gid = k.gid AND m.uid = k.uid;"
     " IF n <> cardinality(mgids) THEN RAISE EXCEPTION 'a membership ended'"
     " USING ERRCODE = 'GW001'; END IF; END $$;";
+
+/* Version 2: the change log. seq orders the rows of batches that changed the same
+ * membership in their commit order (both lock the group's row; the insert is the last
+ * statement of its batch); xid gives the position (store_pg_feed.c). */
+static const char schema_v2[] =
+    "CREATE SEQUENCE gw.changes_seq;"
+    "CREATE TABLE gw.changes (seq bigint NOT NULL DEFAULT nextval('gw.changes_seq'),"
+    " xid xid8 NOT NULL DEFAULT pg_current_xact_id(),"
+    " at_ms bigint NOT NULL DEFAULT (extract(epoch from clock_timestamp()) * 1000)::bigint,"
+    " body text NOT NULL);"
+    "CREATE INDEX changes_by_xid ON gw.changes (xid);"
+    "CREATE INDEX changes_by_at ON gw.changes (at_ms);"
+    "CREATE TABLE gw.changes_pruned (xid xid8 NOT NULL);"
+    "INSERT INTO gw.changes_pruned VALUES ('0');"
+    "INSERT INTO gw.schema_version VALUES (2, (extract(epoch from now()) * 1000)::bigint);";
 
 int pg_parse_url(pg *p, const char *url, char *why, size_t why_len)
 {
@@ -173,13 +197,25 @@ static int schema(pg *p, char *why, size_t why_len)
                              !exec(p,
                                    "INSERT INTO gw.schema_version VALUES (1,"
                                    " (extract(epoch from now()) * 1000)::bigint)",
-                                   NULL, why, why_len))) {
+                                   NULL, why, why_len) ||
+                             !exec(p, schema_v2, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
         if (!exec(p, "COMMIT", NULL, why, why_len))
             return ST_EIO;
         version = version ? version : PG_SCHEMA_VERSION;
+    }
+    if (version > 0 && version < PG_SCHEMA_VERSION) {
+        /* An older release's: brought up to date, under the lock, by whoever is first. */
+        if (!exec(p, "BEGIN; SELECT pg_advisory_xact_lock(7220400)", NULL, why, why_len) ||
+            (version = schema_version(p, why, why_len)) < 0 ||
+            (version == 1 && !exec(p, schema_v2, NULL, why, why_len)) ||
+            !exec(p, "COMMIT", NULL, why, why_len)) {
+            PQclear(PQexec(p->conn, "ROLLBACK"));
+            return ST_EIO;
+        }
+        version = version == 1 ? 2 : version;
     }
     if (version > PG_SCHEMA_VERSION) {
         snprintf(why, why_len,

@@ -91,10 +91,23 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     [PG_BEGIN] = "BEGIN",
     [PG_COMMIT] = "COMMIT",
     [PG_ROLLBACK] = "ROLLBACK",
-    /* The announcement's own transaction, after the batch's: its commit need not wait
-     * for the WAL's flush (nothing in it is data), so the lock PostgreSQL holds on the
-     * notification queue from before a notifying commit until after it is held briefly. */
-    [PG_ASYNC] = "SELECT set_config('synchronous_commit', 'off', true)",
+    /* The same in a transaction of its own after the batch's COMMIT (the implicit one
+     * the Sync ends), whose commit need not wait for the WAL's flush (nothing in it is
+     * data): the lock PostgreSQL holds on the notification queue from before a
+     * notifying commit until after it is then held briefly. */
+    [PG_NOTIFY_AFTER] = "SELECT count(pg_notify('gw_feed', x)) FROM"
+                        " (SELECT set_config('synchronous_commit', 'off', true)) s,"
+                        " unnest($1::text[]) AS x",
+    /* The batch's row(s) of the change log (store_pg_feed.c reads them back), the last
+     * statement of its transaction: the sequence is drawn once its locks are held. */
+    [PG_LOG] = "INSERT INTO gw.changes (body) SELECT x FROM unnest($1::text[]) AS x",
+    /* Rows of the change log older than the window ($1: ms since the epoch) go; the
+     * greatest xid gone is kept, so that a listener whose position is older knows that
+     * it cannot catch up from the log. At most 10,000 rows a time. */
+    [PG_PRUNE] = "WITH d AS (DELETE FROM gw.changes WHERE ctid = ANY(ARRAY("
+                 " SELECT ctid FROM gw.changes WHERE at_ms < $1::int8 LIMIT 10000)) RETURNING xid)"
+                 " UPDATE gw.changes_pruned SET xid = greatest(xid, (SELECT max(xid) FROM d))"
+                 " WHERE EXISTS (SELECT 1 FROM d) RETURNING 1",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -120,7 +133,9 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_BEGIN] = "gw_begin",
     [PG_COMMIT] = "gw_commit",
     [PG_ROLLBACK] = "gw_rollback",
-    [PG_ASYNC] = "gw_async",
+    [PG_NOTIFY_AFTER] = "gw_notify_after",
+    [PG_LOG] = "gw_log",
+    [PG_PRUNE] = "gw_prune",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

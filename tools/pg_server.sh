@@ -138,9 +138,10 @@ start() { # DIR
   exit 1
 }
 
-server_opts() { # DIR PORT (PG_MAX_CONNECTIONS: more clients, for pgbench at 1,024)
+server_opts() { # DIR PORT (PG_MAX_CONNECTIONS: more clients, for pgbench at 1,024;
+              # PG_EXTRA_OPTS: more -c settings, for benchmarks)
   echo "-p $2 -k $1 -c listen_addresses=127.0.0.1 -c max_connections=${PG_MAX_CONNECTIONS:-200}" \
-       "-c shared_buffers=128MB -c max_wal_size=1GB -c log_min_messages=warning"
+       "-c shared_buffers=128MB -c max_wal_size=1GB -c log_min_messages=warning ${PG_EXTRA_OPTS:-}"
 }
 
 pgctl() { # DIR ARGS...

@@ -57,7 +57,8 @@ typedef struct gw_groups_figs {
     uint64_t pushes;                                     /* messages fanned out (encoded once) */
     uint64_t held, hole_reads, hole_msgs, hole_notifies; /* pushes in mid order */
     uint64_t resyncs;                                    /* the registry read again */
-    uint64_t ack_writes, ack_entries;                    /* ack batches and entries persisted */
+    uint64_t resync_reads; /* ... with these reads (a user's groups, a group's last mid) */
+    uint64_t ack_writes, ack_entries; /* ack batches and entries persisted */
 } gw_groups_figs;
 
 /* The registry, the pushes and the coalescer of one service thread, made together (they

@@ -83,6 +83,7 @@ static void group_reread(gw_job *j)
 
 static void reread(gw_registry *reg, const char *id, bool user, gw_job_fn done)
 {
+    gw_registry_groups(reg)->figs.resync_reads++;
     resync_read *r = calloc(1, sizeof(*r));
     if (!r) {
         resync_failed(reg);

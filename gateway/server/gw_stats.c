@@ -427,9 +427,19 @@ static void snapshot(gw_server *srv, table *t)
       "Changes dropped because the service thread fell behind (a resync replaced them)",
       all.feed_dropped);
     C("cluster", "feed_reconnects", "gw_feed_reconnects_total",
-      "Times the listener connected (each followed by a resync)", st.feed_resyncs);
+      "Times the listener connected (each followed by a catch-up)", st.feed_connects);
+    C("cluster", "catch_ups", "gw_catch_ups_total",
+      "Catch-ups by position from the change log (one statement each)", st.feed_catch_ups);
+    C("cluster", "catch_up_rows", "gw_catch_up_rows_total", "Change log rows those catch-ups read",
+      st.feed_catch_up_rows);
+    C("cluster", "catch_up_changes", "gw_catch_up_changes_total",
+      "Changes in those rows, applied like announcements", st.feed_catch_up_changes);
     C("cluster", "resyncs", "gw_resyncs_total",
-      "Times this gateway read again what concerns its online users", ng->resyncs);
+      "Times this gateway read again what concerns its online users (no position to catch up "
+      "from)",
+      ng->resyncs);
+    C("cluster", "resync_reads", "gw_resync_reads_total",
+      "Reads those resyncs made: one per online user and one per online group", ng->resync_reads);
     C("cluster", "announcements", "gw_feed_announcements_total",
       "Announcements this gateway's commits made", st.feed_announced);
     C("cluster", "hints", "gw_feed_hints_total",

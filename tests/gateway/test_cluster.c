@@ -617,7 +617,10 @@ static void admin_url(const char *url, char *out, size_t n, char *db, size_t db_
     snprintf(out, n, "%.*s/postgres%s", (int)(slash - url), url, q ? q : "");
 }
 
-Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 120)
+/* While a node's listener is away, the others' announcements are lost to it; when it
+ * listens again it reads the change log from its position: one statement, the rows
+ * written meanwhile, and not a read per online user. */
+Test(cluster, a_node_whose_listener_was_away_catches_up_by_position, .timeout = 120)
 {
     pgfx_need(PGFX_ONLY);
     static const char *const named[] = {"--node", "node-b", NULL};
@@ -625,17 +628,23 @@ Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 12
     gwfx_start_beside(&fb, &fa, named);
     gwc_conn *s = gwfx_login(&fa, "alice", NULL);
     gwc_conn *r = gwfx_login(&fb, "carol", NULL);
+    gwc_conn *r2 = gwfx_login(&fa, "carol", NULL); /* carol's other device, on A */
     gwfx_join(s, "log");
     gwfx_join(r, "log");
+    gwfx_join(s, "side");
     gwfx_send_msg(s, "log", "first", "before");
     holder h;
     holder_init(&h, r, 30);
     take(&h, GWFX_WAIT);
     cr_assert_eq(h.watermark, 1);
+    double resyncs = watch_stat(&fb, "cluster.resyncs");
+    double reads = watch_stat(&fb, "cluster.resync_reads");
+    double caught = watch_stat(&fb, "cluster.catch_ups");
     /* Node B's listener is cut off, and cannot come back until the database takes new
      * connections again; node A's connection stays, and it stores 20 messages meanwhile,
-     * whose announcements B never gets. No message follows them to show B a hole: only
-     * its resync, when it listens again, can. */
+     * whose announcements B never gets, and carol, on A, joins a group and acks. No
+     * message follows them to show B a hole: only its catch-up, when it listens again,
+     * can. */
     char admin[400], db[128], sql[600];
     admin_url(fa.store_url, admin, sizeof(admin), db, sizeof(db));
     snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
@@ -649,15 +658,36 @@ Test(cluster, a_node_whose_listener_was_away_reads_what_it_missed, .timeout = 12
         snprintf(cid, sizeof(cid), "m%d", i);
         gwfx_send_msg(s, "log", cid, "while B was not listening");
     }
+    pr_event ev;
+    while (gwc_next(r2, 300, &ev) == 0) /* the pushes of log carol's device on A got */
+        ;
+    gwfx_join(r2, "side");
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_ack ack = {sl("log"), 21};
+    pr_enc_ack(&sb, &ack, 1);
+    gwfx_send(r2, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    usleep(300 * 1000); /* the ack's coalescing delay */
     cr_assert(gwfx_quiet(r, 500), "B cannot know of them yet");
     snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", db);
     pgfx_scalar(admin, sql);
     take_until(&h, 21, 15000);
-    cr_assert_eq(h.watermark, 21, "pushed after the resync: up to %lu of 21",
+    cr_assert_eq(h.watermark, 21, "pushed after the catch-up: up to %lu of 21",
                  (unsigned long)h.watermark);
     cr_assert_eq(h.out_of_order, 0);
     cr_assert_eq(h.twice, 0);
-    cr_assert_geq(watch_stat(&fb, "cluster.resyncs"), 2, "B resynced when it listened again");
+    /* The join and the ack made on A reached B's registry too. */
+    await_group(r, "side", true, 0);
+    await_group(r, "log", true, 21);
+    uint64_t m = gwfx_send_msg(s, "side", "s1", "to the new member");
+    ev = gwfx_expect(r, PR_EV_MSG);
+    cr_assert(gwfx_slice_is(ev.gid, "side") && ev.msg.mid == m, "B pushes the joined group");
+    /* By position: one catch-up more, no resync, no read per user or group. */
+    cr_assert_eq(watch_stat(&fb, "cluster.catch_ups"), caught + 1);
+    cr_assert_geq(watch_stat(&fb, "cluster.catch_up_rows"), 22, "20 sends, a join, an ack");
+    cr_assert_eq(watch_stat(&fb, "cluster.resyncs"), resyncs, "no resync");
+    cr_assert_eq(watch_stat(&fb, "cluster.resync_reads"), reads);
     free(h.seen);
 }
 

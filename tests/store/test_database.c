@@ -433,6 +433,42 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
     free(url);
 }
 
+/* The previous release's database (schema version 1: no change log) opens with its data
+ * and is brought to version 2, whose change log every batch then writes. */
+Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
+{
+    pgfx_need(PGFX_ONLY);
+    char *url = fx_tmpdir();
+    st_store *s = fx_open(url, true);
+    cr_assert_eq(st_join_sync(s, st_id_str("g"), st_id_str("u"), NULL, NULL), 0);
+    uint64_t mid = 0;
+    for (int i = 1; i <= 3; i++) {
+        char cid[8];
+        snprintf(cid, sizeof(cid), "c%d", i);
+        cr_assert_eq(st_append_sync(s, st_id_str("g"), st_id_str("u"), st_id_str(cid), cid,
+                                    strlen(cid), &mid, NULL, NULL),
+                     0);
+    }
+    st_close(s);
+    /* Back to what version 1 was: exactly the schema of the release before. */
+    pgfx_scalar(url, "DROP TABLE gw.changes, gw.changes_pruned; DROP SEQUENCE gw.changes_seq;"
+                     "DELETE FROM gw.schema_version WHERE version = 2; SELECT 0");
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
+    s = fx_open(url, true);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 2);
+    cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,
+                 "the messages are kept");
+    cr_assert_eq(st_append_sync(s, st_id_str("g"), st_id_str("u"), st_id_str("c4"), "c4", 2, &mid,
+                                NULL, NULL),
+                 0);
+    cr_assert_eq(mid, 4, "mids go on from the stored ones");
+    cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.changes WHERE body LIKE '%h g 4 0%'"), 1,
+                 "the batch wrote its row of the change log");
+    st_close(s);
+    fx_rmtree(url);
+    free(url);
+}
+
 Test(database, refused_at_open_with_a_reason)
 {
     pgfx_need(PGFX_ONLY);

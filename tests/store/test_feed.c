@@ -145,23 +145,74 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     free(where);
 }
 
-Test(feed, a_listener_that_lost_its_connection_says_resync, .timeout = 60)
+/* where with its database changed to postgres (where a test may alter the database);
+ * db gets the database's name. */
+static void admin_url(const char *where, char *out, size_t n, char *db, size_t db_n)
+{
+    const char *slash = strrchr(where, '/');
+    const char *q = strchr(slash, '?');
+    size_t len = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
+    snprintf(db, db_n, "%.*s", (int)len, slash + 1);
+    snprintf(out, n, "%.*s/postgres%s", (int)(slash - where), where, q ? q : "");
+}
+
+/* A listener that lost its connection reads, when it is back, the change log from its
+ * position: what was announced meanwhile, without a RESYNC. */
+Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout = 60)
 {
     pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
     char *where = fx_tmpdir();
     static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
     st_store *b = open_listening(where, &h, "feed-test-2");
     await(&h, 1);
-    /* Its connection ended by the database (as a failover or an operator would). */
-    cr_assert_eq(pgfx_scalar(where,
+    cr_assert_eq(h.ch[0].kind, ST_CH_RESYNC, "the first connection: no position yet");
+    st_store *a = fx_open(where, true);
+    fx_join(a, "g", "alice");
+    await(&h, 2); /* heard as it came */
+    /* Its connection ended by the database (as a failover or an operator would), and
+     * none taken until the writes below are done. */
+    char admin[512], db[128], sql[600];
+    admin_url(where, admin, sizeof(admin), db, sizeof(db));
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
+    pgfx_scalar(admin, sql);
+    cr_assert_eq(pgfx_scalar(admin,
                              "SELECT count(pg_terminate_backend(pid)) FROM"
                              " pg_stat_activity WHERE application_name = 'gw-feed feed-test-2'"),
                  1);
-    await(&h, 2);
-    cr_assert_eq(h.ch[1].kind, ST_CH_RESYNC);
+    uint64_t mid = 0, ts = 0;
+    bool dup = false;
+    cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
+                                &mid, &ts, &dup),
+                 0);
+    st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
+    size_t applied = 0;
+    cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
+    cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
+    usleep(300 * 1000);
+    cr_assert_eq(count(&h), 2, "nothing heard while away");
+    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", db);
+    pgfx_scalar(admin, sql);
+    /* From the position of the first connection: the join again (a listener takes a
+     * change twice without harm), the message as a hint (its record is in the table),
+     * the ack, the leave, in commit order. */
+    await(&h, 6);
+    usleep(300 * 1000);
+    cr_assert_eq(count(&h), 6, "nothing more: %zu", count(&h));
+    cr_assert_eq(h.ch[2].kind, ST_CH_JOIN);
+    cr_assert_eq(h.ch[3].kind, ST_CH_MSG);
+    cr_assert_eq(h.ch[3].mid, mid);
+    cr_assert(!h.ch[3].has_record, "a hint: read it");
+    cr_assert_eq(h.ch[4].kind, ST_CH_ACK);
+    cr_assert_eq(h.ch[4].ack, mid);
+    cr_assert_eq(h.ch[5].kind, ST_CH_LEAVE);
     st_stats st;
     st_read_stats(b, &st);
-    cr_assert_eq(st.feed_resyncs, 2);
+    cr_assert_eq(st.feed_connects, 2);
+    cr_assert_eq(st.feed_resyncs, 1, "no RESYNC: caught up by position");
+    cr_assert_eq(st.feed_catch_ups, 1);
+    cr_assert_eq(st.feed_catch_up_rows, 4);
+    cr_assert_eq(st.feed_catch_up_changes, 4);
+    st_close(a);
     st_close(b);
     fx_rmtree(where);
     free(where);

@@ -246,13 +246,48 @@ w1() {
 # ---- W2: durable sends from senders on 1 or 3 nodes ------------------------------------
 # w2_once SENDERS NODES: one run. Sets W2_RATE (confirmed sends/s) and W2_PER (messages
 # per commit over the sending phase, all nodes: the deltas of /stats).
-w2_mark() { S0=$(sum_stats messages.sends) C0=$(sum_stats store.commits); }
+# What the nodes' store connections wait on: pg_stat_activity sampled every 10 ms over one
+# psql connection for the measured part (bounded: SECONDS*100 samples), one line a sample
+# and connection busy with a statement ("CPU" when it waits on nothing); the listeners
+# (gw-feed) and idle connections are left out. PostgreSQL's notify lock shows as
+# Lock:object, the WAL flush as IO:WALSync or LWLock:WALWrite, the standby as IPC:SyncRep.
+WAITS_PID=
+waits_start() { # OUT
+  local i
+  for ((i = 0; i < secs * 100; i++)); do
+    echo "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity"
+    echo " WHERE application_name LIKE 'gw %' AND state NOT IN ('idle') AND pid <> pg_backend_pid();"
+    echo "SELECT pg_sleep(0.01);" # prints an empty line, left out when counted
+  done | psql -qAt "${pg_url%/*}/$NODE_DB" -o "$1" >/dev/null 2>&1 &
+  WAITS_PID=$!
+  BENCH_PIDS+=("$WAITS_PID")
+}
+waits_stop() {
+  [ -n "$WAITS_PID" ] || return 0
+  kill "$WAITS_PID" 2>/dev/null || true
+  wait "$WAITS_PID" 2>/dev/null || true
+  bench_forget "$WAITS_PID"
+  WAITS_PID=
+}
+# waits_of SENDERS NODES: the wait events of every run of that case, as the mean number of
+# busy connections per sample, most first ("Lock:object 1.9, CPU 0.6, ...").
+waits_of() {
+  cat "$BENCH_WORK"/waits."$1.$2".* 2>/dev/null | awk '
+    $0 == "" { n++; next } { c[$0]++ }
+    END { if (!n) { print "n/a"; exit } for (e in c) printf "%.2f %s\n", c[e] / n, e }' |
+    sort -rn | head -6 | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1} END {print ""}'
+}
+w2_mark() {
+  S0=$(sum_stats messages.sends) C0=$(sum_stats store.commits)
+  waits_start "$BENCH_WORK/waits.$W2_TAG"
+}
 w2_once() {
   local n=$1 k=$2 s1 c1
-  W2_RATE=nan W2_PER=nan
+  W2_RATE=nan W2_PER=nan W2_TAG="$n.$k.$RANDOM"
   start_nodes "$k" || { stop_nodes; return 0; }
   run_load "w2 $n $k" w2_mark --url "$URLS" --sessions 0 --senders "$n" --own-groups \
     --window 1 --seconds "$secs" --sources 2 --server-pid "$PIDS"
+  waits_stop
   s1=$(sum_stats messages.sends) c1=$(sum_stats store.commits)
   stop_nodes
   W2_RATE=$(field "$OUT" confirmed_per_s)
@@ -280,6 +315,17 @@ w2() {
       a=$(med "${o[@]}")
       [ -n "$base" ] || base=$a
       row '| %d | %d | %.0f | %.1f | %s |\n' "$n" "$k" "$a" "$(med "${f[@]}")" "$(ratio "$a" "$base")"
+    done
+  done
+  echo
+  echo "What the nodes' store connections waited on (pg_stat_activity every 10 ms over the sending"
+  echo "phase of every run: the mean number of connections in each wait per sample, most first):"
+  echo
+  echo "| senders | nodes | wait events |"
+  echo "|---|---|---|"
+  for n in "${w2_senders[@]}"; do
+    for k in 1 "$multi"; do
+      echo "| $n | $k | $(waits_of "$n" "$k") |"
     done
   done
 }
