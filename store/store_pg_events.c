@@ -202,8 +202,8 @@ int pg_announce_send(pg *p, pg_announce *a, int *n_stmts, bool after)
 }
 
 /* Late payloads kept at most (about 8 MB): past it the oldest go, and the listeners of
- * other gateways learn of those messages when a later one in the group shows the hole,
- * or at their next resync. */
+ * other gateways learn of those messages from the change log (an 'r' line makes them
+ * catch up). */
 #define LATE_MAX 1024
 
 void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent)
@@ -214,7 +214,8 @@ void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent)
         p->resync_sent = false;
         for (size_t i = 0; i < p->late_sent; i++)
             pg_buf_free(&p->late[i]);
-        memmove(p->late, p->late + p->late_sent, (p->n_late - p->late_sent) * sizeof(*p->late));
+        if (p->late_sent) /* p->late may be NULL: none ever kept */
+            memmove(p->late, p->late + p->late_sent, (p->n_late - p->late_sent) * sizeof(*p->late));
         p->n_late -= p->late_sent;
         p->late_sent = 0;
         return;

@@ -33,8 +33,9 @@
  * 'r' line, maybe long after: that catch-up goes from the oldest position kept (about
  * nine minutes back), in case that batch was older than the newest.
  *
- * Trouble. The connection is made again at 1, 2, 4, then every 5 s after it is lost,
- * and catches up each time it is up again. The server keeps every notification until its slowest
+ * Trouble. The connection is made again at 1, 2, 4, then every 5 s after it is lost
+ * (or after a check went unanswered for 10 s: a link that is gone without a word), and
+ * catches up each time it is up again. The server keeps every notification until its slowest
  * listener has read it, in a queue of bounded size whose filling stalls every writer's COMMIT. This
  * thread reads whatever comes at once (the gateway bounds what it keeps, see gw_feed.c),
  * so it is never the slow one. Another listener may be (a gateway that stopped: SIGSTOP,
@@ -54,10 +55,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_CHANGES 1024 /* changes in one payload (lines of 8 bytes at the least) */
-#define CHECK_MS 2000    /* queue usage and laggards */
-#define LAGGARD_SEEN 3   /* consecutive checks blocked before a listener is ended */
-#define CONNECT_MS 10000 /* one attempt to connect, all hosts */
+#define MAX_CHANGES 1024      /* changes in one payload (lines of 8 bytes at the least) */
+#define CHECK_MS 2000         /* queue usage and laggards */
+#define CHECK_ANSWER_MS 10000 /* a check not answered by then: the connection is dropped */
+#define LAGGARD_SEEN 3        /* consecutive checks blocked before a listener is ended */
+#define CONNECT_MS 10000      /* one attempt to connect, all hosts */
 #define MAX_LAGGARDS 64
 #define KEEP_EVERY_MS 10000 /* a position kept from the checks */
 #define SETTLE_MS 30000     /* ... usable once the connection stayed up that long after it */
@@ -80,6 +82,7 @@ struct pg_feed {
     char app[80];
     PGconn *conn;
     bool querying;     /* a check is under way */
+    uint64_t asked_at; /* monotonic ms: when it was sent */
     uint64_t check_at; /* monotonic ms */
     int seen_pid[MAX_LAGGARDS], seen_n[MAX_LAGGARDS], n_seen;
     st_change ch[MAX_CHANGES];
@@ -398,7 +401,17 @@ static void *feed_main(void *arg)
         uint64_t now = st_mono_ms();
         if (!f->querying && now >= f->check_at) {
             check(f);
+            f->asked_at = now;
             f->check_at = now + CHECK_MS;
+        }
+        /* A check unanswered that long: the link is gone without a word (a partition
+         * whose TCP keepalives something in between answers, a hung server). Connect
+         * again, and catch up. */
+        if (f->querying && now >= f->asked_at + CHECK_ANSWER_MS) {
+            snprintf(f->why, sizeof(f->why), "the check was not answered in %d s",
+                     CHECK_ANSWER_MS / 1000);
+            drop(f);
+            continue;
         }
         if (PQflush(f->conn) < 0) {
             drop(f);

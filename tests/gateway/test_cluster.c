@@ -4,11 +4,13 @@
  * once per session; the same user on two nodes shares memberships and acks; a node killed
  * under load loses nothing confirmed, and its clients catch up on another node by pull;
  * the database's primary killed under load and its synchronous standby promoted loses
- * nothing confirmed either, nor do failovers that Patroni makes by itself.
+ * nothing confirmed either, nor do failovers that Patroni makes by itself; a node cut
+ * from the database for 30 s keeps its sessions and catches up by position after.
  */
 #include "gwfx.h"
 #include "pgfx.h"
 #include "tclock.h"
+#include "tproxy.h"
 #include "watch.h"
 
 #include <criterion/criterion.h>
@@ -26,9 +28,12 @@ static pgfx_pair pair;
 
 static pgfx_ha ha;
 static pgfx_server own;
+static tproxy *proxy;
 
 static void teardown(void)
 {
+    tproxy_stop(proxy);
+    proxy = NULL;
     gwfx_cleanup(&fc);
     gwfx_cleanup(&fb);
     gwfx_cleanup(&fa);
@@ -605,6 +610,91 @@ Test(cluster, automatic_failover_under_load_loses_nothing, .timeout = 400)
     cr_assert_eq(h.watermark, (uint64_t)n, "the receiver has %lu of %d", (unsigned long)h.watermark,
                  n);
     expect_each_once(&h, r, (uint64_t)n, "a resend was stored again, or one was lost");
+}
+
+/* The partition's moves: the link of node B to the database cut once 100 messages are
+ * confirmed, healed 30 s later; the sending goes on until 100 more are confirmed after. */
+typedef struct cut_moves {
+    long cut_ms, healed_ms;
+    int at_heal;
+    gwc_conn *other; /* on A: sends to the group of B's second member while B is cut */
+    int other_sent;
+} cut_moves;
+
+static int cut_move(int confirmed, void *ud)
+{
+    cut_moves *m = ud;
+    usleep(20 * 1000); /* a human pace: 50 a second at most */
+    if (!m->cut_ms && confirmed >= 100) {
+        tproxy_cut(proxy, true);
+        m->cut_ms = tclock_ms();
+    } else if (m->cut_ms && !m->healed_ms && tclock_ms() - m->cut_ms >= 30000) {
+        tproxy_cut(proxy, false);
+        m->healed_ms = tclock_ms();
+        m->at_heal = confirmed;
+    }
+    /* Meanwhile node A goes on: its messages to "side" reach B's member only by B's
+     * catch-up, since B's listener hears nothing while cut. */
+    if (m->cut_ms && !m->healed_ms && m->other_sent < 20 && tclock_ms() - m->cut_ms >= 2000) {
+        char cid[16];
+        snprintf(cid, sizeof(cid), "o%d", ++m->other_sent);
+        gwfx_send_msg(m->other, "side", cid, "while B was cut off");
+    }
+    return m->healed_ms ? m->at_heal + 100 : confirmed + 100;
+}
+
+/* A network partition between node B and the database (a TCP proxy that drops nothing
+ * and passes nothing), 30 s long, while B's sessions keep sending. */
+Test(cluster, a_node_cut_from_the_database_keeps_its_sessions_and_loses_nothing, .timeout = 240)
+{
+    pgfx_need(PGFX_ONLY);
+    static const char *const unlimited[] = {"--rate-sends", "0", "--node", "node-b", NULL};
+    gwfx_start(&fa, NULL);
+    /* B reaches the database through the proxy: the same URL with the proxy's port. */
+    const char *at = strstr(fa.store_url, "127.0.0.1:");
+    cr_assert_not_null(at, "a TCP URL: %s", fa.store_url);
+    proxy = tproxy_start(atoi(at + strlen("127.0.0.1:")));
+    cr_assert_not_null(proxy);
+    const char *rest = strchr(at + strlen("127.0.0.1:"), '/');
+    char url[600];
+    snprintf(url, sizeof(url), "%.*s127.0.0.1:%d%s", (int)(at - fa.store_url), fa.store_url,
+             tproxy_port(proxy), rest);
+    gwfx_start_on(&fb, url, unlimited);
+    gwc_conn *s = gwfx_login(&fb, "alice", NULL); /* sends through the cut node */
+    gwc_conn *r = gwfx_login(&fa, "carol", NULL);
+    gwc_conn *d = gwfx_login(&fb, "dave", NULL); /* on the cut node, in "side" */
+    gwc_conn *o = gwfx_login(&fa, "erin", NULL); /* sends to "side" from A */
+    gwfx_join(s, "log");
+    gwfx_join(r, "log");
+    gwfx_join(d, "side");
+    gwfx_join(o, "side");
+    holder h, hd;
+    holder_init(&h, r, SEND_MAX);
+    holder_init(&hd, d, 64);
+    double resyncs = watch_stat(&fb, "cluster.resyncs");
+    double caught = watch_stat(&fb, "cluster.catch_ups");
+    cut_moves m = {.other = o};
+    int n = 300;
+    int refused = send_through(s, &h, &n, HA_WINDOW, cut_move, &m);
+    cr_assert(m.healed_ms, "the link was cut and healed");
+    cr_log_info("partition: cut for %ld ms; %d sends refused (unavailable) and sent again with "
+                "the same cid; %d messages; %d sent from A meanwhile",
+                m.healed_ms - m.cut_ms, refused, n, m.other_sent);
+    cr_assert_gt(refused, 0, "sends during the cut were refused, not left unanswered");
+    /* Every confirmed message is there, once, with a dense mid; A's member has each. */
+    take_until(&h, (uint64_t)n, 20000);
+    cr_assert_eq(h.watermark, (uint64_t)n, "the receiver has %lu of %d", (unsigned long)h.watermark,
+                 n);
+    expect_each_once(&h, r, (uint64_t)n, "a resend was stored again, or one was lost");
+    /* B's member of "side" got what A stored while B was cut, by B's catch-up by position
+     * (the session stayed open all along). */
+    take_until(&hd, (uint64_t)m.other_sent, 20000);
+    cr_assert_eq(hd.watermark, (uint64_t)m.other_sent, "B's member has %lu of %d",
+                 (unsigned long)hd.watermark, m.other_sent);
+    cr_assert_eq(hd.twice, 0);
+    cr_assert_geq(watch_stat(&fb, "cluster.catch_ups"), caught + 1, "B caught up by position");
+    cr_assert_eq(watch_stat(&fb, "cluster.resyncs"), resyncs, "and did not reread its users");
+    free(hd.seen); /* h's: expect_each_once */
 }
 
 /* url with its database changed to postgres (where a test may alter the database). */
