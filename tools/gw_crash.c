@@ -27,11 +27,16 @@
  * receivers pull after their stored ack. --kill primary (--pg-dir the primary's folder,
  * --pg-standby-dir its synchronous standby's, --store their tools/pg_server.sh
  * multi-url) kills the primary at each kill, promotes the standby, and once every node
- * takes writes again rejoins the old primary as the new standby.
+ * takes writes again rejoins the old primary as the new standby. --failovers F
+ * (--ha-dir DIR: a cluster of tools/pg_server.sh ha-up, --store its URL) interleaves F
+ * automatic failovers with the node kills of --kill gw: the leader's postmaster and its
+ * Patroni are killed and nothing else is done: Patroni promotes the replica by itself,
+ * the nodes find it by the URL, and the old leader comes back as its replica (waited for
+ * under the load before the next kill of any kind).
  *
  *   gw_crash --gw build/gw [--kills 20] [--senders 3] [--receivers 3] [--seed N]
  *            [--store URL [--nodes N] [--kill gw|db|primary --pg-dir DIR
- *            [--pg-standby-dir DIR2]]]
+ *            [--pg-standby-dir DIR2]] [--failovers F --ha-dir DIR]]
  */
 #include "gw_crash.h"
 #include "gwc.h"
@@ -91,6 +96,8 @@ typedef struct opts {
     bool kill_primary;          /* fail the primary over to its standby */
     const char *pg_dir;         /* its tools/pg_server.sh folder (the primary's, at first) */
     const char *pg_standby_dir; /* the synchronous standby's */
+    int failovers;              /* automatic failovers among the node kills */
+    const char *ha_dir;         /* their cluster's tools/pg_server.sh ha-up folder */
 } opts;
 
 static opts o = {.kills = 20, .senders = 3, .receivers = 3, .nodes = 1};
@@ -100,6 +107,7 @@ static bool cluster; /* clients keep themselves connected (several nodes, or fai
 static uint64_t *confirmed_mid[64];
 static uint8_t *sent_via[64];    /* cid (per sender) -> the node it was last sent through */
 static uint64_t n_confirmed[64]; /* confirmed cids of each sender, counted as they come */
+static uint64_t top_cid[64];     /* the highest cid of each sender confirmed */
 static uint64_t n_refused;       /* sends answered with an error (then resent) */
 static uint64_t n_cross;         /* first deliveries that were pushes from another node */
 static uint64_t n_disorder;      /* pushes whose mid was not above the session's last push */
@@ -240,6 +248,8 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         if (!prev)
             n_confirmed[s]++;
         confirmed_mid[s][cid] = ev->mid;
+        if (cid > top_cid[s])
+            top_cid[s] = cid;
         break;
     }
     case PR_EV_MSG:
@@ -558,6 +568,56 @@ static void fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *
            (double)(now_ms() - back) / 1000);
 }
 
+/* An automatic failover (Patroni): the leader killed, nothing else done; then, once
+ * every node takes writes again, the old leader back as the replica, all under the load. */
+static uint64_t ha_times[1000];
+static int n_ha;
+
+static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
+{
+    char cmd[900];
+    uint64_t after[64];
+    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-kill-leader '%s' >/dev/null", tools_dir,
+             o.ha_dir);
+    traffic_during(cmd, ctx, cs, n, sb); /* it returns once the postmaster is gone */
+    /* Writes are back when each sender has a message confirmed that it sent after the
+     * kill (what was in flight then may have been committed before it). */
+    uint64_t t0 = now_ms();
+    for (int s = 0; s < o.senders; s++)
+        after[s] = cs[s].next_cid;
+    for (uint64_t until = t0 + 120000, probe = 0;;) {
+        one_round(ctx, cs, n, sb);
+        if (now_ms() < probe)
+            continue;
+        probe = now_ms() + 200;
+        bool back = true;
+        for (int s = 0; s < o.senders; s++)
+            back &= top_cid[s] >= after[s];
+        for (int d = 0; d < o.nodes && back; d++)
+            back &= node_healthz(d) == 200;
+        if (back)
+            break;
+        if (now_ms() > until)
+            die("%s", "the nodes did not take writes again within 120 s of the leader's kill");
+    }
+    uint64_t back = now_ms();
+    ha_times[n_ha++] = back - t0;
+    if (back - t0 > worst_outage_ms)
+        worst_outage_ms = back - t0;
+    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-wait '%s' 120 >/dev/null", tools_dir,
+             o.ha_dir);
+    traffic_during(cmd, ctx, cs, n, sb);
+    printf("gw_crash: automatic failover %d: writes back on every node %.1f s after the "
+           "leader's kill, the old leader back as the replica %.1f s later\n",
+           no, (double)(back - t0) / 1000, (double)(now_ms() - back) / 1000);
+}
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -572,6 +632,8 @@ int main(int argc, char **argv)
         {"pg-dir", required_argument, 0, 'P'},
         {"nodes", required_argument, 0, 'n'},
         {"pg-standby-dir", required_argument, 0, 'B'},
+        {"failovers", required_argument, 0, 'F'},
+        {"ha-dir", required_argument, 0, 'H'},
         {0, 0, 0, 0},
     };
     o.seed = (unsigned)time(NULL);
@@ -596,6 +658,8 @@ int main(int argc, char **argv)
             break;
         case 'P': o.pg_dir = optarg; break;
         case 'B': o.pg_standby_dir = optarg; break;
+        case 'F': o.failovers = atoi(optarg); break;
+        case 'H': o.ha_dir = optarg; break;
         case 'h':
             printf("usage: gw_crash --gw PATH [--kills N] [--senders N] [--receivers N] "
                    "[--seed N]\n"
@@ -609,7 +673,10 @@ int main(int argc, char **argv)
                    "                of killing the gateway; DIR is its tools/pg_server.sh folder\n"
                    "  --kill primary  kill the primary (DIR), promote its synchronous standby\n"
                    "                (DIR2), rejoin the old one as the new standby; each kill is\n"
-                   "                a failover. URL: tools/pg_server.sh multi-url DIR DIR2 DB\n");
+                   "                a failover. URL: tools/pg_server.sh multi-url DIR DIR2 DB\n"
+                   "  --failovers F --ha-dir DIR  F automatic failovers (Patroni: the leader\n"
+                   "                killed, nothing else done) among the node kills; DIR is a\n"
+                   "                tools/pg_server.sh ha-up folder, URL its ha-url\n");
             return 0;
         default: return 2;
         }
@@ -623,6 +690,12 @@ int main(int argc, char **argv)
                         "--pg-dir DIR and --pg-standby-dir DIR2\n");
         return 2;
     }
+    if (o.failovers && (!o.store || !o.ha_dir || o.kill_db || o.kill_primary ||
+                        o.failovers > 1000)) {
+        fprintf(stderr, "gw_crash: --failovers F (at most 1000) needs --store URL and --ha-dir "
+                        "DIR, with --kill gw\n");
+        return 2;
+    }
     if (o.nodes < 1 || o.nodes > MAX_NODES || (o.nodes > 1 && !o.store)) {
         fprintf(stderr, "gw_crash: --nodes 1-%d; more than one needs --store URL\n", MAX_NODES);
         return 2;
@@ -633,7 +706,7 @@ int main(int argc, char **argv)
                         "receivers 1-64 (see --help)\n");
         return 2;
     }
-    cluster = o.nodes > 1 || o.kill_primary;
+    cluster = o.nodes > 1 || o.kill_primary || o.failovers;
     pg_primary = o.pg_dir;
     pg_standby = o.pg_standby_dir;
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen */
@@ -686,7 +759,16 @@ int main(int argc, char **argv)
                o.seed, o.senders, o.receivers, o.kills, o.kill_db ? "database" : "gateway",
                o.store ? "PostgreSQL" : "RocksDB", dir);
 
-    for (int kill_no = 1; kill_no <= o.kills; kill_no++) {
+    /* The failovers spread evenly among the kills: event e (0-based) of kills + failovers
+     * is a failover when it passes the next multiple. */
+    for (int e = 0, kill_no = 0, fo_no = 0; e < o.kills + o.failovers; e++) {
+        int total = o.kills + o.failovers;
+        if (o.failovers && (e + 1) * o.failovers / total > e * o.failovers / total) {
+            traffic(ctx, cs, n, 200 + (uint64_t)(rand() % 1300), &sb);
+            ha_fail_over(++fo_no, ctx, cs, n, &sb);
+            continue;
+        }
+        kill_no++;
         traffic(ctx, cs, n, 200 + (uint64_t)(rand() % 1300), &sb);
         if (o.kill_primary) {
             fail_over(kill_no, ctx, cs, n, &sb);
@@ -791,8 +873,17 @@ int main(int argc, char **argv)
         printf("gw_crash: at most %.1f s from a kill of the primary until every node took "
                "writes again\n",
                (double)worst_outage_ms / 1000);
+    if (n_ha) {
+        qsort(ha_times, (size_t)n_ha, sizeof(ha_times[0]), by_u64);
+        printf("gw_crash: %d automatic failovers: from the leader's kill to writes on every "
+               "node, median %.1f s, worst %.1f s\n",
+               n_ha, (double)ha_times[n_ha / 2] / 1000, (double)ha_times[n_ha - 1] / 1000);
+    }
+    char also[64] = "";
+    if (o.failovers)
+        snprintf(also, sizeof(also), ", %d automatic failovers", n_ha);
     if (cluster)
-        printf("gw_crash: confirmed %lu messages (last mid %lu), %d nodes, %d %s, %lu sends "
+        printf("gw_crash: confirmed %lu messages (last mid %lu), %d nodes, %d %s%s, %lu sends "
                "refused and resent, %lu re-deliveries absorbed by dedup, %lu pushes across "
                "nodes, %lu pushes out of order, %lu notifies, %lu reconnects, %.1f s, "
                "losses %lu\n",
@@ -800,6 +891,7 @@ int main(int argc, char **argv)
                o.kill_primary ? "failovers"
                : o.kill_db    ? "database restarts"
                               : "node kills",
+               also,
                (unsigned long)n_refused, (unsigned long)dups, (unsigned long)n_cross,
                (unsigned long)n_disorder, (unsigned long)n_notifies, (unsigned long)n_reconnects,
                secs, (unsigned long)losses);

@@ -102,7 +102,7 @@ bool node_start(int i)
                                 "--data",
                                 data,
                                 "--log-level",
-                                "1",
+                                "2", /* info: a failure's log says what the node did */
                                 "--ack-flush-ms",
                                 "200",
                                 "--rate-sends",
@@ -126,7 +126,8 @@ bool node_start(int i)
     if (pid < 0)
         return false;
     nodes[i].pid = pid;
-    for (int t = 0; t < 400; t++) {
+    /* 60 s: a start during a failover waits for the database's connect timeouts. */
+    for (int t = 0; t < 2400; t++) {
         FILE *f = fopen(pf, "r");
         int port = 0;
         if (f && fscanf(f, "%d", &port) == 1 && port > 0) {

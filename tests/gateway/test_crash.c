@@ -2,7 +2,8 @@
  * SIGKILL five times under senders and receivers (on the suite's backend); on PostgreSQL
  * also the database, restarted with pg_ctl restart -m immediate three times under a
  * gateway that keeps running; a cluster of three nodes of which one at random is killed
- * six times; and two failovers of a primary to its synchronous standby under two nodes.
+ * six times; two failovers of a primary to its synchronous standby under two nodes; and
+ * node kills with automatic failovers (Patroni) between them, under three nodes.
  * Nothing confirmed may be lost, duplicated or reordered, and stored acks stay within the
  * flush window. */
 #include "gwfx.h"
@@ -131,6 +132,35 @@ Test(crash, two_failovers_of_the_primary_lose_nothing, .fini = stop_pair, .timeo
      * (which the harness does not update) says. */
     cr_assert_eq(figure(last, " failovers"), 2, "%s", last);
     /* The failovers landed under load: writes in flight were refused and sent again. */
+    cr_assert_gt(figure(last, " sends refused"), 0, "%s", last);
+    cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
+    free(url);
+}
+
+/* Patroni over etcd: stopped by the fini also after a failed assertion. */
+static pgfx_ha ha;
+
+static void stop_ha(void)
+{
+    pgfx_ha_cleanup(&ha);
+}
+
+Test(crash, node_kills_and_automatic_failovers_under_three_nodes_lose_nothing, .fini = stop_ha,
+     .timeout = 400)
+{
+    if (!pgfx_on())
+        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
+#ifdef GW_TEST_SANITIZED
+    cr_skip_test("the normal build's PostgreSQL pass runs it (each failover waits seconds)");
+#endif
+    pgfx_ha_start(&ha);
+    char *url = pgfx_ha_db_new(&ha);
+    char extra[1200], last[512];
+    snprintf(extra, sizeof(extra), "--nodes 3 --kills 4 --failovers 2 --store '%s' --ha-dir %s",
+             url, ha.dir);
+    run(extra, last, sizeof(last));
+    cr_assert_eq(figure(last, " node kills"), 4, "%s", last);
+    cr_assert_eq(figure(last, " automatic failovers"), 2, "%s", last);
     cr_assert_gt(figure(last, " sends refused"), 0, "%s", last);
     cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
     free(url);

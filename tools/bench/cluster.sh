@@ -4,7 +4,7 @@
 # on this machine.
 #   tools/bench/cluster.sh [--runs N] [--seconds S] [--quick] [--raw FILE] [--nodes "1 2 3"]
 #                          [--members M] [--senders "3 64"] [--idle-sessions N]
-#                          [--idle-window S] [w1] [w2] [w4]
+#                          [--idle-window S] [--before BIN] [w1] [w2] [w4] [w7]
 #   w1 fan-out: one group of M members (default 1,000) whose sessions are spread evenly
 #      over 1, 2 and 3 nodes, one sender flat out on node 1: deliveries/s, server CPU per
 #      delivery (every node's process summed; the database server's beside it),
@@ -18,6 +18,11 @@
 #      per node (the open-files limit is per process), set up one node after the other:
 #      each node's RSS per session and open files, idle CPU over --idle-window seconds
 #      (default 30: a whole ping period); beside 1 node holding one node's share.
+#   w7 catch-up after a failover: the idle sessions of W4 (plain ws://) over 3 nodes,
+#      settled 45 s, then the database restarted at once (every node's connections
+#      drop, as at a failover): per node, the seconds until it had caught up and the
+#      statements and rows that took; with --before BIN (an older build's gw) the same
+#      for it, side by side (a build that rereads every online user).
 # Every figure is the median of N runs (default 3 of 5 s; --quick: 1 run of 2 s and W4 at
 # 6,000 sessions). PostgreSQL 15 runs in a server of this script's own (tools/pg_server.sh,
 # 127.0.0.1), with a fresh database for each run; everything started is stopped on exit
@@ -27,7 +32,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tools/bench/lib.sh"
 
-runs=3 secs=5 rawlog=/dev/null members=1000 idle_n=50000 idle_win=30 work=()
+runs=3 secs=5 rawlog=/dev/null members=1000 idle_n=50000 idle_win=30 work=() before=
 node_counts=(1 2 3) w2_senders=(3 64)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,8 +45,9 @@ while [ $# -gt 0 ]; do
     --senders) read -ra w2_senders <<<"$2"; shift 2 ;;
     --idle-sessions) idle_n=$2; shift 2 ;;
     --idle-window) idle_win=$2; shift 2 ;;
-    w1|w2|w4) work+=("$1"); shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --before) before=$2; shift 2 ;;
+    w1|w2|w4|w7) work+=("$1"); shift ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -429,6 +435,94 @@ w4() {
     row '| %d | %d | load generators (gw_load x %d) | | | | | %.0f |\n' "$n" "$((per * n))" "$n" \
       "$(med ${lr[@]+"${lr[@]}"})"
     unset R M C F
+  done
+}
+
+# ---- W7: catch-up after a failover at idle sessions over 3 nodes -----------------------
+# w7_once BIN: writes $BENCH_WORK/w7.lines, a line per node: "seconds statements rows
+# catch_ups resyncs" (from the restart to the last read it made for it). False on failure.
+w7_once() {
+  local n=3 per=$((idle_n / 3)) k lp=() lg=() base=() c0=() hold ok=1 BENCH_TLS= GW_BIN=$1
+  local idle_win=45 # positions become usable 30 s after they are taken
+  : >"$BENCH_WORK/w7.lines"
+  start_nodes "$n" || ok=
+  [ -z "$ok" ] || w4_hold "$n" "$per" || ok=
+  if [ -n "$ok" ]; then
+    local r0=() k0=() s0=() w0=() last=() done_at=() prev=() t0 now i
+    for ((k = 0; k < n; k++)); do
+      local st
+      st=$(stats "${NODE_PORT[$k]}")
+      r0+=("$(jget store.reads <<<"$st")") s0+=("$(jget cluster.resyncs <<<"$st")")
+      k0+=("$(jget cluster.catch_ups <<<"$st" 2>/dev/null || echo 0)")
+      w0+=("$(jget cluster.catch_up_rows <<<"$st" 2>/dev/null || echo 0)")
+      prev+=("${r0[$k]}") done_at+=("") last+=("")
+    done
+    t0=$(date +%s.%N)
+    "$root/tools/pg_server.sh" restart-immediate "$pgdir" >/dev/null
+    # Each node: done once its listener is back, it caught up or resynced, and its
+    # reads have not moved for 2 s; its time is that of its last read (or the catch-up).
+    for ((i = 0; i < 1200; i++)); do
+      local all=1
+      now=$(date +%s.%N)
+      for ((k = 0; k < n; k++)); do
+        [ -z "${done_at[$k]}" ] || continue
+        local st rd kc rs fc
+        st=$(stats "${NODE_PORT[$k]}")
+        rd=$(jget store.reads <<<"$st") rs=$(jget cluster.resyncs <<<"$st")
+        kc=$(jget cluster.catch_ups <<<"$st" 2>/dev/null || echo 0)
+        fc=$(jget cluster.feed_connected <<<"$st")
+        if [ "$rd" != "${prev[$k]}" ] || { [ -z "${last[$k]}" ] && [ "$fc" = 1 ] &&
+          { [ "$kc" -gt "${k0[$k]}" ] || [ "$rs" -gt "${s0[$k]}" ]; }; }; then
+          prev[$k]=$rd last[$k]=$now
+        fi
+        if [ -n "${last[$k]}" ] && [ "$fc" = 1 ] && awk -v a="$now" -v b="${last[$k]}" 'BEGIN{exit !(a-b>=2)}'; then
+          done_at[$k]=${last[$k]}
+          awk -v t0="$t0" -v t="${last[$k]}" -v r="$((rd - r0[k]))" -v c="$((kc - k0[k]))"             -v w="$(($(jget cluster.catch_up_rows <<<"$st" 2>/dev/null || echo 0) - w0[k]))"             -v s="$((rs - s0[k]))" 'BEGIN{printf "%.2f %d %d %d %d\n", t-t0, r+c, w, c, s}'             >>"$BENCH_WORK/w7.lines"
+        else
+          all=
+        fi
+      done
+      [ -z "$all" ] || break
+      sleep 0.1
+    done
+    [ "$(wc -l <"$BENCH_WORK/w7.lines")" -eq "$n" ] || { say "w7: not every node caught up in 120 s"; ok=; }
+  fi
+  for ((k = 0; k < ${#lp[@]}; k++)); do
+    stop_srv "${lp[$k]}"
+  done
+  stop_nodes
+  [ -n "$ok" ]
+}
+
+w7() {
+  local b r k a c d e f
+  echo
+  echo "### W7 catch-up after a failover: $idle_n idle sessions over 3 nodes, the database restarted at once ($runs runs, median)"
+  echo
+  echo "Statements: what the node read to catch up (store reads and catch-up statements); rows: change log rows read."
+  echo
+  echo "| build | node | seconds from the restart to caught up | statements | change log rows | catch-ups by position | resyncs |"
+  echo "|---|---|---|---|---|---|---|"
+  local builds=("$root/build/gw")
+  [ -z "$before" ] || builds=("$before" "$root/build/gw")
+  for b in "${builds[@]}"; do
+    declare -A T=() S=() W=() C=() R=()
+    for ((r = 1; r <= runs; r++)); do
+      w7_once "$b" || { say "w7 $b, run $r failed"; continue; }
+      say "w7 $b, run $r: $(tr '\n' ';' <"$BENCH_WORK/w7.lines")"
+      echo "w7 $b $(tr '\n' ';' <"$BENCH_WORK/w7.lines")" >>"$rawlog"
+      k=0
+      while read -r a c d e f; do
+        T[$k]+=" $a" S[$k]+=" $c" W[$k]+=" $d" C[$k]+=" $e" R[$k]+=" $f"
+        k=$((k + 1))
+      done <"$BENCH_WORK/w7.lines"
+    done
+    for ((k = 0; k < 3; k++)); do
+      # shellcheck disable=SC2086
+      row '| %s | n%d | %.2f | %.0f | %.0f | %.0f | %.0f |\n' "$([ "$b" = "$before" ] && echo before || echo this)" \
+        "$((k + 1))" "$(med ${T[$k]:-})" "$(med ${S[$k]:-})" "$(med ${W[$k]:-})" "$(med ${C[$k]:-})" "$(med ${R[$k]:-})"
+    done
+    unset T S W C R
   done
 }
 
