@@ -13,7 +13,9 @@
 #      1-node maximum), the latency without the queues of a flat-out run.
 #   w2 durable sends (sync on), a group each, one send in flight: N senders (default 3,
 #      one per node, and 64) on 1 node and spread over 3 nodes, into one database:
-#      messages stored and confirmed per second, messages per commit (all nodes).
+#      messages stored and confirmed per second, messages per commit (all nodes), and
+#      what the nodes' store connections waited on (pg_stat_activity sampled); with
+#      --before BIN that build's runs take turns with this one's.
 #   w4 idle wss:// sessions (default 50,000) over 3 nodes, one load generator process
 #      per node (the open-files limit is per process), set up one node after the other:
 #      each node's RSS per session and open files, idle CPU over --idle-window seconds
@@ -47,7 +49,7 @@ while [ $# -gt 0 ]; do
     --idle-window) idle_win=$2; shift 2 ;;
     --before) before=$2; shift 2 ;;
     w1|w2|w4|w7) work+=("$1"); shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -289,7 +291,7 @@ w2_mark() {
 }
 w2_once() {
   local n=$1 k=$2 s1 c1
-  W2_RATE=nan W2_PER=nan W2_TAG="$n.$k.$RANDOM"
+  W2_RATE=nan W2_PER=nan W2_TAG="${W2_BUILD:-this}.$n.$k.$RANDOM"
   start_nodes "$k" || { stop_nodes; return 0; }
   run_load "w2 $n $k" w2_mark --url "$URLS" --sessions 0 --senders "$n" --own-groups \
     --window 1 --seconds "$secs" --sources 2 --server-pid "$PIDS"
@@ -301,37 +303,51 @@ w2_once() {
 }
 
 w2() {
-  local n k r a b
+  local n k r a bi
   local multi=${node_counts[-1]}
+  # With --before, that build and this one take turns, run by run, on the same server.
+  local builds=("$root/build/gw") names=(this)
+  [ -z "$before" ] || { builds=("$before" "$root/build/gw"); names=(before this); }
   echo
   echo "### W2 durable sends, sync on, senders on 1 node and over $multi nodes ($runs runs of ${secs} s, median)"
   echo
-  echo "| senders | nodes | sends stored and confirmed/s | messages per commit (all nodes) | ratio to 1 node |"
-  echo "|---|---|---|---|---|"
+  echo "| build | senders | nodes | sends stored and confirmed/s | messages per commit (all nodes) | ratio to 1 node |"
+  echo "|---|---|---|---|---|---|"
   for n in "${w2_senders[@]}"; do
-    local base=
-    for k in 1 "$multi"; do
-      local o=() f=()
-      for ((r = 1; r <= runs; r++)); do
-        w2_once "$n" "$k"
-        a=$W2_RATE b=$W2_PER
-        o+=("$a") f+=("$b")
-        say "w2 $n senders on $k nodes, run $r: $a/s ($b per commit)"
+    declare -A O=() F=()
+    for ((r = 1; r <= runs; r++)); do
+      for k in 1 "$multi"; do
+        for bi in "${!builds[@]}"; do
+          GW_BIN=${builds[$bi]} W2_BUILD=${names[$bi]} w2_once "$n" "$k"
+          O[$bi.$k]+=" $W2_RATE" F[$bi.$k]+=" $W2_PER"
+          say "w2 ${names[$bi]}: $n senders on $k nodes, run $r: $W2_RATE/s ($W2_PER per commit)"
+        done
       done
-      a=$(med "${o[@]}")
-      [ -n "$base" ] || base=$a
-      row '| %d | %d | %.0f | %.1f | %s |\n' "$n" "$k" "$a" "$(med "${f[@]}")" "$(ratio "$a" "$base")"
     done
+    for bi in "${!builds[@]}"; do
+      local base=
+      for k in 1 "$multi"; do
+        # shellcheck disable=SC2086
+        a=$(med ${O[$bi.$k]})
+        [ -n "$base" ] || base=$a
+        # shellcheck disable=SC2086
+        row '| %s | %d | %d | %.0f | %.1f | %s |\n' "${names[$bi]}" "$n" "$k" "$a" "$(med ${F[$bi.$k]})" \
+          "$(ratio "$a" "$base")"
+      done
+    done
+    unset O F
   done
   echo
   echo "What the nodes' store connections waited on (pg_stat_activity every 10 ms over the sending"
   echo "phase of every run: the mean number of connections in each wait per sample, most first):"
   echo
-  echo "| senders | nodes | wait events |"
-  echo "|---|---|---|"
+  echo "| build | senders | nodes | wait events |"
+  echo "|---|---|---|---|"
   for n in "${w2_senders[@]}"; do
-    for k in 1 "$multi"; do
-      echo "| $n | $k | $(waits_of "$n" "$k") |"
+    for bi in "${!builds[@]}"; do
+      for k in 1 "$multi"; do
+        echo "| ${names[$bi]} | $n | $k | $(waits_of "${names[$bi]}.$n" "$k") |"
+      done
     done
   done
 }
