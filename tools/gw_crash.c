@@ -690,8 +690,8 @@ int main(int argc, char **argv)
                         "--pg-dir DIR and --pg-standby-dir DIR2\n");
         return 2;
     }
-    if (o.failovers && (!o.store || !o.ha_dir || o.kill_db || o.kill_primary ||
-                        o.failovers > 1000)) {
+    if (o.failovers &&
+        (!o.store || !o.ha_dir || o.kill_db || o.kill_primary || o.failovers > 1000)) {
         fprintf(stderr, "gw_crash: --failovers F (at most 1000) needs --store URL and --ha-dir "
                         "DIR, with --kill gw\n");
         return 2;
@@ -891,8 +891,7 @@ int main(int argc, char **argv)
                o.kill_primary ? "failovers"
                : o.kill_db    ? "database restarts"
                               : "node kills",
-               also,
-               (unsigned long)n_refused, (unsigned long)dups, (unsigned long)n_cross,
+               also, (unsigned long)n_refused, (unsigned long)dups, (unsigned long)n_cross,
                (unsigned long)n_disorder, (unsigned long)n_notifies, (unsigned long)n_reconnects,
                secs, (unsigned long)losses);
     else
