@@ -519,6 +519,31 @@ static void kill_a_node(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
         die("a node did not start again (see %s)", node_log(d));
 }
 
+/* Under the load until writes are back after `since` (a kill, a promotion): every node
+ * answers /healthz with 200 and each sender has a message confirmed that it sent after
+ * this call (what was in flight before may have been committed before the kill). */
+static void await_writes(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb, const char *since)
+{
+    uint64_t after[64];
+    for (int s = 0; s < o.senders; s++)
+        after[s] = cs[s].next_cid;
+    for (uint64_t until = now_ms() + 120000, probe = 0;;) {
+        one_round(ctx, cs, n, sb);
+        if (now_ms() < probe)
+            continue;
+        probe = now_ms() + 200;
+        bool back = true;
+        for (int s = 0; s < o.senders; s++)
+            back &= top_cid[s] >= after[s];
+        for (int d = 0; d < o.nodes && back; d++)
+            back &= node_healthz(d) == 200;
+        if (back)
+            return;
+        if (now_ms() > until)
+            die("the nodes did not take writes again within 120 s of %s", since);
+    }
+}
+
 /* Failovers: which folder holds the primary now, and the worst time without writes. */
 static const char *pg_primary, *pg_standby;
 static uint64_t worst_outage_ms;
@@ -534,24 +559,8 @@ static void fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *
     snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' kill '%s' && '%s/pg_server.sh' promote '%s'",
              tools_dir, pg_primary, tools_dir, pg_standby);
     traffic_during(cmd, ctx, cs, n, sb);
-    uint64_t promoted = now_ms(), before[64];
-    for (int s = 0; s < o.senders; s++)
-        before[s] = n_confirmed[s];
-    for (uint64_t until = promoted + 120000, probe = 0;;) {
-        one_round(ctx, cs, n, sb);
-        if (now_ms() < probe)
-            continue;
-        probe = now_ms() + 200;
-        bool back = true;
-        for (int s = 0; s < o.senders; s++)
-            back &= n_confirmed[s] > before[s];
-        for (int d = 0; d < o.nodes && back; d++)
-            back &= node_healthz(d) == 200;
-        if (back)
-            break;
-        if (now_ms() > until)
-            die("%s", "the nodes did not take writes again within 120 s of the promotion");
-    }
+    uint64_t promoted = now_ms();
+    await_writes(ctx, cs, n, sb, "the promotion");
     uint64_t back = now_ms();
     if (back - t0 > worst_outage_ms)
         worst_outage_ms = back - t0;
@@ -576,30 +585,11 @@ static int n_ha;
 static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
 {
     char cmd[900];
-    uint64_t after[64];
     snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-kill-leader '%s' >/dev/null", tools_dir,
              o.ha_dir);
     traffic_during(cmd, ctx, cs, n, sb); /* it returns once the postmaster is gone */
-    /* Writes are back when each sender has a message confirmed that it sent after the
-     * kill (what was in flight then may have been committed before it). */
     uint64_t t0 = now_ms();
-    for (int s = 0; s < o.senders; s++)
-        after[s] = cs[s].next_cid;
-    for (uint64_t until = t0 + 120000, probe = 0;;) {
-        one_round(ctx, cs, n, sb);
-        if (now_ms() < probe)
-            continue;
-        probe = now_ms() + 200;
-        bool back = true;
-        for (int s = 0; s < o.senders; s++)
-            back &= top_cid[s] >= after[s];
-        for (int d = 0; d < o.nodes && back; d++)
-            back &= node_healthz(d) == 200;
-        if (back)
-            break;
-        if (now_ms() > until)
-            die("%s", "the nodes did not take writes again within 120 s of the leader's kill");
-    }
+    await_writes(ctx, cs, n, sb, "the leader's kill");
     uint64_t back = now_ms();
     ha_times[n_ha++] = back - t0;
     if (back - t0 > worst_outage_ms)
