@@ -94,6 +94,15 @@ int64_t pgfx_scalar(const char *url, const char *sql)
     return v;
 }
 
+void pgfx_admin_url(const char *url, char *out, size_t n, char *db, size_t db_n)
+{
+    const char *slash = strrchr(url, '/');
+    const char *q = strchr(slash, '?');
+    size_t len = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
+    snprintf(db, db_n, "%.*s", (int)len, slash + 1);
+    snprintf(out, n, "%.*s/postgres%s", (int)(slash - url), url, q ? q : "");
+}
+
 static void run(pgfx_server *s, const char *what)
 {
     char cmd[600];

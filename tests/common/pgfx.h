@@ -28,6 +28,9 @@ void pgfx_db_drop(const char *url);
 /* Runs one statement on the database at url; returns the first field of the first row
  * as a number (0 if none, or a statement without rows). Fails the test on error. */
 int64_t pgfx_scalar(const char *url, const char *sql);
+/* url with its database changed to postgres (where a test may alter url's database, or
+ * end its connections while it takes none); db gets url's database name. */
+void pgfx_admin_url(const char *url, char *out, size_t n, char *db, size_t db_n);
 
 /* A server of the test's own, in a folder of its own. */
 typedef struct pgfx_server {

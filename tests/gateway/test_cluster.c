@@ -697,16 +697,6 @@ Test(cluster, a_node_cut_from_the_database_keeps_its_sessions_and_loses_nothing,
     free(hd.seen); /* h's: expect_each_once */
 }
 
-/* url with its database changed to postgres (where a test may alter the database). */
-static void admin_url(const char *url, char *out, size_t n, char *db, size_t db_n)
-{
-    const char *slash = strrchr(url, '/');
-    const char *q = strchr(slash, '?');
-    size_t len = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
-    snprintf(db, db_n, "%.*s", (int)len, slash + 1);
-    snprintf(out, n, "%.*s/postgres%s", (int)(slash - url), url, q ? q : "");
-}
-
 /* While a node's listener is away, the others' announcements are lost to it; when it
  * listens again it reads the change log from its position: one statement, the rows
  * written meanwhile, and not a read per online user. */
@@ -736,7 +726,7 @@ Test(cluster, a_node_whose_listener_was_away_catches_up_by_position, .timeout = 
      * message follows them to show B a hole: only its catch-up, when it listens again,
      * can. */
     char admin[400], db[128], sql[600];
-    admin_url(fa.store_url, admin, sizeof(admin), db, sizeof(db));
+    pgfx_admin_url(fa.store_url, admin, sizeof(admin), db, sizeof(db));
     snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
     pgfx_scalar(admin, sql);
     snprintf(sql, sizeof(sql),

@@ -1,8 +1,9 @@
 /*
  * The change feed (PostgreSQL): what one store commits, another store on the same
  * database hears, in commit order, with every field; its own commits it does not hear;
- * a record too large to announce comes as a hint; and a listener that reconnects says
- * RESYNC. On RocksDB there is no feed: the tests are skipped.
+ * a record too large to announce comes as a hint; and a listener that reconnects catches
+ * up from the change log, without a RESYNC. On RocksDB there is no feed: the tests are
+ * skipped.
  */
 #include "fixture.h"
 #include "pgfx.h"
@@ -80,6 +81,20 @@ static st_store *open_listening(const char *where, heard *h, const char *node)
     return s;
 }
 
+/* alice's "hi" (cid c1) in g, and her ack of it: its mid. */
+static uint64_t say_hi_and_ack(st_store *a)
+{
+    uint64_t mid = 0, ts = 0;
+    bool dup = false;
+    cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
+                                &mid, &ts, &dup),
+                 0);
+    st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
+    size_t applied = 0;
+    cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
+    return mid;
+}
+
 Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
 {
     pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
@@ -91,14 +106,8 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     st_store *a = fx_open(where, true);
 
     fx_join(a, "g", "alice");
-    uint64_t mid = 0, ts = 0;
+    uint64_t mid = say_hi_and_ack(a), ts = 0;
     bool dup = false;
-    cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
-                                &mid, &ts, &dup),
-                 0);
-    st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
-    size_t applied = 0;
-    cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
     static char big[9000];
     memset(big, 'x', sizeof(big));
     uint64_t mid2 = 0;
@@ -145,17 +154,6 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     free(where);
 }
 
-/* where with its database changed to postgres (where a test may alter the database);
- * db gets the database's name. */
-static void admin_url(const char *where, char *out, size_t n, char *db, size_t db_n)
-{
-    const char *slash = strrchr(where, '/');
-    const char *q = strchr(slash, '?');
-    size_t len = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
-    snprintf(db, db_n, "%.*s", (int)len, slash + 1);
-    snprintf(out, n, "%.*s/postgres%s", (int)(slash - where), where, q ? q : "");
-}
-
 /* A listener that lost its connection reads, when it is back, the change log from its
  * position: what was announced meanwhile, without a RESYNC. */
 Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout = 60)
@@ -172,21 +170,14 @@ Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout
     /* Its connection ended by the database (as a failover or an operator would), and
      * none taken until the writes below are done. */
     char admin[512], db[128], sql[600];
-    admin_url(where, admin, sizeof(admin), db, sizeof(db));
+    pgfx_admin_url(where, admin, sizeof(admin), db, sizeof(db));
     snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
     pgfx_scalar(admin, sql);
     cr_assert_eq(pgfx_scalar(admin,
                              "SELECT count(pg_terminate_backend(pid)) FROM"
                              " pg_stat_activity WHERE application_name = 'gw-feed feed-test-2'"),
                  1);
-    uint64_t mid = 0, ts = 0;
-    bool dup = false;
-    cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
-                                &mid, &ts, &dup),
-                 0);
-    st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
-    size_t applied = 0;
-    cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
+    uint64_t mid = say_hi_and_ack(a);
     cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
     usleep(300 * 1000);
     cr_assert_eq(count(&h), 2, "nothing heard while away");
