@@ -574,6 +574,8 @@ static int announce_after(pg *p, int *n)
     return pg_announce_send(p, &p->announce, n, true);
 }
 
+static void prune_log(pg *p);
+
 static int pg_commit(void *be, char *why, size_t why_len)
 {
     pg *p = be;
@@ -656,6 +658,8 @@ static int pg_commit(void *be, char *why, size_t why_len)
     else
         pg_cache_clear(p);
     rows_clear(p);
+    if (rc == ST_OK && st_mono_ms() >= p->prune_at)
+        prune_log(p); /* under a steady load the idle probe does not come */
     return rc;
 }
 
@@ -745,23 +749,35 @@ static void announce_late(pg *p)
 /* How long the change log keeps a batch's row: a gateway whose listener was away for
  * longer (or that starts) reads its online users again instead (store_pg_feed.c). */
 #define LOG_WINDOW_MS (10 * 60 * 1000)
-#define PRUNE_EVERY_MS (60 * 1000)
+#define PRUNE_EVERY_MS 10000
+#define PRUNE_ROWS 10000 /* a statement's delete (PG_PRUNE's LIMIT) */
+#define PRUNE_ROUNDS 10  /* statements at most each time: 10,000 rows a second */
 
-/* The change log's rows older than the window go (every gateway does it now and then;
- * two at once delete different rows or wait on each other's, harmlessly). */
+/* The change log's rows older than the window go (every gateway does it every 10 s, when
+ * idle or after a commit; two at once delete different rows or wait on each other's,
+ * harmlessly). */
 static void prune_log(pg *p)
 {
-    char why[256] = "";
-    pg_buf cut = {0};
-    pg_int8(&cut, st_now_ms() - LOG_WINDOW_MS);
-    pg_buf *params[1] = {&cut};
-    int rc = pg_send(p, PG_PRUNE, params, 1);
-    pg_buf_free(&cut);
-    if (rc == ST_OK)
-        rc = pg_sync(p, why, sizeof(why));
-    if (rc == ST_OK) {
-        PQclear(pg_result(p, why, sizeof(why)));
-        pg_end(p, why, sizeof(why));
+    p->prune_at = st_mono_ms() + PRUNE_EVERY_MS;
+    uint64_t deleted = PRUNE_ROWS;
+    for (int round = 0; round < PRUNE_ROUNDS && deleted == PRUNE_ROWS && p->conn; round++) {
+        char why[256] = "";
+        pg_buf cut = {0};
+        pg_int8(&cut, st_now_ms() - LOG_WINDOW_MS);
+        pg_buf *params[1] = {&cut};
+        int rc = pg_send(p, PG_PRUNE, params, 1);
+        pg_buf_free(&cut);
+        if (rc == ST_OK)
+            rc = pg_sync(p, why, sizeof(why));
+        if (rc != ST_OK)
+            return;
+        PGresult *r = pg_result(p, why, sizeof(why));
+        deleted = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1
+                      ? pg_get_int8(r, 0, 0)
+                      : 0;
+        PQclear(r);
+        if (pg_end(p, why, sizeof(why)) != ST_OK)
+            return;
     }
 }
 
@@ -788,10 +804,8 @@ static int pg_probe(void *be, char *why, size_t why_len)
         refresh_size(p);
     if (p->n_late || p->owe_resync)
         announce_late(p);
-    if (p->conn && st_mono_ms() >= p->prune_at) {
-        p->prune_at = st_mono_ms() + PRUNE_EVERY_MS;
+    if (p->conn && st_mono_ms() >= p->prune_at)
         prune_log(p);
-    }
     return ST_OK;
 }
 

@@ -103,11 +103,12 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     [PG_LOG] = "INSERT INTO gw.changes (body) SELECT x FROM unnest($1::text[]) AS x",
     /* Rows of the change log older than the window ($1: ms since the epoch) go; the
      * greatest xid gone is kept, so that a listener whose position is older knows that
-     * it cannot catch up from the log. At most 10,000 rows a time. */
+     * it cannot catch up from the log. At most 10,000 rows a time; answers how many. */
     [PG_PRUNE] = "WITH d AS (DELETE FROM gw.changes WHERE ctid = ANY(ARRAY("
-                 " SELECT ctid FROM gw.changes WHERE at_ms < $1::int8 LIMIT 10000)) RETURNING xid)"
-                 " UPDATE gw.changes_pruned SET xid = greatest(xid, (SELECT max(xid) FROM d))"
-                 " WHERE EXISTS (SELECT 1 FROM d) RETURNING 1",
+                 " SELECT ctid FROM gw.changes WHERE at_ms < $1::int8 LIMIT 10000)) RETURNING xid),"
+                 " u AS (UPDATE gw.changes_pruned SET xid = greatest(xid, (SELECT max(xid) FROM d))"
+                 " WHERE EXISTS (SELECT 1 FROM d))"
+                 " SELECT count(*)::int8 FROM d",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {

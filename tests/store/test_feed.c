@@ -208,3 +208,42 @@ Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout
     fx_rmtree(where);
     free(where);
 }
+
+/* The change log keeps 10 minutes: rows older go (every store deletes them every 10 s).
+ * A listener whose position is older than what went cannot catch up from the log, and
+ * says RESYNC instead. */
+Test(feed, a_listener_whose_position_was_pruned_says_resync, .timeout = 90)
+{
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
+    char *where = fx_tmpdir();
+    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    st_store *b = open_listening(where, &h, "feed-test-3");
+    await(&h, 1);
+    st_store *a = fx_open(where, true);
+    fx_join(a, "g", "alice");
+    say_hi_and_ack(a);
+    await(&h, 4); /* heard as it came: the join, the message, the ack */
+    cr_assert_geq(pgfx_scalar(where, "SELECT count(*) FROM gw.changes"), 3);
+    /* As if they were written 10 minutes ago and more: the next prune takes them. */
+    pgfx_scalar(where, "UPDATE gw.changes SET at_ms = 0; SELECT 0");
+    for (int i = 0; i < 300 && pgfx_scalar(where, "SELECT count(*) FROM gw.changes") > 0; i++)
+        usleep(100 * 1000);
+    cr_assert_eq(pgfx_scalar(where, "SELECT count(*) FROM gw.changes"), 0, "pruned within 30 s");
+    cr_assert_gt(pgfx_scalar(where, "SELECT xid::text::int8 FROM gw.changes_pruned"), 0);
+    char admin[512], db[128];
+    pgfx_admin_url(where, admin, sizeof(admin), db, sizeof(db));
+    cr_assert_eq(pgfx_scalar(admin,
+                             "SELECT count(pg_terminate_backend(pid)) FROM"
+                             " pg_stat_activity WHERE application_name = 'gw-feed feed-test-3'"),
+                 1);
+    await(&h, 5);
+    cr_assert_eq(h.ch[4].kind, ST_CH_RESYNC, "its position is older than what the log keeps");
+    st_stats st;
+    st_read_stats(b, &st);
+    cr_assert_eq(st.feed_resyncs, 2);
+    cr_assert_eq(st.feed_catch_ups, 0);
+    st_close(a);
+    st_close(b);
+    fx_rmtree(where);
+    free(where);
+}
