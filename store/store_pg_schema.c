@@ -33,10 +33,12 @@
 
 /* Defaults that the URL may override (libpq keeps the last value of a keyword), then the
  * URL itself, expanded by libpq. */
-static const char *const defaults_kw[] = {"connect_timeout",     "application_name",
-                                          "keepalives",          "keepalives_idle",
-                                          "keepalives_interval", "keepalives_count"};
-static const char *const defaults_val[] = {"5", "gw", "1", "10", "5", "3"};
+/* tcp_user_timeout: data sent and not acknowledged for 10 s ends the connection (a link
+ * gone silent in the middle of a request; keepalives only probe an idle one). */
+static const char *const defaults_kw[] = {
+    "connect_timeout",     "application_name", "keepalives",      "keepalives_idle",
+    "keepalives_interval", "keepalives_count", "tcp_user_timeout"};
+static const char *const defaults_val[] = {"5", "gw", "1", "10", "5", "3", "10000"};
 #define N_DEFAULTS (sizeof(defaults_kw) / sizeof(defaults_kw[0]))
 
 static const char schema_v1[] =
