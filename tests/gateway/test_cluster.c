@@ -648,7 +648,7 @@ static int cut_move(int confirmed, void *ud)
 Test(cluster, a_node_cut_from_the_database_keeps_its_sessions_and_loses_nothing, .timeout = 240)
 {
     pgfx_need(PGFX_ONLY);
-    static const char *const unlimited[] = {"--rate-sends", "0", "--node", "node-b", NULL};
+    static const char *const unlimited[] = {"--rate-sends", "0", "--node", "node-cut", NULL};
     gwfx_start(&fa, NULL);
     /* B reaches the database through the proxy: the same URL with the proxy's port. */
     const char *at = strstr(fa.store_url, "127.0.0.1:");
