@@ -24,7 +24,7 @@ mkdir -p "$work/fuzz_token"
 printf 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhIiwiZXhwIjoxODAwMDAwMDAwfQ.c2ln' \
   > "$work/fuzz_token/seed"
 mkdir -p "$work/fuzz_announce" # a payload of each kind of change
-printf 'gw1 00000000000000ff\nj g1 alice 3\nm g1 4 1700000000000 aGVsbG8=\nh g1 5 1700000000001\na g1 bob 4\nl g1 carol\ns dave' \
+printf 'gw1 00000000000000ff\nj g1 alice 3\nm g1 4 1700000000000 aGVsbG8=\nh g1 5 1700000000001\na g1 bob 4\nl g1 carol\ns dave\nr' \
   > "$work/fuzz_announce/seed"
 
 mkdir -p "$work/fuzz_json" # a request of each shape, and a binary body
