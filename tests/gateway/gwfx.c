@@ -142,6 +142,12 @@ void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra)
     start(f, extra, false, false, other->ctx);
 }
 
+void gwfx_start_beside_on(gwfx *f, gwfx *other, const char *store_url, const char *const *extra)
+{
+    f->store_url = strdup(store_url);
+    start(f, extra, false, false, other->ctx);
+}
+
 void gwfx_start_tls(gwfx *f, const char *const *extra)
 {
     f->store_url = NULL;

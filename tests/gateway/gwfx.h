@@ -47,6 +47,8 @@ void gwfx_start_on(gwfx *f, const char *store_url, const char *const *extra);
  * context (one libwebsockets client context per process: two leave OpenSSL state behind
  * at exit). Clean it up before other. */
 void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra);
+/* The same on another store URL (a proxy's in front of other's database, say). */
+void gwfx_start_beside_on(gwfx *f, gwfx *other, const char *store_url, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
 /* Waits for a gateway told to stop to exit, and checks it exited 0. */

@@ -659,8 +659,8 @@ Test(cluster, a_node_cut_from_the_database_keeps_its_sessions_and_loses_nothing,
     char url[600];
     snprintf(url, sizeof(url), "%.*s127.0.0.1:%d%s", (int)(at - fa.store_url), fa.store_url,
              tproxy_port(proxy), rest);
-    gwfx_start_on(&fb, url, unlimited);
-    gwc_conn *s = gwfx_login(&fb, "alice", NULL); /* sends through the cut node */
+    gwfx_start_beside_on(&fb, &fa, url, unlimited); /* one client context: see gwfx.h */
+    gwc_conn *s = gwfx_login(&fb, "alice", NULL);   /* sends through the cut node */
     gwc_conn *r = gwfx_login(&fa, "carol", NULL);
     gwc_conn *d = gwfx_login(&fb, "dave", NULL); /* on the cut node, in "side" */
     gwc_conn *o = gwfx_login(&fa, "erin", NULL); /* sends to "side" from A */
