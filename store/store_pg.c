@@ -645,7 +645,7 @@ static int pg_commit(void *be, char *why, size_t why_len)
         rc = ST_EIO; /* the server runs what it got as it comes: the outcome is unknown */
     /* Committed, announced or not (kept for the next); not committed, nothing is told
      * (the late payloads it carried wait on). Outcome unknown, with the announcement to
-     * follow the commit: the listeners are told to read again (the batch may stand). */
+     * follow the commit: the listeners are told to catch up (the batch may stand). */
     if (!drop) {
         if (rc == ST_EIO && !in_tx && p->announce.n)
             p->owe_resync = true;

@@ -89,7 +89,8 @@ typedef struct pg {
     size_t n_late, cap_late;
     size_t late_sent;                  /* of those, how many the announcement under way carries */
     bool owe_resync;                   /* a batch's outcome was lost with its announcement: the
-                                        * next one starts with an 'r' (the listeners read again) */
+                                        * next one starts with an 'r' (the listeners catch up
+                                        * from the change log) */
     bool resync_sent;                  /* the announcement under way carries it */
     unsigned drop_announces;           /* tests only: announcements to lose after their commit */
     atomic_uint_fast64_t late_total;   /* batches whose announcement missed their commit */

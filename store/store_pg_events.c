@@ -11,7 +11,7 @@
  *   a GID UID ACK              an ack moved forward
  *   l GID UID                  a membership ended
  *   s UID                      a user's sessions are to end (signed out)
- *   r                          changes of this store's may be missing: read again (a
+ *   r                          changes of this store's may be missing: catch up (a
  *                              batch whose commit's outcome it could not learn, and
  *                              whose announcement was to follow that commit)
  * Ids are printable ASCII without spaces (st_id_ok), so spaces separate the fields. A

@@ -103,6 +103,16 @@ void pgfx_admin_url(const char *url, char *out, size_t n, char *db, size_t db_n)
     snprintf(out, n, "%.*s/postgres%s", (int)(slash - url), url, q ? q : "");
 }
 
+int64_t pgfx_end_connections(const char *url, const char *app)
+{
+    char sql[300];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+             " WHERE application_name = '%s'",
+             app);
+    return pgfx_scalar(url, sql);
+}
+
 static void run(pgfx_server *s, const char *what)
 {
     char cmd[600];

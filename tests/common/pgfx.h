@@ -31,6 +31,9 @@ int64_t pgfx_scalar(const char *url, const char *sql);
 /* url with its database changed to postgres (where a test may alter url's database, or
  * end its connections while it takes none); db gets url's database name. */
 void pgfx_admin_url(const char *url, char *out, size_t n, char *db, size_t db_n);
+/* Ends (pg_terminate_backend) the connections whose application_name is app, as a
+ * failover or an operator would; how many. url: any database of the server. */
+int64_t pgfx_end_connections(const char *url, const char *app);
 
 /* A server of the test's own, in a folder of its own. */
 typedef struct pgfx_server {

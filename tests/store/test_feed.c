@@ -173,10 +173,7 @@ Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout
     pgfx_admin_url(where, admin, sizeof(admin), db, sizeof(db));
     snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
     pgfx_scalar(admin, sql);
-    cr_assert_eq(pgfx_scalar(admin,
-                             "SELECT count(pg_terminate_backend(pid)) FROM"
-                             " pg_stat_activity WHERE application_name = 'gw-feed feed-test-2'"),
-                 1);
+    cr_assert_eq(pgfx_end_connections(admin, "gw-feed feed-test-2"), 1);
     uint64_t mid = say_hi_and_ack(a);
     cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
     usleep(300 * 1000);
@@ -232,10 +229,7 @@ Test(feed, a_listener_whose_position_was_pruned_says_resync, .timeout = 90)
     cr_assert_gt(pgfx_scalar(where, "SELECT xid::text::int8 FROM gw.changes_pruned"), 0);
     char admin[512], db[128];
     pgfx_admin_url(where, admin, sizeof(admin), db, sizeof(db));
-    cr_assert_eq(pgfx_scalar(admin,
-                             "SELECT count(pg_terminate_backend(pid)) FROM"
-                             " pg_stat_activity WHERE application_name = 'gw-feed feed-test-3'"),
-                 1);
+    cr_assert_eq(pgfx_end_connections(admin, "gw-feed feed-test-3"), 1);
     await(&h, 5);
     cr_assert_eq(h.ch[4].kind, ST_CH_RESYNC, "its position is older than what the log keeps");
     st_stats st;
