@@ -73,7 +73,8 @@ typedef struct client {
     uint64_t join_mid;       /* messages after this belong to the receiver */
     uint64_t held;           /* contiguous watermark */
     uint64_t acked;          /* last ack sent */
-    uint64_t acked_at_ms[2]; /* acked value and when, for the window check */
+    uint64_t acked_at_ms[2]; /* acked value and when it went out, for the window check */
+    bool ack_queued;         /* the last ack is queued; pump() stamps when it went out */
     uint64_t safe_ack;       /* the highest ack sent at least a flush window before the kill */
     uint64_t dups;
     uint8_t *seen; /* by mid */
@@ -113,6 +114,8 @@ static uint64_t n_cross;         /* first deliveries that were pushes from anoth
 static uint64_t n_disorder;      /* pushes whose mid was not above the session's last push */
 static uint64_t n_reconnects;    /* sessions that cluster clients opened again */
 static uint64_t n_notifies;      /* notify instead of pushes (a session behind, a hole) */
+static client *clients;          /* every client, for pump() */
+static int n_clients;
 
 static uint64_t now_ms(void)
 {
@@ -174,6 +177,7 @@ static void ack(client *c, msgpack_sbuffer *sb)
     c->acked = c->held;
     c->acked_at_ms[0] = c->acked;
     c->acked_at_ms[1] = now_ms();
+    c->ack_queued = true;
 }
 
 /* Receivers fill holes the way a real client does: one pull after what they hold. */
@@ -309,6 +313,13 @@ static uint64_t confirmed_count(int s)
 static void pump(gwc_ctx *ctx, int ms, msgpack_sbuffer *sb)
 {
     gwc_poll(ctx, ms);
+    /* A frame goes out in the poll after it was queued: an ack queued before the harness
+     * was busy elsewhere (a node starting) counts as sent from here, not from then. */
+    for (int i = 0; i < n_clients; i++)
+        if (clients[i].ack_queued) {
+            clients[i].ack_queued = false;
+            clients[i].acked_at_ms[1] = now_ms();
+        }
     gwc_conn *k;
     while ((k = gwc_next_ready(ctx)) != NULL) {
         client *c = gwc_user(k);
@@ -348,6 +359,12 @@ static void resume(client *c, msgpack_sbuffer *sb)
             die("%s: the stored ack is above what the client acked", c->uid);
         if (c->welcome_ack < c->safe_ack)
             die("%s: the stored ack went back more than the flush window", c->uid);
+        /* What the store holds is what counts from here: an ack above it went to a
+         * session that ended (its node killed) and is sent again, as a real client
+         * would, instead of being taken for one the gateway received. */
+        c->acked = c->acked_at_ms[0] = c->welcome_ack;
+        c->acked_at_ms[1] = now_ms();
+        c->ack_queued = false;
         pr_enc_enter(sb, PR_NO_RID, sl(GID), 500);
         send_frame(c, sb);
     } else {
@@ -713,6 +730,8 @@ int main(int argc, char **argv)
         die("mkdtemp: %s", strerror(errno));
     int n = o.senders + o.receivers;
     client *cs = calloc((size_t)n, sizeof(*cs));
+    clients = cs;
+    n_clients = n;
     for (int i = 0; i < n; i++) {
         cs[i].sender = i < o.senders;
         snprintf(cs[i].uid, sizeof(cs[i].uid), "%c%d", cs[i].sender ? 's' : 'r',
