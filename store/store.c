@@ -129,6 +129,19 @@ static bool op_valid(const st_op *op)
     case ST_OP_READ_GROUP: return st_id_ok(op->gid) && (op->uid.n == 0 || st_id_ok(op->uid));
     case ST_OP_READ_MEMBERS:
         return st_id_ok(op->gid) && op->limit > 0 && (op->uid.n == 0 || st_id_ok(op->uid));
+    case ST_OP_TELL_CLAIM:
+    case ST_OP_TELL_SENT:
+        if (!op->tells || op->n_tells == 0)
+            return false;
+        for (size_t i = 0; i < op->n_tells; i++)
+            if (!st_id_ok(op->tells[i].id) ||
+                (op->kind == ST_OP_TELL_CLAIM && !op->tells[i].event && op->tells[i].event_n))
+                return false;
+        return true;
+    case ST_OP_TELL_ADOPT: return op->limit > 0;
+    case ST_OP_SWEPT: return st_id_ok(op->gid) && op->from >= 1 && op->upto >= op->from;
+    case ST_OP_READ_UNSWEPT:
+        return op->limit > 0 && op->upto >= op->from && (op->gid.n == 0 || st_id_ok(op->gid));
     }
     return false;
 }
@@ -142,6 +155,10 @@ static void reset_outputs(st_op *op)
     op->page = NULL;
     op->groups = NULL;
     op->members = NULL;
+    op->list = NULL;
+    if (op->kind == ST_OP_TELL_CLAIM)
+        for (size_t i = 0; i < op->n_tells; i++)
+            op->tells[i].claimed = false;
     op->next_ = NULL;
 }
 

@@ -148,6 +148,9 @@ typedef struct st_options {
     unsigned test_drop_announcements; /* tests only (PostgreSQL): the next N announcements
                                        * made after their batch's commit are lost, as when the
                                        * server dies between the two */
+    bool unread_log; /* RocksDB: keep the line of each batch of messages that READ_UNSWEPT
+                      * reads (a gateway with the unread webhook); PostgreSQL's change log
+                      * keeps it always */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
@@ -201,7 +204,58 @@ enum st_op_kind {
     ST_OP_READ_GROUP,   /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
     ST_OP_READ_MEMBERS, /* a page of gid's members in uid order after uid, at most limit ->
                          * members (see st_read_members) */
+    /* The unread webhook's bookkeeping (below): each its own small write or read on the
+     * store thread, after the batch's writes, never answered at once. */
+    ST_OP_TELL_CLAIM,    /* claim the events of tells -> tells[i].claimed */
+    ST_OP_TELL_SENT,     /* the events of tells (ids) were taken by the receiver */
+    ST_OP_TELL_ADOPT,    /* events not taken whose gateway is gone, made at or before upto
+                          * (ms), at most limit -> list (text: the event) */
+    ST_OP_SWEPT,         /* gid's messages from..upto were looked at */
+    ST_OP_READ_UNSWEPT,  /* groups with messages stored in (from, upto] (ms) not looked at,
+                          * in gid order after gid (n == 0: the first), at most limit ->
+                          * list (gid, lo..hi) */
 };
+
+/*
+ * The unread webhook's bookkeeping (the gateway's app/gw_unread.c), kept by the store so
+ * that what is to be told outlives the gateway that was to tell it:
+ *   - Tells: an event, by its id, from when a gateway makes it (TELL_CLAIM) until the
+ *     receiver has taken it (TELL_SENT). A claim of an id that exists does nothing: an
+ *     event is made once, across gateways and restarts. An event not taken when the
+ *     gateway that claimed it ended (a crash, a stop) goes to another one, or to the same
+ *     one once it is back (TELL_ADOPT). Tells are kept for an hour.
+ *   - Which groups got messages lately: every batch of messages leaves a line (group,
+ *     first and last mid, when) kept for 10 minutes (PostgreSQL: the change log; RocksDB:
+ *     with st_options.unread_log).
+ *   - A group's swept mark: its messages up to there were looked at (SWEPT moves it only
+ *     from where it is: a range looked at past a gap leaves it, and what is behind it is
+ *     looked at again, never skipped).
+ * READ_UNSWEPT joins the last two: what was stored in a span of time and is past the
+ * mark, whichever gateway stored it.
+ */
+typedef struct st_tell {
+    st_id id;          /* in: the event's id (1..ST_MAX_ID printable bytes) */
+    const char *event; /* in: CLAIM, the event itself (kept until SENT, handed to ADOPT) */
+    size_t event_n;
+    bool claimed; /* out: CLAIM, claimed by this op (false: it had been claimed before) */
+} st_tell;
+
+/* What READ_UNSWEPT and TELL_ADOPT answer; owns its bytes. Free with st_list_free. */
+#define ST_LIST_MAX 1000u
+typedef struct st_list st_list;
+typedef struct st_item {
+    st_id gid;        /* READ_UNSWEPT: the group, with messages lo..hi not looked at */
+    uint64_t lo, hi;  /* (lo: past its swept mark, and not stored before the span) */
+    const char *text; /* TELL_ADOPT: the event, as claimed */
+    size_t text_n;
+} st_item;
+size_t st_list_count(const st_list *l);
+const st_item *st_list_at(const st_list *l, size_t i);
+bool st_list_more(const st_list *l); /* READ_UNSWEPT: more groups after the page */
+/* READ_UNSWEPT: the last group the page looked at (listed or not: swept ones are not),
+ * where the next page starts after. Borrowed from l. */
+st_id st_list_after(const st_list *l);
+void st_list_free(st_list *l);       /* NULL is a no-op */
 
 /* One cumulative ack: uid holds every message of gid up to mid. */
 typedef struct st_ack {
@@ -237,7 +291,9 @@ typedef void (*st_done_fn)(st_op *op);
  */
 struct st_op {
     enum st_op_kind kind; /* in */
-    st_id gid;            /* in: APPEND, JOIN, LEAVE, READ_PAGE, READ_GROUP, READ_MEMBERS */
+    st_id gid;            /* in: APPEND, JOIN, LEAVE, READ_PAGE, READ_GROUP, READ_MEMBERS,
+                           * SWEPT; READ_UNSWEPT, the group the page starts after (n == 0:
+                           * from the first) */
     st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE, READ_GROUPS; READ_GROUP
                            * (optional: n == 0 for none); READ_MEMBERS, the uid the page
                            * starts after, exclusive (n == 0: from the first member) */
@@ -247,9 +303,13 @@ struct st_op {
     const st_ack *acks;   /* in: ACKS */
     size_t n_acks;        /* in */
     enum st_dir dir;      /* in: READ_PAGE */
-    uint64_t from;        /* in: READ_PAGE, the mid the page starts after or before */
+    uint64_t from;        /* in: READ_PAGE, the mid the page starts after or before; SWEPT,
+                           * the first mid looked at; READ_UNSWEPT, the span's start (ms,
+                           * exclusive) */
     size_t limit;         /* in: READ_PAGE, most messages (at least 1); READ_MEMBERS, most
-                           * members (at least 1; above ST_MEMBERS_MAX, ST_MEMBERS_MAX) */
+                           * members (at least 1; above ST_MEMBERS_MAX, ST_MEMBERS_MAX);
+                           * READ_UNSWEPT, most groups; TELL_ADOPT, most events (at least
+                           * 1; above ST_LIST_MAX, ST_LIST_MAX) */
     size_t max_bytes;     /* in: READ_PAGE, most record bytes (0: no bound); at least one
                            * message is always given, and a page cut short keeps the
                            * messages nearest to `from` and says more */
@@ -274,6 +334,12 @@ struct st_op {
     st_page *page;       /* out: READ_PAGE, owned by the caller (st_page_free) */
     st_groups *groups;   /* out: READ_GROUPS, owned by the caller (st_groups_free) */
     st_members *members; /* out: READ_MEMBERS, owned by the caller (st_members_free) */
+    st_tell *tells;      /* in/out: TELL_CLAIM, TELL_SENT (the caller's, like acks) */
+    size_t n_tells;      /* in */
+    uint64_t upto;       /* in: SWEPT, the last mid looked at (from: the first);
+                          * READ_UNSWEPT, the span's end (from: its start); TELL_ADOPT,
+                          * made at or before this (ms since the epoch) */
+    st_list *list;       /* out: READ_UNSWEPT, TELL_ADOPT, owned by the caller */
 
     st_op *next_;        /* private: queue link */
     uint64_t queued_us_; /* private: when it was submitted, for the read latency */

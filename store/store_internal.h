@@ -76,6 +76,11 @@ typedef struct st_backend {
      * failing. */
     int (*read)(void *be, st_op *reads, char *why, size_t why_len);
 
+    /* The unread webhook's bookkeeping (linked by next_; store.h): each op's result and
+     * outputs, each op on its own (one failing fails no other). now: ms since the epoch.
+     * ST_EIO (with why) when the backend itself failed: the store starts failing. */
+    int (*unread)(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
+
     /* The store thread was idle for a second: can it still write? 0 or ST_EIO. */
     int (*probe)(void *be, char *why, size_t why_len);
     /* After a failure: make writes work again (reopen, reconnect). 0 or ST_EIO. */
@@ -198,6 +203,20 @@ st_members *st_members_new(uint64_t last_mid, size_t limit);
 int st_members_offer(st_members *m, st_id uid, uint64_t ack);
 /* The page is complete: in uid order, cut to its limit, more set from what was cut. */
 void st_members_finish(st_members *m);
+
+/* The unread webhook's lists (store_list.c). */
+st_list *st_list_new(void);
+/* An item: gid (may be empty), lo, hi and text (copied; may be empty). ST_ENOMEM. */
+int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, const void *text, size_t text_n);
+void st_list_set_more(st_list *l, bool more);
+void st_list_set_after(st_list *l, st_id gid); /* copied */
+/* The most items a list of `limit` holds: limit, capped at ST_LIST_MAX. */
+size_t st_list_limit(size_t limit);
+
+/* How long the lines of batches of messages are kept (READ_UNSWEPT reads them; on
+ * PostgreSQL they are the change log's rows, which its listeners read too), and tells. */
+#define ST_LOG_KEEP_MS (10 * 60 * 1000)
+#define ST_TELL_KEEP_MS (60 * 60 * 1000)
 
 /* A read failed: nothing half-made goes back. Frees what the read built so far (the
  * op's page, groups or members) and clears them. */

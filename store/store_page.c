@@ -344,4 +344,6 @@ void st_read_discard(st_op *op)
     op->groups = NULL;
     st_members_free(op->members);
     op->members = NULL;
+    st_list_free(op->list);
+    op->list = NULL;
 }

@@ -473,12 +473,14 @@ static void announce_make(pg *p)
             pg_announce_member(a, 'j', r->a, r->b, r->v.m.ack);
             pg_announce_member(log, 'j', r->a, r->b, r->v.m.ack);
         }
-    for (size_t i = 0; i < p->n_msgs; i++) {
+    for (size_t i = 0, first = 0; i < p->n_msgs; i++) {
         const pg_msg *m = &p->msgs[i];
         pg_announce_msg(a, m->gid, m->mid, m->ts, m->rec, m->n);
         const pg_msg *next = i + 1 < p->n_msgs ? &p->msgs[i + 1] : NULL;
-        if (!next || next->gid.n != m->gid.n || memcmp(next->gid.p, m->gid.p, m->gid.n) != 0)
-            pg_announce_hint(log, m->gid, m->mid); /* the group's last of the batch */
+        if (!next || next->gid.n != m->gid.n || memcmp(next->gid.p, m->gid.p, m->gid.n) != 0) {
+            pg_announce_hint(log, m->gid, p->msgs[first].mid, m->mid); /* the group's run */
+            first = i + 1;
+        }
     }
     HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == UPDATE) {
@@ -748,7 +750,7 @@ static void announce_late(pg *p)
 
 /* How long the change log keeps a batch's row: a gateway whose listener was away for
  * longer (or that starts) reads its online users again instead (store_pg_feed.c). */
-#define LOG_WINDOW_MS (10 * 60 * 1000)
+#define LOG_WINDOW_MS ST_LOG_KEEP_MS
 #define PRUNE_EVERY_MS 10000
 #define PRUNE_ROWS 10000 /* a statement's delete (PG_PRUNE's LIMIT) */
 #define PRUNE_ROUNDS 10  /* statements at most each time: 10,000 rows a second */
@@ -778,6 +780,18 @@ static void prune_log(pg *p)
         PQclear(r);
         if (pg_end(p, why, sizeof(why)) != ST_OK)
             return;
+    }
+    /* The unread webhook's tells kept past their hour: one statement of 10,000 at most
+     * (a tell is made at most once per member and group until it acks). */
+    char why[256] = "";
+    pg_buf cut = {0};
+    pg_int8(&cut, st_now_ms() - ST_TELL_KEEP_MS);
+    pg_buf *params[1] = {&cut};
+    int rc = p->conn ? pg_send(p, PG_PRUNE_TELLS, params, 1) : ST_EIO;
+    pg_buf_free(&cut);
+    if (rc == ST_OK && pg_sync(p, why, sizeof(why)) == ST_OK) {
+        PQclear(pg_result(p, why, sizeof(why)));
+        pg_end(p, why, sizeof(why));
     }
 }
 
@@ -895,6 +909,7 @@ const st_backend st_pg_backend = {
     .commit = pg_commit,
     .rollback = pg_rollback,
     .read = pg_read,
+    .unread = pg_unread,
     .probe = pg_probe,
     .recover = pg_recover,
     .count = pg_count,

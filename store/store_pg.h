@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 2 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 3 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -142,6 +142,12 @@ enum pg_stmt {
     PG_NOTIFY_AFTER,
     PG_LOG,
     PG_PRUNE,
+    PG_PRUNE_TELLS,
+    PG_TELL_CLAIM,
+    PG_TELL_SENT,
+    PG_TELL_ADOPT,
+    PG_SWEPT,
+    PG_UNSWEPT,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -210,8 +216,9 @@ void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_
 void pg_announce_signout(pg_announce *a, st_id uid);
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
                      size_t n);
-/* For the change log: a message of gid up to mid exists (the listener reads them). */
-void pg_announce_hint(pg_announce *a, st_id gid, uint64_t mid);
+/* For the change log: the batch stored gid's messages lo..hi (the listener reads them;
+ * the unread webhook's READ_UNSWEPT finds them). */
+void pg_announce_hint(pg_announce *a, st_id gid, uint64_t lo, uint64_t hi);
 /* Queues the insert of the change log's row(s) of the batch (log's payloads), in the
  * batch's transaction, as its last statement. */
 int pg_log_send(pg *p, pg_announce *log, int *n_stmts);
@@ -238,5 +245,9 @@ void pg_feed_figures(pg_feed *f, st_stats *out);
 /* ---- reads (store_pg_read.c) --------------------------------------------------------- */
 
 int pg_read(void *be, st_op *reads, char *why, size_t why_len);
+
+/* ---- the unread webhook's bookkeeping (store_pg_unread.c) ----------------------------- */
+
+int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
 
 #endif

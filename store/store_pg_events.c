@@ -8,6 +8,7 @@
  *   j GID UID ACK              a membership made (ack = the group's last mid then)
  *   m GID MID TS RECORD        a message, its record in base64
  *   h GID MID TS               a message whose record did not fit: read it
+ *   h GID MID 0 LO             (the change log's) the batch's messages LO..MID: read them
  *   a GID UID ACK              an ack moved forward
  *   l GID UID                  a membership ended
  *   s UID                      a user's sessions are to end (signed out)
@@ -136,10 +137,10 @@ void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const
     line(a, h, (size_t)hn, b64, (size_t)bn);
 }
 
-void pg_announce_hint(pg_announce *a, st_id gid, uint64_t mid)
+void pg_announce_hint(pg_announce *a, st_id gid, uint64_t lo, uint64_t hi)
 {
-    char h[16 + ST_MAX_ID + 32];
-    int n = snprintf(h, sizeof(h), "h %.*s %" PRIu64 " 0", (int)gid.n, gid.p, mid);
+    char h[16 + ST_MAX_ID + 56];
+    int n = snprintf(h, sizeof(h), "h %.*s %" PRIu64 " 0 %" PRIu64, (int)gid.n, gid.p, hi, lo);
     line(a, h, (size_t)n, NULL, 0);
 }
 

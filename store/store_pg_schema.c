@@ -19,7 +19,12 @@
  *                                                 seq order; rows older than the window
  *                                                 are deleted
  *   changes_pruned (xid)                          the greatest xid deleted so far
- * A database of version 1 is brought to 2 at the first connect (nothing of it changes).
+ * Version 3 adds the unread webhook's bookkeeping (store_pg_unread.c):
+ *   unread_swept (gid, mid)                       a group's messages up to mid were looked
+ *                                                 at (existing groups: up to their last)
+ *   unread_tells (id, owner, made_ms, sent, event) an event made, until taken and for an
+ *                                                 hour; owner: the claiming store's origin
+ * An older database is brought up to date at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
  * updated in place all the time (last_mid, ack), so their pages keep room for HOT updates
@@ -27,6 +32,7 @@
  */
 #include "store_pg.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +74,18 @@ static const char schema_v1[] =
     " ON m.gid = k.gid AND m.uid = k.uid;"
     " IF n <> cardinality(mgids) THEN RAISE EXCEPTION 'a membership ended'"
     " USING ERRCODE = 'GW001'; END IF; END $$;";
+
+/* Version 3: the unread webhook's bookkeeping (store.h; store_pg_unread.c). Existing
+ * groups are marked swept up to their last message: what was stored before the upgrade
+ * is not looked at again. */
+static const char schema_v3[] =
+    "CREATE TABLE gw.unread_swept (gid text COLLATE \"C\" PRIMARY KEY, mid bigint NOT NULL);"
+    "INSERT INTO gw.unread_swept SELECT gid, last_mid FROM gw.groups;"
+    "CREATE TABLE gw.unread_tells (id text COLLATE \"C\" PRIMARY KEY, owner bigint NOT NULL,"
+    " made_ms bigint NOT NULL, sent boolean NOT NULL DEFAULT false, event text NOT NULL);"
+    "CREATE INDEX unread_tells_unsent ON gw.unread_tells (made_ms) WHERE NOT sent;"
+    "CREATE INDEX unread_tells_by_made ON gw.unread_tells (made_ms);"
+    "INSERT INTO gw.schema_version VALUES (3, (extract(epoch from now()) * 1000)::bigint);";
 
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
@@ -200,7 +218,8 @@ static int schema(pg *p, char *why, size_t why_len)
                                    "INSERT INTO gw.schema_version VALUES (1,"
                                    " (extract(epoch from now()) * 1000)::bigint)",
                                    NULL, why, why_len) ||
-                             !exec(p, schema_v2, NULL, why, why_len))) {
+                             !exec(p, schema_v2, NULL, why, why_len) ||
+                             !exec(p, schema_v3, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -212,12 +231,13 @@ static int schema(pg *p, char *why, size_t why_len)
         /* An older release's: brought up to date, under the lock, by whoever is first. */
         if (!exec(p, "BEGIN; SELECT pg_advisory_xact_lock(7220400)", NULL, why, why_len) ||
             (version = schema_version(p, why, why_len)) < 0 ||
-            (version == 1 && !exec(p, schema_v2, NULL, why, why_len)) ||
+            (version < 2 && !exec(p, schema_v2, NULL, why, why_len)) ||
+            (version < 3 && !exec(p, schema_v3, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
-        version = version == 1 ? 2 : version;
+        version = version < PG_SCHEMA_VERSION ? PG_SCHEMA_VERSION : version;
     }
     if (version > PG_SCHEMA_VERSION) {
         snprintf(why, why_len,
@@ -280,6 +300,14 @@ int pg_connect(pg *p, char *why, size_t why_len)
               NULL, why, why_len) ||
         !exec(p, p->sync ? "SET synchronous_commit = on" : "SET synchronous_commit = off", NULL,
               why, why_len)) {
+        pg_disconnect(p);
+        return ST_EIO;
+    }
+    /* The owner of the tells this store claims is alive while this lock is held
+     * (store_pg_unread.c): released when the connection ends, however it ends. */
+    char lock[64];
+    snprintf(lock, sizeof(lock), "SELECT pg_advisory_lock(%" PRId64 ")", (int64_t)p->origin);
+    if (!exec(p, lock, NULL, why, why_len)) {
         pg_disconnect(p);
         return ST_EIO;
     }

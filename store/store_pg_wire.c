@@ -109,6 +109,44 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                  " u AS (UPDATE gw.changes_pruned SET xid = greatest(xid, (SELECT max(xid) FROM d))"
                  " WHERE EXISTS (SELECT 1 FROM d))"
                  " SELECT count(*)::int8 FROM d",
+    /* Tells older than they are kept ($1), 10,000 at most a time. */
+    [PG_PRUNE_TELLS] = "DELETE FROM gw.unread_tells WHERE ctid = ANY(ARRAY("
+                       " SELECT ctid FROM gw.unread_tells WHERE made_ms < $1::int8 LIMIT 10000))",
+    /* The unread webhook's bookkeeping (store_pg_unread.c). A claim inserts the ids in
+     * key order (two gateways claiming the same ones wait on each other, never
+     * deadlock); those it made come back. */
+    [PG_TELL_CLAIM] = "INSERT INTO gw.unread_tells (id, owner, made_ms, event)"
+                      " SELECT i, $2::int8, $3::int8, e FROM unnest($1::text[], $4::text[])"
+                      " AS k(i, e) ORDER BY i ON CONFLICT DO NOTHING RETURNING id",
+    [PG_TELL_SENT] = "UPDATE gw.unread_tells SET sent = true"
+                     " WHERE id = ANY($1::text[]) AND NOT sent",
+    /* Tells not taken whose owner is gone: each gateway holds the advisory lock of its
+     * owner number on its connection for as long as it is connected, so a lock that can
+     * be taken (for this transaction only) is a gateway's that is no more. Rows another
+     * adopter holds are passed over. */
+    [PG_TELL_ADOPT] = "UPDATE gw.unread_tells t SET owner = $1::int8 FROM ("
+                      " SELECT id FROM gw.unread_tells WHERE NOT sent AND owner <> $1::int8"
+                      " AND made_ms <= $2::int8 AND pg_try_advisory_xact_lock(owner)"
+                      " ORDER BY made_ms LIMIT $3::int8 FOR UPDATE SKIP LOCKED) x"
+                      " WHERE t.id = x.id RETURNING t.event",
+    /* The mark moves only from where it is ($2 - 1 or past it); a group with none has
+     * one from its first message. */
+    [PG_SWEPT] = "WITH u AS (UPDATE gw.unread_swept SET mid = $3::int8 WHERE gid = $1::text"
+                 " AND mid + 1 >= $2::int8 AND mid < $3::int8 RETURNING 1)"
+                 " INSERT INTO gw.unread_swept (gid, mid) SELECT $1::text, $3::int8"
+                 " WHERE $2::int8 <= 1 AND NOT EXISTS (SELECT 1 FROM gw.unread_swept"
+                 " WHERE gid = $1::text) ON CONFLICT DO NOTHING",
+    /* The groups the change log's rows of ($1, $2] stored messages of ("h GID HI 0 LO"
+     * lines; LO is missing from rows of a release before it), in gid order after $3,
+     * $4 of them and one more (which says there are more), with their swept marks. */
+    [PG_UNSWEPT] = "WITH l AS (SELECT split_part(x, ' ', 2) COLLATE \"C\" AS gid,"
+                   " split_part(x, ' ', 3)::int8 AS hi, nullif(split_part(x, ' ', 5), '')::int8 AS lo"
+                   " FROM gw.changes c, regexp_split_to_table(c.body, E'\\n') AS x"
+                   " WHERE c.at_ms > $1::int8 AND c.at_ms <= $2::int8 AND x LIKE 'h %'),"
+                   " g AS (SELECT gid, coalesce(min(lo), min(hi)) AS lo, max(hi) AS hi FROM l"
+                   " WHERE gid > $3::text GROUP BY gid ORDER BY gid LIMIT $4::int8 + 1)"
+                   " SELECT g.gid, g.lo, g.hi, coalesce(s.mid, 0) FROM g"
+                   " LEFT JOIN gw.unread_swept s ON s.gid = g.gid ORDER BY g.gid",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -137,6 +175,12 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_NOTIFY_AFTER] = "gw_notify_after",
     [PG_LOG] = "gw_log",
     [PG_PRUNE] = "gw_prune",
+    [PG_PRUNE_TELLS] = "gw_prune_tells",
+    [PG_TELL_CLAIM] = "gw_tell_claim",
+    [PG_TELL_SENT] = "gw_tell_sent",
+    [PG_TELL_ADOPT] = "gw_tell_adopt",
+    [PG_SWEPT] = "gw_swept",
+    [PG_UNSWEPT] = "gw_unswept",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

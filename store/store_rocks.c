@@ -23,13 +23,16 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const cf_names[RK_CF_COUNT] = {
     "default", "groups", "members", "user_groups", "msgs", "sends",
+    "unread_log", "unread_swept", "unread_tells",
 };
 
 static void set_why(char *why, size_t len, const char *what, const char *detail)
@@ -90,6 +93,7 @@ static void rk_close(void *be)
     if (r->ropts)
         rocksdb_readoptions_destroy(r->ropts);
     pthread_rwlock_destroy(&r->rd_lock);
+    free(r->lines);
     free(r->path);
     free(r);
 }
@@ -121,6 +125,22 @@ static void make_options(rk *r, const st_options *o)
     r->ropts = rocksdb_readoptions_create();
 }
 
+/* Does the database in the folder have this column family? (false: none yet, or no
+ * database yet.) */
+static bool has_cf(rk *r, const char *name)
+{
+    size_t n = 0;
+    char *err = NULL;
+    char **names = rocksdb_list_column_families(r->opts, r->path, &n, &err);
+    rocksdb_free(err);
+    bool found = false;
+    for (size_t i = 0; names && i < n; i++)
+        found |= strcmp(names[i], name) == 0;
+    if (names)
+        rocksdb_list_column_families_destroy(names, n);
+    return found;
+}
+
 static int rk_open(const st_options *o, void **be, char *why, size_t why_len)
 {
     *be = NULL;
@@ -138,13 +158,23 @@ static int rk_open(const st_options *o, void **be, char *why, size_t why_len)
         return ST_ENOMEM;
     pthread_rwlock_init(&r->rd_lock, NULL);
     r->path = strdup(o->path);
+    r->unread_log = o->unread_log;
+    r->opened_ms = st_now_ms();
+    if (RAND_bytes((unsigned char *)&r->origin, sizeof(r->origin)) != 1)
+        r->origin = st_now_ms() ^ ((uint64_t)getpid() << 40);
     r->dev = dir.st_dev;
     r->ino = dir.st_ino;
     make_options(r, o);
     r->wb = rocksdb_writebatch_wi_create(0, 1);
     char err[512];
+    bool had_swept = r->path && has_cf(r, "unread_swept");
     if (!r->path || db_open(r, &r->rw, false, err, sizeof(err)) != ST_OK) {
         set_why(why, why_len, "cannot open database", r->path ? err : "out of memory");
+        rk_close(r);
+        return ST_EIO;
+    }
+    if (!had_swept && rk_unread_mark_all(r, err, sizeof(err)) != ST_OK) {
+        set_why(why, why_len, "cannot add the unread webhook's marks", err);
         rk_close(r);
         return ST_EIO;
     }
@@ -294,6 +324,7 @@ static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const voi
     const char *kp[1] = {k.b};
     size_t ks[1] = {k.n};
     rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
+    rk_unread_msg(r, gid, mid, ts);
 }
 
 /* Is the folder still the one opened? false with why if it was removed or replaced. */
@@ -313,15 +344,23 @@ static bool folder_same(rk *r, char *why, size_t why_len)
 
 static void rk_rollback(void *be)
 {
-    rocksdb_writebatch_wi_clear(((rk *)be)->wb);
+    rk *r = be;
+    rocksdb_writebatch_wi_clear(r->wb);
+    r->n_lines = 0;
+}
+
+static int rk_commit(void *be, char *why, size_t why_len)
+{
+    rk *r = be;
+    rk_unread_lines(r);
+    return rk_write(r, why, why_len);
 }
 
 /* One (synced) write of the whole batch. The folder is checked before the write (write
  * nothing into a folder that moved) and after it (do not confirm a write it was moved
  * during). */
-static int rk_commit(void *be, char *why, size_t why_len)
+int rk_write(rk *r, char *why, size_t why_len)
 {
-    rk *r = be;
     int rc = ST_OK;
     if (rocksdb_writebatch_wi_count(r->wb) == 0)
         return ST_OK;
@@ -484,6 +523,7 @@ const st_backend st_rocks_backend = {
     .commit = rk_commit,
     .rollback = rk_rollback,
     .read = rk_read,
+    .unread = rk_unread,
     .probe = rk_probe,
     .recover = rk_recover,
     .count = rk_count,

@@ -18,8 +18,19 @@ enum rk_cf {
     RK_CF_USER_GROUPS, /* uid | gid -> (empty) */
     RK_CF_MSGS,        /* gid | be64(mid) -> ts, record */
     RK_CF_SENDS,       /* uid | cid -> mid, ts, gid */
+    /* The unread webhook's (store_rocks_unread.c): */
+    RK_CF_UNREAD_LOG,    /* be64(at_ms) | gid | be64(hi) -> be64(lo): a batch's messages */
+    RK_CF_UNREAD_SWEPT,  /* gid -> be64(mid): looked at up to there */
+    RK_CF_UNREAD_TELLS,  /* id -> be64(owner), be64(made_ms), sent (1 byte), the event */
     RK_CF_COUNT,
 };
+
+/* A line of the unread log being made: the batch's messages lo..hi of one group. */
+typedef struct rk_log_line {
+    char gid[ST_MAX_ID];
+    size_t gid_n;
+    uint64_t lo, hi, at_ms;
+} rk_log_line;
 
 /* One open RocksDB handle and its column families (db NULL: not open). */
 typedef struct rk_db {
@@ -43,6 +54,16 @@ typedef struct rk {
     rocksdb_writebatch_wi_t *wb;   /* the batch being applied (reads see it first) */
     bool unreadable;               /* a read of the batch failed: refuse it */
     char *path;
+    /* The unread webhook's (store_rocks_unread.c). */
+    bool unread_log;     /* keep the log of batches of messages (st_options.unread_log) */
+    rk_log_line *lines;  /* the batch's: one a run of messages of one group */
+    size_t n_lines, cap_lines;
+    uint64_t origin;     /* random per open: the owner of the tells this process claims */
+    bool adopted_all;    /* no tell of an earlier process is left to adopt */
+    uint64_t opened_ms;  /* when this process opened the folder (ms since the epoch) */
+    uint64_t prune_at;   /* monotonic ms: the next prune of the log and the tells */
+    char prune_from[ST_MAX_ID]; /* the tell key where the tells' prune goes on */
+    size_t prune_from_n;        /* (0: from the first) */
     dev_t dev; /* the folder as opened: a folder removed or replaced is noticed */
     ino_t ino;
     atomic_uint_fast64_t reopens;
@@ -50,6 +71,17 @@ typedef struct rk {
 
 /* Reads (store_rocks_read.c): any thread, concurrently. */
 int rk_read(void *be, st_op *reads, char *why, size_t why_len);
+
+/* The unread webhook's (store_rocks_unread.c): a message of the batch, for its log line;
+ * the batch's lines into its write; the ops (st_backend.unread). */
+void rk_unread_msg(rk *r, st_id gid, uint64_t mid, uint64_t ts);
+void rk_unread_lines(rk *r);
+int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
+/* A database made before the marks were: every group is marked swept up to its last
+ * message (what was stored before is not looked at again). 0 or ST_EIO. */
+int rk_unread_mark_all(rk *r, char *why, size_t why_len);
+/* A synced write of the batch (writes nothing when it is empty). 0 or ST_EIO. */
+int rk_write(rk *r, char *why, size_t why_len);
 
 /* ---- keys and values (store_rocks_keys.c) ---------------------------------------------
  * Ids are length-prefixed (one byte), numbers big-endian, so one group's messages are one

@@ -150,35 +150,46 @@ static void answer_reads(st_store *s, st_op *reads)
     }
 }
 
-static bool is_write(const st_op *op)
+/* The unread webhook's bookkeeping: after the batch's writes, each op on its own. */
+static void answer_unread(st_store *s, st_op *ops, bool writable)
 {
-    return op->kind <= ST_OP_SIGNOUT;
+    char why[512] = "";
+    if (!writable || s->failed)
+        refuse(s, ops);
+    else if (s->be_ops->unread(s->be, ops, st_now_ms(), why, sizeof(why)) == ST_EIO)
+        st_fail(s, why);
 }
 
-/* One batch: the writes, then the reads, each list in queue order. */
+/* Which of a batch's lists an op goes to: writes, the unread webhook's, reads. */
+static int list_of(const st_op *op)
+{
+    return op->kind <= ST_OP_SIGNOUT ? 0 : op->kind >= ST_OP_TELL_CLAIM ? 1 : 2;
+}
+
+/* One batch: the writes, the unread webhook's ops, then the reads, each in queue order. */
 static void run_batch(st_store *s, st_op *ops, bool writable)
 {
-    st_op *writes = NULL, **wt = &writes, *reads = NULL, **rt = &reads;
+    st_op *lists[3] = {NULL, NULL, NULL}, **tails[3] = {&lists[0], &lists[1], &lists[2]};
     for (st_op *op = ops, *next; op; op = next) {
         next = op->next_;
         op->next_ = NULL;
-        if (is_write(op)) {
-            *wt = op;
-            wt = &op->next_;
-        } else {
-            *rt = op;
-            rt = &op->next_;
-        }
+        int l = list_of(op);
+        *tails[l] = op;
+        tails[l] = &op->next_;
     }
+    st_op *writes = lists[0], *unread = lists[1], *reads = lists[2];
     if (writes && writable) {
         commit_writes(s, writes);
     } else if (writes) {
         atomic_fetch_add(&s->commit_failures, 1);
         refuse(s, writes);
     }
+    if (unread)
+        answer_unread(s, unread, writable);
     if (reads)
         answer_reads(s, reads);
     complete(writes);
+    complete(unread);
     complete(reads);
 }
 

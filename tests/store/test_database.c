@@ -433,8 +433,9 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
     free(url);
 }
 
-/* The previous release's database (schema version 1: no change log) opens with its data
- * and is brought to version 2, whose change log every batch then writes. */
+/* An older release's database (schema version 1: no change log, no unread bookkeeping)
+ * opens with its data and is brought to version 3, whose change log every batch then
+ * writes. (test_unread.c opens a version 2 one.) */
 Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
 {
     pgfx_need(PGFX_ONLY);
@@ -452,10 +453,13 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
     st_close(s);
     /* Back to what version 1 was: exactly the schema of the release before. */
     pgfx_scalar(url, "DROP TABLE gw.changes, gw.changes_pruned; DROP SEQUENCE gw.changes_seq;"
-                     "DELETE FROM gw.schema_version WHERE version = 2; SELECT 0");
+                     "DROP TABLE gw.unread_swept, gw.unread_tells;"
+                     "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
-    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 2);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 3);
+    cr_assert_eq(pgfx_scalar(url, "SELECT mid FROM gw.unread_swept WHERE gid = 'g'"), 3,
+                 "its groups are marked swept up to their last message");
     cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,
                  "the messages are kept");
     cr_assert_eq(st_append_sync(s, st_id_str("g"), st_id_str("u"), st_id_str("c4"), "c4", 2, &mid,
