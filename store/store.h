@@ -206,14 +206,14 @@ enum st_op_kind {
                          * members (see st_read_members) */
     /* The unread webhook's bookkeeping (below): each its own small write or read on the
      * store thread, after the batch's writes, never answered at once. */
-    ST_OP_TELL_CLAIM,    /* claim the events of tells -> tells[i].claimed */
-    ST_OP_TELL_SENT,     /* the events of tells (ids) were taken by the receiver */
-    ST_OP_TELL_ADOPT,    /* events not taken whose gateway is gone, made at or before upto
-                          * (ms), at most limit -> list (text: the event) */
-    ST_OP_SWEPT,         /* gid's messages from..upto were looked at */
-    ST_OP_READ_UNSWEPT,  /* groups with messages stored in (from, upto] (ms) not looked at,
-                          * in gid order after gid (n == 0: the first), at most limit ->
-                          * list (gid, lo..hi) */
+    ST_OP_TELL_CLAIM,   /* claim the events of tells -> tells[i].claimed */
+    ST_OP_TELL_SENT,    /* the events of tells (ids) were taken by the receiver */
+    ST_OP_TELL_ADOPT,   /* events not taken whose gateway is gone, made at or before upto
+                         * (ms), at most limit -> list (text: the event) */
+    ST_OP_SWEPT,        /* gid's messages from..upto were looked at */
+    ST_OP_READ_UNSWEPT, /* groups with messages stored in (from, upto] (ms) not looked at,
+                         * in gid order after gid (n == 0: the first), at most limit ->
+                         * list (gid, lo..hi) */
 };
 
 /*
@@ -246,6 +246,7 @@ typedef struct st_list st_list;
 typedef struct st_item {
     st_id gid;        /* READ_UNSWEPT: the group, with messages lo..hi not looked at */
     uint64_t lo, hi;  /* (lo: past its swept mark, and not stored before the span) */
+    uint64_t mark;    /* READ_UNSWEPT: its swept mark (0: none) */
     const char *text; /* TELL_ADOPT: the event, as claimed */
     size_t text_n;
 } st_item;
@@ -255,7 +256,7 @@ bool st_list_more(const st_list *l); /* READ_UNSWEPT: more groups after the page
 /* READ_UNSWEPT: the last group the page looked at (listed or not: swept ones are not),
  * where the next page starts after. Borrowed from l. */
 st_id st_list_after(const st_list *l);
-void st_list_free(st_list *l);       /* NULL is a no-op */
+void st_list_free(st_list *l); /* NULL is a no-op */
 
 /* One cumulative ack: uid holds every message of gid up to mid. */
 typedef struct st_ack {

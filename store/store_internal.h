@@ -206,8 +206,9 @@ void st_members_finish(st_members *m);
 
 /* The unread webhook's lists (store_list.c). */
 st_list *st_list_new(void);
-/* An item: gid (may be empty), lo, hi and text (copied; may be empty). ST_ENOMEM. */
-int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, const void *text, size_t text_n);
+/* An item: gid (may be empty), lo, hi, mark and text (copied; may be empty). ST_ENOMEM. */
+int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, uint64_t mark, const void *text,
+                size_t text_n);
 void st_list_set_more(st_list *l, bool more);
 void st_list_set_after(st_list *l, st_id gid); /* copied */
 /* The most items a list of `limit` holds: limit, capped at ST_LIST_MAX. */

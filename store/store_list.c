@@ -21,7 +21,8 @@ st_list *st_list_new(void)
     return calloc(1, sizeof(st_list));
 }
 
-int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, const void *text, size_t text_n)
+int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, uint64_t mark, const void *text,
+                size_t text_n)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
@@ -39,8 +40,8 @@ int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, const void *tex
     if (text_n)
         memcpy(b + gid.n, text, text_n);
     b[gid.n + text_n] = 0;
-    l->items[l->n++] = (st_item){.gid = {b, gid.n}, .lo = lo, .hi = hi, .text = b + gid.n,
-                                 .text_n = text_n};
+    l->items[l->n++] = (st_item){
+        .gid = {b, gid.n}, .lo = lo, .hi = hi, .mark = mark, .text = b + gid.n, .text_n = text_n};
     return ST_OK;
 }
 

@@ -213,13 +213,13 @@ static int schema(pg *p, char *why, size_t why_len)
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
-        if (version == 0 && (!exec(p, schema_v1, NULL, why, why_len) ||
-                             !exec(p,
-                                   "INSERT INTO gw.schema_version VALUES (1,"
-                                   " (extract(epoch from now()) * 1000)::bigint)",
-                                   NULL, why, why_len) ||
-                             !exec(p, schema_v2, NULL, why, why_len) ||
-                             !exec(p, schema_v3, NULL, why, why_len))) {
+        if (version == 0 &&
+            (!exec(p, schema_v1, NULL, why, why_len) ||
+             !exec(p,
+                   "INSERT INTO gw.schema_version VALUES (1,"
+                   " (extract(epoch from now()) * 1000)::bigint)",
+                   NULL, why, why_len) ||
+             !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }

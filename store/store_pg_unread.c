@@ -85,7 +85,7 @@ static int adopted_of(const PGresult *r, st_op *op)
     if (!(op->list = st_list_new()))
         return ST_ENOMEM;
     for (int i = 0; i < PQntuples(r); i++) {
-        int rc = st_list_add(op->list, (st_id){NULL, 0}, 0, 0, PQgetvalue(r, i, 0),
+        int rc = st_list_add(op->list, (st_id){NULL, 0}, 0, 0, 0, PQgetvalue(r, i, 0),
                              (size_t)PQgetlength(r, i, 0));
         if (rc != ST_OK)
             return rc;
@@ -108,7 +108,7 @@ static int unswept_of(const PGresult *r, st_op *op)
             lo = mark + 1;
         if (lo > hi)
             continue;
-        int rc = st_list_add(op->list, pg_get_id(r, (int)i, 0), lo, hi, NULL, 0);
+        int rc = st_list_add(op->list, pg_get_id(r, (int)i, 0), lo, hi, mark, NULL, 0);
         if (rc != ST_OK)
             return rc;
     }

@@ -139,14 +139,15 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     /* The groups the change log's rows of ($1, $2] stored messages of ("h GID HI 0 LO"
      * lines; LO is missing from rows of a release before it), in gid order after $3,
      * $4 of them and one more (which says there are more), with their swept marks. */
-    [PG_UNSWEPT] = "WITH l AS (SELECT split_part(x, ' ', 2) COLLATE \"C\" AS gid,"
-                   " split_part(x, ' ', 3)::int8 AS hi, nullif(split_part(x, ' ', 5), '')::int8 AS lo"
-                   " FROM gw.changes c, regexp_split_to_table(c.body, E'\\n') AS x"
-                   " WHERE c.at_ms > $1::int8 AND c.at_ms <= $2::int8 AND x LIKE 'h %'),"
-                   " g AS (SELECT gid, coalesce(min(lo), min(hi)) AS lo, max(hi) AS hi FROM l"
-                   " WHERE gid > $3::text GROUP BY gid ORDER BY gid LIMIT $4::int8 + 1)"
-                   " SELECT g.gid, g.lo, g.hi, coalesce(s.mid, 0) FROM g"
-                   " LEFT JOIN gw.unread_swept s ON s.gid = g.gid ORDER BY g.gid",
+    [PG_UNSWEPT] =
+        "WITH l AS (SELECT split_part(x, ' ', 2) COLLATE \"C\" AS gid,"
+        " split_part(x, ' ', 3)::int8 AS hi, nullif(split_part(x, ' ', 5), '')::int8 AS lo"
+        " FROM gw.changes c, regexp_split_to_table(c.body, E'\\n') AS x"
+        " WHERE c.at_ms > $1::int8 AND c.at_ms <= $2::int8 AND x LIKE 'h %'),"
+        " g AS (SELECT gid, coalesce(min(lo), min(hi)) AS lo, max(hi) AS hi FROM l"
+        " WHERE gid > $3::text GROUP BY gid ORDER BY gid LIMIT $4::int8 + 1)"
+        " SELECT g.gid, g.lo, g.hi, coalesce(s.mid, 0) FROM g"
+        " LEFT JOIN gw.unread_swept s ON s.gid = g.gid ORDER BY g.gid",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 static const char *const cf_names[RK_CF_COUNT] = {
-    "default", "groups", "members", "user_groups", "msgs", "sends",
-    "unread_log", "unread_swept", "unread_tells",
+    "default", "groups",     "members",      "user_groups",  "msgs",
+    "sends",   "unread_log", "unread_swept", "unread_tells",
 };
 
 static void set_why(char *why, size_t len, const char *what, const char *detail)

@@ -19,9 +19,9 @@ enum rk_cf {
     RK_CF_MSGS,        /* gid | be64(mid) -> ts, record */
     RK_CF_SENDS,       /* uid | cid -> mid, ts, gid */
     /* The unread webhook's (store_rocks_unread.c): */
-    RK_CF_UNREAD_LOG,    /* be64(at_ms) | gid | be64(hi) -> be64(lo): a batch's messages */
-    RK_CF_UNREAD_SWEPT,  /* gid -> be64(mid): looked at up to there */
-    RK_CF_UNREAD_TELLS,  /* id -> be64(owner), be64(made_ms), sent (1 byte), the event */
+    RK_CF_UNREAD_LOG,   /* be64(at_ms) | gid | be64(hi) -> be64(lo): a batch's messages */
+    RK_CF_UNREAD_SWEPT, /* gid -> be64(mid): looked at up to there */
+    RK_CF_UNREAD_TELLS, /* id -> be64(owner), be64(made_ms), sent (1 byte), the event */
     RK_CF_COUNT,
 };
 
@@ -55,16 +55,16 @@ typedef struct rk {
     bool unreadable;               /* a read of the batch failed: refuse it */
     char *path;
     /* The unread webhook's (store_rocks_unread.c). */
-    bool unread_log;     /* keep the log of batches of messages (st_options.unread_log) */
-    rk_log_line *lines;  /* the batch's: one a run of messages of one group */
+    bool unread_log;    /* keep the log of batches of messages (st_options.unread_log) */
+    rk_log_line *lines; /* the batch's: one a run of messages of one group */
     size_t n_lines, cap_lines;
-    uint64_t origin;     /* random per open: the owner of the tells this process claims */
-    bool adopted_all;    /* no tell of an earlier process is left to adopt */
-    uint64_t opened_ms;  /* when this process opened the folder (ms since the epoch) */
-    uint64_t prune_at;   /* monotonic ms: the next prune of the log and the tells */
+    uint64_t origin;            /* random per open: the owner of the tells this process claims */
+    bool adopted_all;           /* no tell of an earlier process is left to adopt */
+    uint64_t opened_ms;         /* when this process opened the folder (ms since the epoch) */
+    uint64_t prune_at;          /* monotonic ms: the next prune of the log and the tells */
     char prune_from[ST_MAX_ID]; /* the tell key where the tells' prune goes on */
     size_t prune_from_n;        /* (0: from the first) */
-    dev_t dev; /* the folder as opened: a folder removed or replaced is noticed */
+    dev_t dev;                  /* the folder as opened: a folder removed or replaced is noticed */
     ino_t ino;
     atomic_uint_fast64_t reopens;
 } rk;

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#define TELL_HDR 17         /* be64 owner, be64 made_ms, sent */
+#define TELL_HDR 17 /* be64 owner, be64 made_ms, sent */
 #define PRUNE_EVERY_MS 10000
 #define PRUNE_STEP 10000 /* tells looked at by one prune */
 
@@ -184,7 +184,7 @@ static int adopt(rk *r, st_op *op)
         st_put_be64(row, r->origin);
         put_row(r, RK_CF_UNREAD_TELLS, k, kn, row, vn);
         free(row);
-        rc = st_list_add(op->list, (st_id){NULL, 0}, 0, 0, v + TELL_HDR, vn - TELL_HDR);
+        rc = st_list_add(op->list, (st_id){NULL, 0}, 0, 0, 0, v + TELL_HDR, vn - TELL_HDR);
     }
     rocksdb_iter_destroy(it);
     /* Every tell of an earlier process was made before this one opened: once a walk
@@ -278,7 +278,7 @@ static int unswept(rk *r, st_op *op)
             rc = get_swept(r, gid, &mark);
             uint64_t lo = g->lo > mark + 1 ? g->lo : mark + 1;
             if (rc == ST_OK && lo <= g->hi)
-                rc = st_list_add(op->list, gid, lo, g->hi, NULL, 0);
+                rc = st_list_add(op->list, gid, lo, g->hi, mark, NULL, 0);
             taken++;
         }
         HASH_DEL(groups, g);

@@ -12,13 +12,15 @@
 #include <libwebsockets.h>
 
 typedef struct gw_unread gw_unread;
+typedef struct gw_unread_recover gw_unread_recover;
 typedef struct gw_webhook gw_webhook;
 
 struct gw_app {
     gw_app_deps d;
     bool stopping; /* gw_app_stop */
     gw_app_figs figs;
-    gw_unread *unread; /* the unread webhook (NULL: off) */
+    gw_unread *unread;          /* the unread webhook (NULL: off) */
+    gw_unread_recover *recover; /* ... what it takes up from the store (the first thread's) */
     gw_webhook *webhook;
 };
 
@@ -99,6 +101,18 @@ void gw_unread_stored(gw_unread *u, const char *gid, uint64_t mid);
 void gw_unread_acked(gw_unread *u, const char *gid, const char *uid, uint64_t ack,
                      uint64_t last_mid);
 
+/* Messages lo..hi of gid were not looked at in time (gw_unread_recover.c found them in
+ * the store): looked at now, a range at a time; the first range's SWEPT moves the swept
+ * mark from mark (what lies between is older than the span read). */
+void gw_unread_take_up(gw_unread *u, const char *gid, uint64_t lo, uint64_t hi, uint64_t mark);
+/* Looks waiting or under way. */
+size_t gw_unread_waiting(const gw_unread *u);
+
+/* gw_unread_recover.c: takes up what no node is telling (ranges not looked at in time,
+ * events not taken whose node is gone), on the app's loop. NULL when out of memory. */
+gw_unread_recover *gw_unread_recover_new(gw_app *a);
+void gw_unread_recover_free(gw_unread_recover *r); /* NULL is a no-op */
+
 /* Starts the delivery to cfg->webhook_url on the app's loop. NULL (logged) on failure. */
 gw_webhook *gw_webhook_new(gw_app *a);
 /* Stops: a POST under way is abandoned, and what is not delivered is logged as lost. */
@@ -106,6 +120,8 @@ void gw_webhook_free(gw_webhook *w);
 /* Queues one event (takes the reference): true, or false when it was dropped (the queue
  * full: counted; or no webhook). */
 bool gw_webhook_push(gw_webhook *w, json_t *event);
+/* Events the queue has room for now. */
+size_t gw_webhook_room(const gw_webhook *w);
 
 /* gw_json.c: {mid, from, ts} and, with_body, `body`: a text body as a string; a binary
  * one (or text that is not UTF-8) in base64, with "encoding": "base64". New reference,

@@ -8,6 +8,7 @@ void gw_app_free(gw_app *a)
 {
     if (!a)
         return;
+    gw_unread_recover_free(a->recover);
     gw_unread_free(a->unread);
     gw_webhook_free(a->webhook);
     free(a);
@@ -22,7 +23,10 @@ gw_app *gw_app_new(const gw_app_deps *deps)
     if (deps->cfg->webhook_url && deps->loop) {
         a->webhook = gw_webhook_new(a);
         a->unread = a->webhook ? gw_unread_new(a) : NULL;
-        if (!a->unread) {
+        /* One thread of each node takes up what no node is telling. */
+        if (a->unread && deps->thread == 0)
+            a->recover = gw_unread_recover_new(a);
+        if (!a->unread || (deps->thread == 0 && !a->recover)) {
             gw_app_free(a);
             return NULL;
         }

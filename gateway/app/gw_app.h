@@ -49,7 +49,12 @@ typedef struct gw_app_figs {
     uint64_t api_requests, api_unauthorized, api_rate_limited;
     /* The unread webhook: who is to be told (gw_unread.c), and the delivery (gw_webhook.c). */
     uint64_t webhook_passes, webhook_events, webhook_missed, webhook_read_errors;
-    uint64_t webhook_queued; /* a gauge: events waiting or in the batch out */
+    uint64_t webhook_claimed_before; /* made before (here, or by another node): not again */
+    uint64_t webhook_taken_up;       /* ranges another node (or this one before) left */
+    uint64_t webhook_adopted;        /* events a node that is gone had not delivered */
+    uint64_t webhook_mark_errors;    /* deliveries whose store mark failed (sent again if
+                                      * this node dies) */
+    uint64_t webhook_queued;         /* a gauge: events waiting or in the batch out */
     uint64_t webhook_delivered, webhook_batches, webhook_attempts, webhook_failures;
     uint64_t webhook_timeouts, webhook_rejected, webhook_dropped, webhook_last_status;
 } gw_app_figs;

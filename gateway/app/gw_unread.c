@@ -16,10 +16,20 @@
  * A member whose first unread message is its own is not told (clients ack what they
  * send once they hold it).
  *
+ * What outlives this node is in the store (store.h, the unread webhook's bookkeeping):
+ *   - An event is claimed by its id before it is queued for the receiver (TELL_CLAIM):
+ *     one claimed before, here or by another node, is not made again. That is what makes
+ *     "one event per member and group until it acks" hold across nodes and restarts.
+ *   - A range looked at moves its group's swept mark (SWEPT). A range this node stored
+ *     and did not look at in time (it died), or one another node stored and did not, is
+ *     found in the store by gw_unread_recover.c and looked at here (gw_unread_take_up),
+ *     in ranges one after the other.
+ * An ack's look stays in memory: if its node dies within the delay, that member is told
+ * at its next message instead.
+ *
  * What waits is bounded (DUE_MAX entries: more are dropped and counted as missed) and
  * so is what is read at once (SCANS_MAX passes, each a page of members and one page of
- * messages). Events are not made twice on this node for a while (RECENT_N ids); the
- * receiver dedups the rest by id.
+ * messages). Events made here lately are not claimed again (RECENT_N ids).
  */
 #include "app_internal.h"
 
@@ -48,8 +58,11 @@ typedef struct due {
     uint64_t at_ms;    /* monotonic: look at it then */
     uint64_t first_ms; /* when the range's first message was stored */
     bool ack;
+    bool taken_up; /* a range from the store (gw_unread_take_up): the next one follows */
     unsigned tries;
     uint64_t lo, hi;
+    uint64_t to;         /* taken up: the last mid of all its ranges */
+    uint64_t sweep_from; /* the first mid its SWEPT moves the mark from */
     char gid[PR_MAX_ID + 1];
     char uid[PR_MAX_ID + 1]; /* ack: the member */
 } due;
@@ -60,7 +73,15 @@ typedef struct cand {
     uint64_t ack;
 } cand;
 
-enum pass_phase { P_MEMBERS, P_MEMBER, P_MESSAGES };
+enum pass_phase { P_MEMBERS, P_MEMBER, P_MESSAGES, P_CLAIM, P_SWEPT };
+
+/* An event made, to be claimed before it is queued. */
+typedef struct made {
+    json_t *ev;
+    char *text; /* its JSON, kept by the store until the receiver took it */
+    char id[33];
+    uint64_t key; /* for the recent table */
+} made;
 
 /* One pass under way: a store job at a time. */
 typedef struct pass {
@@ -73,6 +94,9 @@ typedef struct pass {
     cand *c;
     size_t n;
     uint64_t last_mid;
+    made *m; /* this page's events (room for n) */
+    st_tell *tells;
+    size_t n_made;
 } pass;
 
 struct gw_unread {
@@ -175,6 +199,29 @@ void gw_unread_acked(gw_unread *u, const char *gid, const char *uid, uint64_t ac
     enqueue(u, d);
 }
 
+/* Messages lo..hi of gid, not looked at in time: looked at now, RANGE_MAX at a time, each
+ * range once the one before is done. The first moves the swept mark from mark. */
+void gw_unread_take_up(gw_unread *u, const char *gid, uint64_t lo, uint64_t hi, uint64_t mark)
+{
+    if (!u || lo > hi)
+        return;
+    due *d = due_new(u, gid, gw_mono_ms());
+    if (!d)
+        return;
+    d->taken_up = true;
+    d->lo = lo;
+    d->to = hi;
+    d->hi = hi - lo + 1 > RANGE_MAX ? lo + RANGE_MAX - 1 : hi;
+    d->sweep_from = mark + 1; /* what lies between the mark and lo is older than the span */
+    u->a->figs.webhook_taken_up++;
+    enqueue(u, d);
+}
+
+size_t gw_unread_waiting(const gw_unread *u)
+{
+    return u ? u->n_due + u->passes : 0;
+}
+
 /* ---- events ------------------------------------------------------------------------- */
 
 /* The event's id: (gid, uid, first unread mid), hashed, in hex; its first 8 bytes as a
@@ -195,31 +242,58 @@ static uint64_t event_id(const char *gid, const char *uid, uint64_t first, char 
     return k;
 }
 
-static void make_event(gw_unread *u, const char *gid, const cand *c, uint64_t last_mid,
-                       const st_msg *m)
+/* The event of candidate c, whose first unread message is m, into the pass's list of
+ * events to claim; nothing for its own message or one made here lately. */
+static void make_event(pass *p, const cand *c, uint64_t last_mid, const st_msg *m)
 {
+    gw_unread *u = p->u;
     gw_app *a = u->a;
     pr_message r;
     if (pr_dec_record(a->d.dec, m->record, m->record_n, &r) != 0)
         return; /* cannot happen for what the gateway stored */
     if (r.from.n == strlen(c->uid) && memcmp(r.from.p, c->uid, r.from.n) == 0)
         return; /* its own message */
-    char id[33];
-    uint64_t k = event_id(gid, c->uid, m->mid, id);
-    uint64_t *slot = &u->recent[k % RECENT_N];
-    if (*slot == k)
-        return; /* made here lately */
+    made *e = &p->m[p->n_made];
+    e->key = event_id(p->d->gid, c->uid, m->mid, e->id);
+    if (u->recent[e->key % RECENT_N] == e->key)
+        return; /* made (or found claimed) here lately */
     json_t *msg = gw_json_message(m->mid, m->ts, &r, a->d.cfg->webhook_body);
-    json_t *ev =
-        json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}", "id", id, "type", "unread",
-                  "gid", gid, "uid", c->uid, "first_unread", (json_int_t)m->mid, "unread",
-                  (json_int_t)(last_mid > c->ack ? last_mid - c->ack : 0), "last_mid",
-                  (json_int_t)last_mid, "message", msg, "ts", (json_int_t)gw_now_ms());
-    if (!ev)
+    e->ev = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:I}", "id", e->id, "type",
+                      "unread", "gid", p->d->gid, "uid", c->uid, "first_unread", (json_int_t)m->mid,
+                      "unread", (json_int_t)(last_mid > c->ack ? last_mid - c->ack : 0), "last_mid",
+                      (json_int_t)last_mid, "message", msg, "ts", (json_int_t)gw_now_ms());
+    e->text = e->ev ? json_dumps(e->ev, JSON_COMPACT) : NULL;
+    if (!e->text) {
+        json_decref(e->ev);
+        a->figs.webhook_missed++;
         return;
-    a->figs.webhook_events++;
-    if (gw_webhook_push(a->webhook, ev))
-        *slot = k; /* queued: not made again for a while */
+    }
+    p->tells[p->n_made] =
+        (st_tell){.id = st_id_str(e->id), .event = e->text, .event_n = strlen(e->text)};
+    p->n_made++;
+}
+
+/* The page's events were claimed (or not): those claimed here go to the receiver. */
+static void take_claims(pass *p, bool ok)
+{
+    gw_unread *u = p->u;
+    gw_app *a = u->a;
+    for (size_t i = 0; i < p->n_made; i++) {
+        made *e = &p->m[i];
+        if (ok && p->tells[i].claimed) {
+            a->figs.webhook_events++;
+            u->recent[e->key % RECENT_N] = e->key;
+            gw_webhook_push(a->webhook, e->ev); /* takes it; dropped if full (counted) */
+        } else {
+            if (ok) { /* made before, here or by another node: once is enough */
+                a->figs.webhook_claimed_before++;
+                u->recent[e->key % RECENT_N] = e->key;
+            }
+            json_decref(e->ev);
+        }
+        free(e->text);
+    }
+    p->n_made = 0;
 }
 
 /* ---- passes ------------------------------------------------------------------------- */
@@ -236,8 +310,8 @@ static void submit(pass *p)
     }
 }
 
-/* The pass's op, cleared, for its next read of kind in phase ph. */
-static st_op *next_read(pass *p, enum st_op_kind kind, enum pass_phase ph)
+/* The pass's op, cleared, for its next request of kind in phase ph. */
+static st_op *next_op(pass *p, enum st_op_kind kind, enum pass_phase ph)
 {
     st_op *op = &p->job.op;
     memset(op, 0, sizeof(*op));
@@ -249,7 +323,7 @@ static st_op *next_read(pass *p, enum st_op_kind kind, enum pass_phase ph)
 
 static void read_members(pass *p)
 {
-    st_op *op = next_read(p, ST_OP_READ_MEMBERS, P_MEMBERS);
+    st_op *op = next_op(p, ST_OP_READ_MEMBERS, P_MEMBERS);
     op->uid = (st_id){p->after, strlen(p->after)};
     op->limit = MEMBERS_PAGE;
     submit(p);
@@ -257,17 +331,34 @@ static void read_members(pass *p)
 
 static void read_member(pass *p)
 {
-    next_read(p, ST_OP_READ_GROUP, P_MEMBER)->uid = st_id_str(p->d->uid);
+    next_op(p, ST_OP_READ_GROUP, P_MEMBER)->uid = st_id_str(p->d->uid);
     submit(p);
 }
 
 /* The messages the candidates have first unread: lo..hi, or ack + 1 for an ack's. */
 static void read_messages(pass *p)
 {
-    st_op *op = next_read(p, ST_OP_READ_PAGE, P_MESSAGES);
+    st_op *op = next_op(p, ST_OP_READ_PAGE, P_MESSAGES);
     op->dir = ST_AFTER;
     op->from = p->d->ack ? p->d->lo : p->d->lo - 1;
     op->limit = p->d->ack ? 1 : (size_t)(p->d->hi - p->d->lo + 1);
+    submit(p);
+}
+
+static void claim(pass *p)
+{
+    st_op *op = next_op(p, ST_OP_TELL_CLAIM, P_CLAIM);
+    op->tells = p->tells;
+    op->n_tells = p->n_made;
+    submit(p);
+}
+
+/* The range was looked at: its group's mark moves (from where it is only). */
+static void sweep(pass *p)
+{
+    st_op *op = next_op(p, ST_OP_SWEPT, P_SWEPT);
+    op->from = p->d->sweep_from ? p->d->sweep_from : p->d->lo;
+    op->upto = p->d->hi;
     submit(p);
 }
 
@@ -276,21 +367,45 @@ static void pop_due(gw_unread *u);
 static void pass_end(pass *p, bool failed)
 {
     gw_unread *u = p->u;
-    if (failed && ++p->d->tries <= RETRIES) {
+    due *d = p->d;
+    take_claims(p, false); /* a failed claim: nothing of it goes */
+    if (failed && ++d->tries <= RETRIES) {
         /* Again a second later, or after the delay if that is shorter: the list stays
          * in time order only if nothing in it waits longer than the delay. */
         unsigned delay = u->a->d.cfg->webhook_delay_ms, pause = delay < 1000 ? delay : 1000;
-        p->d->at_ms = gw_mono_ms() + pause;
-        enqueue(u, p->d);
-        p->d = NULL;
+        d->at_ms = gw_mono_ms() + pause;
+        enqueue(u, d);
+        d = NULL;
     } else if (failed) {
         u->a->figs.webhook_missed++;
+    } else if (d->taken_up && d->hi < d->to) {
+        /* The next range of what was taken up, from where this one ended. */
+        d->lo = d->hi + 1;
+        d->hi = d->to - d->lo + 1 > RANGE_MAX ? d->lo + RANGE_MAX - 1 : d->to;
+        d->sweep_from = 0;
+        d->tries = 0;
+        d->at_ms = gw_mono_ms();
+        enqueue(u, d);
+        d = NULL;
     }
-    free(p->d);
+    free(d);
     free(p->c);
+    free(p->m);
+    free(p->tells);
     free(p);
     u->passes--;
     pop_due(u);
+}
+
+/* A page of candidates is done: the next page of members, or the end of the pass. */
+static void page_done(pass *p)
+{
+    if (!p->d->ack && p->more)
+        read_members(p);
+    else if (!p->d->ack)
+        sweep(p);
+    else
+        pass_end(p, false);
 }
 
 static void pass_step(gw_job *jb)
@@ -298,6 +413,10 @@ static void pass_step(gw_job *jb)
     pass *p = (pass *)jb;
     st_op *op = &jb->op;
     gw_unread *u = p->u;
+    if (p->phase == P_SWEPT) { /* failed or not: a mark left behind is looked at again */
+        pass_end(p, false);
+        return;
+    }
     if (op->result != 0 && op->result != ST_ENOGROUP && op->result != ST_ENOTMEMBER) {
         u->a->figs.webhook_read_errors++;
         pass_end(p, true);
@@ -330,10 +449,8 @@ static void pass_step(gw_job *jb)
         st_members_free(op->members);
         if (p->n)
             read_messages(p);
-        else if (p->more)
-            read_members(p);
         else
-            pass_end(p, false);
+            page_done(p);
         return;
     }
     case P_MEMBER:
@@ -353,30 +470,45 @@ static void pass_step(gw_job *jb)
         if (last < p->last_mid)
             last = p->last_mid;
         size_t k = st_page_count(op->page);
+        p->n_made = 0;
         for (size_t i = 0; i < p->n; i++)
             for (size_t j = 0; j < k; j++) {
                 const st_msg *m = st_page_at(op->page, j);
                 if (m->mid == p->c[i].ack + 1) {
-                    make_event(u, p->d->gid, &p->c[i], last, m);
+                    make_event(p, &p->c[i], last, m);
                     break;
                 }
             }
         st_page_free(op->page);
-        if (!p->d->ack && p->more)
-            read_members(p);
+        if (p->n_made)
+            claim(p);
         else
-            pass_end(p, false);
+            page_done(p);
         return;
     }
+    case P_CLAIM:
+        take_claims(p, true);
+        page_done(p);
+        return;
+    case P_SWEPT: return; /* above */
     }
 }
 
 static void start_pass(gw_unread *u, due *d)
 {
     pass *p = calloc(1, sizeof(*p));
-    if (p)
-        p->c = calloc(d->ack ? 1 : MEMBERS_PAGE, sizeof(cand));
-    if (!p || !p->c) {
+    size_t room = d->ack ? 1 : MEMBERS_PAGE;
+    if (p) {
+        p->c = calloc(room, sizeof(cand));
+        p->m = calloc(room, sizeof(made));
+        p->tells = calloc(room, sizeof(st_tell));
+    }
+    if (!p || !p->c || !p->m || !p->tells) {
+        if (p) {
+            free(p->c);
+            free(p->m);
+            free(p->tells);
+        }
         free(p);
         free(d);
         u->a->figs.webhook_missed++;

@@ -55,6 +55,7 @@ struct gw_webhook {
     struct curl_slist *headers;
     char *body;
     size_t batch_n;   /* events in it */
+    char (*ids)[33];  /* their ids, for the store's mark that they were taken */
     unsigned attempt; /* attempts so far */
     bool busy;        /* a batch exists (out or waiting for its retry) */
     char delivery[40];
@@ -148,9 +149,64 @@ static void end_batch(gw_webhook *w)
     w->headers = NULL;
     free(w->body);
     w->body = NULL;
+    free(w->ids);
+    w->ids = NULL;
     w->a->figs.webhook_queued -= w->batch_n;
     w->batch_n = 0;
     w->busy = false;
+}
+
+/* The store's mark that a batch's events were taken (TELL_SENT): they are then no
+ * other gateway's to send again should this one die. */
+typedef struct sent_job {
+    gw_job job; /* first: the completion finds it from its job */
+    gw_app *a;
+    st_tell *tells;
+    char (*ids)[33];
+} sent_job;
+
+static void sent_done(gw_job *j)
+{
+    sent_job *sj = (sent_job *)j;
+    if (j->op.result != 0) {
+        /* Left unsent: if this gateway dies within the hour they are kept, another one
+         * sends them again (the receiver dedups by id). */
+        sj->a->figs.webhook_mark_errors++;
+        gw_dbg("webhook: cannot mark %zu events taken: %s", j->op.n_tells,
+               st_strerror(j->op.result));
+    }
+    free(sj->tells);
+    free(sj->ids);
+    free(sj);
+}
+
+static void mark_sent(gw_webhook *w)
+{
+    sent_job *sj = calloc(1, sizeof(*sj));
+    size_t n = 0;
+    if (sj && w->ids && (sj->tells = calloc(w->batch_n, sizeof(*sj->tells)))) {
+        sj->ids = w->ids; /* the batch's ids go with the job */
+        w->ids = NULL;
+        for (size_t i = 0; i < w->batch_n; i++)
+            if (sj->ids[i][0])
+                sj->tells[n++].id = st_id_str(sj->ids[i]);
+    }
+    if (!sj || n == 0) {
+        if (sj) {
+            free(sj->tells);
+            free(sj->ids);
+        }
+        free(sj);
+        return;
+    }
+    sj->a = w->a;
+    sj->job.op = (st_op){.kind = ST_OP_TELL_SENT, .tells = sj->tells, .n_tells = n};
+    sj->job.complete = sent_done;
+    int rc = gw_bridge_submit(w->a->d.bridge, &sj->job);
+    if (rc < 0) {
+        sj->job.op.result = rc;
+        sent_done(&sj->job);
+    }
 }
 
 /* What comes next: a batch at once if a whole one waits, else after the linger. */
@@ -220,6 +276,7 @@ static void finished(gw_webhook *w, CURLcode rc)
         a->figs.webhook_batches++;
         if (w->attempt > 1)
             gw_info("webhook: delivered %zu events after %u attempts", w->batch_n, w->attempt);
+        mark_sent(w);
         end_batch(w);
         next(w);
         return;
@@ -328,7 +385,11 @@ static void start_batch(gw_webhook *w)
         return;
     json_t *events = json_array();
     size_t n = w->len < a->d.cfg->webhook_batch ? w->len : a->d.cfg->webhook_batch;
+    w->ids = calloc(n, sizeof(*w->ids)); /* NULL: they are not marked taken (sent again) */
     for (size_t i = 0; i < n; i++) {
+        const char *id = json_string_value(json_object_get(w->q[w->head], "id"));
+        if (w->ids && id && strlen(id) < sizeof(w->ids[i]))
+            strcpy(w->ids[i], id);
         json_array_append_new(events, w->q[w->head]);
         w->head = (w->head + 1) % w->cap;
         w->len--;
@@ -376,6 +437,11 @@ bool gw_webhook_push(gw_webhook *w, json_t *event)
     return true;
 }
 
+size_t gw_webhook_room(const gw_webhook *w)
+{
+    return w && w->len + w->batch_n < w->cap ? w->cap - w->len - w->batch_n : 0;
+}
+
 gw_webhook *gw_webhook_new(gw_app *a)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -417,7 +483,9 @@ void gw_webhook_free(gw_webhook *w)
     gw_app *a = w->a;
     size_t lost = w->len + w->batch_n;
     if (lost)
-        gw_warn("webhook: stopping with %zu events not delivered", lost);
+        gw_warn("webhook: stopping with %zu events not delivered: kept in the store, they "
+                "are sent by another node, or by this one once it is back",
+                lost);
     ev_timer_stop(a->d.loop, &w->curl_timer);
     ev_timer_stop(a->d.loop, &w->send_timer);
     end_batch(w);

@@ -480,7 +480,18 @@ static void snapshot(gw_server *srv, table *t)
       "Messages or acks not looked at (too many waiting, or the store failing)",
       na->webhook_missed);
     C("webhook", "read_errors", "gw_webhook_read_errors_total",
-      "Store reads of those looks that failed (tried again)", na->webhook_read_errors);
+      "Store requests of those looks that failed (tried again)", na->webhook_read_errors);
+    C("webhook", "claimed_before", "gw_webhook_claimed_before_total",
+      "Events found made before (by this node or another): not made again",
+      na->webhook_claimed_before);
+    C("webhook", "taken_up", "gw_webhook_taken_up_total",
+      "Ranges of messages no node looked at in time (a node died), looked at here",
+      na->webhook_taken_up);
+    C("webhook", "adopted", "gw_webhook_adopted_total",
+      "Events a node that is gone made and had not delivered, sent from here", na->webhook_adopted);
+    C("webhook", "mark_errors", "gw_webhook_mark_errors_total",
+      "Deliveries the store could not mark as taken (sent again should this node die)",
+      na->webhook_mark_errors);
     G("webhook", "queued", "gw_webhook_queued_events", "Events waiting or being sent",
       na->webhook_queued);
     C("webhook", "delivered", "gw_webhook_delivered_total", "Events the receiver took (2xx)",

@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,9 @@ static void rx_stop(void)
 
 static void teardown(void)
 {
+    /* A node a test stopped (SIGSTOP) and did not get to wake: it must hear SIGTERM. */
+    if (f.pid > 0)
+        kill(f.pid, SIGCONT);
     gwfx_cleanup(&g2);
     gwfx_cleanup(&f);
     rx_stop();
@@ -80,6 +84,7 @@ static void rx_start(const char *const *flags)
     rx_pid = fork();
     cr_assert_geq(rx_pid, 0);
     if (rx_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test killed for its timeout takes it along */
         execvp("python3", (char *const *)argv);
         _exit(127);
     }
@@ -519,6 +524,130 @@ Test(webhook, two_nodes_tell_each_member_once_from_the_stored_acks)
     snprintf(node, sizeof(node), "\"node\":\"127.0.0.1:%d\"", f.port);
     cr_assert_not_null(strstr(sval(json_array_get(reqs, 0), "body"), node));
     json_decref(reqs);
+}
+
+/* The node that sent the last request the receiver logged ("127.0.0.1:PORT"). */
+static bool last_from(gwfx *x)
+{
+    json_t *reqs = rx_requests();
+    char node[64];
+    snprintf(node, sizeof(node), "\"node\":\"127.0.0.1:%d\"", x->port);
+    size_t n = json_array_size(reqs);
+    bool is = n && strstr(sval(json_array_get(reqs, n - 1), "body"), node);
+    json_decref(reqs);
+    return is;
+}
+
+/* Waits (at most 15 s) until x's figure `key` is at least want. */
+static json_int_t wait_stat(gwfx *x, const char *key, json_int_t want)
+{
+    json_int_t v = 0;
+    for (int i = 0; i < 300 && (v = stat(x, key)) < want; i++)
+        usleep(50 * 1000);
+    return v;
+}
+
+/* A message stored by a node that dies before the delay is up is still told, once: by
+ * another node (PostgreSQL), or by the same one once it is back (RocksDB). What was to
+ * be looked at is found in the store, not in the dead node's memory. */
+Test(webhook, a_message_whose_node_died_before_the_delay_is_told_once, .timeout = 120)
+{
+    rx_start(NULL);
+    start_gw(&f, NULL, rx_url, "1000", NULL);
+    gwfx *teller = &f;
+    if (pgfx_on()) {
+        start_gw(&g2, &f, rx_url, "1000", NULL);
+        teller = &g2;
+    }
+    add_member(&f, "g", "bob");
+    add_member(&f, "g", "carol");
+    gwc_conn *carol = gwfx_login(&f, "carol", NULL);
+    post(&f, "g", "pager", "k1", "before the crash");
+    pr_event ev = gwfx_expect(carol, PR_EV_MSG); /* stored and pushed */
+    cr_assert_eq(ev.msg.mid, 1);
+    ack(carol, "g", 1);
+    usleep(400 * 1000);     /* carol's ack is stored (--ack-flush-ms 200): she read in time */
+    gwfx_stop(&f, SIGKILL); /* before its delay is up: its look dies with it */
+    if (!pgfx_on())
+        gwfx_restart(&f);
+    json_t *e = wait_told("bob", 1);
+    cr_assert_eq(ival(e, "first_unread"), 1);
+    cr_assert_str_eq(sval(json_object_get(e, "message"), "from"), "pager");
+    json_decref(e);
+    cr_assert(last_from(teller), "told by the node that took the look up");
+    cr_assert_geq(stat(teller, "taken_up"), 1);
+    if (pgfx_on())
+        gwfx_restart(&f); /* back too: it finds the look done */
+    usleep(6000 * 1000);  /* another delay, grace and scan */
+    cr_assert_eq(told_now("bob"), 1, "told once");
+    cr_assert_eq(told_now("carol"), 0, "she had read it");
+    cr_assert_eq(stat(teller, "events"), 1);
+}
+
+/* An event made and not taken when its node died (the receiver was failing) is sent by
+ * another node (PostgreSQL), or by the same one once it is back (RocksDB): the same
+ * event, with the same id, taken once. */
+Test(webhook, an_event_not_taken_when_its_node_died_is_sent_by_another, .timeout = 120)
+{
+    const char *flags[] = {"--fail", "2", NULL};
+    rx_start(flags);
+    start_gw(&f, NULL, rx_url, "300", NULL);
+    gwfx *teller = &f;
+    if (pgfx_on()) {
+        start_gw(&g2, &f, rx_url, "300", NULL);
+        teller = &g2;
+    }
+    add_member(&f, "g", "bob");
+    post(&f, "g", "pager", "u1", "to be adopted");
+    json_t *reqs = NULL;
+    for (int i = 0; i < 200; i++) { /* its first POST, answered 500 */
+        reqs = rx_requests();
+        if (json_array_size(reqs) >= 1)
+            break;
+        json_decref(reqs);
+        reqs = NULL;
+        usleep(25 * 1000);
+    }
+    cr_assert_not_null(reqs, "the node made the event");
+    json_t *evs = events_of(json_array_get(reqs, 0));
+    char id[40];
+    snprintf(id, sizeof(id), "%s", sval(json_array_get(evs, 0), "id"));
+    json_decref(evs);
+    json_decref(reqs);
+    gwfx_stop(&f, SIGKILL); /* with the event queued, to be tried again */
+    if (!pgfx_on())
+        gwfx_restart(&f);
+    json_t *e = wait_told("bob", 1);
+    cr_assert_str_eq(sval(e, "id"), id, "the same event");
+    cr_assert_eq(ival(e, "first_unread"), 1);
+    json_decref(e);
+    cr_assert(last_from(teller));
+    cr_assert_eq(wait_stat(teller, "adopted", 1), 1);
+    usleep(6000 * 1000); /* the adopter's next look at the store: nothing left */
+    cr_assert_eq(told_now("bob"), 1, "taken once");
+    cr_assert_eq(stat(teller, "adopted"), 1);
+}
+
+/* Two nodes look at the same messages (one was late: stopped past the delay and the
+ * grace, so the other took its look up): each member is told once. The late one finds
+ * the event claimed. */
+Test(webhook, a_late_node_and_the_one_that_took_its_look_up_tell_once, .timeout = 120)
+{
+    pgfx_need(PGFX_ONLY);
+    rx_start(NULL);
+    start_gw(&f, NULL, rx_url, "1000", NULL);
+    start_gw(&g2, &f, rx_url, "1000", NULL);
+    add_member(&f, "g", "bob");
+    post(&f, "g", "pager", "s1", "late");
+    cr_assert_eq(kill(f.pid, SIGSTOP), 0);
+    json_t *e = wait_told("bob", 1); /* node 2 took it up */
+    json_decref(e);
+    cr_assert(last_from(&g2));
+    cr_assert_eq(kill(f.pid, SIGCONT), 0); /* node 1 looks now, its delay long past */
+    cr_assert_eq(wait_stat(&f, "claimed_before", 1), 1, "node 1 found the event made");
+    usleep(1500 * 1000);
+    cr_assert_eq(told_now("bob"), 1, "told once");
+    cr_assert_eq(stat(&f, "events"), 0);
 }
 
 /* The gateway's exit status for these flags (it stops at parsing). */

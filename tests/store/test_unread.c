@@ -199,15 +199,17 @@ Test(unread, two_adopters_take_each_event_once)
 static bool unswept_next(uint64_t from, uint64_t upto, const char *after, size_t limit, char *out,
                          size_t n, char *next)
 {
-    st_op op = {.kind = ST_OP_READ_UNSWEPT, .from = from, .upto = upto, .limit = limit,
+    st_op op = {.kind = ST_OP_READ_UNSWEPT,
+                .from = from,
+                .upto = upto,
+                .limit = limit,
                 .gid = st_id_str(after)};
     cr_assert_eq(run(s, &op), 0);
     out[0] = 0;
     for (size_t i = 0; i < st_list_count(op.list); i++) {
         const st_item *it = st_list_at(op.list, i);
         snprintf(out + strlen(out), n - strlen(out), "%s%.*s %llu-%llu", i ? " " : "",
-                 (int)it->gid.n, it->gid.p, (unsigned long long)it->lo,
-                 (unsigned long long)it->hi);
+                 (int)it->gid.n, it->gid.p, (unsigned long long)it->lo, (unsigned long long)it->hi);
     }
     bool more = st_list_more(op.list);
     if (next)
@@ -292,8 +294,7 @@ Test(unread, groups_not_swept_come_in_pages)
         more = unswept_next(0, now_ms() + 1000, after, 2, got, sizeof(got), after);
         pages++;
         if (got[0])
-            snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", all[0] ? " " : "",
-                     got);
+            snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", all[0] ? " " : "", got);
         /* The next page starts after the last group of this one, swept or not: the page
          * of p2 and p3 lists p2 only, and says to go on after p3. */
         if (pages == 2)
