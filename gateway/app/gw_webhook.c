@@ -290,6 +290,7 @@ static void finished(gw_webhook *w, CURLcode rc)
             "retried: check the URL and the receiver)",
             a->d.cfg->webhook_url, status, w->batch_n);
     a->figs.webhook_rejected += w->batch_n;
+    mark_sent(w); /* refused as such: no node is to send them again */
     end_batch(w);
     next(w);
 }
