@@ -39,8 +39,8 @@ typedef struct rec_job {
 struct gw_unread_recover {
     gw_app *a;
     ev_timer timer;
-    uint64_t scan_from; /* the span read next begins after this (ms since the epoch) */
-    uint64_t scan_upto; /* ... and ends here (0: not begun) */
+    uint64_t scan_from;        /* the span read next begins after this (ms since the epoch) */
+    uint64_t scan_upto;        /* ... and ends here (0: not begun) */
     char after[PR_MAX_ID + 1]; /* the span's next page begins after this group */
     bool scanning, adopting;
     uint64_t adopt_at; /* monotonic ms */
