@@ -30,6 +30,7 @@
 #define PR_PAGE_DEFAULT 100u                /* default `limit` of enter and pull */
 #define PR_PAGE_MAX 500u                    /* larger limits are clamped to this */
 #define PR_NO_RID UINT64_MAX                /* encoders: leave `rid` out */
+#define PR_MAX_WATCH 16u                    /* mids one `watch` names */
 
 enum pr_err {
     PR_OK = 0,
@@ -98,9 +99,16 @@ enum pr_req_type {
     PR_REQ_ENTER,
     PR_REQ_PULL,
     PR_REQ_PING,
+    /* What members see of each other (docs/PROTOCOL.md, Receipts, presence, typing). */
+    PR_REQ_READ,     /* reads: the person has seen up to mid (a second cursor) */
+    PR_REQ_RECEIPTS, /* gid, mid: how many have it, and have read it */
+    PR_REQ_WATCH,    /* gid, mids: the mids on screen, whose receipts are pushed */
+    PR_REQ_PRESENCE, /* gid, sub?: who of the group is online (and pushes of changes) */
+    PR_REQ_TYPING,   /* gid: told to the group's other online members, never stored */
 };
 
-/* One entry of `ack.acks`: the client holds every message of gid with mid <= mid. */
+/* One entry of `ack.acks` (the client holds every message of gid with mid <= mid), or of
+ * `read.reads` (the person has seen every message of gid with mid <= mid). */
 typedef struct pr_ack {
     pr_slice gid;
     uint64_t mid;
@@ -120,8 +128,13 @@ typedef struct pr_req {
     bool has_before;
     uint64_t after;
     uint64_t before;
-    pr_ack acks[PR_MAX_KEYS]; /* ack */
+    pr_ack acks[PR_MAX_KEYS]; /* ack: acks; read: reads */
     size_t n_acks;
+    uint64_t mid;                /* receipts (>= 1) */
+    uint64_t mids[PR_MAX_WATCH]; /* watch (none: stop watching gid) */
+    size_t n_mids;
+    bool sub; /* presence: push the group's online changes (false: stop) */
+    bool has_sub;
 } pr_req;
 
 /* Decoder state: a reusable msgpack zone whose size is bounded by the frame size. */
@@ -151,6 +164,12 @@ int pr_enc_enter(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint32_t limit)
 int pr_enc_pull(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, bool before, uint64_t mid,
                 uint32_t limit);
 int pr_enc_ping(msgpack_sbuffer *b, uint64_t rid);
+int pr_enc_read(msgpack_sbuffer *b, const pr_ack *reads, size_t n);
+int pr_enc_receipts_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid);
+int pr_enc_watch(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, const uint64_t *mids, size_t n);
+/* sub: -1 leaves `sub` out, 0 false, 1 true. */
+int pr_enc_presence_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, int sub);
+int pr_enc_typing(msgpack_sbuffer *b, pr_slice gid);
 /* rid PR_NO_RID means "no rid" in every encoder; any other value, 0 included, is sent. */
 
 /* ---------------------------------------------------------------------------------------
@@ -190,6 +209,11 @@ enum pr_ev_type {
     PR_EV_NOTIFY,
     PR_EV_PONG,
     PR_EV_ERR,
+    PR_EV_RECEIPTS, /* a reply to receipts, or a watched mid's (pushed) */
+    PR_EV_CURSORS,  /* pushed: members' cursors moved (a small group) */
+    PR_EV_PRESENCE, /* a reply to presence */
+    PR_EV_ONLINE,   /* pushed: members came online or went */
+    PR_EV_TYPING,   /* pushed: a member is typing */
 };
 
 /* One entry of `groups` (in welcome and groups). */
@@ -197,8 +221,25 @@ typedef struct pr_group {
     pr_slice gid;
     uint64_t last_mid;
     uint64_t ack;
-    uint64_t unread;
+    uint64_t unread; /* from `read` when the user has sent one for the group, else `ack` */
+    uint64_t read;   /* when has_read */
+    bool has_read;
 } pr_group;
+
+/* One entry of a `cursors` push: where a member's two cursors are. */
+typedef struct pr_cursor {
+    pr_slice uid;
+    uint64_t ack;
+    uint64_t read; /* when has_read */
+    bool has_read;
+} pr_cursor;
+
+/* One member of a `presence` reply or an `online` push. */
+typedef struct pr_presence {
+    pr_slice uid;
+    bool online;
+    uint64_t last_seen; /* ms since the epoch it was last online (0: never seen) */
+} pr_presence;
 
 /* One message as carried by `msg` and by a `page` entry. */
 typedef struct pr_message {
@@ -240,6 +281,19 @@ int pr_enc_err(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_s
 int pr_enc_err_retry(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg, pr_slice gid,
                      uint64_t retry_ms);
 
+/* What members see of each other. A list written as begin + n entries; n SIZE_MAX
+ * leaves the list out (a group over the list limit: counts only). */
+int pr_enc_receipts_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
+                          uint64_t delivered, uint64_t read, uint64_t of, size_t n_readers);
+int pr_enc_uid_entry(msgpack_sbuffer *b, pr_slice uid);
+int pr_enc_cursors_begin(msgpack_sbuffer *b, pr_slice gid, size_t n);
+int pr_enc_cursor_entry(msgpack_sbuffer *b, const pr_cursor *c);
+int pr_enc_presence_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t online,
+                          uint64_t of, size_t n_members);
+int pr_enc_online_begin(msgpack_sbuffer *b, pr_slice gid, size_t n);
+int pr_enc_presence_entry(msgpack_sbuffer *b, const pr_presence *p);
+int pr_enc_typing_push(msgpack_sbuffer *b, pr_slice gid, pr_slice uid, uint32_t ttl_ms);
+
 /* A batch frame: an array header for n messages, each then encoded as usual. The sbuffer
  * must hold nothing else; messages already encoded elsewhere can be appended as bytes. */
 int pr_enc_batch_begin(msgpack_sbuffer *b, size_t n);
@@ -262,14 +316,28 @@ typedef struct pr_event {
     pr_slice err_name;  /* err: the `code` string as sent */
     pr_slice err_msg;   /* err */
     uint64_t retry_ms;  /* err: wait this long before sending again (0: not given) */
-    size_t n_items;     /* welcome, groups: groups; page: msgs */
-    const void *items_; /* private: read with pr_event_group / pr_event_message */
+    uint64_t delivered; /* receipts: members whose ack is at or past mid */
+    uint64_t read;      /* receipts: ... whose read is (their ack, if they never sent one) */
+    uint64_t of;        /* receipts, presence: the group's members */
+    uint64_t online;    /* presence: members online */
+    bool has_list;      /* receipts: readers are listed; presence: members are */
+    pr_slice uid;       /* typing */
+    uint32_t ttl_ms;    /* typing: forget it after this long */
+    size_t n_items;     /* welcome, groups: groups; page: msgs; receipts: readers; cursors:
+                         * cursors; presence: members; online: changes */
+    const void *items_; /* private: read with the pr_event_* accessors below */
 } pr_event;
 
 /* The i-th group of a welcome or groups event. Returns 0 or PR_E_BAD_FIELD. */
 int pr_event_group(const pr_event *ev, size_t i, pr_group *out);
 /* The i-th message of a page event. Returns 0 or PR_E_BAD_FIELD. */
 int pr_event_message(const pr_event *ev, size_t i, pr_message *out);
+/* The i-th reader of a receipts event. Returns 0 or PR_E_BAD_FIELD. */
+int pr_event_reader(const pr_event *ev, size_t i, pr_slice *out);
+/* The i-th cursor of a cursors event. Returns 0 or PR_E_BAD_FIELD. */
+int pr_event_cursor(const pr_event *ev, size_t i, pr_cursor *out);
+/* The i-th member of a presence event or change of an online event. 0 or PR_E_BAD_FIELD. */
+int pr_event_presence(const pr_event *ev, size_t i, pr_presence *out);
 
 /*
  * Decodes one server frame: a map, or an array of maps (a batch). The whole frame, with

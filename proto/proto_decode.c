@@ -251,17 +251,31 @@ static const field f_send[] = {
     {"body", K_BODY, RQ(body), false},
 };
 
+static const field f_receipts_req[] = {
+    {"gid", K_ID, RQ(gid), false},
+    {"mid", K_U64, RQ(mid), false},
+};
+
 static const struct req_type {
     const char *name;
     enum pr_req_type t;
     const field *fields;
     size_t n_fields;
 } req_types[] = {
-    {"hello", PR_REQ_HELLO, SPEC(f_hello)}, {"join", PR_REQ_JOIN, SPEC(f_gid)},
-    {"leave", PR_REQ_LEAVE, SPEC(f_gid)},   {"groups", PR_REQ_GROUPS, NULL, 0},
-    {"send", PR_REQ_SEND, SPEC(f_send)},    {"ack", PR_REQ_ACK, NULL, 0},
-    {"enter", PR_REQ_ENTER, SPEC(f_gid)},   {"pull", PR_REQ_PULL, SPEC(f_gid)},
+    {"hello", PR_REQ_HELLO, SPEC(f_hello)},
+    {"join", PR_REQ_JOIN, SPEC(f_gid)},
+    {"leave", PR_REQ_LEAVE, SPEC(f_gid)},
+    {"groups", PR_REQ_GROUPS, NULL, 0},
+    {"send", PR_REQ_SEND, SPEC(f_send)},
+    {"ack", PR_REQ_ACK, NULL, 0},
+    {"enter", PR_REQ_ENTER, SPEC(f_gid)},
+    {"pull", PR_REQ_PULL, SPEC(f_gid)},
     {"ping", PR_REQ_PING, NULL, 0},
+    {"read", PR_REQ_READ, NULL, 0},
+    {"receipts", PR_REQ_RECEIPTS, SPEC(f_receipts_req)},
+    {"watch", PR_REQ_WATCH, SPEC(f_gid)},
+    {"presence", PR_REQ_PRESENCE, SPEC(f_gid)},
+    {"typing", PR_REQ_TYPING, SPEC(f_gid)},
 };
 
 static int read_limit(const dctx *c, pr_req *out)
@@ -291,34 +305,55 @@ static int read_after_before(const dctx *c, pr_req *out)
     return 0;
 }
 
-static int read_acks(const dctx *c, pr_req *out)
+/* ack's `acks` or read's `reads`: a map of gid -> mid, into out->acks. */
+static int read_acks(const dctx *c, const char *k, pr_req *out)
 {
     const msgpack_object *o;
-    int rc = lookup(c, "acks", &o);
+    int rc = lookup(c, k, &o);
     if (rc)
         return rc;
     if (!o)
-        return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'acks' is missing", c->what);
+        return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' is missing", c->what, k);
     if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
-        return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'acks' must be a non-empty map", c->what);
+        return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field '%s' must be a non-empty map", c->what,
+                       k);
     const msgpack_object_map *m = &o->via.map;
     if (m->size > PR_MAX_KEYS) /* pr_validate already refuses this; out->acks relies on it */
-        return pr_fail(c->err, PR_E_TOO_LARGE, "%s: too many entries in 'acks'", c->what);
+        return pr_fail(c->err, PR_E_TOO_LARGE, "%s: too many entries in '%s'", c->what, k);
     for (uint32_t i = 0; i < m->size; i++) {
         pr_ack *a = &out->acks[i];
         if (!convert(K_ID, &m->ptr[i].key, &a->gid))
-            return pr_fail(c->err, PR_E_BAD_FIELD, "%s: every key of 'acks' must be %s", c->what,
+            return pr_fail(c->err, PR_E_BAD_FIELD, "%s: every key of '%s' must be %s", c->what, k,
                            kind_rule[K_ID]);
         if (!convert(K_U64, &m->ptr[i].val, &a->mid))
             return pr_fail(c->err, PR_E_BAD_FIELD,
-                           "%s: every value of 'acks' must be an unsigned integer (a mid)",
-                           c->what);
+                           "%s: every value of '%s' must be an unsigned integer (a mid)", c->what,
+                           k);
         for (uint32_t j = 0; j < i; j++)
             if (slice_eq(out->acks[j].gid, a->gid))
-                return pr_fail(c->err, PR_E_BAD_FIELD, "%s: a gid appears twice in 'acks'",
-                               c->what);
+                return pr_fail(c->err, PR_E_BAD_FIELD, "%s: a gid appears twice in '%s'", c->what,
+                               k);
     }
     out->n_acks = m->size;
+    return 0;
+}
+
+/* watch's `mids`: 0 to PR_MAX_WATCH mids, each at least 1. */
+static int read_mids(const dctx *c, pr_req *out)
+{
+    const msgpack_object *o = NULL;
+    int rc = read_field(c, "mids", K_ARRAY, false, &o, NULL);
+    if (rc)
+        return rc;
+    if (o->via.array.size > PR_MAX_WATCH)
+        return pr_fail(c->err, PR_E_TOO_LARGE, "%s: field 'mids' holds more than %u mids", c->what,
+                       PR_MAX_WATCH);
+    for (uint32_t i = 0; i < o->via.array.size; i++)
+        if (!convert(K_U64, &o->via.array.ptr[i], &out->mids[i]) || out->mids[i] == 0)
+            return pr_fail(c->err, PR_E_BAD_FIELD,
+                           "%s: every entry of 'mids' must be a mid (an integer of at least 1)",
+                           c->what);
+    out->n_mids = o->via.array.size;
     return 0;
 }
 
@@ -356,7 +391,14 @@ int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, 
             return rc;
         /* fall through */
     case PR_REQ_ENTER: rc = read_limit(&c, out); break;
-    case PR_REQ_ACK: rc = read_acks(&c, out); break;
+    case PR_REQ_ACK: rc = read_acks(&c, "acks", out); break;
+    case PR_REQ_READ: rc = read_acks(&c, "reads", out); break;
+    case PR_REQ_RECEIPTS:
+        if (out->mid == 0)
+            rc = pr_fail(err, PR_E_BAD_FIELD, "receipts: field 'mid' must be at least 1");
+        break;
+    case PR_REQ_WATCH: rc = read_mids(&c, out); break;
+    case PR_REQ_PRESENCE: rc = read_field(&c, "sub", K_BOOL, true, &out->sub, &out->has_sub); break;
     default: break;
     }
     if (!rc)
@@ -414,11 +456,47 @@ static const field f_err[] = {
     {"gid", K_STR, EV(gid), true},
     {"retry_ms", K_U64, EV(retry_ms), true},
 };
+static const field f_receipts[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"mid", K_U64, EV(mid), false},
+    {"delivered", K_U64, EV(delivered), false},
+    {"read", K_U64, EV(read), false},
+    {"of", K_U64, EV(of), false},
+    {"readers", K_ARRAY, 0, true},
+};
+static const field f_cursors[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"cursors", K_ARRAY, 0, false},
+};
+static const field f_presence[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"online", K_U64, EV(online), false},
+    {"of", K_U64, EV(of), false},
+    {"members", K_ARRAY, 0, true},
+};
+static const field f_online[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"changes", K_ARRAY, 0, false},
+};
+static const field f_typing[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"uid", K_ID, EV(uid), false},
+    {"ttl_ms", K_U32, EV(ttl_ms), false},
+};
 static const field f_group[] = {
     {"gid", K_ID, offsetof(pr_group, gid), false},
     {"last_mid", K_U64, offsetof(pr_group, last_mid), false},
     {"ack", K_U64, offsetof(pr_group, ack), false},
     {"unread", K_U64, offsetof(pr_group, unread), false},
+};
+static const field f_cursor[] = {
+    {"uid", K_ID, offsetof(pr_cursor, uid), false},
+    {"ack", K_U64, offsetof(pr_cursor, ack), false},
+};
+static const field f_member[] = {
+    {"uid", K_ID, offsetof(pr_presence, uid), false},
+    {"online", K_BOOL, offsetof(pr_presence, online), false},
+    {"last_seen", K_U64, offsetof(pr_presence, last_seen), false},
 };
 static const field f_message[] = {
     {"mid", K_U64, offsetof(pr_message, mid), false},
@@ -427,7 +505,7 @@ static const field f_message[] = {
     {"body", K_BODY, offsetof(pr_message, body), false},
 };
 
-enum elem { E_NONE, E_GROUP, E_MESSAGE };
+enum elem { E_NONE, E_GROUP, E_MESSAGE, E_UID, E_CURSOR, E_PRESENCE };
 
 static const struct ev_type {
     const char *name;
@@ -446,21 +524,51 @@ static const struct ev_type {
     {"notify", PR_EV_NOTIFY, SPEC(f_notify), E_NONE},
     {"pong", PR_EV_PONG, SPEC(f_pong), E_NONE},
     {"err", PR_EV_ERR, SPEC(f_err), E_NONE},
+    {"receipts", PR_EV_RECEIPTS, SPEC(f_receipts), E_UID},
+    {"cursors", PR_EV_CURSORS, SPEC(f_cursors), E_CURSOR},
+    {"presence", PR_EV_PRESENCE, SPEC(f_presence), E_PRESENCE},
+    {"online", PR_EV_ONLINE, SPEC(f_online), E_PRESENCE},
+    {"typing", PR_EV_TYPING, SPEC(f_typing), E_NONE},
 };
 
-/* One entry of a groups or msgs array into *out (a pr_group or pr_message). */
+/* One entry of an event's array into *out (a pr_group, pr_message, pr_slice, pr_cursor or
+ * pr_presence, as elem says). */
 static int read_elem(const msgpack_object *o, enum elem elem, void *out, pr_error *err)
 {
-    const char *what = elem == E_GROUP ? "entry of 'groups'" : "entry of 'msgs'";
+    static const char *const whats[] = {
+        [E_GROUP] = "entry of 'groups'",
+        [E_MESSAGE] = "entry of 'msgs'",
+        [E_UID] = "entry of 'readers'",
+        [E_CURSOR] = "entry of 'cursors'",
+        [E_PRESENCE] = "entry of 'members' or 'changes'",
+    };
+    const char *what = whats[elem] ? whats[elem] : "entry";
+    if (elem == E_UID) {
+        if (!convert(K_ID, o, out))
+            return pr_fail(err, PR_E_BAD_FIELD, "%s: must be %s", what, kind_rule[K_ID]);
+        return 0;
+    }
     if (o->type != MSGPACK_OBJECT_MAP)
         return pr_fail(err, PR_E_BAD_FIELD, "%s: must be a map", what);
     dctx c = {o, what, SIZE_MAX, err, PR_PAGE_DEFAULT, PR_PAGE_MAX};
-    if (elem == E_GROUP) {
-        memset(out, 0, sizeof(pr_group));
-        return read_fields(&c, SPEC(f_group), out, NULL);
+    switch (elem) {
+    case E_GROUP: {
+        pr_group *g = out;
+        memset(g, 0, sizeof(*g));
+        int rc = read_fields(&c, SPEC(f_group), out, NULL);
+        return rc ? rc : read_field(&c, "read", K_U64, true, &g->read, &g->has_read);
     }
-    memset(out, 0, sizeof(pr_message));
-    return read_fields(&c, SPEC(f_message), out, NULL);
+    case E_CURSOR: {
+        pr_cursor *k = out;
+        memset(k, 0, sizeof(*k));
+        int rc = read_fields(&c, SPEC(f_cursor), out, NULL);
+        return rc ? rc : read_field(&c, "read", K_U64, true, &k->read, &k->has_read);
+    }
+    case E_PRESENCE:
+        memset(out, 0, sizeof(pr_presence));
+        return read_fields(&c, SPEC(f_member), out, NULL);
+    default: memset(out, 0, sizeof(pr_message)); return read_fields(&c, SPEC(f_message), out, NULL);
+    }
 }
 
 int pr_event_group(const pr_event *ev, size_t i, pr_group *out)
@@ -479,6 +587,32 @@ int pr_event_message(const pr_event *ev, size_t i, pr_message *out)
         return PR_E_BAD_FIELD;
     }
     return read_elem((const msgpack_object *)ev->items_ + i, E_MESSAGE, out, NULL);
+}
+
+/* The i-th entry of ev's array, if ev is of type t or t2. */
+static int event_elem(const pr_event *ev, enum pr_ev_type t, enum pr_ev_type t2, size_t i,
+                      enum elem elem, void *out, size_t out_n)
+{
+    if (!ev || (ev->t != t && ev->t != t2) || i >= ev->n_items) {
+        memset(out, 0, out_n);
+        return PR_E_BAD_FIELD;
+    }
+    return read_elem((const msgpack_object *)ev->items_ + i, elem, out, NULL);
+}
+
+int pr_event_reader(const pr_event *ev, size_t i, pr_slice *out)
+{
+    return event_elem(ev, PR_EV_RECEIPTS, PR_EV_RECEIPTS, i, E_UID, out, sizeof(*out));
+}
+
+int pr_event_cursor(const pr_event *ev, size_t i, pr_cursor *out)
+{
+    return event_elem(ev, PR_EV_CURSORS, PR_EV_CURSORS, i, E_CURSOR, out, sizeof(*out));
+}
+
+int pr_event_presence(const pr_event *ev, size_t i, pr_presence *out)
+{
+    return event_elem(ev, PR_EV_PRESENCE, PR_EV_ONLINE, i, E_PRESENCE, out, sizeof(*out));
 }
 
 static int err_code_of(pr_slice name)
@@ -513,13 +647,17 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
     if (arr) {
         ev->items_ = arr->via.array.ptr;
         ev->n_items = arr->via.array.size;
+        ev->has_list = true;
     }
-    /* Check every entry now, so that pr_event_group/message cannot fail on a decoded event
-     * for an index below n_items. */
+    /* Check every entry now, so that the accessors cannot fail on a decoded event for an
+     * index below n_items. */
     for (size_t i = 0; i < ev->n_items; i++) {
         union {
             pr_group g;
             pr_message m;
+            pr_slice s;
+            pr_cursor k;
+            pr_presence p;
         } tmp;
         if ((rc = read_elem(&arr->via.array.ptr[i], ty->elem, &tmp, err)))
             return rc;

@@ -176,17 +176,13 @@ int pr_enc_send(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, pr
     return enc_end(&e);
 }
 
+static void kv_cursors(enc *e, const char *k, const pr_ack *a, size_t n);
+
 int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n)
 {
     enc e = enc_start(b);
     head(&e, "ack", PR_NO_RID, 1);
-    key(&e, "acks");
-    map(&e, n);
-    for (size_t i = 0; i < n; i++) {
-        bytes(&e, acks[i].gid.p, acks[i].gid.n, false);
-        if (!e.rc)
-            check(&e, msgpack_pack_uint64(&e.pk, acks[i].mid));
-    }
+    kv_cursors(&e, "acks", acks, n);
     return enc_end(&e);
 }
 
@@ -216,6 +212,65 @@ int pr_enc_ping(msgpack_sbuffer *b, uint64_t rid)
 {
     enc e = enc_start(b);
     head(&e, "ping", rid, 0);
+    return enc_end(&e);
+}
+
+/* A map of gid -> mid under key: ack's acks, read's reads. */
+static void kv_cursors(enc *e, const char *k, const pr_ack *a, size_t n)
+{
+    key(e, k);
+    map(e, n);
+    for (size_t i = 0; i < n; i++) {
+        bytes(e, a[i].gid.p, a[i].gid.n, false);
+        if (!e->rc)
+            check(e, msgpack_pack_uint64(&e->pk, a[i].mid));
+    }
+}
+
+int pr_enc_read(msgpack_sbuffer *b, const pr_ack *reads, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "read", PR_NO_RID, 1);
+    kv_cursors(&e, "reads", reads, n);
+    return enc_end(&e);
+}
+
+int pr_enc_receipts_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid)
+{
+    enc e = enc_start(b);
+    head(&e, "receipts", rid, 2);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "mid", mid);
+    return enc_end(&e);
+}
+
+int pr_enc_watch(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, const uint64_t *mids, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "watch", rid, 2);
+    kv_str(&e, "gid", gid);
+    key(&e, "mids");
+    array(&e, n);
+    for (size_t i = 0; i < n && !e.rc; i++)
+        check(&e, msgpack_pack_uint64(&e.pk, mids[i]));
+    return enc_end(&e);
+}
+
+int pr_enc_presence_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, int sub)
+{
+    enc e = enc_start(b);
+    head(&e, "presence", rid, 1 + (sub >= 0));
+    kv_str(&e, "gid", gid);
+    if (sub >= 0)
+        kv_bool(&e, "sub", sub > 0);
+    return enc_end(&e);
+}
+
+int pr_enc_typing(msgpack_sbuffer *b, pr_slice gid)
+{
+    enc e = enc_start(b);
+    head(&e, "typing", PR_NO_RID, 1);
+    kv_str(&e, "gid", gid);
     return enc_end(&e);
 }
 
@@ -297,11 +352,13 @@ int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups)
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g)
 {
     enc e = enc_start(b);
-    map(&e, 4);
+    map(&e, 4 + g->has_read);
     kv_str(&e, "gid", g->gid);
     kv_u64(&e, "last_mid", g->last_mid);
     kv_u64(&e, "ack", g->ack);
     kv_u64(&e, "unread", g->unread);
+    if (g->has_read)
+        kv_u64(&e, "read", g->read);
     return enc_end(&e);
 }
 
@@ -372,6 +429,96 @@ int pr_enc_err_retry(msgpack_sbuffer *b, uint64_t rid, int code, const char *msg
         kv_str(&e, "gid", gid);
     if (retry_ms)
         kv_u64(&e, "retry_ms", retry_ms);
+    return enc_end(&e);
+}
+
+int pr_enc_receipts_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
+                          uint64_t delivered, uint64_t read, uint64_t of, size_t n_readers)
+{
+    enc e = enc_start(b);
+    head(&e, "receipts", rid, 5 + (n_readers != SIZE_MAX));
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "mid", mid);
+    kv_u64(&e, "delivered", delivered);
+    kv_u64(&e, "read", read);
+    kv_u64(&e, "of", of);
+    if (n_readers != SIZE_MAX) {
+        key(&e, "readers");
+        array(&e, n_readers);
+    }
+    return enc_end(&e);
+}
+
+int pr_enc_uid_entry(msgpack_sbuffer *b, pr_slice uid)
+{
+    enc e = enc_start(b);
+    bytes(&e, uid.p, uid.n, false);
+    return enc_end(&e);
+}
+
+int pr_enc_cursors_begin(msgpack_sbuffer *b, pr_slice gid, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "cursors", PR_NO_RID, 2);
+    kv_str(&e, "gid", gid);
+    key(&e, "cursors");
+    array(&e, n);
+    return enc_end(&e);
+}
+
+int pr_enc_cursor_entry(msgpack_sbuffer *b, const pr_cursor *c)
+{
+    enc e = enc_start(b);
+    map(&e, 2 + c->has_read);
+    kv_str(&e, "uid", c->uid);
+    kv_u64(&e, "ack", c->ack);
+    if (c->has_read)
+        kv_u64(&e, "read", c->read);
+    return enc_end(&e);
+}
+
+int pr_enc_presence_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t online,
+                          uint64_t of, size_t n_members)
+{
+    enc e = enc_start(b);
+    head(&e, "presence", rid, 3 + (n_members != SIZE_MAX));
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "online", online);
+    kv_u64(&e, "of", of);
+    if (n_members != SIZE_MAX) {
+        key(&e, "members");
+        array(&e, n_members);
+    }
+    return enc_end(&e);
+}
+
+int pr_enc_online_begin(msgpack_sbuffer *b, pr_slice gid, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "online", PR_NO_RID, 2);
+    kv_str(&e, "gid", gid);
+    key(&e, "changes");
+    array(&e, n);
+    return enc_end(&e);
+}
+
+int pr_enc_presence_entry(msgpack_sbuffer *b, const pr_presence *p)
+{
+    enc e = enc_start(b);
+    map(&e, 3);
+    kv_str(&e, "uid", p->uid);
+    kv_bool(&e, "online", p->online);
+    kv_u64(&e, "last_seen", p->last_seen);
+    return enc_end(&e);
+}
+
+int pr_enc_typing_push(msgpack_sbuffer *b, pr_slice gid, pr_slice uid, uint32_t ttl_ms)
+{
+    enc e = enc_start(b);
+    head(&e, "typing", PR_NO_RID, 3);
+    kv_str(&e, "gid", gid);
+    kv_str(&e, "uid", uid);
+    kv_u64(&e, "ttl_ms", ttl_ms);
     return enc_end(&e);
 }
 

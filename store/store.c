@@ -88,6 +88,11 @@ const char *st_where(const st_store *s)
     return s->be_ops->where(s->be);
 }
 
+uint64_t st_origin(const st_store *s)
+{
+    return s->be_ops->origin(s->be);
+}
+
 void st_close(st_store *s)
 {
     if (!s)
@@ -103,8 +108,7 @@ void st_close(st_store *s)
 
 static bool is_read(enum st_op_kind k)
 {
-    return k == ST_OP_READ_PAGE || k == ST_OP_READ_GROUPS || k == ST_OP_READ_GROUP ||
-           k == ST_OP_READ_MEMBERS;
+    return k >= ST_OP_READ_PAGE && k <= ST_OP_READ_SEEN;
 }
 
 static bool op_valid(const st_op *op)
@@ -118,6 +122,14 @@ static bool op_valid(const st_op *op)
     case ST_OP_JOIN:
     case ST_OP_LEAVE: return st_id_ok(op->gid) && st_id_ok(op->uid);
     case ST_OP_SIGNOUT: return st_id_ok(op->uid);
+    case ST_OP_SEEN:
+    case ST_OP_READ_SEEN:
+        if (!op->seen || op->n_seen == 0)
+            return false;
+        for (size_t i = 0; i < op->n_seen; i++)
+            if (!st_id_ok(op->seen[i].uid))
+                return false;
+        return true;
     case ST_OP_ACKS:
         for (size_t i = 0; i < op->n_acks; i++)
             if (!st_id_ok(op->acks[i].gid) || !st_id_ok(op->acks[i].uid))
@@ -142,6 +154,7 @@ static bool op_valid(const st_op *op)
     case ST_OP_SWEPT: return st_id_ok(op->gid) && op->from >= 1 && op->upto >= op->from;
     case ST_OP_READ_UNSWEPT:
         return op->limit > 0 && op->upto >= op->from && (op->gid.n == 0 || st_id_ok(op->gid));
+    case ST_OP_SIGNAL: return op->record && op->record_n > 0 && op->record_n <= ST_SIGNAL_MAX;
     }
     return false;
 }
@@ -149,8 +162,8 @@ static bool op_valid(const st_op *op)
 static void reset_outputs(st_op *op)
 {
     op->result = 0;
-    op->mid = op->ts = op->last_mid = op->ack = 0;
-    op->duplicate = op->created = op->joined = false;
+    op->mid = op->ts = op->last_mid = op->ack = op->read = 0;
+    op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
     op->page = NULL;
     op->groups = NULL;

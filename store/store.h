@@ -114,16 +114,40 @@ enum st_change_kind {
     ST_CH_ACK,     /* uid's stored ack of gid moved forward to ack */
     ST_CH_RESYNC,  /* changes may be missing and the log could not say which: read again */
     ST_CH_SIGNOUT, /* uid's sessions are to end (ST_OP_SIGNOUT) */
+    ST_CH_READ,    /* uid's stored read of gid moved forward to read */
+    /* Signals (ST_OP_SIGNAL): nothing stored, told as they come, from the gateway `origin`. */
+    ST_CH_TYPING, /* uid is typing in gid */
+    ST_CH_ONLINE, /* uid came online on origin (ack 1), or went (ack 0; ts: when) */
+    ST_CH_BEAT,   /* origin is alive, with ack users online */
+    ST_CH_ASK,    /* origin asks gateway `ack` (0: every one) to list who is online there */
+    ST_CH_LISTED, /* uid is online on origin: one of listing mid's users, which comes in ts
+                   * parts, this one part ack (0-based); a part with no user has uid.n 0 */
 };
+
+#define ST_SIGNAL_MAX 7800u /* bytes of a signal's lines */
 
 typedef struct st_change {
     enum st_change_kind kind;
     st_id gid, uid;     /* borrowed, valid during the call */
     uint64_t mid, ts;   /* MSG */
     uint64_t ack;       /* JOIN, ACK */
+    uint64_t read;      /* READ */
     const void *record; /* MSG: borrowed, or NULL when it was too large to announce */
     size_t record_n;
+    uint64_t origin; /* the announcing store (random per open) */
 } st_change;
+
+/*
+ * Signals (ST_OP_SIGNAL, PostgreSQL): what a gateway tells the others without storing it,
+ * as lines of the feed's format (store_pg_events.c), sent with a NOTIFY that commits no
+ * data (op->record: the lines, each after a '\n'; at most ST_SIGNAL_MAX bytes in all):
+ *   t GID UID                 uid is typing in gid
+ *   o UID 1 | o UID 0 TS      uid came online on this gateway | went (TS: when, ms)
+ *   b N                       this gateway is alive, with N users online
+ *   q N                       gateway N (its origin; 0: every one): list who is online
+ *   O LIST PART PARTS UID...  part PART of PARTS of listing LIST of this gateway's users
+ * They come to the other gateways' on_change as the ST_CH_ kinds above, with origin.
+ */
 
 /* Called on the store's feed thread with one announcement's changes, in its order.
  * Must be quick (copy what is needed) and must not call the store's *_sync helpers. */
@@ -165,6 +189,10 @@ typedef struct st_store st_store;
  * than this build's are errors: *out is NULL and errmsg (if not NULL) holds a reason. */
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len);
 
+/* This store's origin: a random number per open that names it to the other gateways of a
+ * database (the announcements' and signals' header; st_change.origin). */
+uint64_t st_origin(const st_store *s);
+
 /* The backend's name: "rocksdb" or "postgres". */
 const char *st_backend_name(const st_store *s);
 /* Where the store lives, for a log line: the folder, or the database's hosts, ports,
@@ -195,15 +223,18 @@ enum st_op_kind {
     ST_OP_JOIN,       /* make uid a member of gid (ack = last_mid); create gid if allowed
                        * (open_groups, or the op's `create`) */
     ST_OP_LEAVE,      /* remove the membership */
-    ST_OP_ACKS,       /* apply a batch of cumulative acks */
+    ST_OP_ACKS,       /* apply a batch of cumulative acks and reads */
     ST_OP_SIGNOUT,    /* announce that uid's sessions end, on every gateway (changes no
                        * table; PostgreSQL: the other gateways hear ST_CH_SIGNOUT) */
+    ST_OP_SEEN,       /* users were online until seen[i].ms: their last_seen moves there
+                       * (never back) */
     /* Reads: they see every write committed before they were submitted. */
     ST_OP_READ_PAGE,    /* a page of gid's messages: dir, from, limit, max_bytes -> page */
     ST_OP_READ_GROUPS,  /* the groups of uid with their unread counts -> groups */
     ST_OP_READ_GROUP,   /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
     ST_OP_READ_MEMBERS, /* a page of gid's members in uid order after uid, at most limit ->
                          * members (see st_read_members) */
+    ST_OP_READ_SEEN,    /* the last_seen of the users seen[i].uid -> seen[i].ms (0: never) */
     /* The unread webhook's bookkeeping (below): each its own small write or read on the
      * store thread, after the batch's writes, never answered at once. */
     ST_OP_TELL_CLAIM,   /* claim the events of tells -> tells[i].claimed */
@@ -214,6 +245,8 @@ enum st_op_kind {
     ST_OP_READ_UNSWEPT, /* groups with messages stored in (from, upto] (ms) not looked at,
                          * in gid order after gid (n == 0: the first), at most limit ->
                          * list (gid, lo..hi) */
+    ST_OP_SIGNAL,       /* tell the other gateways something that is not stored (record:
+                         * the lines, see Signals below); RocksDB: nothing to tell */
 };
 
 /*
@@ -258,12 +291,23 @@ bool st_list_more(const st_list *l); /* READ_UNSWEPT: more groups after the page
 st_id st_list_after(const st_list *l);
 void st_list_free(st_list *l); /* NULL is a no-op */
 
-/* One cumulative ack: uid holds every message of gid up to mid. */
+/* One cumulative ack (uid holds every message of gid up to mid), and with it, or alone,
+ * one cumulative read (the person has seen every message of gid up to read). Each only
+ * moves forward, and never past the group's last mid. A member who never sent a read
+ * has none: its unread counts come from its ack. */
 typedef struct st_ack {
     st_id gid;
     st_id uid;
-    uint64_t mid;
+    uint64_t mid;  /* the ack (0: leaves it) */
+    uint64_t read; /* and the read cursor, when has_read: the person has seen up to there */
+    bool has_read;
 } st_ack;
+
+/* A user's last_seen: when it was last online (ms since the epoch; 0: never). */
+typedef struct st_seen {
+    st_id uid;
+    uint64_t ms;
+} st_seen;
 
 enum st_dir {
     ST_AFTER = 1, /* messages with mid > from, ascending */
@@ -323,18 +367,22 @@ struct st_op {
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
-    int result;          /* out: 0 or ST_E* */
-    uint64_t mid;        /* out: APPEND, the message's mid (the first one if duplicate) */
-    uint64_t ts;         /* out: APPEND, server time in ms assigned at commit */
-    bool duplicate;      /* out: APPEND, (uid, cid) seen before: nothing new stored */
-    uint64_t last_mid;   /* out: APPEND (after it), JOIN, READ_GROUP */
-    uint64_t ack;        /* out: JOIN, the member's ack; READ_GROUP with uid */
+    int result;        /* out: 0 or ST_E* */
+    uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate) */
+    uint64_t ts;       /* out: APPEND, server time in ms assigned at commit */
+    bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored */
+    uint64_t last_mid; /* out: APPEND (after it), JOIN, READ_GROUP */
+    uint64_t ack;      /* out: JOIN, the member's ack; READ_GROUP with uid */
+    uint64_t read;     /* out: READ_GROUP with uid, the member's read, when has_read */
+    bool has_read;
     bool created;        /* out: JOIN created the group */
     bool joined;         /* out: JOIN made a new membership (false: was already a member) */
-    size_t applied;      /* out: ACKS, acks that moved a stored ack forward */
+    size_t applied;      /* out: ACKS, entries that moved a stored ack or read forward */
     st_page *page;       /* out: READ_PAGE, owned by the caller (st_page_free) */
     st_groups *groups;   /* out: READ_GROUPS, owned by the caller (st_groups_free) */
     st_members *members; /* out: READ_MEMBERS, owned by the caller (st_members_free) */
+    st_seen *seen;       /* in: SEEN; in/out: READ_SEEN (the caller's, like acks) */
+    size_t n_seen;       /* in */
     st_tell *tells;      /* in/out: TELL_CLAIM, TELL_SENT (the caller's, like acks) */
     size_t n_tells;      /* in */
     uint64_t upto;       /* in: SWEPT, the last mid looked at (from: the first);
@@ -381,7 +429,9 @@ typedef struct st_user_group {
     st_id gid; /* borrowed from its st_groups (or valid during the callback only) */
     uint64_t last_mid;
     uint64_t ack;
-    uint64_t unread; /* last_mid - ack */
+    uint64_t unread; /* last_mid - read when has_read, else last_mid - ack */
+    uint64_t read;   /* when has_read: the member has sent a read */
+    bool has_read;
 } st_user_group;
 
 /* Calls cb for each group uid belongs to, once each, in the store's order (not sorted).
@@ -401,6 +451,8 @@ void st_groups_free(st_groups *g);
 typedef struct st_member {
     st_id uid;
     uint64_t ack;
+    uint64_t read; /* when has_read */
+    bool has_read;
 } st_member;
 
 /*

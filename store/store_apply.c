@@ -98,8 +98,9 @@ static int apply_leave(st_store *s, st_op *op)
     return ST_OK;
 }
 
-/* ack = max(old, min(M, last_mid)); acks of non-members are skipped, not errors: the
- * membership may have ended between the client's ack and this batch. */
+/* ack = max(old, min(M, last_mid)), and read the same way when the entry has one (a
+ * member's first read makes it have one); entries of non-members are skipped, not
+ * errors: the membership may have ended between the client's ack and this batch. */
 static int apply_acks(st_store *s, st_op *op)
 {
     const st_backend *b = s->be_ops;
@@ -115,12 +116,27 @@ static int apply_acks(st_store *s, st_op *op)
         if (rc == 0)
             continue;
         uint64_t want = a->mid < g.last_mid ? a->mid : g.last_mid;
-        if (want > m.ack) {
+        bool moved = want > m.ack;
+        if (moved)
             m.ack = want;
+        uint64_t read = a->read < g.last_mid ? a->read : g.last_mid;
+        if (a->has_read && (!m.has_read || read > m.read)) {
+            m.read = read;
+            m.has_read = moved = true;
+        }
+        if (moved) {
             b->put_member(s->be, a->gid, a->uid, &m);
             op->applied++;
         }
     }
+    return ST_OK;
+}
+
+/* last_seen = max(old, ms): a blind write, the backend keeps the greater. */
+static int apply_seen(st_store *s, st_op *op)
+{
+    for (size_t i = 0; i < op->n_seen; i++)
+        s->be_ops->put_seen(s->be, op->seen[i].uid, op->seen[i].ms);
     return ST_OK;
 }
 
@@ -132,6 +148,7 @@ int st_apply(st_store *s, st_op *op, uint64_t now)
     case ST_OP_LEAVE: return apply_leave(s, op);
     case ST_OP_ACKS: return apply_acks(s, op);
     case ST_OP_SIGNOUT: return ST_OK; /* only announced (store_pg_events.c) */
+    case ST_OP_SEEN: return apply_seen(s, op);
     default: return ST_EINVAL;
     }
 }

@@ -27,6 +27,8 @@ typedef struct st_group_row {
 typedef struct st_member_row {
     uint64_t ack;
     uint64_t joined_ms;
+    uint64_t read; /* when has_read: the member has sent a read */
+    bool has_read;
 } st_member_row;
 
 typedef struct st_send_row {
@@ -67,6 +69,9 @@ typedef struct st_backend {
     int (*get_send)(void *be, st_id uid, st_id cid, st_send_row *r);
     void (*put_send)(void *be, st_id uid, st_id cid, const st_send_row *r);
     void (*put_msg)(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n);
+    /* uid's last_seen moves to ms, if that is later (a blind write: the backend keeps the
+     * greater). */
+    void (*put_seen)(void *be, st_id uid, uint64_t ms);
     /* 0 (committed), ST_EIO (failed: the store starts failing), ST_EAGAIN. */
     int (*commit)(void *be, char *why, size_t why_len);
     void (*rollback)(void *be);
@@ -91,6 +96,8 @@ typedef struct st_backend {
     void (*figures)(void *be, st_stats *out);
     /* Where it lives, for log lines (never a password). */
     const char *(*where)(void *be);
+    /* Its origin (random per open). */
+    uint64_t (*origin)(void *be);
 } st_backend;
 
 extern const st_backend st_rocks_backend;
@@ -191,7 +198,9 @@ void st_page_finish(st_page *p, bool reversed, bool more);
 size_t st_page_bytes(const st_page *p);
 
 st_groups *st_groups_new(void);
-int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack);
+/* A member's row as reads find it: read is the backend's (has_read false: none). */
+int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack, uint64_t read,
+                  bool has_read);
 
 /* The most members a page of `limit` holds: limit, capped at ST_MEMBERS_MAX. */
 size_t st_members_limit(size_t limit);
@@ -200,7 +209,7 @@ size_t st_members_limit(size_t limit);
 st_members *st_members_new(uint64_t last_mid, size_t limit);
 /* Offers a member (the uid is copied). 1: kept for now; 0: not kept, as the page and its
  * one more hold smaller uids already (so will every greater uid be); ST_ENOMEM. */
-int st_members_offer(st_members *m, st_id uid, uint64_t ack);
+int st_members_offer(st_members *m, st_id uid, uint64_t ack, uint64_t read, bool has_read);
 /* The page is complete: in uid order, cut to its limit, more set from what was cut. */
 void st_members_finish(st_members *m);
 

@@ -31,6 +31,8 @@ struct st_groups {
  * or compact. At most ST_MEMBERS_MAX + 1 of them: under 270 KB. */
 typedef struct member_slot {
     uint64_t ack;
+    uint64_t read;
+    bool has_read;
     unsigned char n;
     char uid[ST_MAX_ID];
 } member_slot;
@@ -179,7 +181,8 @@ st_groups *st_groups_new(void)
     return calloc(1, sizeof(st_groups));
 }
 
-int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack)
+int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack, uint64_t read,
+                  bool has_read)
 {
     if (g->n == g->cap &&
         grow_entries((void **)&g->g, sizeof(*g->g), &g->offs, &g->cap, g->cap ? g->cap * 2 : 8))
@@ -190,10 +193,13 @@ int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack)
     memcpy(g->ids + g->used, gid.p, gid.n);
     g->offs[g->n] = g->used;
     g->used += gid.n;
+    uint64_t seen = has_read ? read : ack; /* unread counts from the read once there is one */
     g->g[g->n++] = (st_user_group){.gid = {NULL, gid.n},
                                    .last_mid = last_mid,
                                    .ack = ack,
-                                   .unread = last_mid > ack ? last_mid - ack : 0};
+                                   .unread = last_mid > seen ? last_mid - seen : 0,
+                                   .read = has_read ? read : 0,
+                                   .has_read = has_read};
     g->g[g->n - 1].gid.p = g->ids + g->offs[g->n - 1];
     if (base != g->ids) /* the ids moved: point the earlier entries again */
         for (size_t i = 0; i + 1 < g->n; i++)
@@ -255,7 +261,7 @@ st_members *st_members_new(uint64_t last_mid, size_t limit)
     return m;
 }
 
-int st_members_offer(st_members *m, st_id uid, uint64_t ack)
+int st_members_offer(st_members *m, st_id uid, uint64_t ack, uint64_t read, bool has_read)
 {
     size_t keep = m->limit + 1, i;
     if (m->n == keep) {
@@ -263,6 +269,8 @@ int st_members_offer(st_members *m, st_id uid, uint64_t ack)
         if (st_id_cmp(uid, slot_id(&m->slots[0])) >= 0)
             return 0;
         m->slots[0].ack = ack;
+        m->slots[0].read = has_read ? read : 0;
+        m->slots[0].has_read = has_read;
         m->slots[0].n = (unsigned char)uid.n;
         memcpy(m->slots[0].uid, uid.p, uid.n);
         for (i = 0;;) {
@@ -290,6 +298,8 @@ int st_members_offer(st_members *m, st_id uid, uint64_t ack)
     /* Not full: in at the bottom, and up while greater than its parent. */
     i = m->n++;
     m->slots[i].ack = ack;
+    m->slots[i].read = has_read ? read : 0;
+    m->slots[i].has_read = has_read;
     m->slots[i].n = (unsigned char)uid.n;
     memcpy(m->slots[i].uid, uid.p, uid.n);
     for (; i > 0 && slot_cmp(&m->slots[i], &m->slots[(i - 1) / 2]) > 0; i = (i - 1) / 2)
@@ -314,8 +324,9 @@ size_t st_members_count(const st_members *m)
 st_member st_members_at(const st_members *m, size_t i)
 {
     if (i >= m->n)
-        return (st_member){{NULL, 0}, 0};
-    return (st_member){slot_id(&m->slots[i]), m->slots[i].ack};
+        return (st_member){{NULL, 0}, 0, 0, false};
+    const member_slot *s = &m->slots[i];
+    return (st_member){slot_id(s), s->ack, s->read, s->has_read};
 }
 
 uint64_t st_members_last_mid(const st_members *m)

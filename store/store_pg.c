@@ -88,6 +88,7 @@ static void rows_clear(pg *p)
         free(r);
     }
     p->n_msgs = 0;
+    p->n_seen = 0;
 }
 
 /* Every row the ops may read, by key. False: out of memory. */
@@ -147,7 +148,13 @@ static int take_rows(pg *p, char *why, size_t why_len)
         if (kind == 'g') {
             x->v.g = (st_group_row){n1, n2};
         } else if (kind == 'm') {
-            x->v.m = (st_member_row){n1, n2};
+            uint64_t read = pg_get_int8(r, row, 6); /* -1: the member sent none */
+            x->v.m = (st_member_row){.ack = n1, .joined_ms = n2};
+            if (read != UINT64_MAX) {
+                x->v.m.read = read;
+                x->v.m.has_read = true;
+            }
+            x->m0 = x->v.m;
         } else {
             st_id gid = pg_get_id(r, row, 5);
             if (gid.n > ST_MAX_ID)
@@ -324,6 +331,20 @@ static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const voi
     p->msgs[p->n_msgs++] = (pg_msg){gid, mid, ts, rec, n};
 }
 
+static void pg_put_seen(void *be, st_id uid, uint64_t ms)
+{
+    pg *p = be;
+    if (p->n_seen == p->cap_seen) {
+        size_t cap = p->cap_seen ? p->cap_seen * 2 : 16;
+        st_seen *ns = realloc(p->seen, cap * sizeof(*ns));
+        if (!ns)
+            return; /* a last_seen lost: it only tells when a user was last online */
+        p->seen = ns;
+        p->cap_seen = cap;
+    }
+    p->seen[p->n_seen++] = (st_seen){uid, ms};
+}
+
 /* ---- round trip 2: write and commit --------------------------------------------------- */
 
 /* What a row's change means at the end of the batch. */
@@ -364,10 +385,10 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
             rows[k++] = r;
     qsort(rows, n, sizeof(*rows), by_key);
     pg_buf a[5] = {{0}};
-    int np = kind == 'g' ? (want == INSERT ? 3 : 2) : kind == 's' ? 5 : (want == DELETE ? 2 : 4);
+    int np = kind == 'g' ? (want == INSERT ? 3 : 2) : kind == 's' ? 5 : (want == DELETE ? 2 : 5);
     static const unsigned oids[3][5] = {
         {PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, 0, 0},                     /* groups */
-        {PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, 0},           /* members */
+        {PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, PG_OID_INT8}, /* members */
         {PG_OID_TEXT, PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8}, /* sends */
     };
     int t = kind == 'g' ? 0 : kind == 'm' ? 1 : 2;
@@ -385,6 +406,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
             if (want != DELETE) {
                 pg_arr_int8(&a[2], r->v.m.ack);
                 pg_arr_int8(&a[3], r->v.m.joined_ms);
+                pg_arr_int8(&a[4], r->v.m.has_read ? r->v.m.read : UINT64_MAX); /* -1: none */
             }
         } else {
             pg_arr_bytes(&a[1], r->b.p, r->b.n);
@@ -398,6 +420,43 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
     int rc = pg_send(p, st, params, np);
     for (int i = 0; i < 5; i++)
         pg_buf_free(&a[i]);
+    if (rc == ST_OK)
+        (*n_stmts)++;
+    return rc;
+}
+
+static int by_uid(const void *x, const void *y)
+{
+    return st_id_cmp(((const st_seen *)x)->uid, ((const st_seen *)y)->uid);
+}
+
+/* The batch's last_seen moves, one row a user (the latest), in uid order. */
+static int send_seen(pg *p, int *n_stmts)
+{
+    if (!p->n_seen)
+        return ST_OK;
+    qsort(p->seen, p->n_seen, sizeof(*p->seen), by_uid);
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_seen; i++) {
+        if (n && st_id_cmp(p->seen[n - 1].uid, p->seen[i].uid) == 0) {
+            if (p->seen[i].ms > p->seen[n - 1].ms)
+                p->seen[n - 1].ms = p->seen[i].ms;
+            continue;
+        }
+        p->seen[n++] = p->seen[i];
+    }
+    p->n_seen = n;
+    pg_buf a[2] = {{0}};
+    pg_arr_begin(&a[0], PG_OID_TEXT, n);
+    pg_arr_begin(&a[1], PG_OID_INT8, n);
+    for (size_t i = 0; i < n; i++) {
+        pg_arr_bytes(&a[0], p->seen[i].uid.p, p->seen[i].uid.n);
+        pg_arr_int8(&a[1], p->seen[i].ms);
+    }
+    pg_buf *params[2] = {&a[0], &a[1]};
+    int rc = pg_send(p, PG_UPS_SEEN, params, 2);
+    pg_buf_free(&a[0]);
+    pg_buf_free(&a[1]);
     if (rc == ST_OK)
         (*n_stmts)++;
     return rc;
@@ -482,11 +541,18 @@ static void announce_make(pg *p)
             first = i + 1;
         }
     }
-    HASH_ITER (hh, p->rows, r, tmp)
-        if (r->kind == 'm' && change_of(r) == UPDATE) {
+    HASH_ITER (hh, p->rows, r, tmp) {
+        if (r->kind != 'm' || change_of(r) != UPDATE)
+            continue;
+        if (r->v.m.ack != r->m0.ack) {
             pg_announce_member(a, 'a', r->a, r->b, r->v.m.ack);
             pg_announce_member(log, 'a', r->a, r->b, r->v.m.ack);
         }
+        if (r->v.m.has_read && (!r->m0.has_read || r->v.m.read != r->m0.read)) {
+            pg_announce_member(a, 'v', r->a, r->b, r->v.m.read);
+            pg_announce_member(log, 'v', r->a, r->b, r->v.m.read);
+        }
+    }
     HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == DELETE) {
             pg_announce_member(a, 'l', r->a, r->b, 0);
@@ -608,6 +674,8 @@ static int pg_commit(void *be, char *why, size_t why_len)
     if (rc == ST_OK)
         rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
     if (rc == ST_OK)
+        rc = send_seen(p, &n);
+    if (rc == ST_OK)
         announce_make(p);
     if (rc == ST_OK && in_tx)
         rc = pg_announce_send(p, &p->announce, &n, false);
@@ -682,6 +750,7 @@ static void pg_close(void *be)
         pg_buf_free(&p->late[i]);
     free(p->late);
     free(p->msgs);
+    free(p->seen);
     free(p->url);
     free(p->kw);
     free(p->val);
@@ -886,6 +955,11 @@ static void pg_figures(void *be, st_stats *out)
     pg_feed_figures(p->feed, out);
 }
 
+static uint64_t pg_origin_of(void *be)
+{
+    return ((pg *)be)->origin;
+}
+
 static const char *pg_where_of(void *be)
 {
     return ((pg *)be)->where;
@@ -906,6 +980,7 @@ const st_backend st_pg_backend = {
     .get_send = pg_get_send,
     .put_send = pg_put_send,
     .put_msg = pg_put_msg,
+    .put_seen = pg_put_seen,
     .commit = pg_commit,
     .rollback = pg_rollback,
     .read = pg_read,
@@ -915,4 +990,5 @@ const st_backend st_pg_backend = {
     .count = pg_count,
     .figures = pg_figures,
     .where = pg_where_of,
+    .origin = pg_origin_of,
 };

@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 3 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 4 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -27,6 +27,7 @@ typedef struct pg_row {
     char kind;              /* 'g' group, 'm' member, 's' send */
     st_id a, b;             /* the ids, pointing into key: gid | gid, uid | uid, cid */
     bool existed;           /* in the database when the batch began */
+    st_member_row m0;       /* 'm': the membership as it was then (what moved is announced) */
     bool present;           /* in it now, as the batch has changed it */
     bool dirty;             /* changed by the batch */
     uint64_t read_last_mid; /* 'g': the last_mid it began with (what the fast path expects) */
@@ -69,6 +70,8 @@ typedef struct pg {
     PGconn *conn;  /* NULL: not connected */
     pg_row *rows;  /* the batch's rows, by key */
     pg_msg *msgs;  /* the batch's new messages */
+    st_seen *seen; /* the batch's last_seen moves (uids borrowed from their ops) */
+    size_t n_seen, cap_seen;
     bool in_tx;    /* the batch's transaction is open on conn */
     bool fast;     /* the batch took its rows from the cache (store_pg_cache.c) */
     pg_row *cache; /* groups and memberships as this connection last saw them, by key */
@@ -148,6 +151,9 @@ enum pg_stmt {
     PG_TELL_ADOPT,
     PG_SWEPT,
     PG_UNSWEPT,
+    PG_UPS_SEEN,
+    PG_READ_SEEN,
+    PG_SIGNAL,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -210,7 +216,8 @@ void pg_cache_clear(pg *p);
 /* Starts a batch's announcement (dropping the last one's). */
 void pg_announce_reset(pg_announce *a, uint64_t origin);
 void pg_announce_free(pg_announce *a);
-/* kind 'j' (joined, with ack), 'a' (ack moved) or 'l' (left; ack unused). */
+/* kind 'j' (joined, with ack), 'a' (ack moved), 'v' (read moved; ack: the read) or 'l'
+ * (left; ack unused). */
 void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack);
 /* uid's sessions end on every gateway. */
 void pg_announce_signout(pg_announce *a, st_id uid);

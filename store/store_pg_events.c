@@ -10,6 +10,7 @@
  *   h GID MID TS               a message whose record did not fit: read it
  *   h GID MID 0 LO             (the change log's) the batch's messages LO..MID: read them
  *   a GID UID ACK              an ack moved forward
+ *   v GID UID READ             a read moved forward (the person has seen up to READ)
  *   l GID UID                  a membership ended
  *   s UID                      a user's sessions are to end (signed out)
  *   r                          changes of this store's may be missing: catch up (a
@@ -294,6 +295,7 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
         ch->kind = ST_CH_RESYNC;
         return true;
     }
+
     if (end - s < 2 || s[1] != ' ')
         return false;
     char k = s[0];
@@ -302,13 +304,29 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
         ch->kind = ST_CH_SIGNOUT;
         return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && at == end;
     }
+    /* Signals (store.h): nothing stored. */
+    if (k == 'o') {
+        ch->kind = ST_CH_ONLINE;
+        if (!field(&at, end, &ch->uid) || !st_id_ok(ch->uid) || !number(&at, end, &ch->ack) ||
+            ch->ack > 1)
+            return false;
+        return ch->ack == 1 ? at == end : number(&at, end, &ch->ts) && at == end;
+    }
+    if (k == 'b' || k == 'q') {
+        ch->kind = k == 'b' ? ST_CH_BEAT : ST_CH_ASK;
+        return number(&at, end, &ch->ack) && at == end;
+    }
     if (!field(&at, end, &ch->gid) || !st_id_ok(ch->gid))
         return false;
     switch (k) {
+    case 't': ch->kind = ST_CH_TYPING; return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
     case 'j':
     case 'a':
         ch->kind = k == 'j' ? ST_CH_JOIN : ST_CH_ACK;
         return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && number(&at, end, &ch->ack);
+    case 'v':
+        ch->kind = ST_CH_READ;
+        return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && number(&at, end, &ch->read);
     case 'l': ch->kind = ST_CH_LEAVE; return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
     case 'h':
     case 'm': {
@@ -331,6 +349,26 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
     }
     default: return false;
     }
+}
+
+/* "LIST PART PARTS UID..." (after "O "): a LISTED change a user, or one with no user for
+ * a part without any. */
+static bool parse_listing(const char *at, const char *end, st_change *out, size_t max,
+                          size_t *n_out)
+{
+    uint64_t list, part, parts;
+    if (!number(&at, end, &list) || !number(&at, end, &part) || !number(&at, end, &parts) ||
+        part >= parts)
+        return false;
+    st_change c = {.kind = ST_CH_LISTED, .mid = list, .ack = part, .ts = parts};
+    if (at == end && *n_out < max)
+        out[(*n_out)++] = c;
+    while (at < end && *n_out < max) {
+        if (!field(&at, end, &c.uid) || !st_id_ok(c.uid))
+            return false;
+        out[(*n_out)++] = c;
+    }
+    return true;
 }
 
 int pg_announce_parse(const char *payload, size_t len, uint64_t own_origin, st_change *out,
@@ -356,12 +394,19 @@ int pg_announce_parse(const char *payload, size_t len, uint64_t own_origin, st_c
         const char *le = memchr(s, '\n', (size_t)(end - s));
         if (!le)
             le = end;
-        if (!parse_line(s, le, &out[*n_out], dec))
-            return ST_EINVAL;
-        if (out[*n_out].record)
-            dec += out[*n_out].record_n;
-        (*n_out)++;
+        if (le - s > 2 && s[0] == 'O' && s[1] == ' ') {
+            if (!parse_listing(s + 2, le, out, max, n_out))
+                return ST_EINVAL;
+        } else {
+            if (!parse_line(s, le, &out[*n_out], dec))
+                return ST_EINVAL;
+            if (out[*n_out].record)
+                dec += out[*n_out].record_n;
+            (*n_out)++;
+        }
         s = le < end ? le + 1 : le;
     }
+    for (size_t i = 0; i < *n_out; i++)
+        out[i].origin = origin;
     return ST_OK;
 }

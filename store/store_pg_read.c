@@ -40,8 +40,9 @@ static int groups_of(const PGresult *r, st_op *op)
     if (!(op->groups = st_groups_new()))
         return ST_ENOMEM;
     for (int i = 0; i < PQntuples(r); i++) {
+        uint64_t read = pg_get_int8(r, i, 3); /* -1: none */
         int rc = st_groups_add(op->groups, pg_get_id(r, i, 0), pg_get_int8(r, i, 1),
-                               pg_get_int8(r, i, 2));
+                               pg_get_int8(r, i, 2), read, read != UINT64_MAX);
         if (rc != ST_OK)
             return rc;
     }
@@ -58,6 +59,9 @@ static int group_of(const PGresult *r, st_op *op)
     if (PQgetisnull(r, 0, 1))
         return ST_ENOTMEMBER;
     op->ack = pg_get_int8(r, 0, 1);
+    uint64_t read = pg_get_int8(r, 0, 2); /* -1: none */
+    op->has_read = read != UINT64_MAX;
+    op->read = op->has_read ? read : 0;
     return ST_OK;
 }
 
@@ -69,12 +73,27 @@ static int members_of(const PGresult *r, st_op *op)
         return ST_ENOMEM;
     for (int i = 0; i < PQntuples(r); i++) {
         if (PQgetisnull(r, i, 1))
-            continue; /* the group, with no member after `after` */
-        int rc = st_members_offer(op->members, pg_get_id(r, i, 1), pg_get_int8(r, i, 2));
+            continue;                         /* the group, with no member after `after` */
+        uint64_t read = pg_get_int8(r, i, 3); /* -1: none */
+        int rc = st_members_offer(op->members, pg_get_id(r, i, 1), pg_get_int8(r, i, 2), read,
+                                  read != UINT64_MAX);
         if (rc < 0)
             return rc;
     }
     st_members_finish(op->members); /* limit + 1 rows at most: more if there was the one */
+    return ST_OK;
+}
+
+static int seen_of(const PGresult *r, st_op *op)
+{
+    for (size_t i = 0; i < op->n_seen; i++)
+        op->seen[i].ms = 0;
+    for (int row = 0; row < PQntuples(r); row++) {
+        st_id uid = pg_get_id(r, row, 0);
+        for (size_t i = 0; i < op->n_seen; i++)
+            if (st_id_cmp(op->seen[i].uid, uid) == 0)
+                op->seen[i].ms = pg_get_int8(r, row, 1);
+    }
     return ST_OK;
 }
 
@@ -101,6 +120,11 @@ static int send_read(pg *p, st_op *op, pg_buf *b)
         pg_text(&b[1], op->uid.p ? op->uid.p : "", op->uid.n);
         pg_int8(&b[2], st_members_limit(op->limit));
         return pg_send(p, PG_MEMBERS, params, 3);
+    case ST_OP_READ_SEEN:
+        pg_arr_begin(&b[0], PG_OID_TEXT, op->n_seen);
+        for (size_t i = 0; i < op->n_seen; i++)
+            pg_arr_bytes(&b[0], op->seen[i].uid.p, op->seen[i].uid.n);
+        return pg_send(p, PG_READ_SEEN, params, 1);
     default: return ST_EINVAL;
     }
 }
@@ -135,6 +159,7 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len)
         case ST_OP_READ_GROUPS: op->result = groups_of(r, op); break;
         case ST_OP_READ_GROUP: op->result = group_of(r, op); break;
         case ST_OP_READ_MEMBERS: op->result = members_of(r, op); break;
+        case ST_OP_READ_SEEN: op->result = seen_of(r, op); break;
         default: op->result = ST_EIO; break; /* the statement failed, or was skipped */
         }
         PQclear(r);

@@ -24,6 +24,9 @@
  *                                                 at (existing groups: up to their last)
  *   unread_tells (id, owner, made_ms, sent, event) an event made, until taken and for an
  *                                                 hour; owner: the claiming store's origin
+ * Version 4 adds what members see of each other:
+ *   members.read                                  the member's read cursor (-1: none sent)
+ *   users (uid, last_seen_ms)                     when a user was last online
  * An older database is brought up to date at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
@@ -86,6 +89,14 @@ static const char schema_v3[] =
     "CREATE INDEX unread_tells_unsent ON gw.unread_tells (made_ms) WHERE NOT sent;"
     "CREATE INDEX unread_tells_by_made ON gw.unread_tells (made_ms);"
     "INSERT INTO gw.schema_version VALUES (3, (extract(epoch from now()) * 1000)::bigint);";
+
+/* Version 4: what members see of each other: a member's read cursor (-1: it never sent
+ * one; an older row has none) and a user's last_seen. */
+static const char schema_v4[] =
+    "ALTER TABLE gw.members ADD COLUMN read bigint NOT NULL DEFAULT -1;"
+    "CREATE TABLE gw.users (uid text COLLATE \"C\" PRIMARY KEY, last_seen_ms bigint NOT NULL)"
+    " WITH (fillfactor = 80);"
+    "INSERT INTO gw.schema_version VALUES (4, (extract(epoch from now()) * 1000)::bigint);";
 
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
@@ -219,7 +230,8 @@ static int schema(pg *p, char *why, size_t why_len)
                    "INSERT INTO gw.schema_version VALUES (1,"
                    " (extract(epoch from now()) * 1000)::bigint)",
                    NULL, why, why_len) ||
-             !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len))) {
+             !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len) ||
+             !exec(p, schema_v4, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -233,6 +245,7 @@ static int schema(pg *p, char *why, size_t why_len)
             (version = schema_version(p, why, why_len)) < 0 ||
             (version < 2 && !exec(p, schema_v2, NULL, why, why_len)) ||
             (version < 3 && !exec(p, schema_v3, NULL, why, why_len)) ||
+            (version < 4 && !exec(p, schema_v4, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;

@@ -1,7 +1,8 @@
 /*
  * The unread webhook's bookkeeping on PostgreSQL (store.h; the tables of schema version
- * 3, store_pg_schema.c). Each op is one statement in a transaction of its own (its own
- * Sync), so that one failing fails no other; all of them go in one round trip.
+ * 3, store_pg_schema.c), and signals (a NOTIFY that stores nothing). Each op is one statement in a
+ * transaction of its own (its own Sync), so that one failing fails no other; all of them go in one
+ * round trip.
  *
  * Across gateways: a claim is an insert on the tells' primary key, so of two gateways
  * claiming one event one makes it; a swept mark moves by an update of its row, which
@@ -11,6 +12,8 @@
  */
 #include "store_pg.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +65,13 @@ static int send_op(pg *p, st_op *op, uint64_t now, pg_buf *b)
         pg_text(&b[2], op->gid.n ? op->gid.p : "", op->gid.n);
         pg_int8(&b[3], st_list_limit(op->limit));
         return pg_send(p, PG_UNSWEPT, params, 4);
+    case ST_OP_SIGNAL: {
+        char h[32];
+        int hn = snprintf(h, sizeof(h), "gw1 %016" PRIx64, p->origin);
+        pg_text(&b[0], h, (size_t)hn);
+        pg_buf_put(&b[0], op->record, op->record_n);
+        return pg_send(p, PG_SIGNAL, params, 1);
+    }
     default: return ST_EINVAL;
     }
 }

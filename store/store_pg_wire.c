@@ -38,12 +38,13 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * are held: a lock waited for may have been a writer's that changed them), every
      * other row it will read: memberships ('m': gid, uid, ack, joined_ms) and (uid, cid)
      * rows ('s': uid, cid, mid, ts, gid). */
-    [PG_LOCK_GROUPS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text"
-                       " FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid FOR UPDATE",
-    [PG_READ_ROWS] = "SELECT 'm'::text, m.gid, m.uid, m.ack, m.joined_ms, NULL::text"
+    [PG_LOCK_GROUPS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text,"
+                       " NULL::int8 FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid"
+                       " FOR UPDATE",
+    [PG_READ_ROWS] = "SELECT 'm'::text, m.gid, m.uid, m.ack, m.joined_ms, NULL::text, m.read"
                      " FROM gw.members m JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
                      " ON m.gid = k.gid AND m.uid = k.uid"
-                     " UNION ALL SELECT 's', s.uid, s.cid, s.mid, s.ts, s.gid"
+                     " UNION ALL SELECT 's', s.uid, s.cid, s.mid, s.ts, s.gid, NULL::int8"
                      " FROM gw.sends s JOIN unnest($3::text[], $4::text[]) AS k(uid, cid)"
                      " ON s.uid = k.uid AND s.cid = k.cid",
     /* The fast path's check (store_pg_cache.c), raising GW001 when the cache was wrong. */
@@ -55,13 +56,15 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                       " WHERE g.gid = v.gid",
     [PG_INS_GROUPS] = "INSERT INTO gw.groups (gid, last_mid, created_ms)"
                       " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])",
-    [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms)"
-                       " SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])",
-    /* An ack only moves forward, also past what another writer stored meanwhile. */
+    [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms, read) SELECT * FROM"
+                       " unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[])",
+    /* An ack and a read only move forward, also past what another writer stored
+     * meanwhile (a read of -1: the batch has none, and leaves it). */
     [PG_UPD_MEMBERS] =
-        "UPDATE gw.members m SET ack = greatest(m.ack, v.ack), joined_ms = v.joined_ms"
-        " FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[])"
-        " AS v(gid, uid, ack, joined_ms) WHERE m.gid = v.gid AND m.uid = v.uid",
+        "UPDATE gw.members m SET ack = greatest(m.ack, v.ack), joined_ms = v.joined_ms,"
+        " read = greatest(m.read, v.read)"
+        " FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[])"
+        " AS v(gid, uid, ack, joined_ms, read) WHERE m.gid = v.gid AND m.uid = v.uid",
     [PG_DEL_MEMBERS] = "DELETE FROM gw.members m USING unnest($1::text[], $2::text[])"
                        " AS v(gid, uid) WHERE m.gid = v.gid AND m.uid = v.uid",
     [PG_INS_SENDS] = "INSERT INTO gw.sends (uid, cid, gid, mid, ts) SELECT * FROM"
@@ -70,17 +73,17 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                     " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::bytea[])",
     [PG_PAGE_AFTER] = PAGE_SQL(">", "ASC"),
     [PG_PAGE_BEFORE] = PAGE_SQL("<", "DESC"),
-    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack FROM gw.members m"
+    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read FROM gw.members m"
                        " JOIN gw.groups g ON g.gid = m.gid WHERE m.uid = $1::text",
-    [PG_GROUP] = "SELECT g.last_mid, m.ack FROM gw.groups g LEFT JOIN gw.members m"
+    [PG_GROUP] = "SELECT g.last_mid, m.ack, m.read FROM gw.groups g LEFT JOIN gw.members m"
                  " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
     /* A page of a group's members after uid $2 ('': from the first), $3 of them and one
      * more (that tells whether there are more), with the group's last mid from the same
      * snapshot; no row at all when the group does not exist. uid is COLLATE "C": byte
      * order, one range of the primary key (gid, uid). The rows come in no promised
      * order: the page sorts them (st_members_finish), so the database need not. */
-    [PG_MEMBERS] = "SELECT g.last_mid, m.uid, m.ack FROM gw.groups g LEFT JOIN LATERAL ("
-                   " SELECT uid, ack FROM gw.members WHERE gid = g.gid AND uid > $2::text"
+    [PG_MEMBERS] = "SELECT g.last_mid, m.uid, m.ack, m.read FROM gw.groups g LEFT JOIN LATERAL"
+                   " (SELECT uid, ack, read FROM gw.members WHERE gid = g.gid AND uid > $2::text"
                    " ORDER BY uid LIMIT $3::int8 + 1) m ON true WHERE g.gid = $1::text",
     /* The batch's announcement (store_pg_events.c), delivered at its commit. The
      * function scan yields the payloads in array order: they are announced in it. */
@@ -148,6 +151,16 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
         " WHERE gid > $3::text GROUP BY gid ORDER BY gid LIMIT $4::int8 + 1)"
         " SELECT g.gid, g.lo, g.hi, coalesce(s.mid, 0) FROM g"
         " LEFT JOIN gw.unread_swept s ON s.gid = g.gid ORDER BY g.gid",
+    /* last_seen only moves forward; uids sorted (two writers lock in one order). */
+    [PG_UPS_SEEN] = "INSERT INTO gw.users AS u (uid, last_seen_ms)"
+                    " SELECT * FROM unnest($1::text[], $2::int8[])"
+                    " ON CONFLICT (uid) DO UPDATE SET last_seen_ms ="
+                    " greatest(u.last_seen_ms, excluded.last_seen_ms)",
+    [PG_READ_SEEN] = "SELECT uid, last_seen_ms FROM gw.users WHERE uid = ANY($1::text[])",
+    /* A signal (store.h): a NOTIFY in a transaction of its own with nothing else in it,
+     * whose commit need not wait for the WAL's flush. */
+    [PG_SIGNAL] = "SELECT pg_notify('gw_feed', $1::text)"
+                  " FROM (SELECT set_config('synchronous_commit', 'off', true)) s",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -182,6 +195,9 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_TELL_ADOPT] = "gw_tell_adopt",
     [PG_SWEPT] = "gw_swept",
     [PG_UNSWEPT] = "gw_unswept",
+    [PG_UPS_SEEN] = "gw_ups_seen",
+    [PG_READ_SEEN] = "gw_read_seen",
+    [PG_SIGNAL] = "gw_signal",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

@@ -32,7 +32,7 @@
 
 static const char *const cf_names[RK_CF_COUNT] = {
     "default", "groups",     "members",      "user_groups",  "msgs",
-    "sends",   "unread_log", "unread_swept", "unread_tells",
+    "sends",   "unread_log", "unread_swept", "unread_tells", "users",
 };
 
 static void set_why(char *why, size_t len, const char *what, const char *detail)
@@ -248,22 +248,36 @@ static void rk_put_group(void *be, st_id gid, const st_group_row *g)
 static int rk_get_member(void *be, st_id gid, st_id uid, st_member_row *m)
 {
     rk_key k;
-    char v[RK_MEMBER_VAL];
+    char v[RK_MEMBER_VAL_READ + ST_MAX_ID];
+    size_t n = 0;
     rk_key_id2(&k, gid, uid);
-    int rc = get(be, RK_CF_MEMBERS, &k, v, sizeof(v), NULL);
-    if (rc == 1)
-        *m = (st_member_row){st_get_be64(v), st_get_be64(v + 8)};
+    int rc = get(be, RK_CF_MEMBERS, &k, v, RK_MEMBER_VAL, &n);
+    if (rc == 1 && !rk_member_decode(v, n, m))
+        rc = 0; /* no row of ours is written so */
     return rc;
 }
 
+/* A member that never sent a read keeps the 16 bytes of the releases before reads. */
 static void rk_put_member(void *be, st_id gid, st_id uid, const st_member_row *m)
 {
     rk_key k;
-    char v[RK_MEMBER_VAL];
+    char v[RK_MEMBER_VAL_READ];
     rk_key_id2(&k, gid, uid);
     st_put_be64(v, m->ack);
     st_put_be64(v + 8, m->joined_ms);
-    put(be, RK_CF_MEMBERS, &k, v, sizeof(v));
+    st_put_be64(v + 16, m->read);
+    put(be, RK_CF_MEMBERS, &k, v, m->has_read ? RK_MEMBER_VAL_READ : RK_MEMBER_VAL);
+}
+
+static void rk_put_seen(void *be, st_id uid, uint64_t ms)
+{
+    rk_key k;
+    char v[8];
+    rk_key_id(&k, uid);
+    if (get(be, RK_CF_USERS, &k, v, sizeof(v), NULL) == 1 && st_get_be64(v) >= ms)
+        return;
+    st_put_be64(v, ms);
+    put(be, RK_CF_USERS, &k, v, sizeof(v));
 }
 
 static void rk_add_member(void *be, st_id gid, st_id uid, const st_member_row *m)
@@ -500,6 +514,11 @@ static void rk_figures(void *be, st_stats *out)
     out->disk_bytes = folder_bytes(r->path);
 }
 
+static uint64_t rk_origin(void *be)
+{
+    return ((rk *)be)->origin;
+}
+
 static const char *rk_where(void *be)
 {
     return ((rk *)be)->path;
@@ -520,6 +539,7 @@ const st_backend st_rocks_backend = {
     .get_send = rk_get_send,
     .put_send = rk_put_send,
     .put_msg = rk_put_msg,
+    .put_seen = rk_put_seen,
     .commit = rk_commit,
     .rollback = rk_rollback,
     .read = rk_read,
@@ -529,4 +549,5 @@ const st_backend st_rocks_backend = {
     .count = rk_count,
     .figures = rk_figures,
     .where = rk_where,
+    .origin = rk_origin,
 };

@@ -14,7 +14,7 @@
 enum rk_cf {
     RK_CF_DEFAULT = 0, /* the probe's row only; RocksDB requires it */
     RK_CF_GROUPS,      /* gid -> last_mid, created */
-    RK_CF_MEMBERS,     /* gid | uid -> ack, joined */
+    RK_CF_MEMBERS,     /* gid | uid -> ack, joined[, read] */
     RK_CF_USER_GROUPS, /* uid | gid -> (empty) */
     RK_CF_MSGS,        /* gid | be64(mid) -> ts, record */
     RK_CF_SENDS,       /* uid | cid -> mid, ts, gid */
@@ -22,6 +22,7 @@ enum rk_cf {
     RK_CF_UNREAD_LOG,   /* be64(at_ms) | gid | be64(hi) -> be64(lo): a batch's messages */
     RK_CF_UNREAD_SWEPT, /* gid -> be64(mid): looked at up to there */
     RK_CF_UNREAD_TELLS, /* id -> be64(owner), be64(made_ms), sent (1 byte), the event */
+    RK_CF_USERS,        /* uid -> be64(last_seen) */
     RK_CF_COUNT,
 };
 
@@ -101,9 +102,13 @@ void rk_key_msg(rk_key *k, st_id gid, uint64_t mid); /* msgs */
 bool rk_key_prefix_end(const rk_key *k, rk_key *end);
 
 /* Fixed-size values. */
-#define RK_GROUP_VAL 16  /* be64 last_mid, be64 created_ms */
-#define RK_MEMBER_VAL 16 /* be64 ack, be64 joined_ms */
-#define RK_MSG_HDR 8     /* be64 ts, then the record */
-#define RK_SEND_HDR 16   /* be64 mid, be64 ts, then the gid bytes */
+#define RK_GROUP_VAL 16       /* be64 last_mid, be64 created_ms */
+#define RK_MEMBER_VAL 16      /* be64 ack, be64 joined_ms: a member that never sent a read */
+#define RK_MEMBER_VAL_READ 24 /* ... and be64 read: one that did */
+
+/* A member's value into a row (16 or 24 bytes); false for any other size. */
+bool rk_member_decode(const char *v, size_t n, st_member_row *m);
+#define RK_MSG_HDR 8   /* be64 ts, then the record */
+#define RK_SEND_HDR 16 /* be64 mid, be64 ts, then the gid bytes */
 
 #endif

@@ -31,6 +31,18 @@ void rk_key_msg(rk_key *k, st_id gid, uint64_t mid)
     k->n += 8;
 }
 
+bool rk_member_decode(const char *v, size_t n, st_member_row *m)
+{
+    if (n != RK_MEMBER_VAL && n != RK_MEMBER_VAL_READ)
+        return false;
+    *m = (st_member_row){.ack = st_get_be64(v), .joined_ms = st_get_be64(v + 8)};
+    if (n == RK_MEMBER_VAL_READ) {
+        m->read = st_get_be64(v + 16);
+        m->has_read = true;
+    }
+    return true;
+}
+
 bool rk_key_prefix_end(const rk_key *k, rk_key *end)
 {
     *end = *k;

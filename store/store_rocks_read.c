@@ -88,26 +88,46 @@ static int read_last_mid(reader *rd, st_id gid, uint64_t *last_mid)
     return ST_OK;
 }
 
-static int read_ack(reader *rd, st_id gid, st_id uid, uint64_t *ack)
+static int read_member(reader *rd, st_id gid, st_id uid, st_member_row *m)
 {
     rk_key k;
-    char v[RK_MEMBER_VAL];
     rk_key_id2(&k, gid, uid);
-    int rc = get_row(rd, RK_CF_MEMBERS, &k, v, sizeof(v));
-    if (rc < 0)
-        return rc;
-    if (rc == 0)
-        return ST_ENOTMEMBER;
-    *ack = st_get_be64(v);
-    return ST_OK;
+    char *err = NULL;
+    size_t n = 0;
+    char *v = rocksdb_get_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MEMBERS], k.b, k.n, &n, &err);
+    if (err) {
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    bool found = v && rk_member_decode(v, n, m);
+    rocksdb_free(v);
+    return found ? ST_OK : ST_ENOTMEMBER;
 }
 
 static int read_group(reader *rd, st_op *op)
 {
     int rc = read_last_mid(rd, op->gid, &op->last_mid);
-    if (rc == ST_OK && op->uid.n)
-        rc = read_ack(rd, op->gid, op->uid, &op->ack);
+    st_member_row m;
+    if (rc == ST_OK && op->uid.n && (rc = read_member(rd, op->gid, op->uid, &m)) == ST_OK) {
+        op->ack = m.ack;
+        op->read = m.read;
+        op->has_read = m.has_read;
+    }
     return rc;
+}
+
+static int read_seen(reader *rd, st_op *op)
+{
+    for (size_t i = 0; i < op->n_seen; i++) {
+        rk_key k;
+        char v[8];
+        rk_key_id(&k, op->seen[i].uid);
+        int rc = get_row(rd, RK_CF_USERS, &k, v, sizeof(v));
+        if (rc < 0)
+            return rc;
+        op->seen[i].ms = rc == 1 ? st_get_be64(v) : 0;
+    }
+    return ST_OK;
 }
 
 static int read_groups(reader *rd, st_op *op)
@@ -128,10 +148,12 @@ static int read_groups(reader *rd, st_op *op)
         if (kn <= lo.n + 1 || memcmp(kp, lo.b, lo.n) != 0)
             break; /* past this user's rows (only reached when unbounded) */
         st_id gid = {kp + lo.n + 1, (unsigned char)kp[lo.n]};
-        uint64_t last_mid, ack;
-        if (read_last_mid(rd, gid, &last_mid) != ST_OK || read_ack(rd, gid, op->uid, &ack) != ST_OK)
+        uint64_t last_mid;
+        st_member_row m;
+        if (read_last_mid(rd, gid, &last_mid) != ST_OK ||
+            read_member(rd, gid, op->uid, &m) != ST_OK)
             continue; /* a row left over from a half-applied leave cannot exist (one batch) */
-        if ((rc = st_groups_add(op->groups, gid, last_mid, ack)) != ST_OK)
+        if ((rc = st_groups_add(op->groups, gid, last_mid, m.ack, m.read, m.has_read)) != ST_OK)
             break;
     }
     return iter_done(it, rc);
@@ -179,7 +201,8 @@ static int read_members(reader *rd, st_op *op)
             const char *kp = rocksdb_iter_key(it, &kn);
             const char *vp = rocksdb_iter_value(it, &vn);
             size_t un = kn > group.n ? (unsigned char)kp[group.n] : 0;
-            if (kn != group.n + 1 + un || un == 0 || vn != RK_MEMBER_VAL)
+            st_member_row m;
+            if (kn != group.n + 1 + un || un == 0 || !rk_member_decode(vp, vn, &m))
                 continue; /* not a member row: none is written so */
             if (un != len) {
                 next = un > len ? un : len + 1; /* the next length the group holds */
@@ -188,7 +211,7 @@ static int read_members(reader *rd, st_op *op)
             st_id uid = {kp + group.n + 1, un};
             if (st_id_cmp(uid, after) == 0)
                 continue; /* after itself: the page starts above it */
-            int kept = st_members_offer(op->members, uid, st_get_be64(vp));
+            int kept = st_members_offer(op->members, uid, m.ack, m.read, m.has_read);
             if (kept < 0)
                 rc = kept;
             if (kept <= 0) {
@@ -276,6 +299,7 @@ int rk_read(void *be, st_op *reads, char *why, size_t why_len)
         case ST_OP_READ_GROUPS: op->result = read_groups(&rd, op); break;
         case ST_OP_READ_GROUP: op->result = read_group(&rd, op); break;
         case ST_OP_READ_MEMBERS: op->result = read_members(&rd, op); break;
+        case ST_OP_READ_SEEN: op->result = read_seen(&rd, op); break;
         default: op->result = ST_EINVAL; break;
         }
         reader_close(&rd);

@@ -358,6 +358,7 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         case ST_OP_TELL_ADOPT: rc = adopt(r, op); break;
         case ST_OP_SWEPT: rc = swept(r, op); break;
         case ST_OP_READ_UNSWEPT: rc = unswept(r, op); break;
+        case ST_OP_SIGNAL: rc = ST_OK; break; /* one gateway: nobody to tell */
         default: rc = ST_EINVAL; break;
         }
         /* Each op is a write of its own: what it changed, or nothing (a read). */

@@ -25,10 +25,12 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work"
 
 passed=0 failed=0 status=0
+# A section's heading, with when it began (seconds into the run): where the time goes.
+section() { echo "== $1 (at ${SECONDS} s)"; }
 # One Criterion binary: its output, its summary line parsed into the counts.
 run_bin() { # NAME BIN [ARGS...]
   local name=$1 bin=$2; shift 2
-  echo "== $name"
+  section "$name"
   local log="$work/$(echo "$name" | tr '/ ' '__').log"
   "$bin" --jobs 2 "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
@@ -71,12 +73,12 @@ count_summary() { # NAME LOG RC PASS_SED FAIL_SED
 }
 
 # The style: every tracked C file as .clang-format says (tools/format.sh applies it).
-echo "== format"
+section "format"
 # One test: passes when no file differs.
 if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 # The gateway's layering on the build just made (tools/layers.py: no call into a folder
 # above, call loops inside one folder of at most 4 files, includes of lower faces only).
-echo "== layers"
+section "layers"
 if python3 "$root/tools/layers.py" "$root/build"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 
 for build in build build-asan; do
@@ -107,14 +109,14 @@ fi
 # The load balancer config (deploy/nginx/gw.conf) for real: Debian's nginx in front of
 # gateway nodes on one PostgreSQL, every one of them the script's own, stopped at its end
 # (tests/deploy/). Its "deploy: N passed, N failed" line joins the counts above.
-echo "== tests/deploy/test_nginx.sh"
+section "tests/deploy/test_nginx.sh"
 log="$work/deploy.log"
 timeout -k 10 180 "$root/tests/deploy/test_nginx.sh" 2>&1 | tee "$log"
 count_summary tests/deploy "$log" "${PIPESTATUS[0]}" \
   's/^deploy: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^deploy: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The failover configs (deploy/patroni/): Patroni's validation of each member, and the
 # three etcd members made from etcd.env, for real (tests/deploy/test_patroni.sh).
-echo "== tests/deploy/test_patroni.sh"
+section "tests/deploy/test_patroni.sh"
 log="$work/deploy-patroni.log"
 timeout -k 10 120 "$root/tests/deploy/test_patroni.sh" 2>&1 | tee "$log"
 count_summary tests/deploy/patroni "$log" "${PIPESTATUS[0]}" \
@@ -122,14 +124,14 @@ count_summary tests/deploy/patroni "$log" "${PIPESTATUS[0]}" \
 # The JSON subprotocol from a WebSocket library that knows nothing of the gateway
 # (Debian's python3-websockets; tests/clients/json_tool.py starts its own gw). Its
 # "json-tool: N passed, N failed" line joins the counts above.
-echo "== tests/clients/json_tool.py"
+section "tests/clients/json_tool.py"
 log="$work/json-tool.log"
 timeout -k 10 120 /usr/bin/python3 "$root/tests/clients/json_tool.py" "$root/build" 2>&1 | tee "$log"
 count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
   's/^json-tool: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^json-tool: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The C client library as a user installs it: cmake --install into a temporary prefix,
 # and docs/CLIENT.md's example built with pkg-config and run against the installed gw.
-echo "== tests/clients/test_install.sh"
+section "tests/clients/test_install.sh"
 log="$work/install.log"
 timeout -k 10 180 "$root/tests/clients/test_install.sh" "$root/build" 2>&1 | tee "$log"
 count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
@@ -137,7 +139,7 @@ count_summary tests/clients "$log" "${PIPESTATUS[0]}" \
 # The JavaScript client package (clients/js): its pure parts, the client against a
 # scripted socket, its declarations under tsc --strict, and the package against the real
 # build/gw. Its "# pass N" and "# fail N" lines join the counts above.
-echo "== clients/js (node --test)"
+section "clients/js (node --test)"
 log="$work/js.log"
 (cd "$root/clients/js" && GW_BUILD="$root/build" timeout -k 10 180 node --test \
    --test-reporter=tap test/) 2>&1 | tee "$log"
@@ -146,7 +148,7 @@ count_summary clients/js "$log" "${PIPESTATUS[0]}" \
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.
-echo "== tests/browser (node --test)"
+section "tests/browser (node --test)"
 log="$work/browser.log"
 (cd "$root/tests/browser" && timeout -k 10 420 node --test --test-reporter=tap \
    --test-concurrency=1 --test-timeout=240000 ./*.test.js) 2>&1 | tee "$log"
@@ -157,11 +159,12 @@ echo "tests: browser screenshots in tests/browser/screenshots/"
 # Bounded fuzzing of the decoders and the token check (tests/fuzz/, libFuzzer): each
 # target counts as one test. 20 s each keeps the suite under 20 minutes on 2 cores; a
 # longer run is `tools/fuzz.sh SECONDS`.
-echo "== tools/fuzz.sh (20 s per target)"
+section "tools/fuzz.sh (20 s per target)"
 "$root/tools/fuzz.sh" 20 2>&1 | tee "$work/fuzz.log"
 count_summary tools/fuzz.sh "$work/fuzz.log" "${PIPESTATUS[0]}" \
   's/^fuzz: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^fuzz: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 
 [ "$failed" -eq 0 ] || status=1
+echo "tests: the run took ${SECONDS} s"
 echo "tests: $passed passed, $failed failed"
 exit $status

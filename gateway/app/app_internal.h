@@ -14,11 +14,16 @@
 typedef struct gw_unread gw_unread;
 typedef struct gw_unread_recover gw_unread_recover;
 typedef struct gw_webhook gw_webhook;
+typedef struct gw_watch gw_watch;
 
 struct gw_app {
     gw_app_deps d;
     bool stopping; /* gw_app_stop */
     gw_app_figs figs;
+    gw_watch *watches;          /* this thread's sessions' watches and subscriptions (gw_watch.c) */
+    ev_timer watch_timer;       /* the receipt pushes */
+    ev_timer sub_timer;         /* the presence pushes */
+    ev_timer tick_timer;        /* the first thread's: presence's beat, rosters' sweep */
     gw_unread *unread;          /* the unread webhook (NULL: off) */
     gw_unread_recover *recover; /* ... what it takes up from the store (the first thread's) */
     gw_webhook *webhook;
@@ -27,9 +32,15 @@ struct gw_app {
 /* ---- a session, as its requests see it (gw_route.c, gw_signin.c) ------------------------ */
 
 /* What the app keeps of each session, in the session's room for it (gw_sess_ext). */
+#define TYPING_SLOTS 4
 typedef struct app_sess {
     gw_seat seat;       /* its user in the registry (groups/) */
     uint64_t hello_rid; /* the rid of the hello whose user is loading */
+    gw_watch *watches;  /* its watches and presence subscriptions (gw_watch.c) */
+    struct typed {
+        uint32_t hash;  /* the group's (gw_typing.c) */
+        uint64_t at_ms; /* monotonic: its last typing that went (0: free) */
+    } typed[TYPING_SLOTS];
 } app_sess;
 
 #define NO_GID ((pr_slice){0})
@@ -86,8 +97,9 @@ void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *
 void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add);
 void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid);
-/* The connection is gone: its job answers nobody. */
-void gw_api_job_orphan(struct api_job *j);
+/* gw_api_conn.orphan of the store jobs here: the connection is gone, the job answers
+ * nobody. */
+void gw_api_job_orphan(void *job);
 
 /* ---- the unread webhook: who is told (gw_unread.c), the delivery (gw_webhook.c) ------- */
 
@@ -122,6 +134,29 @@ void gw_webhook_free(gw_webhook *w);
 bool gw_webhook_push(gw_webhook *w, json_t *event);
 /* Events the queue has room for now. */
 size_t gw_webhook_room(const gw_webhook *w);
+
+/* ---- what members see of each other (gw_peers.c, gw_watch.c, gw_typing.c) ------------- */
+
+/* receipts, watch, presence: answered from the group's roster (read first if it must). */
+void gw_peers_request(gw_app *a, gw_sess *s, const pr_req *r);
+/* The API's GET .../messages/{mid}/receipts (t PR_REQ_RECEIPTS) and GET .../presence
+ * (PR_REQ_PRESENCE): the same answers, in JSON (docs/API.md). */
+void gw_peers_api(gw_app *a, gw_api_conn *c, enum pr_req_type t, const char *gid, uint64_t mid);
+/* A `receipts` of mid into sb (rid PR_NO_RID: a push). 0, a PR_E code, or -1: the roster
+ * is not ready. */
+int gw_peers_enc_receipt(gw_app *a, const char *gid, uint64_t mid, uint64_t rid,
+                         msgpack_sbuffer *sb);
+/* s's watch of gid, as r says (no mids: it ends). */
+void gw_watch_set(gw_app *a, gw_sess *s, const pr_req *r, const char *gid);
+/* s's presence subscription of gid starts (sub) or ends. */
+void gw_watch_presence(gw_app *a, gw_sess *s, const char *gid, bool sub);
+/* s is closing: its watches and subscriptions end. */
+void gw_watch_closing(gw_app *a, gw_sess *s);
+/* The thread's app goes: the watches left (their sessions are gone) and the timers. */
+void gw_watch_free(gw_app *a);
+/* typing: told to the group's other online members here, and on every other thread and
+ * node; never stored. */
+void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r);
 
 /* gw_json.c: {mid, from, ts} and, with_body, `body`: a text body as a string; a binary
  * one (or text that is not UTF-8) in base64, with "encoding": "base64". New reference,

@@ -161,19 +161,21 @@ bool gw_api_take_id(const char *p, size_t n, char *out)
 }
 
 /* Splits path (after the prefix) into at most 4 segments. */
-static size_t segments(const char *path, const char *seg[4], size_t len[4])
+#define SEGMENTS_MAX 5
+
+static size_t segments(const char *path, const char *seg[SEGMENTS_MAX], size_t len[SEGMENTS_MAX])
 {
     size_t n = 0;
-    while (*path && n < 5) {
+    while (*path && n <= SEGMENTS_MAX) {
         const char *e = strchr(path, '/');
         size_t l = e ? (size_t)(e - path) : strlen(path);
-        if (n == 4 || l == 0)
-            return 5; /* too many, or an empty segment: no such endpoint */
+        if (n == SEGMENTS_MAX || l == 0)
+            return SEGMENTS_MAX + 1; /* too many, or an empty segment: no such endpoint */
         seg[n] = path;
         len[n++] = l;
         path += l + (e ? 1 : 0);
         if (e && !*path)
-            return 5; /* a trailing slash */
+            return SEGMENTS_MAX + 1; /* a trailing slash */
     }
     return n;
 }
@@ -194,6 +196,23 @@ static bool path_id(gw_api_conn *c, const char *seg, size_t len, char *out, cons
     return false;
 }
 
+/* A mid in a path segment (1 or more, digits only); or a 400, and false. */
+static bool path_mid(gw_api_conn *c, const char *seg, size_t len, uint64_t *mid)
+{
+    uint64_t v = 0;
+    bool ok = len > 0 && len <= 19;
+    for (size_t i = 0; ok && i < len; i++) {
+        ok = seg[i] >= '0' && seg[i] <= '9';
+        v = v * 10 + (uint64_t)(seg[i] - '0');
+    }
+    if (ok && v > 0) {
+        *mid = v;
+        return true;
+    }
+    gw_api_fail(c, 400, "bad_field", "mid", "mid: a message id, a whole number from 1");
+    return false;
+}
+
 /* The method is one this endpoint takes (ok); or a 405 saying which (use), and false. */
 static bool allowed(gw_api_conn *c, bool ok, const char *use)
 {
@@ -206,8 +225,8 @@ static bool allowed(gw_api_conn *c, bool ok, const char *use)
 static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
 {
     c->routed = true;
-    const char *seg[4];
-    size_t len[4];
+    const char *seg[SEGMENTS_MAX];
+    size_t len[SEGMENTS_MAX];
     size_t n = segments(c->path + strlen(API_PREFIX), seg, len);
     char x[PR_MAX_ID + 1], y[PR_MAX_ID + 1];
     const char *m = c->method;
@@ -226,6 +245,19 @@ static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
         if (n == 3 && seg_is(seg[2], len[2], "members")) {
             if (allowed(c, get, "use GET here"))
                 gw_api_get_members(a, c, wsi, x);
+            return;
+        }
+        if (n == 3 && seg_is(seg[2], len[2], "presence")) {
+            if (allowed(c, get, "use GET here"))
+                gw_peers_api(a, c, PR_REQ_PRESENCE, x, 0);
+            return;
+        }
+        if (n == 5 && seg_is(seg[2], len[2], "messages") && seg_is(seg[4], len[4], "receipts")) {
+            uint64_t mid = 0;
+            if (!path_mid(c, seg[3], len[3], &mid))
+                return;
+            if (allowed(c, get, "use GET here"))
+                gw_peers_api(a, c, PR_REQ_RECEIPTS, x, mid);
             return;
         }
         if (n == 4 && seg_is(seg[2], len[2], "members")) {
@@ -362,7 +394,7 @@ bool gw_api_ready(const gw_api_conn *c, unsigned *status, char **json)
 void gw_api_release(gw_api_conn *c)
 {
     if (c->job)
-        gw_api_job_orphan(c->job); /* it completes with nobody to answer */
+        c->orphan(c->job); /* it completes with nobody to answer */
     c->job = NULL;
     free(c->body);
     c->body = NULL;

@@ -26,6 +26,9 @@ typedef struct api_kind {
     void (*effect)(api_job *j, const st_op *op);
     /* Its answer (a new reference), and the status if not 200. */
     json_t *(*answer)(api_job *j, const st_op *op, unsigned *status);
+    /* A second request after the first succeeded (NULL: none): true when it submitted one
+     * (the job goes on, and this runs again after it). */
+    bool (*then)(api_job *j, st_op *op);
 } api_kind;
 
 /* A request waiting for the store. */
@@ -36,6 +39,10 @@ struct api_job {
     const api_kind *kind;
     gw_append m;     /* its gid and uid; a message's cid and record */
     unsigned closed; /* DELETE sessions: how many were closed here */
+    /* GET members: the page, kept while its members' last_seen is read */
+    st_members *page;
+    st_seen *seen;
+    size_t n_seen;
 };
 
 /* A job of kind for connection c, whose op names gid and uid (NULL: none; "": from the
@@ -70,12 +77,14 @@ static void job_free(api_job *j)
         j->conn->job = NULL;
     gw_append_release(&j->m);
     gw_op_release(&j->job.op);
+    st_members_free(j->page);
+    free(j->seen);
     free(j);
 }
 
-void gw_api_job_orphan(api_job *j)
+void gw_api_job_orphan(void *job)
 {
-    j->conn = NULL;
+    ((api_job *)job)->conn = NULL;
 }
 
 /* The skeleton every API job completes through (see the top of this file). */
@@ -83,6 +92,8 @@ static void done(gw_job *jb)
 {
     api_job *j = (api_job *)jb;
     st_op *op = &jb->op;
+    if (op->result == 0 && j->kind->then && j->kind->then(j, op))
+        return; /* its next request is under way */
     if (op->result == 0 && j->kind->effect)
         j->kind->effect(j, op);
     if (j->conn && op->result == 0) {
@@ -99,6 +110,7 @@ static void submit(api_job *j)
 {
     j->job.complete = done;
     j->conn->job = j;
+    j->conn->orphan = gw_api_job_orphan;
     int rc = gw_bridge_submit(j->app->d.bridge, &j->job);
     if (rc < 0) { /* refused: answered here, not by done */
         gw_api_fail_store(j->conn, rc == ST_ECLOSED ? ST_EIO : rc, "the store refused the request");
@@ -119,7 +131,8 @@ static json_t *message_answer(api_job *j, const st_op *op, unsigned *status)
                      "duplicate", op->duplicate);
 }
 
-static const api_kind post_kind = {"the message was not stored", message_stored, message_answer};
+static const api_kind post_kind = {"the message was not stored", message_stored, message_answer,
+                                   NULL};
 
 void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid)
 {
@@ -194,8 +207,9 @@ static json_t *removed_answer(api_job *j, const st_op *op, unsigned *status)
     return json_pack("{s:s, s:s, s:b}", "gid", j->m.gid, "uid", j->m.uid, "removed", true);
 }
 
-static const api_kind add_kind = {"the member was not added", member_added, added_answer};
-static const api_kind remove_kind = {"the member was not removed", member_removed, removed_answer};
+static const api_kind add_kind = {"the member was not added", member_added, added_answer, NULL};
+static const api_kind remove_kind = {"the member was not removed", member_removed, removed_answer,
+                                     NULL};
 
 void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add)
 {
@@ -221,7 +235,7 @@ static json_t *groups_answer(api_job *j, const st_op *op, unsigned *status)
     return json_pack("{s:s, s:o}", "uid", j->m.uid, "groups", arr);
 }
 
-static const api_kind groups_kind = {"cannot read the user's groups", NULL, groups_answer};
+static const api_kind groups_kind = {"cannot read the user's groups", NULL, groups_answer, NULL};
 
 void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid)
 {
@@ -248,7 +262,7 @@ static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
                      "messages", arr);
 }
 
-static const api_kind page_kind = {"cannot read the group's messages", NULL, page_answer};
+static const api_kind page_kind = {"cannot read the group's messages", NULL, page_answer, NULL};
 
 /* A decimal query argument (name=) into *v: 1 given, 0 absent, -1 malformed. */
 static int query_u64(struct lws *wsi, const char *name, uint64_t *v)
@@ -297,37 +311,70 @@ void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char 
 /* ---- GET /groups/{gid}/members ------------------------------------------------------------------
  */
 
+/* The page came: kept, and its members' last_seen read. */
+static bool members_then(api_job *j, st_op *op)
+{
+    if (op->kind != ST_OP_READ_MEMBERS)
+        return false; /* the last_seen came: answer */
+    j->page = op->members;
+    op->members = NULL;
+    size_t n = st_members_count(j->page);
+    if (n == 0 || !(j->seen = calloc(n, sizeof(*j->seen))))
+        return false; /* answered without last_seen (0) */
+    for (size_t i = 0; i < n; i++)
+        j->seen[i].uid = st_members_at(j->page, i).uid;
+    j->n_seen = n;
+    memset(op, 0, sizeof(*op));
+    op->kind = ST_OP_READ_SEEN;
+    op->seen = j->seen;
+    op->n_seen = n;
+    int rc = gw_bridge_submit(j->app->d.bridge, &j->job);
+    if (rc < 0) {
+        op->result = rc;
+        return false;
+    }
+    return true;
+}
+
 static json_t *members_answer(api_job *j, const st_op *op, unsigned *status)
 {
     gw_app *a = j->app;
+    const st_members *page = j->page ? j->page : op->members;
     json_t *arr = json_array();
-    uint64_t last = st_members_last_mid(op->members);
+    uint64_t last = st_members_last_mid(page);
     const char *next = NULL;
     size_t next_n = 0;
-    for (size_t i = 0; i < st_members_count(op->members); i++) {
-        st_member m = st_members_at(op->members, i);
+    for (size_t i = 0; i < st_members_count(page); i++) {
+        st_member m = st_members_at(page, i);
         char uid[PR_MAX_ID + 1];
         if (m.uid.n > PR_MAX_ID)
             continue;
         memcpy(uid, m.uid.p, m.uid.n);
         uid[m.uid.n] = 0;
-        bool online = a->d.hub ? gw_hub_sessions_of(a->d.hub, uid) > 0 /* any thread */
+        /* Online anywhere in the cluster (cluster/gw_presence.c). */
+        bool online = a->d.hub ? gw_presence_online(gw_hub_presence(a->d.hub), uid)
                                : gw_registry_sessions_of(a->d.registry, uid) > 0;
-        json_array_append_new(
-            arr, json_pack("{s:s, s:I, s:I, s:b}", "uid", uid, "ack", (json_int_t)m.ack, "unread",
-                           (json_int_t)(last > m.ack ? last - m.ack : 0), "online", online));
+        uint64_t seen = m.has_read ? m.read : m.ack; /* unread counts from the read */
+        json_t *e =
+            json_pack("{s:s, s:I, s:I, s:b, s:I}", "uid", uid, "ack", (json_int_t)m.ack, "unread",
+                      (json_int_t)(last > seen ? last - seen : 0), "online", online, "last_seen",
+                      (json_int_t)(j->seen && i < j->n_seen ? j->seen[i].ms : 0));
+        if (e && m.has_read)
+            json_object_set_new(e, "read", json_integer((json_int_t)m.read));
+        json_array_append_new(arr, e);
         next = m.uid.p;
         next_n = m.uid.n;
     }
     json_t *o =
         json_pack("{s:s, s:I, s:o}", "gid", j->m.gid, "last_mid", (json_int_t)last, "members", arr);
     /* The cursor of the next page: the last uid of this one. */
-    json_object_set_new(
-        o, "next", st_members_more(op->members) && next ? json_stringn(next, next_n) : json_null());
+    json_object_set_new(o, "next",
+                        st_members_more(page) && next ? json_stringn(next, next_n) : json_null());
     return o;
 }
 
-static const api_kind members_kind = {"cannot read the group's members", NULL, members_answer};
+static const api_kind members_kind = {"cannot read the group's members", NULL, members_answer,
+                                      members_then};
 
 void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid)
 {
@@ -359,7 +406,8 @@ static json_t *signed_out_answer(api_job *j, const st_op *op, unsigned *status)
     return json_pack("{s:s, s:I}", "uid", j->m.uid, "closed", (json_int_t)j->closed);
 }
 
-static const api_kind signout_kind = {"the other nodes were not told", NULL, signed_out_answer};
+static const api_kind signout_kind = {"the other nodes were not told", NULL, signed_out_answer,
+                                      NULL};
 
 /* The user's sessions here are closed at once with 4003; the other threads' when told,
  * the other nodes' when the store announces it (ST_OP_SIGNOUT, through the change feed). */

@@ -8,10 +8,21 @@ void gw_app_free(gw_app *a)
 {
     if (!a)
         return;
+    gw_watch_free(a);
+    if (a->d.loop)
+        ev_timer_stop(a->d.loop, &a->tick_timer);
     gw_unread_recover_free(a->recover);
     gw_unread_free(a->unread);
     gw_webhook_free(a->webhook);
     free(a);
+}
+
+static void tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)revents;
+    gw_app *a = (gw_app *)((char *)t - offsetof(gw_app, tick_timer));
+    gw_presence_tick(gw_hub_presence(a->d.hub));
+    gw_roster_sweep(gw_hub_roster(a->d.hub));
 }
 
 gw_app *gw_app_new(const gw_app_deps *deps)
@@ -20,6 +31,13 @@ gw_app *gw_app_new(const gw_app_deps *deps)
     if (!a)
         return NULL;
     a->d = *deps;
+    ev_init(&a->watch_timer, NULL);
+    ev_init(&a->sub_timer, NULL);
+    /* The first thread keeps the process's presence beating and its rosters swept. */
+    if (deps->loop && deps->hub && deps->thread == 0) {
+        ev_timer_init(&a->tick_timer, tick, 1.0, 1.0);
+        ev_timer_start(deps->loop, &a->tick_timer);
+    }
     if (deps->cfg->webhook_url && deps->loop) {
         a->webhook = gw_webhook_new(a);
         a->unread = a->webhook ? gw_unread_new(a) : NULL;

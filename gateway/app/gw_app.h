@@ -45,6 +45,10 @@ typedef struct gw_app_figs {
     uint64_t sessions_total, auth_failures; /* hellos signed in, tokens refused */
     uint64_t sends, sends_dup;              /* messages stored (a session's or the API's) */
     uint64_t acks_received, ack_frames;
+    uint64_t reads_received, read_frames;
+    uint64_t receipt_queries, receipt_pushes, roster_reads; /* receipts (gw_peers.c) */
+    uint64_t presence_queries, presence_pushes;
+    uint64_t typing_received, typing_dropped, typing_pushes;
     uint64_t pages, page_msgs;
     uint64_t api_requests, api_unauthorized, api_rate_limited;
     /* The unread webhook: who is to be told (gw_unread.c), and the delivery (gw_webhook.c). */
@@ -88,8 +92,9 @@ typedef struct gw_api_conn {
     bool routed; /* started: it is never started twice */
     char *body;  /* POST body so far (malloc'd) */
     size_t body_n;
-    struct api_job *job; /* its store job under way, or NULL */
-    bool answered;       /* status and answer are set: write them when writable */
+    void *job;                 /* its store job under way, or NULL */
+    void (*orphan)(void *job); /* tells that job nobody waits for it any more */
+    bool answered;             /* status and answer are set: write them when writable */
     unsigned status;
     json_t *answer;
 } gw_api_conn;

@@ -236,29 +236,43 @@ static void on_send(gw_app *a, gw_sess *s, const pr_req *r)
     submit(q);
 }
 
-static void on_ack(gw_app *a, gw_sess *s, const pr_req *r)
+/* ack (the device has the messages) and read (the person has seen them): two cursors,
+ * each cumulative, coalesced and persisted the same way. */
+static void on_cursors(gw_app *a, gw_sess *s, const pr_req *r, bool read)
 {
     app_sess *as = gw_sess_ext(s);
-    a->figs.ack_frames++;
+    if (read)
+        a->figs.read_frames++;
+    else
+        a->figs.ack_frames++;
     bool charged = false;
     for (size_t i = 0; i < r->n_acks; i++) {
         const pr_ack *k = &r->acks[i];
-        a->figs.acks_received++;
+        if (read)
+            a->figs.reads_received++;
+        else
+            a->figs.acks_received++;
         const char *gid;
         uint64_t cap;
-        int moved = gw_registry_ack(a->d.registry, &as->seat, k->gid, k->mid, &gid, &cap);
+        int moved = (read ? gw_registry_read : gw_registry_ack)(a->d.registry, &as->seat, k->gid,
+                                                                k->mid, &gid, &cap);
         if (moved < 0) {
             /* One bad frame costs the error budget once, however many groups it names. */
-            (charged ? gw_sess_error_free : gw_sess_error)(
-                s, r->rid, PR_E_NOT_MEMBER, "ack for a group you are not in", k->gid);
+            (charged ? gw_sess_error_free : gw_sess_error)(s, r->rid, PR_E_NOT_MEMBER,
+                                                           read ? "read for a group you are not in"
+                                                                : "ack for a group you are not in",
+                                                           k->gid);
             charged = true;
             continue;
         }
         if (moved) {
             uint64_t mid = k->mid < cap ? k->mid : cap;
             if (a->d.hub)
-                gw_hub_tell_ack(a->d.hub, a->d.thread, gid, gw_sess_uid(s), mid);
-            gw_unread_acked(a->unread, gid, gw_sess_uid(s), mid, cap);
+                (read ? gw_hub_tell_read : gw_hub_tell_ack)(a->d.hub, a->d.thread, gid,
+                                                            gw_sess_uid(s), mid);
+            /* The webhook's cursor is the read once there is one (gw_unread.c). */
+            if (read || !gw_registry_has_read(&as->seat, k->gid))
+                gw_unread_acked(a->unread, gid, gw_sess_uid(s), mid, cap);
         }
     }
 }
@@ -300,9 +314,9 @@ static void route_request(void *ud, gw_sess *s, const pr_req *r)
 {
     gw_app *a = ud;
     uint64_t ack;
-    /* Stopping: acks are still taken (they are what saves clients re-deliveries after the
-     * restart) and pings answered; everything else is refused, not half done. */
-    if (a->stopping && r->t != PR_REQ_ACK && r->t != PR_REQ_PING) {
+    /* Stopping: acks and reads are still taken (they are what saves clients re-deliveries
+     * after the restart) and pings answered; everything else is refused, not half done. */
+    if (a->stopping && r->t != PR_REQ_ACK && r->t != PR_REQ_READ && r->t != PR_REQ_PING) {
         gw_sess_error(s, r->rid, PR_E_OVERLOADED, "server is shutting down", NO_GID);
         return;
     }
@@ -312,7 +326,8 @@ static void route_request(void *ud, gw_sess *s, const pr_req *r)
     case PR_REQ_LEAVE: on_leave(a, s, r); break;
     case PR_REQ_GROUPS: gw_signin_groups(a, s, r->rid); break;
     case PR_REQ_SEND: on_send(a, s, r); break;
-    case PR_REQ_ACK: on_ack(a, s, r); break;
+    case PR_REQ_ACK: on_cursors(a, s, r, false); break;
+    case PR_REQ_READ: on_cursors(a, s, r, true); break;
     case PR_REQ_ENTER:
         if (need_member(s, r, r->gid, &ack))
             read_page(a, s, r->rid, r->gid, ST_AFTER, ack, r->limit);
@@ -323,6 +338,10 @@ static void route_request(void *ud, gw_sess *s, const pr_req *r)
                       r->has_before ? r->before : r->after, r->limit);
         break;
     case PR_REQ_PING: on_ping(s, r); break;
+    case PR_REQ_RECEIPTS:
+    case PR_REQ_WATCH:
+    case PR_REQ_PRESENCE: gw_peers_request(a, s, r); break;
+    case PR_REQ_TYPING: gw_typing_request(a, s, r); break;
     }
 }
 
@@ -331,6 +350,7 @@ static void route_closing(void *ud, gw_sess *s)
 {
     gw_app *a = ud;
     app_sess *as = gw_sess_ext(s);
+    gw_watch_closing(a, s);
     gw_registry_detach(a->d.registry, &as->seat);
 }
 

@@ -16,10 +16,18 @@ typedef struct list_enc {
     int rc;
 } list_enc;
 
-static void enc_group(void *ud, const char *gid, uint64_t last, uint64_t ack)
+/* Unread counts come from the read once the user has sent one for the group, else from
+ * the ack (docs/PROTOCOL.md, Receipts). */
+static void enc_group(void *ud, const gw_mygroup *m)
 {
     list_enc *e = ud;
-    pr_group g = {gw_cstr(gid), last, ack, last > ack ? last - ack : 0};
+    uint64_t seen = m->has_read ? m->read : m->ack;
+    pr_group g = {.gid = gw_cstr(m->gid),
+                  .last_mid = m->last_mid,
+                  .ack = m->ack,
+                  .unread = m->last_mid > seen ? m->last_mid - seen : 0,
+                  .read = m->read,
+                  .has_read = m->has_read};
     e->rc = e->rc ? e->rc : pr_enc_group_entry(e->sb, &g);
 }
 

@@ -4,8 +4,8 @@
  *
  * The rule is one line: an event for member M of group G tells of M's first unread
  * message, mid f = ack + 1, once f has been stored for the delay and M's ack is still
- * f - 1. Two things make a member's first unread message new, and each is looked at again
- * after the delay:
+ * f - 1. (M's read takes the ack's place once M has sent one: docs/PROTOCOL.md.) Two things make a
+ * member's first unread message new, and each is looked at again after the delay:
  *   - a message this node stored (mid f): its members whose ack is f - 1 then are told.
  *     Consecutive messages of one group wait as one range and are looked at in one pass
  *     over the members (a page at a time), which reads the stored acks: whichever node a
@@ -439,12 +439,14 @@ static void pass_step(gw_job *jb)
                 memcpy(p->after, m.uid.p, m.uid.n);
                 p->after[m.uid.n] = 0;
             }
-            if (m.uid.n > PR_MAX_ID || m.ack + 1 < p->d->lo || m.ack + 1 > p->d->hi)
+            /* The member's cursor: its read once it has sent one, else its ack. */
+            uint64_t seen = m.has_read ? m.read : m.ack;
+            if (m.uid.n > PR_MAX_ID || seen + 1 < p->d->lo || seen + 1 > p->d->hi)
                 continue;
             cand *c = &p->c[p->n++];
             memcpy(c->uid, m.uid.p, m.uid.n);
             c->uid[m.uid.n] = 0;
-            c->ack = m.ack;
+            c->ack = seen;
         }
         st_members_free(op->members);
         if (p->n)
@@ -455,7 +457,7 @@ static void pass_step(gw_job *jb)
     }
     case P_MEMBER:
         /* Still where it acked (or the ack is not written yet), and messages after it. */
-        if (op->ack > p->d->lo || op->last_mid <= p->d->lo) {
+        if ((op->has_read ? op->read : op->ack) > p->d->lo || op->last_mid <= p->d->lo) {
             pass_end(p, false);
             return;
         }

@@ -52,9 +52,21 @@ void gw_cluster_apply(void *cluster, const st_change *ch)
         }
         return;
     }
+    if (ch->kind == ST_CH_ONLINE || ch->kind == ST_CH_BEAT || ch->kind == ST_CH_ASK ||
+        ch->kind == ST_CH_LISTED)
+        return; /* the process's presence took them (gw_presence.c) */
     if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
         return; /* cannot be made through the protocol */
     c->figs.feed_applied++;
+    if (ch->kind == ST_CH_TYPING) {
+        char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
+        memcpy(gid, ch->gid.p, ch->gid.n);
+        gid[ch->gid.n] = 0;
+        memcpy(uid, ch->uid.p, ch->uid.n);
+        uid[ch->uid.n] = 0;
+        gw_registry_typing(c->reg, gid, uid);
+        return;
+    }
     if (ch->kind == ST_CH_MSG) {
         char gid[PR_MAX_ID + 1];
         memcpy(gid, ch->gid.p, ch->gid.n);

@@ -50,6 +50,10 @@ gw_feed *gw_feeds_at(gw_feeds *fs, unsigned i);
 void gw_feeds_post(void *feeds, const st_change *ch, size_t n);
 /* Every thread's queue but `from`'s. */
 void gw_feeds_post_others(gw_feeds *fs, unsigned from, const st_change *ch, size_t n);
+/* heard(ud, ch) sees every change the store's feed thread posts, once for the process,
+ * before the threads' queues get it (the hub's roster and presence), then heard(ud, NULL)
+ * at the end of each announcement. */
+void gw_feeds_heard(gw_feeds *fs, void (*heard)(void *ud, const st_change *ch), void *ud);
 
 /* wake(ud) is called from the posting thread after a post (lws_cancel_service). */
 void gw_feed_attach(gw_feed *f, void (*wake)(void *ud), void *ud);
@@ -91,6 +95,8 @@ void gw_hub_tell(void *teller, const st_op *op);
 /* A session of `thread` acked gid up to mid: the other threads' sessions of uid see it
  * at once, as they would on one thread (its coalescer persists it). */
 void gw_hub_tell_ack(gw_hub *h, unsigned thread, const char *gid, const char *uid, uint64_t mid);
+/* ... and read gid up to read (the person has seen it). */
+void gw_hub_tell_read(gw_hub *h, unsigned thread, const char *gid, const char *uid, uint64_t read);
 /* The application signed uid out on `thread`: the other threads close its sessions now. */
 void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid);
 /* gw_groups_deps.online (ud: the hub): a session of uid signed in (1) or went (-1). */
@@ -104,9 +110,125 @@ unsigned gw_hub_sessions_of(gw_hub *h, const char *uid);
 /* Users with at least one session in this process. */
 unsigned gw_hub_users_online(gw_hub *h);
 /* gw_groups_deps.pending_ack (ud: the hub): the highest ack of (gid, uid) taken by any
- * thread and not yet persisted (0: none), so that a user who signs in on one thread sees
- * what it acked on another a moment ago. */
-uint64_t gw_hub_acks_pending(void *hub, const char *gid, const char *uid);
+ * thread and not yet persisted (0: none), and the highest read in *read (when *has_read),
+ * so that a user who signs in on one thread sees what it acked on another a moment ago. */
+uint64_t gw_hub_acks_pending(void *hub, const char *gid, const char *uid, uint64_t *read,
+                             bool *has_read);
+
+/* ---- who is in a group, and where their cursors are (gw_roster.c) ------------------------ */
+
+/*
+ * For receipts ("read by 7 of 12") and presence: the members of the groups someone in
+ * this process asks about or watches, each with its two cursors, and per group two rank
+ * multisets (core/gw_rank.c) that count the cursors at or past a mid in O(log n).
+ * Process-wide, under a lock: any service thread asks; the changes come from every
+ * thread's commits (gw_hub_tell) and the other nodes' (the store's feed). A roster is
+ * read from the store by the first thread that needs it, a page of members at a time;
+ * changes that come meanwhile are kept and applied after the read.
+ */
+typedef struct gw_roster gw_roster;
+
+gw_roster *gw_roster_new(void);
+void gw_roster_free(gw_roster *r); /* NULL is a no-op */
+/* The hub's (made with it). */
+gw_roster *gw_hub_roster(gw_hub *h);
+
+enum { GW_ROSTER_READY, GW_ROSTER_READ, GW_ROSTER_WAIT };
+/* Is gid's roster there (READY)? If not: the caller reads it (READ: READ_MEMBERS pages into
+ * gw_roster_load_page, then gw_roster_load_end), or another thread does (WAIT: ask again
+ * a little later). */
+int gw_roster_begin(gw_roster *r, const char *gid);
+/* A page of the read (-1: out of memory; end the read with a failure). */
+int gw_roster_load_page(gw_roster *r, const char *gid, const st_members *page);
+/* The read is over: rc 0 makes the roster ready (the changes kept meanwhile applied);
+ * anything else drops it (read again by the next that asks). */
+void gw_roster_load_end(gw_roster *r, const char *gid, int rc);
+
+/* A store write of this process committed (the bridge's observer: acks, reads, joins and
+ * leaves move the rosters), and a change of another node (gw_feeds_heard). */
+void gw_roster_committed(gw_roster *r, const st_op *op);
+void gw_roster_change(gw_roster *r, const st_change *ch);
+
+typedef struct gw_receipt {
+    uint64_t delivered; /* members whose ack is at or past the mid */
+    uint64_t read;      /* ... whose read is (their ack, if they never sent one) */
+    uint64_t of;        /* members */
+    bool listed;        /* the readers were listed (a group of at most list_max) */
+} gw_receipt;
+/* Receipts of mid in gid, and each reader (for a group of at most list_max members, when
+ * reader is not NULL). false: the roster is not ready. */
+bool gw_roster_receipt(gw_roster *r, const char *gid, uint64_t mid, gw_receipt *out,
+                       size_t list_max, void (*reader)(void *ud, const char *uid), void *ud);
+
+/* One member's cursors (uid borrowed for the call). */
+typedef struct gw_cursor {
+    const char *uid;
+    uint64_t ack, read; /* read when has_read */
+    bool has_read;
+} gw_cursor;
+/* The cursors that moved since version *since (moved in: *since becomes the roster's
+ * version): fn for each, in a group of at most list_max (a larger one: none, only *of
+ * and the answer). true: something moved. false also when the roster is not ready. */
+bool gw_roster_moves(gw_roster *r, const char *gid, uint64_t *since, size_t list_max,
+                     void (*fn)(void *ud, const gw_cursor *c), void *ud, size_t *of);
+/* Every member (fn may be NULL), and how many in *n. false: not ready. */
+bool gw_roster_members(gw_roster *r, const char *gid, void (*fn)(void *ud, const char *uid),
+                       void *ud, size_t *n);
+/* Is uid a member of gid's ready roster? */
+bool gw_roster_has(gw_roster *r, const char *gid, const char *uid);
+/* A session watches gid (delta 1) or no more (-1): a watched roster stays. */
+void gw_roster_watch(gw_roster *r, const char *gid, int delta);
+/* Rosters nobody watched or asked about for 10 minutes go. */
+void gw_roster_sweep(gw_roster *r);
+/* Rosters kept (ready or being read). */
+size_t gw_roster_count(gw_roster *r);
+
+/* ---- who is online, over the cluster (gw_presence.c) ------------------------------------ */
+
+/*
+ * This process's users online (the hub's count of their sessions) and the other nodes'
+ * (their signals: store.h), with the changes to who is online anywhere in a ring the
+ * service threads read for their subscribed sessions. A node not heard for 6 s is gone:
+ * its users go offline (last seen when it was last heard). Process-wide, under a lock.
+ */
+typedef struct gw_presence gw_presence;
+typedef struct gw_presence_figs {
+    uint64_t online;     /* users online anywhere (a gauge) */
+    uint64_t nodes;      /* other nodes heard (a gauge) */
+    uint64_t signals;    /* signals sent */
+    uint64_t listings;   /* whole lists of this node's users sent (asked) */
+    uint64_t nodes_gone; /* nodes that went quiet: their users went offline */
+} gw_presence_figs;
+
+gw_presence *gw_presence_new(void);
+void gw_presence_free(gw_presence *p); /* NULL is a no-op */
+/* The hub's (made with it). */
+gw_presence *gw_hub_presence(gw_hub *h);
+/* The store to signal and write last_seen to (NULL: none any more, before it closes). */
+void gw_presence_set_store(gw_presence *p, st_store *s);
+/* uid came online in this process (its first session) or went (its last). */
+void gw_presence_local(gw_presence *p, const char *uid, bool online);
+/* Another node's signal (gw_feeds_heard), and the end of its announcement. */
+void gw_presence_heard(gw_presence *p, const st_change *ch);
+void gw_presence_heard_end(gw_presence *p);
+/* Once a second (one thread): the beat, lists asked, nodes gone quiet, signals sent. */
+void gw_presence_tick(gw_presence *p);
+/* uid is typing in gid: told to the other nodes at once. */
+void gw_presence_typing(gw_presence *p, const char *gid, const char *uid);
+/* Is uid online anywhere? */
+bool gw_presence_online(gw_presence *p, const char *uid);
+/* The changes after `since` (a sequence number): fn for each, oldest first; returns the
+ * sequence number to ask from next. One far behind misses what the ring no longer holds. */
+uint64_t gw_presence_changes(gw_presence *p, uint64_t since,
+                             void (*fn)(void *ud, const char *uid, bool online, uint64_t ms),
+                             void *ud);
+/* The sequence number now (a new subscriber starts there). */
+uint64_t gw_presence_seq(gw_presence *p);
+void gw_presence_figures(gw_presence *p, gw_presence_figs *out);
+/* The store the hub's parts (presence) tell through (NULL before it closes). */
+void gw_hub_set_store(gw_hub *h, st_store *s);
+/* A session of `thread` is typing in gid: the other threads' sessions are told. */
+void gw_hub_tell_typing(gw_hub *h, unsigned thread, const char *gid, const char *uid);
 
 /* ---- a change applied here (gw_apply.c) -------------------------------------------------- */
 

@@ -29,6 +29,8 @@ struct gw_feed {
 struct gw_feeds {
     unsigned n;
     gw_feed *f[GW_THREADS_MAX];
+    void (*heard)(void *ud, const st_change *ch); /* the process's own look (gw_hub.c) */
+    void *heard_ud;
 };
 
 /* max_changes, max_bytes: the bound (0: defaults, 200,000 changes and 64 MiB). */
@@ -228,8 +230,18 @@ gw_feed *gw_feeds_at(gw_feeds *fs, unsigned i)
 void gw_feeds_post(void *feeds, const st_change *ch, size_t n)
 {
     gw_feeds *fs = feeds;
+    for (size_t i = 0; fs->heard && i < n; i++)
+        fs->heard(fs->heard_ud, &ch[i]);
+    if (fs->heard)
+        fs->heard(fs->heard_ud, NULL); /* the end of one announcement */
     for (unsigned i = 0; i < fs->n; i++)
         feed_post(fs->f[i], ch, n);
+}
+
+void gw_feeds_heard(gw_feeds *fs, void (*heard)(void *ud, const st_change *ch), void *ud)
+{
+    fs->heard = heard;
+    fs->heard_ud = ud;
 }
 
 void gw_feeds_post_others(gw_feeds *fs, unsigned from, const st_change *ch, size_t n)

@@ -24,6 +24,8 @@ typedef struct online_user {
 struct gw_hub {
     unsigned n;
     gw_feeds *feeds;
+    gw_roster *roster;     /* the process's (its own lock) */
+    gw_presence *presence; /* the same */
     hub_thread t[GW_THREADS_MAX];
     pthread_mutex_t mu;
     online_user *online; /* under mu */
@@ -34,6 +36,8 @@ void gw_hub_free(gw_hub *h)
     if (!h)
         return;
     gw_feeds_free(h->feeds);
+    gw_roster_free(h->roster);
+    gw_presence_free(h->presence);
     online_user *o, *tmp;
     HASH_ITER (hh, h->online, o, tmp) {
         HASH_DEL(h->online, o);
@@ -41,6 +45,18 @@ void gw_hub_free(gw_hub *h)
     }
     pthread_mutex_destroy(&h->mu);
     free(h);
+}
+
+/* A change of another node, once for the process (NULL: an announcement's end). */
+static void heard(void *ud, const st_change *ch)
+{
+    gw_hub *h = ud;
+    if (!ch) {
+        gw_presence_heard_end(h->presence);
+        return;
+    }
+    gw_roster_change(h->roster, ch);
+    gw_presence_heard(h->presence, ch);
 }
 
 gw_hub *gw_hub_new(unsigned threads)
@@ -52,11 +68,28 @@ gw_hub *gw_hub_new(unsigned threads)
     pthread_mutex_init(&h->mu, NULL);
     for (unsigned i = 0; i < h->n; i++)
         h->t[i] = (hub_thread){.hub = h, .index = i};
-    if (!(h->feeds = gw_feeds_new(h->n))) {
+    if (!(h->feeds = gw_feeds_new(h->n)) || !(h->roster = gw_roster_new()) ||
+        !(h->presence = gw_presence_new())) {
         gw_hub_free(h);
         return NULL;
     }
+    gw_feeds_heard(h->feeds, heard, h);
     return h;
+}
+
+gw_roster *gw_hub_roster(gw_hub *h)
+{
+    return h->roster;
+}
+
+gw_presence *gw_hub_presence(gw_hub *h)
+{
+    return h->presence;
+}
+
+void gw_hub_set_store(gw_hub *h, st_store *s)
+{
+    gw_presence_set_store(h->presence, s);
 }
 
 gw_feeds *gw_hub_feeds(gw_hub *h)
@@ -85,6 +118,7 @@ void gw_hub_tell(void *teller, const st_op *op)
 {
     hub_thread *me = teller;
     gw_hub *h = me->hub;
+    gw_roster_committed(h->roster, op);
     if (h->n < 2 || op->result != 0)
         return;
     st_change one = {.gid = op->gid, .uid = op->uid};
@@ -105,8 +139,8 @@ void gw_hub_tell(void *teller, const st_op *op)
         one.ack = op->ack;
         break;
     case ST_OP_LEAVE: one.kind = ST_CH_LEAVE; break;
-    /* Acks and sign-outs were told when they came (gw_hub_tell_ack, gw_hub_tell_signout);
-     * reads change nothing. */
+    /* Acks, reads and sign-outs were told when they came (gw_hub_tell_ack,
+     * gw_hub_tell_read, gw_hub_tell_signout); store reads change nothing. */
     default: return;
     }
     gw_feeds_post_others(h->feeds, me->index, &one, 1);
@@ -117,6 +151,22 @@ void gw_hub_tell_ack(gw_hub *h, unsigned thread, const char *gid, const char *ui
     if (h->n < 2)
         return;
     st_change ch = {.kind = ST_CH_ACK, .gid = st_id_str(gid), .uid = st_id_str(uid), .ack = mid};
+    gw_feeds_post_others(h->feeds, thread, &ch, 1);
+}
+
+void gw_hub_tell_read(gw_hub *h, unsigned thread, const char *gid, const char *uid, uint64_t read)
+{
+    if (h->n < 2)
+        return;
+    st_change ch = {.kind = ST_CH_READ, .gid = st_id_str(gid), .uid = st_id_str(uid), .read = read};
+    gw_feeds_post_others(h->feeds, thread, &ch, 1);
+}
+
+void gw_hub_tell_typing(gw_hub *h, unsigned thread, const char *gid, const char *uid)
+{
+    if (h->n < 2)
+        return;
+    st_change ch = {.kind = ST_CH_TYPING, .gid = st_id_str(gid), .uid = st_id_str(uid)};
     gw_feeds_post_others(h->feeds, thread, &ch, 1);
 }
 
@@ -144,7 +194,11 @@ static void count(gw_hub *h, const char *uid, int delta, bool loading)
     if (!o)
         return;
     unsigned *c = loading ? &o->loading : &o->sessions;
+    unsigned before = *c;
     *c = delta > 0 ? *c + 1 : *c ? *c - 1 : 0;
+    /* Its first session in the process, or its last: online here, or not. */
+    if (!loading && (before == 0) != (*c == 0))
+        gw_presence_local(h->presence, uid, *c > 0);
     if (!o->sessions && !o->loading) {
         HASH_DEL(h->online, o);
         free(o);
@@ -199,15 +253,24 @@ unsigned gw_hub_users_online(gw_hub *h)
     return n;
 }
 
-uint64_t gw_hub_acks_pending(void *hub, const char *gid, const char *uid)
+uint64_t gw_hub_acks_pending(void *hub, const char *gid, const char *uid, uint64_t *read,
+                             bool *has_read)
 {
     gw_hub *h = hub;
     uint64_t most = 0;
+    *read = 0;
+    *has_read = false;
     for (unsigned i = 0; i < h->n; i++) {
         gw_acks *a = h->t[i].acks;
-        uint64_t x = a ? gw_acks_pending(a, gid, uid) : 0;
+        uint64_t r = 0;
+        bool hr = false;
+        uint64_t x = a ? gw_acks_pending(a, gid, uid, &r, &hr) : 0;
         if (x > most)
             most = x;
+        if (hr && (!*has_read || r > *read)) {
+            *read = r;
+            *has_read = true;
+        }
     }
     return most;
 }

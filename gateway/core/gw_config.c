@@ -53,6 +53,9 @@ enum {
     O_WEBHOOK_TIMEOUT,
     O_WEBHOOK_QUEUE,
     O_WEBHOOK_BATCH,
+    O_RECEIPT_LIST_MAX,
+    O_RECEIPT_PUSH_MS,
+    O_PRESENCE_LIST_MAX,
     O_WEBHOOK_BODY,
     O_THREADS,
     O_TEST_LOAD_STALL,
@@ -77,6 +80,9 @@ static const struct option options[] = {
     {"webhook-timeout", required_argument, 0, O_WEBHOOK_TIMEOUT},
     {"webhook-queue", required_argument, 0, O_WEBHOOK_QUEUE},
     {"webhook-batch", required_argument, 0, O_WEBHOOK_BATCH},
+    {"receipt-list-max", required_argument, 0, O_RECEIPT_LIST_MAX},
+    {"receipt-push-ms", required_argument, 0, O_RECEIPT_PUSH_MS},
+    {"presence-list-max", required_argument, 0, O_PRESENCE_LIST_MAX},
     {"webhook-body", no_argument, 0, O_WEBHOOK_BODY},
     {"insecure", no_argument, 0, O_INSECURE},
     {"cert", required_argument, 0, O_CERT},
@@ -178,6 +184,14 @@ static void help(void)
         "                       (default 10000)\n"
         "  --webhook-batch N    events in one POST at most (default 100)\n"
         "  --webhook-body       events carry the unread message's body (default: not)\n"
+        "Receipts and presence (docs/PROTOCOL.md: what members see of each other)\n"
+        "  --receipt-list-max N receipts name who read, and a watching session is told who\n"
+        "                       moved, in groups of at most N members (default 100); larger\n"
+        "                       groups get counts\n"
+        "  --receipt-push-ms MS a watching session gets one receipt push a group this often\n"
+        "                       at most (default 1000)\n"
+        "  --presence-list-max N  presence lists the members of groups of at most N\n"
+        "                       members (default 100); larger groups get counts\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
         "  --max-body BYTES     largest message body (default 65536)\n"
@@ -306,6 +320,9 @@ static void defaults(gw_config *c)
     c->webhook_timeout_ms = 10000;
     c->webhook_queue = 10000;
     c->webhook_batch = 100;
+    c->receipt_list_max = 100;
+    c->receipt_push_ms = 1000;
+    c->presence_list_max = 100;
 }
 
 bool gw_config_node_ok(const char *name)
@@ -376,6 +393,15 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             rc = number(name, optarg, 1, 1000, &v), c->webhook_batch = (unsigned)v;
             break;
         case O_WEBHOOK_BODY: c->webhook_body = true; break;
+        case O_RECEIPT_LIST_MAX:
+            rc = number(name, optarg, 0, 100000, &v), c->receipt_list_max = (unsigned)v;
+            break;
+        case O_RECEIPT_PUSH_MS:
+            rc = number(name, optarg, 10, 3600000, &v), c->receipt_push_ms = (unsigned)v;
+            break;
+        case O_PRESENCE_LIST_MAX:
+            rc = number(name, optarg, 0, 100000, &v), c->presence_list_max = (unsigned)v;
+            break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;

@@ -52,6 +52,11 @@ typedef struct gw_config {
     size_t webhook_queue;        /* events waiting at most (more are dropped, counted) */
     unsigned webhook_batch;      /* events in one POST at most */
     bool webhook_body;           /* events carry the message's body */
+    unsigned receipt_list_max;   /* receipts list who read, and cursor pushes say who moved,
+                                  * in groups of at most this many members */
+    unsigned receipt_push_ms;    /* a watching session gets one receipt push a group this
+                                  * often at most */
+    unsigned presence_list_max;  /* presence lists the members of groups this small */
     bool insecure;               /* plain ws:// and http:// (development on loopback) */
     const char *cert;            /* TLS certificate (PEM) */
     const char *key;             /* TLS private key (PEM) */
@@ -205,5 +210,21 @@ void gw_bridge_wait(gw_bridge *b);
 /* Frees what an op's reads handed back (its page, groups or members; NULL ones are
  * skipped) and clears them: every completion ends with it. */
 void gw_op_release(st_op *op);
+
+/* ---- a multiset that counts what is at least x, in O(log n) (gw_rank.c) -------------- */
+
+/* The cursors of a group's members: how many are at or past a mid. Not thread-safe: its
+ * owner locks. */
+typedef struct gw_rank gw_rank;
+gw_rank *gw_rank_new(void);    /* NULL: no memory */
+void gw_rank_free(gw_rank *r); /* NULL is a no-op */
+/* Adds v once more. 0, or -1 when out of memory (nothing changed). */
+int gw_rank_add(gw_rank *r, uint64_t v);
+/* Removes v once (nothing if it is not there). */
+void gw_rank_remove(gw_rank *r, uint64_t v);
+/* How many values are >= v. */
+size_t gw_rank_at_least(const gw_rank *r, uint64_t v);
+/* How many values in all. */
+size_t gw_rank_count(const gw_rank *r);
 
 #endif

@@ -26,6 +26,8 @@ struct gw_groups {
 typedef struct gw_member {
     char gid[PR_MAX_ID + 1];
     uint64_t ack;
+    uint64_t read; /* when has_read (the stored one, moved forward by reads not persisted) */
+    bool has_read;
     bool seen;         /* in the store's list, during a resync's comparison (gw_sync.c) */
     UT_hash_handle hh; /* in gw_user.groups, by gid */
 } gw_member;
@@ -81,6 +83,10 @@ gw_group *gw_group_find(gw_registry *reg, const char *gid, size_t n);
 /* Records a membership (after a committed join) and puts the user online in the group. */
 gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t ack,
                          uint64_t last_mid);
+/* The member's read moves to the higher of the stored and the pending one (each when it
+ * has one). */
+void gw_member_read(gw_member *m, uint64_t stored, bool has_stored, uint64_t pending,
+                    bool has_pending);
 /* A membership ended: removed, and the user's sessions but `except` are told `left`. */
 void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except);
 /* Calls user for every user and group for every group here (neither may change them). */
@@ -112,6 +118,8 @@ gw_acks *gw_acks_new(gw_groups *g);
 void gw_acks_free(gw_acks *a);
 /* Remembers uid's ack of gid (the highest wins) until the next flush. */
 void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid);
+/* ... and uid's read of gid. */
+void gw_acks_add_read(gw_acks *a, const char *gid, const char *uid, uint64_t read);
 /* Once a second: acks written while their user's groups were being read for a hello are
  * kept visible until that read is over; then they go. */
 void gw_acks_sweep(gw_acks *a);

@@ -3,6 +3,8 @@
  * highest ack per (group, user) in memory and hands them all to the store as one op
  * ack_flush_ms after the first of them came (and at shutdown). A crash loses at most the
  * last interval's acks, which means re-delivery (absorbed by client dedup), never loss.
+ * Reads (the second cursor: what the person has seen) ride along the same way: an entry
+ * holds the highest ack and the highest read of its (group, user).
  */
 #include "groups_internal.h"
 
@@ -13,7 +15,9 @@
 
 typedef struct ack_entry {
     char key[2 * PR_MAX_ID + 2]; /* gid \1 uid */
-    uint64_t mid;
+    uint64_t mid;                /* the ack (0: none came) */
+    uint64_t read;               /* when has_read */
+    bool has_read;
     bool kept; /* written, and kept for a sign-in of its user under way (gw_acks_sweep) */
     UT_hash_handle hh;
 } ack_entry;
@@ -102,7 +106,19 @@ void gw_acks_stop(gw_acks *a)
     a->stopping = true;
 }
 
-void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid)
+/* Takes the higher of e's and (mid, read) into e. */
+static void merge(ack_entry *e, uint64_t mid, uint64_t read, bool has_read)
+{
+    if (mid > e->mid)
+        e->mid = mid;
+    if (has_read && (!e->has_read || read > e->read)) {
+        e->read = read;
+        e->has_read = true;
+    }
+}
+
+static void add(gw_acks *a, const char *gid, const char *uid, uint64_t mid, uint64_t read,
+                bool has_read)
 {
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
@@ -117,25 +133,41 @@ void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid)
         memcpy(e->key, key, n + 1);
         HASH_ADD(hh, a->waiting, key, n, e);
     }
-    if (e && mid > e->mid)
-        e->mid = mid;
+    if (e)
+        merge(e, mid, read, has_read);
     pthread_mutex_unlock(&a->mu);
+}
+
+void gw_acks_add(gw_acks *a, const char *gid, const char *uid, uint64_t mid)
+{
+    add(a, gid, uid, mid, 0, false);
+}
+
+void gw_acks_add_read(gw_acks *a, const char *gid, const char *uid, uint64_t read)
+{
+    add(a, gid, uid, 0, read, true);
 }
 
 /* A user who signs in again while its acks are being written must see them: its groups
  * come from the store, which does not hold them yet (a second `tail` would otherwise
  * print again what the first one acked). */
-uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid)
+uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid, uint64_t *read,
+                         bool *has_read)
 {
     char key[2 * PR_MAX_ID + 2];
     size_t n = make_key(key, gid, uid);
-    ack_entry *e = NULL, *w = NULL;
+    ack_entry *e = NULL, *w = NULL, most = {.mid = 0};
     pthread_mutex_lock(&a->mu);
     HASH_FIND(hh, a->waiting, key, n, e);
     HASH_FIND(hh, a->writing, key, n, w);
-    uint64_t x = e ? e->mid : 0, y = w ? w->mid : 0;
+    if (e)
+        merge(&most, e->mid, e->read, e->has_read);
+    if (w)
+        merge(&most, w->mid, w->read, w->has_read);
     pthread_mutex_unlock(&a->mu);
-    return x > y ? x : y;
+    *read = most.read;
+    *has_read = most.has_read;
+    return most.mid;
 }
 
 /* Is a read of the user of key ("gid\1uid") for a hello under way in the process? */
@@ -162,7 +194,9 @@ static void written(gw_acks *a, const ack_batch *b)
         pthread_mutex_lock(&a->mu);
         ack_entry *w = NULL;
         HASH_FIND(hh, a->writing, key, (size_t)kn, w);
-        if (w && w->mid <= b->acks[i].mid) { /* a later batch may carry a higher one */
+        const st_ack *k = &b->acks[i];
+        /* A later batch may carry a higher one of either. */
+        if (w && w->mid <= k->mid && (!w->has_read || (k->has_read && w->read <= k->read))) {
             if (keep) {
                 w->kept = true;
             } else {
@@ -216,7 +250,7 @@ static void flushed(gw_job *j)
             char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
             snprintf(gid, sizeof(gid), "%.*s", (int)b->acks[i].gid.n, b->acks[i].gid.p);
             snprintf(uid, sizeof(uid), "%.*s", (int)b->acks[i].uid.n, b->acks[i].uid.p);
-            gw_acks_add(a, gid, uid, b->acks[i].mid);
+            add(a, gid, uid, b->acks[i].mid, b->acks[i].read, b->acks[i].has_read);
         }
     }
     batch_free(b);
@@ -264,14 +298,15 @@ void gw_acks_flush(gw_acks *a)
         char *sep = strchr(k, '\x01');
         b->acks[i++] = (st_ack){.gid = {k, (size_t)(sep - k)},
                                 .uid = {sep + 1, kl - (size_t)(sep - k) - 1},
-                                .mid = e->mid};
+                                .mid = e->mid,
+                                .read = e->read,
+                                .has_read = e->has_read};
         off += kl + 1;
         HASH_DEL(a->waiting, e);
         ack_entry *w = NULL; /* visible to gw_acks_pending until written */
         HASH_FIND(hh, a->writing, e->key, kl, w);
         if (w) {
-            if (e->mid > w->mid)
-                w->mid = e->mid;
+            merge(w, e->mid, e->read, e->has_read);
             w->kept = false; /* being written again: this batch's completion decides */
             free(e);
         } else {

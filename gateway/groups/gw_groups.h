@@ -43,9 +43,11 @@ typedef struct gw_groups_deps {
     void *hooks_ud;
     /* A session of uid signed in here (delta 1) or went (-1). */
     void (*online)(void *ud, const char *uid, int delta);
-    /* The highest ack of (gid, uid) taken anywhere in the process and not persisted yet
-     * (NULL: this thread's coalescer is asked). */
-    uint64_t (*pending_ack)(void *ud, const char *gid, const char *uid);
+    /* The highest ack of (gid, uid) taken anywhere in the process and not persisted yet,
+     * and the highest read in *read when *has_read (NULL: this thread's coalescer is
+     * asked). */
+    uint64_t (*pending_ack)(void *ud, const char *gid, const char *uid, uint64_t *read,
+                            bool *has_read);
     /* A read of uid's groups for a hello began here (1) or ended (-1); is one under way
      * anywhere in the process (NULL both: this thread's registry is asked)? */
     void (*loading)(void *ud, const char *uid, int delta);
@@ -96,12 +98,20 @@ void gw_registry_detach(gw_registry *reg, gw_seat *seat);
 /* Is the seat's user a member of gid? Its ack as this thread knows it in *ack (NULL: not
  * wanted). */
 bool gw_registry_member(const gw_seat *seat, pr_slice gid, uint64_t *ack);
-/* The seat's user's groups: how many, and each (gid, the group's last mid as known here,
- * the member's ack). */
+/* Has the seat's user sent a read for gid (here, or stored)? */
+bool gw_registry_has_read(const gw_seat *seat, pr_slice gid);
+/* One of a user's groups, as this thread knows it. */
+typedef struct gw_mygroup {
+    const char *gid;
+    uint64_t last_mid; /* the group's, as known here */
+    uint64_t ack;
+    uint64_t read; /* when has_read: the user has sent a read */
+    bool has_read;
+} gw_mygroup;
+/* The seat's user's groups: how many, and each. */
 size_t gw_registry_count(const gw_seat *seat);
 void gw_registry_each(gw_registry *reg, const gw_seat *seat,
-                      void (*fn)(void *ud, const char *gid, uint64_t last_mid, uint64_t ack),
-                      void *ud);
+                      void (*fn)(void *ud, const gw_mygroup *g), void *ud);
 /* Groups the seat's user holds or is joining (joins of its sessions in flight count
  * towards --max-groups), and one more join under way. */
 unsigned gw_registry_joins(const gw_seat *seat);
@@ -113,6 +123,10 @@ void gw_registry_join_refused(gw_seat *seat);
  * member's own copy of the id), 0 (not beyond the ack), -1 (not a member). */
 int gw_registry_ack(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
                     const char **gid_out, uint64_t *cap);
+/* The same for a read (the person has seen up to mid): kept as the member's read and
+ * handed to the coalescer if it moves it (a first read always does). */
+int gw_registry_read(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
+                     const char **gid_out, uint64_t *cap);
 
 /* A join of uid completed with result (counted: it was counted towards its user's
  * joins in flight). A committed join makes the membership of the user here. *ack and
@@ -123,9 +137,13 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 /* A leave of uid committed (here, by a session or the API): the membership ends, and the
  * user's sessions here but `except` (the one that asked) are told `left`. */
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except);
-/* A change another thread or node made (the feed): a join, a leave or an ack of a user
- * online here. */
+/* A change another thread or node made (the feed): a join, a leave, an ack or a read of
+ * a user online here. */
 void gw_registry_change(gw_registry *reg, const st_change *ch);
+/* uid is typing in gid: its online members here but uid are told (`typing`, to forget
+ * after GW_TYPING_TTL_MS); how many sessions. */
+#define GW_TYPING_TTL_MS 5000
+unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid);
 /* Closes every session of uid here with 4003 (signed out by the application); how many. */
 unsigned gw_registry_sign_out(gw_registry *reg, const char *uid);
 /* uid's sessions on this thread. */
@@ -164,7 +182,8 @@ size_t gw_deliver_holes(const gw_deliver *d);
 
 /* The not yet persisted ack of (gid, uid), or 0: waiting for a flush or being written.
  * Any thread (the tables are under a lock). */
-uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid);
+uint64_t gw_acks_pending(gw_acks *a, const char *gid, const char *uid, uint64_t *read,
+                         bool *has_read);
 /* Hands every remembered ack to the store as one op. */
 void gw_acks_flush(gw_acks *a);
 /* True while acks wait for a flush. */

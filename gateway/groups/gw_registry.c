@@ -148,6 +148,19 @@ gw_member *gw_member_add(gw_registry *reg, gw_user *u, const char *gid, uint64_t
     return m;
 }
 
+void gw_member_read(gw_member *m, uint64_t stored, bool has_stored, uint64_t pending,
+                    bool has_pending)
+{
+    if (has_stored && (!m->has_read || stored > m->read)) {
+        m->read = stored;
+        m->has_read = true;
+    }
+    if (has_pending && (!m->has_read || pending > m->read)) {
+        m->read = pending;
+        m->has_read = true;
+    }
+}
+
 static void member_remove(gw_registry *reg, gw_user *u, const char *gid)
 {
     gw_member *m = gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)});
@@ -251,13 +264,19 @@ static void loaded(gw_job *j)
             continue; /* cannot be made through the protocol */
         memcpy(gid, g->gid.p, g->gid.n);
         gid[g->gid.n] = 0;
-        /* An ack this gateway took but has not persisted yet is newer than the stored one. */
+        /* An ack (or a read) this gateway took but has not persisted yet is newer than the
+         * stored one. */
         const gw_groups_deps *d = &reg->g->deps;
-        uint64_t ack = g->ack, pending = d->pending_ack
-                                             ? d->pending_ack(d->hooks_ud, gid, u->uid)
-                                             : gw_acks_pending(reg->g->acks, gid, u->uid);
-        if (!gw_member_add(reg, u, gid, pending > ack ? pending : ack, g->last_mid))
+        uint64_t ack = g->ack, read = 0;
+        bool has_read = false;
+        uint64_t pending = d->pending_ack
+                               ? d->pending_ack(d->hooks_ud, gid, u->uid, &read, &has_read)
+                               : gw_acks_pending(reg->g->acks, gid, u->uid, &read, &has_read);
+        gw_member *m = gw_member_add(reg, u, gid, pending > ack ? pending : ack, g->last_mid);
+        if (!m)
             rc = ST_ENOMEM;
+        else
+            gw_member_read(m, g->read, g->has_read, read, has_read);
     }
     st_groups_free(op->groups);
     free(l);
@@ -396,21 +415,31 @@ bool gw_registry_member(const gw_seat *seat, pr_slice gid, uint64_t *ack)
     return m != NULL;
 }
 
+bool gw_registry_has_read(const gw_seat *seat, pr_slice gid)
+{
+    gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
+    return m && m->has_read;
+}
+
 size_t gw_registry_count(const gw_seat *seat)
 {
     return seat->user ? HASH_COUNT(seat->user->groups) : 0;
 }
 
 void gw_registry_each(gw_registry *reg, const gw_seat *seat,
-                      void (*fn)(void *ud, const char *gid, uint64_t last_mid, uint64_t ack),
-                      void *ud)
+                      void (*fn)(void *ud, const gw_mygroup *g), void *ud)
 {
     if (!seat->user)
         return;
     gw_member *m, *tmp;
     HASH_ITER (hh, seat->user->groups, m, tmp) {
         gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
-        fn(ud, m->gid, g ? g->last_mid : m->ack, m->ack);
+        gw_mygroup mg = {.gid = m->gid,
+                         .last_mid = g ? g->last_mid : m->ack,
+                         .ack = m->ack,
+                         .read = m->read,
+                         .has_read = m->has_read};
+        fn(ud, &mg);
     }
 }
 
@@ -429,6 +458,25 @@ void gw_registry_join_refused(gw_seat *seat)
 {
     if (seat->user && seat->user->joins_inflight)
         seat->user->joins_inflight--;
+}
+
+int gw_registry_read(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
+                     const char **gid_out, uint64_t *cap)
+{
+    gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
+    if (!m)
+        return -1;
+    gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
+    *cap = g ? g->last_mid : m->ack > m->read ? m->ack : m->read;
+    *gid_out = m->gid;
+    if (mid > *cap)
+        mid = *cap;
+    if (m->has_read && mid <= m->read)
+        return 0;
+    m->read = mid;
+    m->has_read = true;
+    gw_acks_add_read(reg->g->acks, m->gid, seat->user->uid, mid);
+    return 1;
 }
 
 int gw_registry_ack(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
@@ -477,6 +525,28 @@ void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_ses
         gw_member_end(reg, u, gid, except);
 }
 
+unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (!g)
+        return 0;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    unsigned n = 0;
+    if (pr_enc_typing_push(&sb, (pr_slice){(const uint8_t *)gid, strlen(gid)},
+                           (pr_slice){(const uint8_t *)uid, strlen(uid)}, GW_TYPING_TTL_MS) == 0) {
+        gw_online *o, *tmp;
+        HASH_ITER (hh, g->online, o, tmp) {
+            if (strcmp(o->user->uid, uid) == 0)
+                continue; /* not to the typist, on any of its devices */
+            for (gw_seat *s = o->user->sessions; s; s = s->next, n++)
+                gw_out_reply(s->sess, &sb);
+        }
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return n;
+}
+
 unsigned gw_registry_sessions_of(gw_registry *reg, const char *uid)
 {
     gw_user *u = gw_user_find(reg, uid);
@@ -513,6 +583,12 @@ void gw_registry_change(gw_registry *reg, const st_change *ch)
     case ST_CH_ACK:
         if (m && ch->ack > m->ack)
             m->ack = ch->ack;
+        break;
+    case ST_CH_READ:
+        if (m && (!m->has_read || ch->read > m->read)) {
+            m->read = ch->read;
+            m->has_read = true;
+        }
         break;
     default: break;
     }

@@ -56,8 +56,10 @@ static void user_reread(gw_job *j)
             memcpy(gid, e->gid.p, e->gid.n);
             gid[e->gid.n] = 0;
             gw_member *nm = gw_member_add(reg, u, gid, e->ack, e->last_mid);
-            if (nm)
+            if (nm) {
                 nm->seen = true;
+                gw_member_read(nm, e->read, e->has_read, 0, false);
+            }
         }
         /* A join of this gateway still in flight is not in the read yet: keep those. */
         if (!u->joins_inflight)

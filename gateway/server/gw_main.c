@@ -144,6 +144,7 @@ int main(int argc, char **argv)
 
     int port = gw_process_start(proc, &cfg, store);
     if (port < 0) {
+        gw_process_store_closing(proc);
         st_close(store);
         gw_process_finish(proc);
         gw_process_free(proc);
@@ -168,6 +169,7 @@ int main(int argc, char **argv)
         gw_info("serving the demo page from %s at %s://%s:%d/", cfg.web_root,
                 cfg.insecure ? "http" : "https", cfg.listen, port);
     gw_process_run(proc);
+    gw_process_store_closing(proc);
     st_close(store); /* every write in flight completes first */
     gw_process_finish(proc);
     gw_process_free(proc);

@@ -64,11 +64,17 @@ int gw_process_start(gw_process *p, const gw_config *cfg, st_store *store)
         if (gw_server_new(cfg, store, p, i, &p->srv[i]) != 0)
             return -1;
     int port = gw_listen_port(p->listener);
+    gw_hub_set_store(p->hub, store); /* presence tells the other nodes through it */
     for (unsigned i = 0; i < p->n; i++) {
         gw_listen_attach(p->listener, i, gw_server_adopt, gw_server_wake, p->srv[i]);
         gw_server_name(p->srv[i], port);
     }
     return port;
+}
+
+void gw_process_store_closing(gw_process *p)
+{
+    gw_hub_set_store(p->hub, NULL);
 }
 
 typedef struct runner {

@@ -35,6 +35,9 @@ int gw_process_start(gw_process *p, const gw_config *cfg, st_store *store);
 /* Runs every server on a thread of its own (the first on the caller's) until a signal
  * stops them; returns once every one has stopped. */
 void gw_process_run(gw_process *p);
+/* Before st_close: what the process's parts had to tell the other nodes goes, and they
+ * use the store no more. */
+void gw_process_store_closing(gw_process *p);
 /* After st_close: each server runs the completions that came after its run, then is
  * freed. */
 void gw_process_finish(gw_process *p);

@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 
     pr_welcome w = {S("alice"), S("s-1"), 1, 50, 1000, 65536};
     pr_enc_welcome_begin(&sb, 1, &w, 1);
-    pr_group g = {S("room"), 10, 4, 6};
+    pr_group g = {.gid = S("room"), .last_mid = 10, .ack = 4, .unread = 6};
     pr_enc_group_entry(&sb, &g);
     put(e, "welcome", &sb);
     pr_enc_record(&rec, S("alice"), (pr_body){S("hi"), false});

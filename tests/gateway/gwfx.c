@@ -78,8 +78,19 @@ static void spawn(gwfx *f)
             }
         }
         int status;
-        cr_assert_eq(waitpid(pid, &status, WNOHANG), 0, "gateway exited at start (see %s)",
-                     log_file);
+        if (waitpid(pid, &status, WNOHANG) != 0) {
+            char tail[400] = "";
+            FILE *l = fopen(log_file, "r");
+            if (l) { /* what it said last: the reason, for whoever reads the failure */
+                fseek(l, 0, SEEK_END);
+                long size = ftell(l);
+                fseek(l, size > 399 ? size - 399 : 0, SEEK_SET);
+                size_t got = fread(tail, 1, sizeof(tail) - 1, l);
+                tail[got] = 0;
+                fclose(l);
+            }
+            cr_assert_fail("gateway exited at start (see %s): %s", log_file, tail);
+        }
         usleep(20000);
     }
     cr_assert_fail("gateway did not start listening within 20 s (see %s)", log_file);

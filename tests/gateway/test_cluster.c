@@ -289,7 +289,7 @@ static void expect_each_once(holder *h, gwc_conn *r, uint64_t n, const char *los
 /* Polls `groups` on k until the group is there (or not) with the given ack; bounded. */
 static void await_group(gwc_conn *k, const char *gid, bool present, uint64_t ack)
 {
-    pr_group g = {0};
+    pr_group g = {.gid = {0}};
     bool there = false;
     for (int i = 0; i < 100; i++) {
         there = group_entry(k, gid, &g);

@@ -530,7 +530,7 @@ Test(fields, bad_entry_in_welcome)
 {
     pr_welcome w = {S("u"), S("s"), 1, 2, 3, 4};
     cr_assert_eq(pr_enc_welcome_begin(&sb, PR_NO_RID, &w, 2), 0);
-    pr_group g = {S("g1"), 1, 1, 0};
+    pr_group g = {.gid = S("g1"), .last_mid = 1, .ack = 1};
     cr_assert_eq(pr_enc_group_entry(&sb, &g), 0);
     msgpack_pack_uint64(&pk, 5); /* not a map */
     cr_assert_eq(events_sb(), PR_E_BAD_FIELD);

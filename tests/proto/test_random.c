@@ -49,7 +49,7 @@ static void make_seeds(void)
     pr_body str = {S("hello"), false}, bin = {{raw, sizeof raw}, true};
     pr_ack acks[3] = {{S("g1"), 1}, {S("g2"), 200}, {S("g3"), 70000}};
     pr_welcome w = {S("alice"), S("s1"), 1700000000000u, 20, 2000, 65536};
-    pr_group g = {S("g1"), 9, 4, 5};
+    pr_group g = {.gid = S("g1"), .last_mid = 9, .ack = 4, .unread = 5};
 
     msgpack_sbuffer rec;
     msgpack_sbuffer_init(&rec);

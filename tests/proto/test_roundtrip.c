@@ -230,9 +230,9 @@ Test(roundtrip, pull_before)
  */
 
 static const pr_group test_groups[3] = {
-    {{(const uint8_t *)"g1", 2}, 10, 7, 3},
-    {{(const uint8_t *)"other.group", 11}, 0, 0, 0},
-    {{(const uint8_t *)"g3", 2}, UINT64_MAX, UINT64_MAX - 1, 1},
+    {{(const uint8_t *)"g1", 2}, 10, 7, 3, 0, false},
+    {{(const uint8_t *)"other.group", 11}, 0, 0, 0, 0, false},
+    {{(const uint8_t *)"g3", 2}, UINT64_MAX, UINT64_MAX - 1, 1, 0, false},
 };
 
 static void assert_groups(const pr_event *ev, size_t n)

@@ -28,7 +28,7 @@ static uint64_t ack_of(const char *uid)
 
 static size_t ack(const char *uid, uint64_t mid)
 {
-    st_ack a = {st_id_str("g"), st_id_str(uid), mid};
+    st_ack a = {.gid = st_id_str("g"), .uid = st_id_str(uid), .mid = mid};
     size_t applied = 0;
     cr_assert_eq(st_acks_sync(s, &a, 1, &applied), 0);
     return applied;
@@ -64,10 +64,10 @@ Test(acks, capped_at_last_mid)
 Test(acks, batch_of_many_keeps_the_max)
 {
     st_ack as[4] = {
-        {st_id_str("g"), st_id_str("b"), 4},
-        {st_id_str("g"), st_id_str("b"), 8},
-        {st_id_str("g"), st_id_str("b"), 6},
-        {st_id_str("g"), st_id_str("nobody"), 9},
+        {.gid = st_id_str("g"), .uid = st_id_str("b"), .mid = 4},
+        {.gid = st_id_str("g"), .uid = st_id_str("b"), .mid = 8},
+        {.gid = st_id_str("g"), .uid = st_id_str("b"), .mid = 6},
+        {.gid = st_id_str("g"), .uid = st_id_str("nobody"), .mid = 9},
     };
     size_t applied = 0;
     cr_assert_eq(st_acks_sync(s, as, 4, &applied), 0);
@@ -143,7 +143,7 @@ Test(acks, urgent_ops_go_ahead_of_a_backlog)
         cr_assert_eq(st_submit(s, &ops[i]), 0);
     }
     int ack_at = 0;
-    st_ack a = {st_id_str("g"), st_id_str("b"), 10};
+    st_ack a = {.gid = st_id_str("g"), .uid = st_id_str("b"), .mid = 10};
     st_op urgent = {.kind = ST_OP_ACKS,
                     .acks = &a,
                     .n_acks = 1,

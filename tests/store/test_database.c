@@ -453,11 +453,12 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
     st_close(s);
     /* Back to what version 1 was: exactly the schema of the release before. */
     pgfx_scalar(url, "DROP TABLE gw.changes, gw.changes_pruned; DROP SEQUENCE gw.changes_seq;"
-                     "DROP TABLE gw.unread_swept, gw.unread_tells;"
+                     "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users;"
+                     "ALTER TABLE gw.members DROP COLUMN read;"
                      "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
-    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 3);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 4);
     cr_assert_eq(pgfx_scalar(url, "SELECT mid FROM gw.unread_swept WHERE gid = 'g'"), 3,
                  "its groups are marked swept up to their last message");
     cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,

@@ -21,7 +21,7 @@ typedef struct heard {
     struct {
         enum st_change_kind kind;
         char gid[64], uid[64];
-        uint64_t mid, ts, ack;
+        uint64_t mid, ts, ack, read;
         bool has_record;
         size_t record_n;
         char record[64];
@@ -41,6 +41,7 @@ static void on_change(void *ud, const st_change *c, size_t n)
         e->mid = c[i].mid;
         e->ts = c[i].ts;
         e->ack = c[i].ack;
+        e->read = c[i].read;
         e->has_record = c[i].record != NULL;
         e->record_n = c[i].record_n;
         if (c[i].record && c[i].record_n)
@@ -89,7 +90,7 @@ static uint64_t say_hi_and_ack(st_store *a)
     cr_assert_eq(st_append_sync(a, st_id_str("g"), st_id_str("alice"), st_id_str("c1"), "hi", 2,
                                 &mid, &ts, &dup),
                  0);
-    st_ack ack = {st_id_str("g"), st_id_str("alice"), mid};
+    st_ack ack = {.gid = st_id_str("g"), .uid = st_id_str("alice"), .mid = mid};
     size_t applied = 0;
     cr_assert_eq(st_acks_sync(a, &ack, 1, &applied), 0);
     return mid;
@@ -148,6 +149,40 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     cr_assert_eq(st.feed_changes, 5);
     st_read_stats(a, &st);
     cr_assert_eq(st.feed_hints, 1);
+    st_close(a);
+    st_close(b);
+    fx_rmtree(where);
+    free(where);
+}
+
+/* A read is heard as READ, with or without an ack in the same entry (ACK first). */
+Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
+{
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
+    char *where = fx_tmpdir();
+    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    st_store *b = open_listening(where, &h, "feed-test-reads");
+    await(&h, 1);
+    st_store *a = fx_open(where, true);
+    fx_join(a, "g", "alice");
+    fx_append(a, "g", "alice", "c1");
+    fx_append(a, "g", "alice", "c2");
+    await(&h, 4); /* the first word (RESYNC), the join and the two messages */
+    size_t base = 4;
+    st_ack r = {.gid = st_id_str("g"), .uid = st_id_str("alice"), .read = 1, .has_read = true};
+    size_t applied = 0;
+    cr_assert_eq(st_acks_sync(a, &r, 1, &applied), 0);
+    st_ack both = {
+        .gid = st_id_str("g"), .uid = st_id_str("alice"), .mid = 2, .read = 2, .has_read = true};
+    cr_assert_eq(st_acks_sync(a, &both, 1, &applied), 0);
+    await(&h, base + 3);
+    cr_assert_eq(h.ch[base].kind, ST_CH_READ);
+    cr_assert_str_eq(h.ch[base].uid, "alice");
+    cr_assert_eq(h.ch[base].read, 1);
+    cr_assert_eq(h.ch[base + 1].kind, ST_CH_ACK);
+    cr_assert_eq(h.ch[base + 1].ack, 2);
+    cr_assert_eq(h.ch[base + 2].kind, ST_CH_READ);
+    cr_assert_eq(h.ch[base + 2].read, 2);
     st_close(a);
     st_close(b);
     fx_rmtree(where);

@@ -58,7 +58,7 @@ static void make_big_group(const char *gid)
     }
     for (int i = 0; i < N_BIG; i++) {
         acks[i] = (uint64_t)(i * 7 % (N_MSGS + 1));
-        ack_list[i] = (st_ack){st_id_str(gid), st_id_str(uids[i]), acks[i]};
+        ack_list[i] = (st_ack){.gid = st_id_str(gid), .uid = st_id_str(uids[i]), .mid = acks[i]};
     }
     size_t applied = 0;
     cr_assert_eq(st_acks_sync(s, ack_list, N_BIG, &applied), 0);
@@ -285,7 +285,7 @@ Test(members, as_an_op)
     fx_join(s, "g", "c");
     fx_append(s, "g", "a", "1");
     fx_append(s, "g", "a", "2");
-    st_ack a = {st_id_str("g"), st_id_str("a"), 1};
+    st_ack a = {.gid = st_id_str("g"), .uid = st_id_str("a"), .mid = 1};
     cr_assert_eq(st_acks_sync(s, &a, 1, NULL), 0);
 
     st_op op = {

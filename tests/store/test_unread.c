@@ -314,8 +314,9 @@ Test(unread, a_store_from_before_marks_its_groups_swept)
     st_close(s);
     s = NULL;
     if (pgfx_on()) {
-        pgfx_scalar(dir, "DROP TABLE gw.unread_swept, gw.unread_tells;"
-                         "DELETE FROM gw.schema_version WHERE version = 3; SELECT 0");
+        pgfx_scalar(dir, "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users;"
+                         "ALTER TABLE gw.members DROP COLUMN read;"
+                         "DELETE FROM gw.schema_version WHERE version >= 3; SELECT 0");
         cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 2);
     } else {
         /* The folder as the release before left it: without the three families. */
@@ -349,7 +350,7 @@ Test(unread, a_store_from_before_marks_its_groups_swept)
     }
     s = open_unread(dir);
     if (pgfx_on())
-        cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 3);
+        cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 4);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("old"), &last), 0);
     cr_assert_eq(last, 4, "the messages are kept");

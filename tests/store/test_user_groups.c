@@ -45,7 +45,7 @@ Test(user_groups, unread_counts)
     }
     fx_append(s, "beta", "a", "b1");
     fx_append(s, "gamma", "a", "g1");
-    st_ack ack = {st_id_str("alpha"), st_id_str("c"), 3};
+    st_ack ack = {.gid = st_id_str("alpha"), .uid = st_id_str("c"), .mid = 3};
     cr_assert_eq(st_acks_sync(s, &ack, 1, NULL), 0);
 
     listing l = list("c");

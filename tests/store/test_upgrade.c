@@ -1,0 +1,97 @@
+/* A store written by an older release opens with its data: tests/fixtures/release-21 holds
+ * the RocksDB folder and the PostgreSQL dump that the build of issue 21's release made
+ * (tests/fixtures/make.sh says how, and what is in them). Opened by this build, the groups,
+ * members, acks and messages are there; members have no read until they send one; a read
+ * and a last_seen written now stay across a reopen. */
+#include "fixture.h"
+#include "pgfx.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *where;
+static st_store *s;
+
+static void teardown(void)
+{
+    st_close(s);
+    if (where) {
+        fx_rmtree(where);
+        free(where);
+    }
+}
+
+TestSuite(upgrade, .fini = teardown, .timeout = 60);
+
+/* The release's store, put where a store of this build can open it. */
+static void restore(void)
+{
+    where = fx_tmpdir();
+    char cmd[1200];
+    if (fx_is_url(where))
+        snprintf(cmd, sizeof(cmd), "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql >/dev/null",
+                 where, GW_SOURCE_DIR);
+    else
+        snprintf(cmd, sizeof(cmd), "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
+                 GW_SOURCE_DIR, where);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static st_user_group group(const char *uid, const char *gid)
+{
+    st_op op = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str(uid)};
+    fx_submit_wait(s, &op);
+    cr_assert_eq(op.result, 0);
+    for (size_t i = 0; i < st_groups_count(op.groups); i++) {
+        st_user_group g = *st_groups_at(op.groups, i);
+        if (g.gid.n == strlen(gid) && memcmp(g.gid.p, gid, g.gid.n) == 0) {
+            g.gid = (st_id){NULL, 0};
+            st_groups_free(op.groups);
+            return g;
+        }
+    }
+    cr_assert_fail("%s is not in %s", uid, gid);
+    return (st_user_group){{NULL, 0}, 0, 0, 0, 0, false};
+}
+
+Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
+{
+    restore();
+    s = fx_open(where, true);
+    if (fx_is_url(where))
+        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 4);
+    uint64_t last = 0;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("team"), &last), 0);
+    cr_assert_eq(last, 5);
+    st_page *p = NULL;
+    cr_assert_eq(st_read_page(s, st_id_str("team"), ST_AFTER, 0, 10, &p), 0);
+    cr_assert_eq(st_page_count(p), 5);
+    st_page_free(p);
+    st_user_group g = group("carol", "team");
+    cr_assert_eq(g.ack, 2);
+    cr_assert_not(g.has_read, "no read before this release");
+    cr_assert_eq(g.unread, 3);
+    cr_assert_eq(group("bob", "team").unread, 0);
+    cr_assert_eq(group("alice", "side").unread, 1);
+
+    /* This release writes on it: a read, a last_seen, a message; and they stay. */
+    st_ack r = {.gid = st_id_str("team"), .uid = st_id_str("carol"), .read = 4, .has_read = true};
+    size_t applied = 0;
+    cr_assert_eq(st_acks_sync(s, &r, 1, &applied), 0);
+    cr_assert_eq(applied, 1);
+    st_seen seen = {st_id_str("carol"), 1234};
+    st_op op = {.kind = ST_OP_SEEN, .seen = &seen, .n_seen = 1};
+    fx_submit_wait(s, &op);
+    cr_assert_eq(op.result, 0);
+    cr_assert_eq(fx_append(s, "team", "bob", "after-upgrade"), 6);
+    st_close(s);
+    s = fx_open(where, true);
+    g = group("carol", "team");
+    cr_assert(g.has_read && g.read == 4 && g.ack == 2 && g.unread == 2);
+    seen.ms = 0;
+    op = (st_op){.kind = ST_OP_READ_SEEN, .seen = &seen, .n_seen = 1};
+    fx_submit_wait(s, &op);
+    cr_assert_eq(seen.ms, 1234);
+}
