@@ -45,10 +45,10 @@ typedef struct app_sess {
 
 #define NO_GID ((pr_slice){0})
 
-/* gw_route.c: what st_* codes mean to a client. */
+/* gw_answers.c: what st_* codes mean to a client. */
 int gw_route_err_code(int st_rc);
 const char *gw_route_err_msg(int st_rc);
-/* gw_route.c: the C string's slice. */
+/* gw_answers.c: the C string's slice. */
 pr_slice gw_cstr(const char *s);
 
 /* gw_signin.c: a session's hello: the token, then its user's groups (the requests after
@@ -78,7 +78,7 @@ int gw_append_op(gw_append *m, st_op *op, pr_slice from, pr_slice cid, pr_body b
  * online session of the group here but `except` (the sender's), and the webhook told. */
 void gw_append_stored(gw_app *a, const gw_append *m, const st_op *op, gw_sess *except);
 
-/* ---- the API's answers (gw_api.c) and its store jobs (gw_api_jobs.c) -------------------- */
+/* ---- the API's answers (gw_answers.c), its ids (gw_api.c), its store jobs (gw_api_jobs.c) - */
 
 /* The answer is body with status (the reference is taken): written when writable. */
 void gw_api_answer(gw_api_conn *c, unsigned status, json_t *body);

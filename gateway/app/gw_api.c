@@ -102,55 +102,6 @@ void gw_api_keys_free(gw_api_keys *a)
 
 /* ---- answers --------------------------------------------------------------------------- */
 
-void gw_api_answer(gw_api_conn *c, unsigned status, json_t *body)
-{
-    json_decref(c->answer);
-    c->status = status;
-    c->answer = body;
-    c->answered = true;
-    if (c->wsi)
-        lws_callback_on_writable(c->wsi);
-}
-
-void gw_api_fail(gw_api_conn *c, unsigned status, const char *code, const char *field,
-                 const char *msg)
-{
-    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
-    if (field)
-        json_object_set_new(o, "field", json_string(field));
-    gw_api_answer(c, status, o);
-}
-
-void gw_api_fail_store(gw_api_conn *c, int rc, const char *what)
-{
-    char msg[160];
-    switch (rc) {
-    case ST_ENOGROUP:
-        snprintf(msg, sizeof(msg), "%s: no such group", what);
-        gw_api_fail(c, 404, "no_group", "gid", msg);
-        return;
-    case ST_ENOTMEMBER:
-        snprintf(msg, sizeof(msg), "%s: not a member of this group", what);
-        gw_api_fail(c, 404, "not_member", "uid", msg);
-        return;
-    case ST_ECONFLICT:
-        gw_api_fail(c, 409, "bad_field", "cid",
-                    "this cid was already used by this sender for another group");
-        return;
-    case ST_EIO:
-    case ST_ECLOSED:
-        snprintf(msg, sizeof(msg),
-                 "%s: the store does not take writes now; retry (a message "
-                 "with the same cid is stored once)",
-                 what);
-        gw_api_fail(c, 503, "unavailable", NULL, msg);
-        return;
-    default:
-        snprintf(msg, sizeof(msg), "%s: %s", what, st_strerror(rc));
-        gw_api_fail(c, 500, "internal", NULL, msg);
-    }
-}
-
 bool gw_api_take_id(const char *p, size_t n, char *out)
 {
     if (!pr_id_valid((pr_slice){(const uint8_t *)p, n}))

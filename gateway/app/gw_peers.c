@@ -34,7 +34,7 @@ typedef struct peer_req {
     gw_sess_req link;  /* link.sess: NULL once the session is gone */
     gw_api_conn *conn; /* an API request's instead (NULL once it is gone) */
     bool api;
-    pr_req r;         /* the request (its gid points into gid) */
+    pr_req r; /* the request (its gid points into gid) */
     char gid[PR_MAX_ID + 1];
     char after[ST_MAX_ID + 1]; /* the roster's read: the next page after this uid */
     ev_timer wait;
@@ -49,44 +49,6 @@ typedef struct peer_req {
 static gw_roster *roster(gw_app *a)
 {
     return gw_hub_roster(a->d.hub);
-}
-
-/* ---- receipts --------------------------------------------------------------------------- */
-
-typedef struct readers {
-    msgpack_sbuffer *sb;
-    int rc;
-} readers;
-
-static void add_reader(void *ud, const char *uid)
-{
-    readers *rd = ud;
-    rd->rc = rd->rc ? rd->rc : pr_enc_uid_entry(rd->sb, gw_cstr(uid));
-}
-
-int gw_peers_enc_receipt(gw_app *a, const char *gid, uint64_t mid, uint64_t rid, msgpack_sbuffer *sb)
-{
-    gw_receipt rc;
-    size_t max = a->d.cfg->receipt_list_max;
-    if (!gw_roster_receipt(roster(a), gid, mid, &rc, max, NULL, NULL))
-        return -1;
-    bool list = rc.of <= max;
-    size_t start = sb->size;
-    int e = pr_enc_receipts_begin(sb, rid, gw_cstr(gid), mid, rc.delivered, rc.read, rc.of,
-                                  list ? rc.read : SIZE_MAX);
-    if (e || !list)
-        return e;
-    /* The readers, walked under the roster's lock once more: if a cursor moved in between,
-     * the count above is not theirs, and the whole is made again. */
-    readers rd = {sb, 0};
-    gw_receipt again;
-    if (!gw_roster_receipt(roster(a), gid, mid, &again, max, add_reader, &rd))
-        return -1;
-    if (again.read != rc.read || again.of != rc.of) {
-        sb->size = start;
-        return gw_peers_enc_receipt(a, gid, mid, rid, sb);
-    }
-    return rd.rc;
 }
 
 /* ---- presence ----------------------------------------------------------------------------- */
@@ -150,8 +112,8 @@ static void presence_reply(peer_req *q)
     bool list = q->seen != NULL;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    int rc = pr_enc_presence_begin(&sb, q->r.rid, gw_cstr(q->gid), online, q->n,
-                                   list ? q->n : SIZE_MAX);
+    int rc =
+        pr_enc_presence_begin(&sb, q->r.rid, gw_cstr(q->gid), online, q->n, list ? q->n : SIZE_MAX);
     for (size_t i = 0; list && rc == 0 && i < q->n; i++) {
         pr_presence p = {gw_cstr(q->uids[i]), q->online[i], q->online[i] ? now : q->seen[i].ms};
         rc = pr_enc_presence_entry(&sb, &p);

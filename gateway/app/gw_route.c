@@ -18,36 +18,6 @@ static void slice_cpy(char *dst, pr_slice s)
     dst[s.n] = 0;
 }
 
-pr_slice gw_cstr(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
-int gw_route_err_code(int rc)
-{
-    switch (rc) {
-    case ST_ENOGROUP: return PR_E_NO_GROUP;
-    case ST_ENOTMEMBER: return PR_E_NOT_MEMBER;
-    case ST_ECONFLICT: return PR_E_BAD_FIELD;
-    case ST_EINVAL: return PR_E_BAD_FIELD;
-    case ST_ECLOSED: return PR_E_OVERLOADED;
-    case ST_EIO: return PR_E_UNAVAILABLE;
-    default: return PR_E_INTERNAL;
-    }
-}
-
-const char *gw_route_err_msg(int rc)
-{
-    switch (rc) {
-    case ST_ENOGROUP: return "no such group";
-    case ST_ENOTMEMBER: return "not a member of this group";
-    case ST_ECONFLICT: return "this cid was already used for another group";
-    case ST_EIO: return "storage unavailable (disk full, or the database unreachable): retry later";
-    case ST_ECLOSED: return "server is shutting down";
-    default: return "internal error";
-    }
-}
-
 /* ---- the append op ---------------------------------------------------------------------- */
 
 void gw_append_init(gw_append *m)

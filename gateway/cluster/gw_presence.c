@@ -85,10 +85,10 @@ struct gw_presence {
     uint64_t seq; /* changes so far */
     char lines[LINES_MAX + 1024];
     size_t lines_n;
-    uint64_t beat_ms;   /* wall clock: the last beat */
-    uint64_t listings;  /* this node's listings so far */
-    bool ask_all;       /* list-everyone asked at the next tick */
-    uint64_t ask_one;   /* a node to ask at the next tick (0: none) */
+    uint64_t beat_ms;  /* wall clock: the last beat */
+    uint64_t listings; /* this node's listings so far */
+    bool ask_all;      /* list-everyone asked at the next tick */
+    uint64_t ask_one;  /* a node to ask at the next tick (0: none) */
     gw_presence_figs figs;
 };
 
@@ -365,8 +365,8 @@ static origin *origin_of(gw_presence *p, uint64_t id)
 }
 
 /* Under mu: the node's users go (it is gone, or a listing replaced them). */
-static void origin_forget(gw_presence *p, origin *o, uint64_t ms, const char **gone,
-                          size_t *n_gone, size_t room)
+static void origin_forget(gw_presence *p, origin *o, uint64_t ms, const char **gone, size_t *n_gone,
+                          size_t room)
 {
     member *m, *tmp;
     HASH_ITER (hh, o->users, m, tmp) {

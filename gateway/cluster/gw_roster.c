@@ -46,18 +46,18 @@ typedef struct kept {
 typedef struct rgroup {
     UT_hash_handle hh;
     char gid[PR_MAX_ID + 1];
-    bool ready;         /* read, and kept current */
-    bool loading;       /* a thread reads it (pages go to members) */
-    rmember *members;   /* by uid */
-    size_t n;           /* members */
-    gw_rank *acks;      /* every member's ack */
-    gw_rank *reads;     /* every member's read (its ack until it has one) */
-    uint64_t version;   /* moves at every change */
+    bool ready;       /* read, and kept current */
+    bool loading;     /* a thread reads it (pages go to members) */
+    rmember *members; /* by uid */
+    size_t n;         /* members */
+    gw_rank *acks;    /* every member's ack */
+    gw_rank *reads;   /* every member's read (its ack until it has one) */
+    uint64_t version; /* moves at every change */
     kept *kept, *kept_tail;
     size_t n_kept;
-    bool overflowed;    /* too many kept: the read is redone */
-    unsigned watchers;  /* sessions watching (gw_roster_watch) */
-    uint64_t used_ms;   /* monotonic: last asked about */
+    bool overflowed;   /* too many kept: the read is redone */
+    unsigned watchers; /* sessions watching (gw_roster_watch) */
+    uint64_t used_ms;  /* monotonic: last asked about */
 } rgroup;
 
 struct gw_roster {
@@ -191,8 +191,7 @@ static void member_move(rgroup *g, rmember *m, uint64_t ack, uint64_t read, bool
 }
 
 /* One change applied to a ready roster. */
-static void apply(rgroup *g, enum st_change_kind kind, const char *uid, uint64_t ack,
-                  uint64_t read)
+static void apply(rgroup *g, enum st_change_kind kind, const char *uid, uint64_t ack, uint64_t read)
 {
     rmember *m = NULL;
     HASH_FIND_STR(g->members, uid, m);

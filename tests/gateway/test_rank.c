@@ -27,7 +27,8 @@ Test(rank, counts_what_is_at_least_v_through_adds_and_removes)
     for (int step = 0; step < 20000; step++) {
         if (n < N_VALUES && (n == 0 || rand() % 3)) {
             /* Most values near the top, some far behind. */
-            uint64_t x = rand() % 4 ? MAX_VALUE - (uint64_t)(rand() % 20) : (uint64_t)(rand() % MAX_VALUE);
+            uint64_t x =
+                rand() % 4 ? MAX_VALUE - (uint64_t)(rand() % 20) : (uint64_t)(rand() % MAX_VALUE);
             cr_assert_eq(gw_rank_add(r, x), 0);
             v[n++] = x;
         } else {

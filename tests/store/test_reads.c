@@ -91,8 +91,8 @@ Test(reads, reads_show_in_member_pages_and_the_group)
 
 Test(reads, last_seen_only_moves_forward)
 {
-    st_seen w[3] = {{st_id_str("alice"), 1000}, {st_id_str("bob"), 2000},
-                    {st_id_str("alice"), 1500}};
+    st_seen w[3] = {
+        {st_id_str("alice"), 1000}, {st_id_str("bob"), 2000}, {st_id_str("alice"), 1500}};
     st_op op = {.kind = ST_OP_SEEN, .seen = w, .n_seen = 3};
     fx_submit_wait(s, &op);
     cr_assert_eq(op.result, 0);

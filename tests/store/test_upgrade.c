@@ -31,11 +31,15 @@ static void restore(void)
     where = fx_tmpdir();
     char cmd[1200];
     if (fx_is_url(where))
-        snprintf(cmd, sizeof(cmd), "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql >/dev/null",
+        snprintf(cmd, sizeof(cmd),
+                 "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql "
+                 ">/dev/null",
                  where, GW_SOURCE_DIR);
     else
-        snprintf(cmd, sizeof(cmd), "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
-                 GW_SOURCE_DIR, where);
+        snprintf(
+            cmd, sizeof(cmd),
+            "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
+            GW_SOURCE_DIR, where);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 

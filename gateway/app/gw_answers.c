@@ -1,0 +1,89 @@
+/*
+ * How an answer is said (app_internal.h): what the store's codes mean to a client (a
+ * protocol error of a session's request) and to an application (an HTTP status of the
+ * API's), and an API connection's answer. Called from the requests' files; calls none of
+ * them.
+ */
+#include "app_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+pr_slice gw_cstr(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
+int gw_route_err_code(int rc)
+{
+    switch (rc) {
+    case ST_ENOGROUP: return PR_E_NO_GROUP;
+    case ST_ENOTMEMBER: return PR_E_NOT_MEMBER;
+    case ST_ECONFLICT: return PR_E_BAD_FIELD;
+    case ST_EINVAL: return PR_E_BAD_FIELD;
+    case ST_ECLOSED: return PR_E_OVERLOADED;
+    case ST_EIO: return PR_E_UNAVAILABLE;
+    default: return PR_E_INTERNAL;
+    }
+}
+
+const char *gw_route_err_msg(int rc)
+{
+    switch (rc) {
+    case ST_ENOGROUP: return "no such group";
+    case ST_ENOTMEMBER: return "not a member of this group";
+    case ST_ECONFLICT: return "this cid was already used for another group";
+    case ST_EIO: return "storage unavailable (disk full, or the database unreachable): retry later";
+    case ST_ECLOSED: return "server is shutting down";
+    default: return "internal error";
+    }
+}
+
+void gw_api_answer(gw_api_conn *c, unsigned status, json_t *body)
+{
+    json_decref(c->answer);
+    c->status = status;
+    c->answer = body;
+    c->answered = true;
+    if (c->wsi)
+        lws_callback_on_writable(c->wsi);
+}
+
+void gw_api_fail(gw_api_conn *c, unsigned status, const char *code, const char *field,
+                 const char *msg)
+{
+    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
+    if (field)
+        json_object_set_new(o, "field", json_string(field));
+    gw_api_answer(c, status, o);
+}
+
+void gw_api_fail_store(gw_api_conn *c, int rc, const char *what)
+{
+    char msg[160];
+    switch (rc) {
+    case ST_ENOGROUP:
+        snprintf(msg, sizeof(msg), "%s: no such group", what);
+        gw_api_fail(c, 404, "no_group", "gid", msg);
+        return;
+    case ST_ENOTMEMBER:
+        snprintf(msg, sizeof(msg), "%s: not a member of this group", what);
+        gw_api_fail(c, 404, "not_member", "uid", msg);
+        return;
+    case ST_ECONFLICT:
+        gw_api_fail(c, 409, "bad_field", "cid",
+                    "this cid was already used by this sender for another group");
+        return;
+    case ST_EIO:
+    case ST_ECLOSED:
+        snprintf(msg, sizeof(msg),
+                 "%s: the store does not take writes now; retry (a message "
+                 "with the same cid is stored once)",
+                 what);
+        gw_api_fail(c, 503, "unavailable", NULL, msg);
+        return;
+    default:
+        snprintf(msg, sizeof(msg), "%s: %s", what, st_strerror(rc));
+        gw_api_fail(c, 500, "internal", NULL, msg);
+    }
+}
