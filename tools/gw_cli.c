@@ -4,7 +4,8 @@
  *   gw_cli [--url URL] [--token T | --token-file F] [--ca FILE | --insecure] [--json]
  *          [--timeout S] [--retry S] COMMAND [ARGS]
  *
- * Commands: groups, join GID, leave GID, send GID [TEXT], tail GID, pull GID (see usage()).
+ * Commands: groups, join GID, leave GID, send GID [TEXT], tail GID, pull GID, receipts GID
+ * MID, who GID (see usage()).
  * Exit status: 0 done, 1 failed (the reason is on stderr), 2 bad usage.
  */
 #include "gw_cli.h"
@@ -41,6 +42,10 @@ static void usage(FILE *f)
         "                         reconnects after a disconnect and prints nothing twice\n"
         "  pull GID               print a page of the group's messages (default: after your\n"
         "                         ack, that is the unread ones)\n"
+        "  receipts GID MID       how many members have message MID and have read it, and\n"
+        "                         who read it (in a small group)\n"
+        "  who GID                who of the group is online, and when the others were last\n"
+        "                         seen\n"
         "\n"
         "Options\n"
         "  --url URL              wss://HOST:PORT/ws or ws://... (default $GW_URL, else\n"
@@ -78,6 +83,8 @@ static void usage(FILE *f)
         "  gw_cli --json tail lobby | jq -r .body   # JSON lines for scripts\n"
         "  printf 'one\\ntwo\\n' | gw_cli send --cid-prefix batch-7 lobby  # again: stored once\n"
         "  gw_cli pull --all --after 0 lobby        # the whole history, page by page\n"
+        "  gw_cli receipts lobby 42                 # delivered to 3, read by 2 of 4\n"
+        "  gw_cli who lobby                         # online, and last seen\n"
         "\n"
         "Exit status\n"
         "  0  done (tail: --count or --seconds reached, or Ctrl-C)\n"
@@ -375,7 +382,8 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
  * code. */
 static int check_command(const cli *c, const cli_args *a)
 {
-    static const char *const cmds[] = {"groups", "join", "leave", "send", "tail", "pull", "help"};
+    static const char *const cmds[] = {"groups", "join",     "leave", "send", "tail",
+                                       "pull",   "receipts", "who",   "help"};
     const cli_opts *o = &c->o;
     const char *cmd = a->cmd;
     bool known = false;
@@ -397,11 +405,16 @@ static int check_command(const cli *c, const cli_args *a)
         }
     }
     bool is_send = !strcmp(cmd, "send"), group_cmd = strcmp(cmd, "groups") != 0;
+    bool is_receipts = !strcmp(cmd, "receipts");
     if (!group_cmd && a->nargs) {
         cli_err("groups takes no arguments");
         return CLI_EXIT_USAGE;
     }
-    if (group_cmd && (a->nargs < 1 || (a->nargs > 1 && !is_send))) {
+    if (is_receipts && a->nargs != 2) {
+        cli_err("usage: gw_cli receipts GID MID");
+        return CLI_EXIT_USAGE;
+    }
+    if (group_cmd && !is_receipts && (a->nargs < 1 || (a->nargs > 1 && !is_send))) {
         cli_err("usage: gw_cli %s GID%s", cmd, is_send ? " [TEXT...]" : "");
         return CLI_EXIT_USAGE;
     }
@@ -459,6 +472,14 @@ static int run(int argc, char **argv, cli *c)
         return cli_cmd_send(c, gid, a.nargs - 1, a.args + 1);
     if (!strcmp(cmd, "tail"))
         return cli_cmd_tail(c, gid);
+    if (!strcmp(cmd, "receipts")) {
+        uint64_t mid;
+        if (parse_u64("MID", a.args[1], 1, UINT64_MAX, &mid))
+            return CLI_EXIT_USAGE;
+        return cli_cmd_receipts(c, gid, mid);
+    }
+    if (!strcmp(cmd, "who"))
+        return cli_cmd_who(c, gid);
     return cli_cmd_pull(c, gid);
 }
 

@@ -6,6 +6,7 @@
  *   gw_cli_out.c   printing messages and replies as text or as JSON lines
  *   gw_cli_send.c  send: one message, or each line of standard input
  *   gw_cli_tail.c  tail (live, acked, resumed after a disconnect) and pull (pages)
+ *   gw_cli_peers.c receipts and who (what the members see of each other)
  *
  * Everything is single-threaded. Failures are reported on stderr where they are found;
  * functions return 0 or -1, or an exit code (CLI_EXIT_*) for the commands.
@@ -64,6 +65,7 @@ extern volatile sig_atomic_t cli_stop;
 
 /* gw_cli_conn.c */
 int64_t cli_now_ms(void);
+int64_t cli_wall_ms(void); /* ms since the epoch */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 pr_slice cli_slice(const char *s);
 /* Connects and signs in (closing the previous connection first): 0 with c->k open and
@@ -94,6 +96,9 @@ void out_group(const cli *c, const pr_group *g);
 void out_joined(const cli *c, const pr_event *ev);
 void out_left(const cli *c, const pr_event *ev);
 void out_sent(const cli *c, const pr_event *ev);
+void out_receipts(const cli *c, const pr_event *ev);
+/* now: wall-clock ms, for "last seen ... ago". */
+void out_presence(const cli *c, const pr_event *ev, uint64_t now);
 /* Flushes stdout; -1 after saying why if the output cannot be written. */
 int out_flush(void);
 
@@ -101,5 +106,7 @@ int out_flush(void);
 int cli_cmd_send(cli *c, const char *gid, int argc, char **argv);
 int cli_cmd_tail(cli *c, const char *gid);
 int cli_cmd_pull(cli *c, const char *gid);
+int cli_cmd_receipts(cli *c, const char *gid, uint64_t mid);
+int cli_cmd_who(cli *c, const char *gid);
 
 #endif

@@ -197,6 +197,96 @@ void out_group(const cli *c, const pr_group *g)
            g->ack);
 }
 
+void out_receipts(const cli *c, const pr_event *ev)
+{
+    pr_slice u;
+    if (c->o.json) {
+        fputs("{\"gid\":", stdout);
+        json_str(ev->gid);
+        printf(",\"mid\":%" PRIu64 ",\"delivered\":%" PRIu64 ",\"read\":%" PRIu64
+               ",\"of\":%" PRIu64,
+               ev->mid, ev->delivered, ev->read, ev->of);
+        if (ev->has_list) {
+            fputs(",\"readers\":[", stdout);
+            for (size_t i = 0; i < ev->n_items; i++)
+                if (pr_event_reader(ev, i, &u) == 0) {
+                    fputs(i ? "," : "", stdout);
+                    json_str(u);
+                }
+            putchar(']');
+        }
+        fputs("}\n", stdout);
+        return;
+    }
+    text_safe(ev->gid);
+    printf(" #%" PRIu64 ": delivered to %" PRIu64 ", read by %" PRIu64 " of %" PRIu64, ev->mid,
+           ev->delivered, ev->read, ev->of);
+    if (ev->has_list && ev->n_items) {
+        fputs(" (", stdout);
+        for (size_t i = 0; i < ev->n_items; i++)
+            if (pr_event_reader(ev, i, &u) == 0) {
+                fputs(i ? ", " : "", stdout);
+                text_safe(u);
+            }
+        putchar(')');
+    }
+    putchar('\n');
+}
+
+/* "3 min ago" and the like. */
+static void ago(uint64_t now, uint64_t then)
+{
+    uint64_t s = now > then ? (now - then) / 1000 : 0;
+    if (s < 60)
+        printf("%" PRIu64 " s ago", s);
+    else if (s < 3600)
+        printf("%" PRIu64 " min ago", s / 60);
+    else if (s < 86400)
+        printf("%" PRIu64 " h ago", s / 3600);
+    else
+        printf("%" PRIu64 " days ago", s / 86400);
+}
+
+void out_presence(const cli *c, const pr_event *ev, uint64_t now)
+{
+    pr_presence p;
+    if (c->o.json) {
+        fputs("{\"gid\":", stdout);
+        json_str(ev->gid);
+        printf(",\"online\":%" PRIu64 ",\"of\":%" PRIu64, ev->online, ev->of);
+        if (ev->has_list) {
+            fputs(",\"members\":[", stdout);
+            for (size_t i = 0; i < ev->n_items; i++)
+                if (pr_event_presence(ev, i, &p) == 0) {
+                    fputs(i ? ",{\"uid\":" : "{\"uid\":", stdout);
+                    json_str(p.uid);
+                    printf(",\"online\":%s,\"last_seen\":%" PRIu64 "}", p.online ? "true" : "false",
+                           p.last_seen);
+                }
+            putchar(']');
+        }
+        fputs("}\n", stdout);
+        return;
+    }
+    text_safe(ev->gid);
+    printf(": %" PRIu64 " of %" PRIu64 " online\n", ev->online, ev->of);
+    for (size_t i = 0; ev->has_list && i < ev->n_items; i++) {
+        if (pr_event_presence(ev, i, &p) != 0)
+            continue;
+        fputs("  ", stdout);
+        text_safe(p.uid);
+        if (p.online) {
+            fputs("  online\n", stdout);
+        } else if (!p.last_seen) {
+            fputs("  never seen\n", stdout);
+        } else {
+            fputs("  last seen ", stdout);
+            ago(now, p.last_seen);
+            putchar('\n');
+        }
+    }
+}
+
 void out_joined(const cli *c, const pr_event *ev)
 {
     if (c->o.json) {

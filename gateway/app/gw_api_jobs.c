@@ -228,9 +228,12 @@ static json_t *groups_answer(api_job *j, const st_op *op, unsigned *status)
     json_t *arr = json_array();
     for (size_t i = 0; i < st_groups_count(op->groups); i++) {
         const st_user_group *g = st_groups_at(op->groups, i);
-        json_array_append_new(arr, json_pack("{s:s%, s:I, s:I, s:I}", "gid", g->gid.p, g->gid.n,
-                                             "last_mid", (json_int_t)g->last_mid, "ack",
-                                             (json_int_t)g->ack, "unread", (json_int_t)g->unread));
+        json_t *e = json_pack("{s:s%, s:I, s:I, s:I}", "gid", g->gid.p, g->gid.n, "last_mid",
+                              (json_int_t)g->last_mid, "ack", (json_int_t)g->ack, "unread",
+                              (json_int_t)g->unread); /* from the read once there is one */
+        if (e && g->has_read)
+            json_object_set_new(e, "read", json_integer((json_int_t)g->read));
+        json_array_append_new(arr, e);
     }
     return json_pack("{s:s, s:o}", "uid", j->m.uid, "groups", arr);
 }

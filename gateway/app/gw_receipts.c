@@ -24,7 +24,8 @@ static void add_reader(void *ud, const char *uid)
     rd->rc = rd->rc ? rd->rc : pr_enc_uid_entry(rd->sb, gw_cstr(uid));
 }
 
-int gw_peers_enc_receipt(gw_app *a, const char *gid, uint64_t mid, uint64_t rid, msgpack_sbuffer *sb)
+int gw_peers_enc_receipt(gw_app *a, const char *gid, uint64_t mid, uint64_t rid,
+                         msgpack_sbuffer *sb)
 {
     gw_receipt rc;
     size_t max = a->d.cfg->receipt_list_max;

@@ -355,6 +355,54 @@ Test(cli, groups_with_unread_counts, .init = start_ws, .fini = stop)
     cr_assert_null(group_of("alice", "g2"));
 }
 
+/* receipts GID MID and who GID, as text and as JSON. */
+Test(cli, receipts_and_who_say_what_the_members_see, .init = start_ws, .fini = stop)
+{
+    cli_ok(tok("alice"), NULL, "join", "r", NULL);
+    cli_ok(tok("bob"), NULL, "join", "r", NULL);
+    cli_ok(tok("alice"), NULL, "send", "r", "hello", NULL);
+    /* bob reads it (pull --ack acks what it printed: with no read sent, his ack counts) */
+    cli_ok(tok("bob"), NULL, "pull", "--ack", "r", NULL);
+    char *out = NULL;
+    for (int i = 0; i < 50; i++) { /* the ack is stored within --ack-flush-ms */
+        free(out);
+        cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "receipts", "r", "1", NULL), 0);
+        if (strstr(out, "read by 1 of 2"))
+            break;
+        usleep(50 * 1000);
+    }
+    cr_assert(strstr(out, "r #1: delivered to 1, read by 1 of 2 (bob)\n"), "%s", out);
+    free(out);
+    cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "--json", "receipts", "r", "1", NULL), 0);
+    json_t *all = json_lines(out), *o = json_array_get(all, 0);
+    cr_assert_eq(jint(o, "delivered"), 1);
+    cr_assert_eq(jint(o, "read"), 1);
+    cr_assert_eq(jint(o, "of"), 2);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(o, "readers"), 0)), "bob");
+    json_decref(all);
+    free(out);
+    /* who: alice (asking) is online; bob was seen a moment ago. */
+    cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "who", "r", NULL), 0);
+    cr_assert(strstr(out, "r: 1 of 2 online\n"), "%s", out);
+    cr_assert(strstr(out, "  alice  online\n"), "%s", out);
+    cr_assert(strstr(out, "  bob  last seen "), "%s", out);
+    free(out);
+    cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "--json", "who", "r", NULL), 0);
+    all = json_lines(out);
+    o = json_array_get(all, 0);
+    cr_assert_eq(jint(o, "online"), 1);
+    cr_assert_eq(json_array_size(json_object_get(o, "members")), 2);
+    json_decref(all);
+    free(out);
+    /* Usage and refusals. */
+    char *err = NULL;
+    cr_assert_eq(cli(tok("alice"), NULL, NULL, &err, "receipts", "r", NULL), 2);
+    free(err);
+    cr_assert_eq(cli(tok("carol"), NULL, NULL, &err, "who", "r", NULL), 1);
+    cr_assert(strstr(err, "not a member"), "%s", err);
+    free(err);
+}
+
 Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop)
 {
     static const char *const lines[] = {
