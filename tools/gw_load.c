@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --idle           connect, sign in and join, then only hold the sessions\n"
             "  --own-groups     every sender sends to a group of its own with no other member\n"
             "                   (durable sends without fan-out; use with --sessions 0)\n"
+            "  --reads          every ack is followed by a read of the same mid (the second\n"
+            "                   cursor: what the person has seen)\n"
             "  --ack-every N    ack every N messages instead of the server's ack_every (1: one\n"
             "                   ack frame per message, the baseline of the batched acks)\n"
             "  --pull L         offline pull instead: a user joins --pull-groups groups and goes\n"
@@ -102,6 +104,7 @@ static int parse(load_cfg *cfg, int argc, char **argv)
         {"raw-protocol", required_argument, 0, 'o'},
         {"own-groups", no_argument, 0, 'O'},
         {"ack-every", required_argument, 0, 'A'},
+        {"reads", no_argument, 0, 'D'},
         {"pull", required_argument, 0, 'L'},
         {"pull-groups", required_argument, 0, 'G'},
         {"pull-window", required_argument, 0, 'K'},
@@ -150,6 +153,7 @@ static int parse(load_cfg *cfg, int argc, char **argv)
         case 'i': cfg->idle = true; break;
         case 'O': cfg->own_groups = true; break;
         case 'A': cfg->ack_every = atoi(optarg); break;
+        case 'D': cfg->reads = true; break;
         case 'L': cfg->pull = atoi(optarg); break;
         case 'G': cfg->pull_groups = atoi(optarg); break;
         case 'K': cfg->pull_window = atoi(optarg); break;

@@ -248,7 +248,8 @@ static void report(const load_run *r, double secs, double cpu_self, double cpu_s
                "\"confirmed_per_s\":%.1f,\"deliveries\":%lu,\"deliveries_per_s\":%.1f,"
                "\"active_s\":%.2f,\"deliveries_per_active_s\":%.1f,"
                "\"latency_us\":{\"p50\":%ld,\"p99\":%ld,\"p999\":%ld,\"max\":%ld},"
-               "\"ack_frames\":%lu,\"notifies\":%lu,\"gaps\":%lu,\"errors\":%lu,"
+               "\"ack_frames\":%lu,\"read_frames\":%lu,\"notifies\":%lu,\"gaps\":%lu,"
+               "\"errors\":%lu,"
                "\"load_cpu_s\":%.3f,\"server_cpu_s\":%.3f,\"server_rss_kib\":%ld,"
                "\"load_cpu_us_per_delivery\":%.3f,\"server_cpu_us_per_delivery\":%.3f",
                secs, r->n, (unsigned long)st->sends, (unsigned long)st->confirmed,
@@ -256,9 +257,9 @@ static void report(const load_run *r, double secs, double cpu_self, double cpu_s
                (double)st->deliveries / secs, active, (double)st->deliveries / active,
                (long)load_hist_quantile(&st->lat, 0.5), (long)load_hist_quantile(&st->lat, 0.99),
                (long)load_hist_quantile(&st->lat, 0.999), (long)st->lat.max,
-               (unsigned long)st->ack_frames, (unsigned long)st->notifies, (unsigned long)st->gaps,
-               (unsigned long)st->errors, cpu_self, cpu_srv, rss, cpu_self * 1e6 / d,
-               cpu_srv * 1e6 / d);
+               (unsigned long)st->ack_frames, (unsigned long)st->read_frames,
+               (unsigned long)st->notifies, (unsigned long)st->gaps, (unsigned long)st->errors,
+               cpu_self, cpu_srv, rss, cpu_self * 1e6 / d, cpu_srv * 1e6 / d);
         /* A cluster: the latency by the receiver's node (the senders' are on the first). */
         for (int u = 0; cfg->n_urls > 1 && u < cfg->n_urls; u++)
             printf("%s{\"url\":\"%s\",\"deliveries\":%lu,\"p50\":%ld,\"p99\":%ld,\"p999\":%ld}%s",

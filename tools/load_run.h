@@ -52,6 +52,8 @@ typedef struct load_cfg {
     bool idle;              /* only connect, sign in and join, then hold */
     bool own_groups;        /* every sender sends to a group of its own (no receivers) */
     int ack_every;          /* > 0: ack after this many messages, not what welcome says */
+    bool reads;             /* every ack also sends a read of the same mid (the person saw
+                             * what the device has: the second cursor's cost) */
     int pull;               /* > 0: the offline-pull run, pages of this many messages */
     int pull_groups;        /* ... over this many groups */
     int pull_window;        /* ... with up to this many pulls in flight */
@@ -77,7 +79,7 @@ typedef struct load_sess {
 } load_sess;
 
 typedef struct load_stats {
-    uint64_t sends, confirmed, deliveries, ack_frames, notifies, errors, gaps;
+    uint64_t sends, confirmed, deliveries, ack_frames, read_frames, notifies, errors, gaps;
     load_hist lat;
     load_hist lat_url[LOAD_MAX_URLS]; /* by the receiver's URL (--url with several) */
     uint64_t deliveries_url[LOAD_MAX_URLS];

@@ -48,6 +48,11 @@ static void maybe_ack(load_sess *s, bool force, int64_t now)
     load_send_frame(s, &r->sb);
     ackrule_acked(&s->ack, mid);
     r->st.ack_frames++;
+    if (r->cfg->reads) {
+        pr_enc_read(&r->sb, &a, 1);
+        load_send_frame(s, &r->sb);
+        r->st.read_frames++;
+    }
 }
 
 static void on_delivery(load_sess *s, const pr_message *m)

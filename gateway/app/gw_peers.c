@@ -100,8 +100,10 @@ static void presence_reply(peer_req *q)
         uint64_t online = 0;
         for (size_t i = 0; i < q->n; i++)
             online += q->online[i];
-        if (q->conn)
+        if (q->conn) {
             presence_json(q, online, gw_now_ms());
+            a->figs.presence_queries++;
+        }
         finish(q);
         return;
     }
@@ -234,6 +236,7 @@ static void receipts_json(peer_req *q)
         json_object_set(o, "readers", rl.arr);
     json_decref(rl.arr);
     gw_api_answer(q->conn, 200, o);
+    a->figs.receipt_queries++;
     finish(q);
 }
 

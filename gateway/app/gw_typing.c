@@ -44,6 +44,7 @@ static uint32_t hash_of(const char *s)
 void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r)
 {
     app_sess *as = gw_sess_ext(s);
+    a->figs.typing_received++;
     if (!gw_registry_member(&as->seat, r->gid, NULL)) {
         gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
         return;
@@ -60,7 +61,6 @@ void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r)
     }
     t->hash = h;
     t->at_ms = now;
-    a->figs.typing_received++;
     const char *uid = gw_sess_uid(s);
     a->figs.typing_pushes += gw_registry_typing(a->d.registry, gid, uid);
     if (a->d.hub) {

@@ -64,7 +64,7 @@ void gw_cluster_apply(void *cluster, const st_change *ch)
         gid[ch->gid.n] = 0;
         memcpy(uid, ch->uid.p, ch->uid.n);
         uid[ch->uid.n] = 0;
-        gw_registry_typing(c->reg, gid, uid);
+        c->figs.typing_pushes += gw_registry_typing(c->reg, gid, uid);
         return;
     }
     if (ch->kind == ST_CH_MSG) {

@@ -236,7 +236,8 @@ typedef struct gw_cluster gw_cluster;
 
 /* What gw_apply.c counts (every field a uint64_t). */
 typedef struct gw_cluster_figs {
-    uint64_t feed_applied; /* other threads' and nodes' changes applied here */
+    uint64_t feed_applied;  /* other threads' and nodes' changes applied here */
+    uint64_t typing_pushes; /* typing events of theirs pushed to this thread's sessions */
 } gw_cluster_figs;
 
 /* Applies changes to reg and its pushes (both borrowed). NULL when out of memory. */

@@ -277,6 +277,12 @@ static void snapshot(gw_server *srv, table *t)
     const gw_app_figs *na = &all.n.app;
     st_stats st;
     st_read_stats(srv->m.store, &st);
+    gw_presence_figs pf = {0};
+    uint64_t rosters = 0;
+    if (p) {
+        gw_presence_figures(gw_hub_presence(p->hub), &pf);
+        rosters = gw_roster_count(gw_hub_roster(p->hub));
+    }
 
     add(t, NULL, "node", "gw_node_info", "gauge",
         "This gateway's node name (its label node), always 1", 1, true);
@@ -323,6 +329,32 @@ static void snapshot(gw_server *srv, table *t)
     add(t, "acks", "deliveries_per_ack_frame", "gw_deliveries_per_ack_frame", "gauge",
         "Live deliveries per ack frame received (ack compression)",
         na->ack_frames ? (double)ns->deliveries / (double)na->ack_frames : 0.0, false);
+    /* What members see of each other (docs/PROTOCOL.md: receipts, presence, typing). */
+    C("reads", "received", "gw_reads_received_total", "Read cursor entries received",
+      na->reads_received);
+    C("reads", "frames", "gw_read_frames_total", "Read frames received", na->read_frames);
+    C("receipts", "queries", "gw_receipt_queries_total", "Receipts asked (requests and the API)",
+      na->receipt_queries);
+    C("receipts", "pushes", "gw_receipt_pushes_total", "Cursor pushes sent to watching sessions",
+      na->receipt_pushes);
+    C("receipts", "roster_reads", "gw_roster_reads_total",
+      "Groups' members read from the store for receipts and presence", na->roster_reads);
+    G("receipts", "rosters", "gw_rosters", "Groups whose members this process keeps", rosters);
+    G("presence", "online", "gw_presence_online_users", "Users online on any node", pf.online);
+    G("presence", "nodes", "gw_presence_nodes", "Other nodes heard from (PostgreSQL)", pf.nodes);
+    C("presence", "queries", "gw_presence_queries_total", "Presence asked", na->presence_queries);
+    C("presence", "pushes", "gw_presence_pushes_total", "Presence changes pushed to subscribers",
+      na->presence_pushes);
+    C("presence", "signals", "gw_presence_signals_total",
+      "Signals sent to the other nodes (online, offline, beats, lists)", pf.signals);
+    C("presence", "nodes_gone", "gw_presence_nodes_gone_total",
+      "Nodes not heard for 6 s: their users went offline", pf.nodes_gone);
+    C("typing", "received", "gw_typing_received_total",
+      "Typing frames received (the dropped and refused too)", na->typing_received);
+    C("typing", "dropped", "gw_typing_dropped_total",
+      "Typing frames dropped (a session's second within 2 s in a group)", na->typing_dropped);
+    C("typing", "pushes", "gw_typing_pushes_total", "Typing events pushed to sessions",
+      na->typing_pushes + nc->typing_pushes);
     C("pages", "served", "gw_pages_served_total", "Pages answered (enter, pull)", na->pages);
     C("pages", "messages", "gw_page_messages_total", "Messages sent in pages", na->page_msgs);
     C("requests", "waited", "gw_requests_waited_total",

@@ -33,6 +33,21 @@ static void teardown(void)
     gwfx_cleanup(&fa);
 }
 
+/* A figure of f's /stats. */
+static long long stat_of(gwfx *f, const char *group, const char *key)
+{
+    int status = 0;
+    char *body = gwfx_http(f, "/stats", NULL, &status);
+    cr_assert_eq(status, 200);
+    json_t *j = json_loads(body, 0, NULL);
+    json_t *v = json_object_get(json_object_get(j, group), key);
+    cr_assert(json_is_integer(v), "/stats has no %s.%s: %s", group, key, body);
+    long long n = json_integer_value(v);
+    json_decref(j);
+    free(body);
+    return n;
+}
+
 TestSuite(peers, .fini = teardown, .timeout = 120);
 
 static pr_slice sl(const char *s)
@@ -291,6 +306,11 @@ Test(peers, receipts_count_delivered_and_read_and_name_the_readers)
     rq q = {"g", 1};
     send_frame(dave, enc_receipts, &q);
     cr_assert_eq(gwfx_expect(dave, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
+    /* /stats counts them: three asked in frames and one through the API, the roster read
+     * once; bob's and carol's reads. */
+    cr_assert_geq(stat_of(&fa, "receipts", "queries"), 4);
+    cr_assert_geq(stat_of(&fa, "receipts", "roster_reads"), 1);
+    cr_assert_geq(stat_of(&fa, "reads", "frames"), 2);
 }
 
 #define N_MEMBERS 50
@@ -490,8 +510,17 @@ Test(peers, typing_reaches_the_others_once_in_two_seconds_and_is_not_stored)
     gwfx_join(bob, "t");
     gwfx_join(carol, "t");
     gwfx_send_msg(bob, "t", "t1", "hi");
-    usleep(300 * 1000);
-    char *before = gwfx_api(&fa, "GET", "/api/v1/groups/t/members", NULL, 200);
+    /* Both online as node a sees them (carol's signal may come from node b a little
+     * later): the list before and after the typing is then the same. */
+    char *before = NULL;
+    for (int i = 0; i < 50; i++) {
+        free(before);
+        before = gwfx_api(&fa, "GET", "/api/v1/groups/t/members", NULL, 200);
+        if (!strstr(before, "\"online\":false"))
+            break;
+        usleep(100 * 1000);
+    }
+    cr_assert_null(strstr(before, "\"online\":false"), "%s", before);
     send_frame(bob, enc_typing, "t");
     send_frame(bob, enc_typing, "t"); /* within 2 s: dropped */
     pr_event ev = expect_of(carol, PR_EV_TYPING);
@@ -515,6 +544,11 @@ Test(peers, typing_reaches_the_others_once_in_two_seconds_and_is_not_stored)
     gwc_conn *eve = gwfx_login(&fa, "eve", NULL);
     send_frame(eve, enc_typing, "t");
     cr_assert_eq(gwfx_expect(eve, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
+    /* /stats counts them: bob's three and eve's, one of bob's dropped; the pushes on the
+     * node carol is on (bob's phone is not told). */
+    cr_assert_eq(stat_of(&fa, "typing", "received"), 4);
+    cr_assert_eq(stat_of(&fa, "typing", "dropped"), 1);
+    cr_assert_eq(stat_of(other, "typing", "pushes"), 2);
 }
 
 /* ---- presence ------------------------------------------------------------------------------ */
