@@ -82,9 +82,15 @@ static void fill(const char *where, int members, int msgs, unsigned seed)
         int n = members - base < CHUNK ? members - base : CHUNK;
         for (int i = 0; i < n; i++) {
             snprintf(uids[i], sizeof(uids[i]), "m%07d", base + i);
-            ops[i] = (st_op){.kind = ST_OP_JOIN, .gid = st_id_str("big"), .uid = st_id_str(uids[i])};
+            ops[i] =
+                (st_op){.kind = ST_OP_JOIN, .gid = st_id_str("big"), .uid = st_id_str(uids[i])};
         }
         st_submit_all(s, ops, (size_t)n, rcs);
+        for (int i = 0; i < n; i++)
+            if (rcs[i] != 0 || ops[i].result != 0) {
+                fprintf(stderr, "peers_bench: join of %s: %d %d\n", uids[i], rcs[i], ops[i].result);
+                exit(1);
+            }
     }
     for (int m = 1; m <= msgs; m++) {
         char cid[16], rec[32];
@@ -100,10 +106,14 @@ static void fill(const char *where, int members, int msgs, unsigned seed)
         for (int i = 0; i < n; i++) {
             snprintf(uids[i], sizeof(uids[i]), "m%07d", base + i);
             /* Most members near the end, some far behind: cursors bunch, as they do. */
-            uint64_t ack = rand() % 4 ? (uint64_t)(msgs - rand() % 10) : (uint64_t)(rand() % (msgs + 1));
+            uint64_t ack =
+                rand() % 4 ? (uint64_t)(msgs - rand() % 10) : (uint64_t)(rand() % (msgs + 1));
             uint64_t read = ack > 3 ? ack - (uint64_t)(rand() % 4) : ack;
-            acks[i] = (st_ack){.gid = st_id_str("big"), .uid = st_id_str(uids[i]), .mid = ack,
-                               .read = read, .has_read = rand() % 5 != 0};
+            acks[i] = (st_ack){.gid = st_id_str("big"),
+                               .uid = st_id_str(uids[i]),
+                               .mid = ack,
+                               .read = read,
+                               .has_read = rand() % 5 != 0};
         }
         size_t applied;
         if (st_acks_sync(s, acks, (size_t)n, &applied) != 0)
@@ -153,8 +163,11 @@ static bool wait_for(gwc_conn *k, enum pr_ev_type t, int ms, pr_event *ev)
             return false;
         if (rc != 0)
             die("a session ended");
-        if (ev->t == PR_EV_ERR)
-            die("the gateway answered an error");
+        if (ev->t == PR_EV_ERR) {
+            fprintf(stderr, "peers_bench: the gateway answered an error: %d %.*s\n", ev->err_code,
+                    (int)ev->err_msg.n, (const char *)ev->err_msg.p);
+            exit(1);
+        }
         if (ev->t == t)
             return true;
     }
@@ -243,10 +256,11 @@ static void typing(const char *url, int sessions, int rounds)
         }
         last[r] = worst;
     }
-    printf("typing sessions=%d rounds=%d p50_us=%lld p99_us=%lld last_p50_us=%lld last_max_us=%lld\n",
-           sessions, rounds, (long long)quantile(lat, n, 0.5), (long long)quantile(lat, n, 0.99),
-           (long long)quantile(last, (size_t)rounds, 0.5),
-           (long long)quantile(last, (size_t)rounds, 1.0));
+    printf(
+        "typing sessions=%d rounds=%d p50_us=%lld p99_us=%lld last_p50_us=%lld last_max_us=%lld\n",
+        sessions, rounds, (long long)quantile(lat, n, 0.5), (long long)quantile(lat, n, 0.99),
+        (long long)quantile(last, (size_t)rounds, 0.5),
+        (long long)quantile(last, (size_t)rounds, 1.0));
     msgpack_sbuffer_destroy(&sb);
     free(lat);
     free(last);
@@ -259,17 +273,22 @@ static void typing(const char *url, int sessions, int rounds)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: peers_bench fill|receipts|typing [options] (see the source's top)\n");
+        fprintf(stderr,
+                "usage: peers_bench fill|receipts|typing [options] (see the source's top)\n");
         return 2;
     }
     const char *mode = argv[1], *store = NULL, *url = NULL;
     int members = 100000, msgs = 1000, queries = 1000, sessions = 1000, rounds = 20;
     unsigned seed = 23;
     static const struct option opts[] = {
-        {"store", required_argument, 0, 's'},   {"url", required_argument, 0, 'u'},
-        {"members", required_argument, 0, 'm'}, {"msgs", required_argument, 0, 'M'},
-        {"queries", required_argument, 0, 'q'}, {"sessions", required_argument, 0, 'n'},
-        {"rounds", required_argument, 0, 'r'},  {"seed", required_argument, 0, 'S'},
+        {"store", required_argument, 0, 's'},
+        {"url", required_argument, 0, 'u'},
+        {"members", required_argument, 0, 'm'},
+        {"msgs", required_argument, 0, 'M'},
+        {"queries", required_argument, 0, 'q'},
+        {"sessions", required_argument, 0, 'n'},
+        {"rounds", required_argument, 0, 'r'},
+        {"seed", required_argument, 0, 'S'},
         {0, 0, 0, 0},
     };
     int c;

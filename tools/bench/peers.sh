@@ -54,8 +54,8 @@ receipts_on() { # BACKEND
       store=$(pg_newdb)
     else
       rm -rf "$BENCH_WORK/gwr"
-      mkdir -p "$BENCH_WORK/gwr"
-      store=$BENCH_WORK/gwr/data
+      mkdir -p "$BENCH_WORK/gwr/data"
+      store=$BENCH_WORK/gwr/data/store # where the gateway keeps its store in --data
     fi
     out=$("$pb" fill --store "$store" --members "$members" --msgs 1000 --seed $((23 + r)))
     fill+=("$(kv seconds <<<"$out")")
@@ -95,7 +95,7 @@ start_gw_keep() {
 
 receipts() {
   echo
-  echo "### Receipts of one message in a group of $members members (RocksDB; $runs runs, 2000 queries each, median)"
+  echo "### Receipts of one message in a group of $members members ($runs runs, 2000 queries each, median)"
   echo
   echo "| store | members | fill (s) | first query, roster read (ms) | p50 (µs) | p99 (µs) | max (µs) | gateway RSS after (MiB) |"
   echo "|---|---|---|---|---|---|---|---|"
