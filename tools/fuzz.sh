@@ -26,12 +26,15 @@ printf 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhIiwiZXhwIjoxODAwMDAwMDA
 mkdir -p "$work/fuzz_announce" # a payload of each kind of change
 printf 'gw1 00000000000000ff\nj g1 alice 3\nm g1 4 1700000000000 aGVsbG8=\nh g1 5 1700000000001\na g1 bob 4\nl g1 carol\ns dave\nr' \
   > "$work/fuzz_announce/seed"
+printf 'gw1 00000000000000fe\nv g1 bob 3\nt g1 bob\no alice 1\no carol 0 1700000000000\nb 2\nq 0\nO 5 0 1 alice bob' \
+  > "$work/fuzz_announce/signals" # reads and the signals (presence, typing)
 
 mkdir -p "$work/fuzz_json" # a request of each shape, and a binary body
 printf '{"t":"hello","rid":1,"token":"abc"}' > "$work/fuzz_json/hello"
 printf '{"t":"send","rid":2,"gid":"g","cid":"c1","body":{"base64":"AAEC/w=="}}' > "$work/fuzz_json/send"
 printf '{"t":"ack","acks":{"g":3,"h":4}}' > "$work/fuzz_json/ack"
 printf '[{"t":"ping"},{"t":"pull","gid":"g","after":0,"limit":5},null,true,-1,1.5]' > "$work/fuzz_json/batch"
+printf '{"t":"watch","rid":3,"gid":"g","mids":[1,2]}' > "$work/fuzz_json/watch"
 
 passed=0 failed=0
 for t in fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce fuzz_json; do

@@ -92,7 +92,7 @@ static gw_watch *add_watch(gw_app *a, gw_sess *s, uint64_t rid, const char *gid,
     DL_APPEND(a->watches, w);
     gw_roster_watch(roster(a), gid, 1);
     ev_timer *t = presence ? &a->sub_timer : &a->watch_timer;
-    if (!ev_is_active(t)) {
+    if (!ev_is_active(t) && a->d.loop) { /* no loop (the fuzz target): no pushes */
         double every = presence ? SUB_PUSH_S : a->d.cfg->receipt_push_ms / 1000.0;
         ev_timer_init(t, presence ? push_subs : push_all, every, every);
         ev_timer_start(a->d.loop, t);
@@ -116,7 +116,8 @@ void gw_watch_set(gw_app *a, gw_sess *s, const pr_req *r, const char *gid)
         size_t of;
         gw_roster_moves(roster(a), gid, &w->since, 0, NULL, NULL, &of);
     }
-    memcpy(w->mids, r->mids, r->n_mids * sizeof(r->mids[0]));
+    if (r->n_mids)
+        memcpy(w->mids, r->mids, r->n_mids * sizeof(r->mids[0]));
     w->n_mids = r->n_mids;
 }
 

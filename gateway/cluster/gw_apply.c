@@ -45,32 +45,22 @@ void gw_cluster_apply(void *cluster, const st_change *ch)
     }
     if (ch->kind == ST_CH_SIGNOUT) {
         char uid[PR_MAX_ID + 1];
-        if (ch->uid.n <= PR_MAX_ID) {
-            memcpy(uid, ch->uid.p, ch->uid.n);
-            uid[ch->uid.n] = 0;
+        if (gw_id_copy(uid, ch->uid.p, ch->uid.n))
             gw_registry_sign_out(c->reg, uid);
-        }
         return;
     }
     if (ch->kind == ST_CH_ONLINE || ch->kind == ST_CH_BEAT || ch->kind == ST_CH_ASK ||
         ch->kind == ST_CH_LISTED)
         return; /* the process's presence took them (gw_presence.c) */
-    if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
+    char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
+    if (!gw_id_copy(gid, ch->gid.p, ch->gid.n) || !gw_id_copy(uid, ch->uid.p, ch->uid.n))
         return; /* cannot be made through the protocol */
     c->figs.feed_applied++;
     if (ch->kind == ST_CH_TYPING) {
-        char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
-        memcpy(gid, ch->gid.p, ch->gid.n);
-        gid[ch->gid.n] = 0;
-        memcpy(uid, ch->uid.p, ch->uid.n);
-        uid[ch->uid.n] = 0;
         c->figs.typing_pushes += gw_registry_typing(c->reg, gid, uid);
         return;
     }
     if (ch->kind == ST_CH_MSG) {
-        char gid[PR_MAX_ID + 1];
-        memcpy(gid, ch->gid.p, ch->gid.n);
-        gid[ch->gid.n] = 0;
         gw_fanout(c->del, gid, ch->mid, ch->ts, ch->record, ch->record_n, NULL);
         return;
     }

@@ -150,7 +150,7 @@ void gw_roster_committed(gw_roster *r, const st_op *op);
 void gw_roster_change(gw_roster *r, const st_change *ch);
 
 typedef struct gw_receipt {
-    uint64_t delivered; /* members whose ack is at or past the mid */
+    uint64_t delivered; /* members whose ack (or read, when ahead of it) is at or past mid */
     uint64_t read;      /* ... whose read is (their ack, if they never sent one) */
     uint64_t of;        /* members */
     bool listed;        /* the readers were listed (a group of at most list_max) */

@@ -400,11 +400,9 @@ static void listing_done(gw_presence *p, origin *o, uint64_t now)
 
 void gw_presence_heard(gw_presence *p, const st_change *ch)
 {
-    char uid[PR_MAX_ID + 1] = "";
-    if (ch->uid.n > PR_MAX_ID)
+    char uid[PR_MAX_ID + 1];
+    if (!gw_id_copy(uid, ch->uid.p, ch->uid.n))
         return;
-    memcpy(uid, ch->uid.p, ch->uid.n);
-    uid[ch->uid.n] = 0;
     uint64_t now = gw_now_ms();
     pthread_mutex_lock(&p->mu);
     if (ch->kind == ST_CH_RESYNC) { /* the listener connected: it knows nobody yet */

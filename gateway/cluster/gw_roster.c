@@ -124,9 +124,18 @@ static rgroup *find(gw_roster *r, const char *gid)
     return g;
 }
 
+/* Where the member counts as having read (its ack, until it sent a read). */
 static uint64_t seen(const rmember *m)
 {
     return m->has_read ? m->read : m->ack;
+}
+
+/* Where the member counts as having the messages: its ack, or its read if that is ahead
+ * (what someone has seen is on one of their devices), so no receipt says "read" without
+ * "delivered". */
+static uint64_t held(const rmember *m)
+{
+    return seen(m) > m->ack ? seen(m) : m->ack;
 }
 
 /* ---- members and their cursors ------------------------------------------------------- */
@@ -135,16 +144,18 @@ static uint64_t seen(const rmember *m)
 static bool member_add(rgroup *g, const char *uid, uint64_t ack, uint64_t read, bool has_read)
 {
     rmember *m = calloc(1, sizeof(*m));
-    if (!m || gw_rank_add(g->acks, ack) != 0) {
-        free(m);
+    if (!m)
         return false;
-    }
     snprintf(m->uid, sizeof(m->uid), "%s", uid);
     m->ack = ack;
     m->read = has_read ? read : 0;
     m->has_read = has_read;
+    if (gw_rank_add(g->acks, held(m)) != 0) {
+        free(m);
+        return false;
+    }
     if (gw_rank_add(g->reads, seen(m)) != 0) {
-        gw_rank_remove(g->acks, ack);
+        gw_rank_remove(g->acks, held(m));
         free(m);
         return false;
     }
@@ -156,7 +167,7 @@ static bool member_add(rgroup *g, const char *uid, uint64_t ack, uint64_t read, 
 
 static void member_remove(rgroup *g, rmember *m)
 {
-    gw_rank_remove(g->acks, m->ack);
+    gw_rank_remove(g->acks, held(m));
     gw_rank_remove(g->reads, seen(m));
     HASH_DEL(g->members, m);
     free(m);
@@ -167,27 +178,34 @@ static void member_remove(rgroup *g, rmember *m)
 /* A cursor moves forward (never back). */
 static void member_move(rgroup *g, rmember *m, uint64_t ack, uint64_t read, bool has_read)
 {
-    uint64_t old_seen = seen(m);
-    bool moved = false;
-    if (ack > m->ack && gw_rank_add(g->acks, ack) == 0) {
-        gw_rank_remove(g->acks, m->ack);
+    const rmember was = *m;
+    uint64_t old_held = held(m), old_seen = seen(m);
+    if (ack > m->ack)
         m->ack = ack;
-        moved = true;
-    }
     if (has_read && (!m->has_read || read > m->read)) {
         m->read = read;
-        m->has_read = moved = true;
+        m->has_read = true;
     }
-    if (seen(m) != old_seen) {
-        if (gw_rank_add(g->reads, seen(m)) == 0) {
-            gw_rank_remove(g->reads, old_seen);
-        } else { /* out of memory: the member keeps its place in the read counts */
-            m->read = old_seen;
-            m->has_read = true;
-        }
+    if (m->ack == was.ack && m->read == was.read && m->has_read == was.has_read)
+        return;
+    /* The counts follow: the new places are taken before the old ones are given up, so
+     * that out of memory leaves the member where it was. */
+    bool moved_held = held(m) != old_held, moved_seen = seen(m) != old_seen;
+    if (moved_held && gw_rank_add(g->acks, held(m)) != 0) {
+        m->ack = was.ack, m->read = was.read, m->has_read = was.has_read;
+        return;
     }
-    if (moved)
-        m->version = ++g->version;
+    if (moved_seen && gw_rank_add(g->reads, seen(m)) != 0) {
+        if (moved_held)
+            gw_rank_remove(g->acks, held(m));
+        m->ack = was.ack, m->read = was.read, m->has_read = was.has_read;
+        return;
+    }
+    if (moved_held)
+        gw_rank_remove(g->acks, old_held);
+    if (moved_seen)
+        gw_rank_remove(g->reads, old_seen);
+    m->version = ++g->version;
 }
 
 /* One change applied to a ready roster. */
@@ -274,12 +292,8 @@ void gw_roster_change(gw_roster *r, const st_change *ch)
         ch->kind != ST_CH_READ)
         return;
     char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
-    if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
+    if (!gw_id_copy(gid, ch->gid.p, ch->gid.n) || !gw_id_copy(uid, ch->uid.p, ch->uid.n))
         return;
-    memcpy(gid, ch->gid.p, ch->gid.n);
-    gid[ch->gid.n] = 0;
-    memcpy(uid, ch->uid.p, ch->uid.n);
-    uid[ch->uid.n] = 0;
     pthread_mutex_lock(&r->mu);
     change(r, gid, ch->kind, uid, ch->ack, ch->read);
     pthread_mutex_unlock(&r->mu);
@@ -294,23 +308,15 @@ void gw_roster_committed(gw_roster *r, const st_op *op)
     if (op->kind == ST_OP_ACKS) {
         for (size_t i = 0; i < op->n_acks; i++) {
             const st_ack *a = &op->acks[i];
-            if (a->gid.n > PR_MAX_ID || a->uid.n > PR_MAX_ID)
+            if (!gw_id_copy(gid, a->gid.p, a->gid.n) || !gw_id_copy(uid, a->uid.p, a->uid.n))
                 continue;
-            memcpy(gid, a->gid.p, a->gid.n);
-            gid[a->gid.n] = 0;
-            memcpy(uid, a->uid.p, a->uid.n);
-            uid[a->uid.n] = 0;
             /* The store capped them at the last mid: so does a later read of the roster. */
             change(r, gid, ST_CH_ACK, uid, a->mid, 0);
             if (a->has_read)
                 change(r, gid, ST_CH_READ, uid, 0, a->read);
         }
     } else if ((op->kind == ST_OP_JOIN && op->joined) || op->kind == ST_OP_LEAVE) {
-        if (op->gid.n <= PR_MAX_ID && op->uid.n <= PR_MAX_ID) {
-            memcpy(gid, op->gid.p, op->gid.n);
-            gid[op->gid.n] = 0;
-            memcpy(uid, op->uid.p, op->uid.n);
-            uid[op->uid.n] = 0;
+        if (gw_id_copy(gid, op->gid.p, op->gid.n) && gw_id_copy(uid, op->uid.p, op->uid.n)) {
             change(r, gid, op->kind == ST_OP_JOIN ? ST_CH_JOIN : ST_CH_LEAVE, uid, op->ack, 0);
         }
     }

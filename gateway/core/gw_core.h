@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <uthash.h>
 
 /* uthash makes every table with 32 buckets (512 bytes) at its first entry. Most tables
@@ -29,6 +30,21 @@
 #undef HASH_INITIAL_NUM_BUCKETS_LOG2
 #define HASH_INITIAL_NUM_BUCKETS 4U
 #define HASH_INITIAL_NUM_BUCKETS_LOG2 2U
+
+/* An id from a store change or op (bytes and a length; NULL and 0 for none) as a C string
+ * in out. false, out empty: longer than an id can be. (memcpy is not called for none:
+ * a NULL source is undefined behaviour even for 0 bytes.) */
+static inline bool gw_id_copy(char out[PR_MAX_ID + 1], const void *p, size_t n)
+{
+    if (n > PR_MAX_ID) {
+        out[0] = 0;
+        return false;
+    }
+    if (n)
+        memcpy(out, p, n);
+    out[n] = 0;
+    return true;
+}
 
 /* ---- settings (gw_config.c) ---------------------------------------------------------- */
 

@@ -556,12 +556,8 @@ unsigned gw_registry_sessions_of(gw_registry *reg, const char *uid)
 void gw_registry_change(gw_registry *reg, const st_change *ch)
 {
     char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
-    if (ch->gid.n > PR_MAX_ID || ch->uid.n > PR_MAX_ID)
+    if (!gw_id_copy(gid, ch->gid.p, ch->gid.n) || !gw_id_copy(uid, ch->uid.p, ch->uid.n))
         return; /* cannot be made through the protocol */
-    memcpy(gid, ch->gid.p, ch->gid.n);
-    gid[ch->gid.n] = 0;
-    memcpy(uid, ch->uid.p, ch->uid.n);
-    uid[ch->uid.n] = 0;
     gw_user *u = gw_user_find(reg, uid);
     if (!u)
         return; /* not online here */

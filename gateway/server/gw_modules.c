@@ -86,13 +86,21 @@ void gw_modules_release(gw_modules *m)
 gw_modules *gw_modules_new(const gw_config *cfg, st_store *store, gw_modules_parts *parts)
 {
     gw_modules *m = calloc(1, sizeof(*m));
-    gw_modules_deps d = {.cfg = cfg, .store = store};
-    if (m && gw_modules_init(m, &d) != 0) {
+    /* A hub of its own, as a server of one thread has: the rosters and presence that
+     * receipts, watches and presence need are the hub's. */
+    gw_hub *hub = m ? gw_hub_new(1) : NULL;
+    if (!hub) {
+        free(m);
+        return NULL;
+    }
+    gw_hub_set_store(hub, store);
+    m->own_hub = hub;
+    gw_modules_deps d = {.cfg = cfg, .store = store, .hub = hub};
+    if (gw_modules_init(m, &d) != 0) {
         gw_modules_free(m);
         return NULL;
     }
-    if (m)
-        *parts = (gw_modules_parts){&m->cfg, m->sessions, m->bridge, m->groups};
+    *parts = (gw_modules_parts){&m->cfg, m->sessions, m->bridge, m->groups};
     return m;
 }
 
@@ -101,5 +109,9 @@ void gw_modules_free(gw_modules *m)
     if (!m)
         return;
     gw_modules_release(m);
+    if (m->own_hub) {
+        gw_hub_set_store(m->own_hub, NULL);
+        gw_hub_free(m->own_hub);
+    }
     free(m);
 }

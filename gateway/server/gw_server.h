@@ -55,8 +55,9 @@ typedef struct gw_modules_parts {
     gw_groups *groups;
 } gw_modules_parts;
 
-/* cfg copied; over store; no loop, no other threads, no API; the bridge is waited on
- * (gw_bridge_wait), not woken. Fills *parts. NULL when out of memory. */
+/* cfg copied; over store; no loop, no other threads (a hub of one thread, its own), no
+ * API; the bridge is waited on (gw_bridge_wait), not woken. Fills *parts. NULL when out
+ * of memory. */
 gw_modules *gw_modules_new(const gw_config *cfg, st_store *store, gw_modules_parts *parts);
 void gw_modules_free(gw_modules *m);
 

@@ -39,6 +39,7 @@ struct gw_modules {
     gw_sessions *sessions;
     gw_cluster *cluster;
     gw_feed *feed;            /* the other threads' and nodes' changes (NULL: no hub) */
+    gw_hub *own_hub;          /* gw_modules_new's: a hub of one thread, freed with m */
     uint64_t started_ms;      /* wall clock */
     uint64_t started_mono_ms; /* for uptime */
 };

@@ -61,8 +61,10 @@ static bool try_start(gw_sess *s, const uint8_t *frame, size_t len)
     /* From here on, r.rid is what every reply carries: the client's rid, or none. */
     if (!r.has_rid)
         r.rid = PR_NO_RID;
+    /* A request refused for a field after its gid (too many mids, a mid of 0) names the
+     * group, as an error of the request's own does: the gid is read before the rest. */
     if (rc != 0)
-        gw_sess_error(s, r.rid, rc, err.msg, (pr_slice){0});
+        gw_sess_error(s, r.rid, rc, err.msg, r.gid);
     else
         all->hooks.request(all->hooks.ud, s, &r);
     return true;

@@ -125,6 +125,37 @@ static void session_seeds(const char *dir)
     step(&sc, FS_WRITE, 1, 0);
     put(dir, "two-users", &sc);
 
+    /* What members see of each other: reads, receipts, a watch and its end, presence with
+     * a subscription, typing (twice: the second dropped). */
+    both_join(&sc, &sb, (int[2]){0, 1}, (int[2]){0, 1}, "room");
+    pr_enc_send(&sb, 2, S("room"), S("p1"), hi);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 1, 0);
+    pr_ack r1 = {S("room"), 1};
+    pr_enc_ack(&sb, &r1, 1);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_read(&sb, &r1, 1);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    step(&sc, FS_TICK, 0, 0);
+    pr_enc_receipts_req(&sb, 3, S("room"), 1);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    uint64_t mids[2] = {1, 2};
+    pr_enc_watch(&sb, 4, S("room"), mids, 2);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_presence_req(&sb, 5, S("room"), 1);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_typing(&sb, S("room"));
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_typing(&sb, S("room"));
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_watch(&sb, 6, S("room"), NULL, 0);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_presence_req(&sb, 7, S("room"), 0);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    put(dir, "peers", &sc);
+
     /* A slow consumer: its socket backs up while sends pile up, then it drains. */
     both_join(&sc, &sb, (int[2]){0, 2}, (int[2]){2, 0}, "busy");
     step(&sc, FS_WRITE, 2, 0);
@@ -208,6 +239,17 @@ int main(int argc, char **argv)
     put(q, "pull", &sb);
     pr_enc_ping(&sb, 8);
     put(q, "ping", &sb);
+    pr_enc_read(&sb, acks, 2);
+    put(q, "read", &sb);
+    pr_enc_receipts_req(&sb, 9, S("room"), 7);
+    put(q, "receipts", &sb);
+    uint64_t mids[3] = {5, 6, 7};
+    pr_enc_watch(&sb, 10, S("room"), mids, 3);
+    put(q, "watch", &sb);
+    pr_enc_presence_req(&sb, 11, S("room"), 1);
+    put(q, "presence", &sb);
+    pr_enc_typing(&sb, S("room"));
+    put(q, "typing", &sb);
 
     pr_welcome w = {S("alice"), S("s-1"), 1, 50, 1000, 65536};
     pr_enc_welcome_begin(&sb, 1, &w, 1);
@@ -226,6 +268,24 @@ int main(int argc, char **argv)
     pr_enc_notify(&sb, S("room"), 12);
     pr_enc_err(&sb, 9, PR_E_NOT_MEMBER, "not a member", S("room"));
     put(e, "batch", &sb);
+    pr_enc_receipts_begin(&sb, 9, S("room"), 7, 2, 1, 3, 1);
+    pr_enc_uid_entry(&sb, S("bob"));
+    put(e, "receipts", &sb);
+    pr_enc_cursors_begin(&sb, S("room"), 2);
+    pr_cursor c1 = {S("bob"), 7, 5, true}, c2 = {S("carol"), 6, 0, false};
+    pr_enc_cursor_entry(&sb, &c1);
+    pr_enc_cursor_entry(&sb, &c2);
+    put(e, "cursors", &sb);
+    pr_enc_presence_begin(&sb, 11, S("room"), 1, 2, 2);
+    pr_presence p1 = {S("bob"), true, 1700000000000}, p2 = {S("carol"), false, 1690000000000};
+    pr_enc_presence_entry(&sb, &p1);
+    pr_enc_presence_entry(&sb, &p2);
+    put(e, "presence", &sb);
+    pr_enc_online_begin(&sb, S("room"), 1);
+    pr_enc_presence_entry(&sb, &p2);
+    put(e, "online", &sb);
+    pr_enc_typing_push(&sb, S("room"), S("bob"), 5000);
+    put(e, "typing", &sb);
     msgpack_sbuffer_destroy(&sb);
     msgpack_sbuffer_destroy(&rec);
     return 0;

@@ -287,7 +287,7 @@ Test(peers, receipts_count_delivered_and_read_and_name_the_readers)
     wait_stored(&fa, "g", "bob", "read", 1);
     wait_stored(&fa, "g", "alice", "ack", 3);
     ev = receipts(alice, "g", 2, who, sizeof(who));
-    cr_assert_eq(ev.delivered, 2, "alice and bob have it");
+    cr_assert_eq(ev.delivered, 3, "alice and bob have it, and carol, who saw it");
     cr_assert_eq(ev.read, 2, "alice (by her ack) and carol read it, bob not yet");
     cr_assert_eq(ev.of, 3);
     cr_assert(has(who, "alice") && has(who, "carol") && !has(who, "bob"), "readers: %s", who);
@@ -295,12 +295,21 @@ Test(peers, receipts_count_delivered_and_read_and_name_the_readers)
     cr_assert_eq(ev.read, 3);
     /* The API says the same. */
     char *b = gwfx_api(&fa, "GET", "/api/v1/groups/g/messages/2/receipts", NULL, 200);
-    cr_assert_not_null(strstr(b, "\"delivered\":2"), "%s", b);
+    cr_assert_not_null(strstr(b, "\"delivered\":3"), "%s", b);
     cr_assert_not_null(strstr(b, "\"read\":2"), "%s", b);
     cr_assert_not_null(strstr(b, "\"of\":3"), "%s", b);
     free(b);
     free(gwfx_api(&fa, "GET", "/api/v1/groups/nosuch/messages/1/receipts", NULL, 404));
     free(gwfx_api(&fa, "GET", "/api/v1/groups/g/messages/0/receipts", NULL, 400));
+    /* A mid of 0 is refused, naming the group; one past the last counts nobody. */
+    rq zero = {"g", 0};
+    send_frame(alice, enc_receipts, &zero);
+    pr_event e = gwfx_expect(alice, PR_EV_ERR);
+    cr_assert_eq(e.err_code, PR_E_BAD_FIELD);
+    cr_assert(gwfx_slice_is(e.gid, "g"), "the error names the group");
+    ev = receipts(alice, "g", 9, who, sizeof(who));
+    cr_assert_eq(ev.delivered + ev.read, 0);
+    cr_assert_eq(ev.of, 3);
     /* Only members ask. */
     gwc_conn *dave = gwfx_login(&fa, "dave", NULL);
     rq q = {"g", 1};
@@ -317,7 +326,8 @@ Test(peers, receipts_count_delivered_and_read_and_name_the_readers)
 #define N_MSGS 20
 
 /* The brute-force count over the stored cursors (the API's member list, read from the
- * tables): members with ack >= mid, and with read (or ack, without a read) >= mid. */
+ * tables): members with ack or read >= mid (what one has seen is on a device), and with
+ * read (or ack, without a read) >= mid. */
 static void brute(gwfx *f, uint64_t mid, uint64_t *delivered, uint64_t *read, uint64_t *of)
 {
     char *b = gwfx_api(f, "GET", "/api/v1/groups/big/members?limit=1000", NULL, 200);
@@ -332,7 +342,7 @@ static void brute(gwfx *f, uint64_t mid, uint64_t *delivered, uint64_t *read, ui
         json_t *r = json_object_get(m, "read");
         uint64_t rd = r ? (uint64_t)json_integer_value(r) : ack;
         (*of)++;
-        *delivered += ack >= mid;
+        *delivered += ack >= mid || rd >= mid;
         *read += rd >= mid;
     }
     json_decref(o);
