@@ -1,5 +1,5 @@
-// Nothing lost while you are away, unread counts without downloading history, and the
-// lazy paged pull when the group is opened.
+// Nothing lost while you are away, unread counts without downloading history, the lazy
+// paged pull when the group is opened, and unread counted from what was on screen.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -58,6 +58,21 @@ test(`away while ${N} messages are sent: unread ${N} without a pull, then pages 
   assert.ok(pageAcks.length >= Math.ceil(N / 100), `each page acked (${pageAcks.length} ack frames)`);
   assert.equal(Math.max(...c1.ackLog.map((a) => a.acks.backlog || 0)), N, 'acked up to the last one');
   await B.shot(carol.page, 'backlog-phone.png');
+
+  // The view opened at her first unread message: what was on screen is read, the rest
+  // still counts as unread. She scrolls to the end: all read (sent at once: more than
+  // ack_every messages' worth).
+  const readFirst = await carol.page.waitForFunction((n) => {
+    const { read } = window.gw.client.groupList().find((g) => g.gid === 'backlog');
+    const shown = document.querySelector('#group-list li[data-gid="backlog"]').dataset.unread;
+    return read > 0 && Number(shown) === n - read && read;
+  }, N);
+  assert.ok((await readFirst.jsonValue()) < N, `read up to what was on screen (${await readFirst.jsonValue()} of ${N})`);
+  await carol.page.evaluate(() => {
+    const sc = document.getElementById('messages');
+    sc.scrollTop = sc.scrollHeight;
+  });
+  await carol.page.waitForFunction((n) => window.gw.client.groups.get('backlog').read === n, N);
 
   // A reload: nothing unread any more, and still nothing pulled before opening.
   await carol.page.reload();

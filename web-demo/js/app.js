@@ -1,7 +1,9 @@
 // The demo page: sign-in, group list, message view, composer, connection state and the
-// figures panel. Everything the protocol asks of a client is in the gw-client package
-// (clients/js); this file draws what it reports and passes on what the user does. User
-// text only ever goes into the page through textContent, never as HTML.
+// figures panel; and what members see of each other: "seen by" under the user's own
+// messages, who is online in the open group, who is typing. Everything the protocol asks
+// of a client is in the gw-client package (clients/js); this file draws what it reports
+// and passes on what the user does (and sees: the messages on screen are marked read).
+// User text only ever goes into the page through textContent, never as HTML.
 
 import { GwClient, isValidId } from 'gw-client';
 import { StatsPanel } from './stats.js';
@@ -11,6 +13,7 @@ const SESSION_KEY = 'gw-demo-session'; // per tab: a reload stays signed in, a n
 const LAST_USER_KEY = 'gw-demo-last-user';
 const NEAR_BOTTOM_PX = 80;
 const NEAR_TOP_PX = 120;
+const PRESENCE_NAMES = 8; // online members named in the group header; more are counted
 
 const timeFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
 
@@ -66,17 +69,58 @@ function toast(text) {
   setTimeout(() => t.remove(), 5000);
 }
 
+/** Who has seen one of the user's messages, as its line under it says: names in a small
+ * group (the receipts list them), a count in a large one. `me` is left out: the sender
+ * reads its own messages too. myCursor: the user's own read (or ack) as the gateway has
+ * it, to take the user out of a large group's count. */
+function seenText(r, me, myCursor) {
+  if (!r) return '';
+  if (r.readers) {
+    const others = r.readers.filter((u) => u !== me);
+    if (!others.length) return '';
+    if (others.length <= 3) return `Seen by ${others.join(', ')}`;
+    return `Seen by ${others.slice(0, 2).join(', ')} and ${others.length - 2} others`;
+  }
+  const n = r.read - (myCursor >= r.mid ? 1 : 0);
+  return n > 0 ? `Seen by ${n}` : '';
+}
+
+/** "bob is typing…", for the line above the composer. */
+function typingText(uids) {
+  if (!uids.length) return '';
+  if (uids.length === 1) return `${uids[0]} is typing…`;
+  if (uids.length <= 3) return `${uids.slice(0, -1).join(', ')} and ${uids.at(-1)} are typing…`;
+  return `${uids.length} people are typing…`;
+}
+
 /** The message list of the open group: one <li> per entry, kept sorted by `sort`
- * (the mid; pending messages after all stored ones, in the order they were written). */
+ * (the mid; pending messages after all stored ones, in the order they were written).
+ * Each <li> is watched for being on screen (onScreen): what the person has seen is
+ * marked read, and the receipts of the user's own messages there are kept current. */
 class MessageList {
-  constructor(list, scroller) {
+  constructor(list, scroller, { seenOf, onScreenChanged }) {
     this.list = list;
     this.scroller = scroller;
     this.nodes = new Map(); // key -> {el, sort}
     this.order = []; // sort values, in DOM order
+    this.seenOf = seenOf; // mid -> the "seen by" line of an own message ('' for none)
+    this.onScreen = new Set(); // the <li>s at least half on screen (or filling half of it)
+    this.visibility = new IntersectionObserver(
+      (entries) => {
+        for (const en of entries) {
+          const seen = en.isIntersecting && (en.intersectionRatio >= 0.5 || (en.rootBounds && en.intersectionRect.height >= en.rootBounds.height / 2));
+          if (seen) this.onScreen.add(en.target);
+          else this.onScreen.delete(en.target);
+        }
+        onScreenChanged();
+      },
+      { root: scroller, threshold: [0, 0.5, 1] },
+    );
   }
 
   clear() {
+    this.visibility.disconnect();
+    this.onScreen.clear();
     this.list.replaceChildren();
     this.nodes.clear();
     this.order = [];
@@ -98,6 +142,8 @@ class MessageList {
     if (!n) return;
     const i = this.indexFor(n.sort);
     if (this.order[i] === n.sort) this.order.splice(i, 1);
+    this.visibility.unobserve(n.el);
+    this.onScreen.delete(n.el);
     n.el.remove();
     this.nodes.delete(key);
   }
@@ -114,6 +160,7 @@ class MessageList {
     this.list.insertBefore(el, this.list.children[i] || null);
     this.order.splice(i, 0, e.sort);
     this.nodes.set(e.key, { el, sort: e.sort });
+    this.visibility.observe(el);
   }
 
   fill(li, e, actions) {
@@ -166,6 +213,40 @@ class MessageList {
     body.textContent = e.text; // text, never HTML
     if (e.binary) body.classList.add('muted');
     li.replaceChildren(meta, body);
+    if (e.own && e.state === 'stored') this.showSeen(li, this.seenOf(e.mid));
+  }
+
+  /** The "seen by" line of one of the user's messages, when its receipts changed. */
+  setSeen(mid, text) {
+    const n = this.nodes.get('m' + mid);
+    if (n && n.el.classList.contains('own')) this.showSeen(n.el, text);
+  }
+
+  showSeen(li, text) {
+    let line = li.querySelector('.seen');
+    if (!text) {
+      if (line) line.remove();
+      return;
+    }
+    if (!line) {
+      line = document.createElement('div');
+      line.className = 'seen';
+      li.append(line);
+    }
+    line.textContent = text; // user ids only, and as text
+  }
+
+  /** The stored messages on screen: their mids, and those of the user's own. */
+  midsOnScreen() {
+    const all = [];
+    const own = [];
+    for (const el of this.onScreen) {
+      const mid = Number(el.dataset.mid);
+      if (!mid) continue;
+      all.push(mid);
+      if (el.classList.contains('own')) own.push(mid);
+    }
+    return { all, own };
   }
 
   markFirstUnread(mid) {
@@ -187,7 +268,11 @@ class App {
     this.user = null;
     this.gid = null; // the group shown
     this.positioned = false; // the open view has been scrolled to its first unread
-    this.messages = new MessageList($('msg-list'), $('messages'));
+    this.messages = new MessageList($('msg-list'), $('messages'), {
+      seenOf: (mid) => this.seenOf(mid),
+      onScreenChanged: () => this.queueOnScreen(),
+    });
+    this.onScreenQueued = false;
     this.countdown = null;
     this.bindStatic();
     const s = loadSession();
@@ -263,6 +348,15 @@ class App {
       }
     });
     client.addEventListener('auth', (e) => this.signOut(`Please sign in again: ${e.detail.reason}.`));
+    client.addEventListener('receipts', (e) => {
+      if (e.detail.gid === this.gid) this.messages.setSeen(e.detail.mid, this.seenOf(e.detail.mid));
+    });
+    client.addEventListener('presence', (e) => {
+      if (e.detail.gid === this.gid) this.renderPresence();
+    });
+    client.addEventListener('typing', (e) => {
+      if (e.detail.gid === this.gid) this.renderTyping();
+    });
     if (!this.stats) {
       this.stats = new StatsPanel($('stats'), {
         shouldPoll: () => !document.hidden && $('stats').offsetParent !== null && this.client && this.client.state === 'online',
@@ -339,13 +433,20 @@ class App {
         this.sendFromComposer();
       }
     });
-    input.addEventListener('input', () => this.autosize());
+    input.addEventListener('input', () => {
+      this.autosize();
+      // The others see "typing…": the client sends it at most once every 2 s.
+      if (this.client && this.gid && input.value.trim()) this.client.typing(this.gid);
+    });
     // Leaving the page or hiding it is leaving the group view: ack at once.
     window.addEventListener('pagehide', () => this.client && this.client.flushOpen('leave'));
     document.addEventListener('visibilitychange', () => {
       if (!this.client) return;
       if (document.hidden) this.client.flushOpen('leave');
-      else this.client.refreshGroups(); // counts may have moved in another tab or device
+      else {
+        this.client.refreshGroups(); // counts may have moved in another tab or device
+        this.queueOnScreen(); // what is on screen is seen now
+      }
     });
     window.addEventListener('online', () => this.client && this.client.reconnectNow());
   }
@@ -364,6 +465,7 @@ class App {
     clearInterval(this.countdown);
     const text = $('conn-text');
     $('conn-retry').hidden = state !== 'offline';
+    this.renderPresence(); // not known while offline; subscribed again once online
     if (state === 'online') text.textContent = 'online';
     else if (state === 'connecting') text.textContent = 'connecting…';
     else if (state === 'stopped') text.textContent = 'signed out';
@@ -433,6 +535,7 @@ class App {
     if (!this.client || !this.client.groups.has(gid)) return;
     this.setView('chat');
     if (this.gid === gid) return;
+    if (this.gid) this.leavePeers(this.gid);
     this.gid = gid;
     this.positioned = false;
     this.messages.clear();
@@ -441,10 +544,23 @@ class App {
     $('chat-title').textContent = gid;
     this.client.open(gid); // reports a view reset, then pages
     this.renderView({ gid, reset: true, upserts: [], removes: [], meta: this.client.viewMeta(gid) });
+    // Who is online here, kept current while the group is open (the client subscribes
+    // again after a reconnect); the reply and the changes come as 'presence' events.
+    this.client.presence(gid, { subscribe: true }).catch(() => {});
+    this.renderPresence();
+    this.renderTyping();
     if (matchMedia('(min-width: 720px)').matches) $('composer-input').focus();
   }
 
+  /** The group view goes: no more receipts or presence of it. */
+  leavePeers(gid) {
+    if (!this.client) return;
+    this.client.unwatch(gid);
+    if (this.client.groups.has(gid)) this.client.presence(gid, { subscribe: false }).catch(() => {});
+  }
+
   closeGroup() {
+    if (this.gid) this.leavePeers(this.gid);
     if (this.client) this.client.close();
     this.gid = null;
     this.messages.clear();
@@ -486,6 +602,76 @@ class App {
     }
     // Not enough to fill the screen yet: older history, without waiting for a scroll.
     requestAnimationFrame(() => this.maybeLoadOlder());
+    // A message on screen may have become stored (a mid to mark read, receipts to watch).
+    this.queueOnScreen();
+  }
+
+  // ---- what members see of each other ------------------------------------------------
+
+  queueOnScreen() {
+    if (this.onScreenQueued) return;
+    this.onScreenQueued = true;
+    setTimeout(() => {
+      this.onScreenQueued = false;
+      this.onScreenChanged();
+    }, 100);
+  }
+
+  /** The messages on screen changed (a scroll, new ones, the page shown again): those
+   * the person can see are read, up to the view's watermark (a message past a hole is
+   * not counted before the hole is filled); the receipts of the user's own ones there
+   * are watched. Not while a freshly opened view fills: its pages scroll by before it
+   * settles at the first unread message, and nobody saw them. */
+  onScreenChanged() {
+    if (!this.client || !this.gid) return;
+    const { all, own } = this.messages.midsOnScreen();
+    const meta = this.client.viewMeta(this.gid);
+    if (all.length && this.positioned && !document.hidden && meta.w !== null && meta.w !== undefined) {
+      const to = Math.min(Math.max(...all), meta.w);
+      if (to > 0) this.client.markRead(this.gid, to);
+    }
+    this.client.watch(this.gid, own);
+  }
+
+  seenOf(mid) {
+    const g = this.client && this.client.groups.get(this.gid);
+    if (!g) return '';
+    const mine = g.read !== null ? g.read : g.ack; // a user that never sent a read counts by its ack
+    return seenText(this.client.receiptsOf(this.gid, mid), this.user, mine);
+  }
+
+  renderPresence() {
+    const box = $('presence');
+    const p = this.client && this.gid && this.client.state === 'online' ? this.client.presenceOf(this.gid) : undefined;
+    if (!p) {
+      box.hidden = true;
+      return;
+    }
+    box.hidden = false;
+    $('presence-count').textContent = `${p.online} of ${p.of} online`;
+    const others = (p.members || []).filter((m) => m.online && m.uid !== this.user).sort((a, b) => (a.uid < b.uid ? -1 : 1));
+    const items = others.slice(0, PRESENCE_NAMES).map((m) => {
+      const li = document.createElement('li');
+      li.dataset.uid = m.uid;
+      li.dataset.online = 'true';
+      li.textContent = m.uid;
+      return li;
+    });
+    if (others.length > PRESENCE_NAMES) {
+      const li = document.createElement('li');
+      li.className = 'more';
+      li.textContent = `+${others.length - PRESENCE_NAMES}`;
+      items.push(li);
+    }
+    $('presence-list').replaceChildren(...items);
+    const offline = (p.members || []).filter((m) => !m.online);
+    box.title = offline.length
+      ? 'Not online: ' + offline.map((m) => `${m.uid} (${m.lastSeen ? 'last seen ' + new Date(m.lastSeen).toLocaleString() : 'never seen'})`).join(', ')
+      : '';
+  }
+
+  renderTyping() {
+    $('typing').textContent = this.client && this.gid ? typingText(this.client.typingIn(this.gid)) : '';
   }
 
   renderOlder(meta) {

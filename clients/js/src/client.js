@@ -14,12 +14,18 @@
 //   'notice' {kind, code, msg, gid}               something the user should be told (an error)
 //   'auth'   {reason}                             the token was refused and cannot be renewed
 //   'joined' {gid}                                a join of this page was answered
+//   'receipts' {gid, mid, delivered, read, of, readers?}  a receipts reply, or a watched message's push
+//   'cursors' {gid, cursors}                      members of a watched small group moved
+//   'presence' {gid, online, of, members?}        a group's presence: a reply, or changes applied
+//   'online' {gid, changes}                       members of a subscribed group came online or went
+//   'typing' {gid, uids}                          who is typing in a group now (one came, or stopped)
 //
 // This file is the class itself: its fields, the connection's life, the incoming frames.
 // Its other parts are methods in files of their own, installed on the prototype at the
 // end of this file: groups.js (the group list), views.js (a group's view, paging, acks),
-// sends.js (messages on their way), tab-sync.js (the user's other tabs), batching.js
-// (events once per task).
+// reads.js (what the person has seen), peers.js (receipts, presence, typing), sends.js
+// (messages on their way), tab-sync.js (the user's other tabs), batching.js (events once
+// per task).
 
 import { encode, decode } from '@msgpack/msgpack';
 import {
@@ -34,6 +40,8 @@ import { asInt, now } from './util.js';
 import { groupMethods } from './groups.js';
 import { viewMethods } from './views.js';
 import { sendMethods } from './sends.js';
+import { readMethods } from './reads.js';
+import { peerMethods } from './peers.js';
 import { openTabChannel, tabSyncMethods } from './tab-sync.js';
 import { nothingDirty, batchingMethods } from './batching.js';
 
@@ -79,10 +87,23 @@ export class GwClient extends EventTarget {
     this.nextRid = 1;
     this.rids = new Map(); // rid -> {kind, gid, cid}
     this.groupsRefreshQueued = false;
+    // Reads (reads.js): one timer for all groups, as a read frame carries many.
+    this.readTimer = null;
+    this.readsUnsent = 0;
+    // What members see of each other (peers.js).
+    this.watches = new Map(); // gid -> {mids, known: mid -> receipts}
+    this.presenceSubs = new Set(); // gids subscribed to, again after each welcome
+    this.presences = new Map(); // gid -> {online, of, members: uid -> {online, lastSeen} | null}
+    this.typers = new Map(); // gid -> uid -> the timer that forgets its typing
+    this.typingSentAt = new Map(); // gid -> Date.now() of this page's last typing
+    // An older gateway answers the new requests with bad_type: then they are not sent
+    // on that connection (reads stay in this page).
+    this.peersUnsupported = false;
     // Instrumentation, read by the tests and shown nowhere else: frames by type, each
     // ack frame with why it was sent and how many messages it covered.
     this.counters = { out: {}, in: {}, frames_in: 0, duplicates: 0, connects: 0 };
     this.ackLog = [];
+    this.readLog = [];
     // Changes are collected and reported once per task, so that a batch frame of 256
     // messages redraws once, not 256 times.
     this.dirty = nothingDirty();
@@ -105,6 +126,8 @@ export class GwClient extends EventTarget {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     this.flushAcks(this.openGid ? [this.openGid] : [], 'leave');
+    this.flushReads('leave');
+    this.stopPeers();
     this.teardown(1000, 'signed out');
     this.setState('stopped', 'signed out');
     if (this.channel) this.channel.close();
@@ -168,6 +191,7 @@ export class GwClient extends EventTarget {
   /** Requests in flight are lost with the connection: forget their rids. Pending sends
    * stay pending (sent again after `welcome`); pulls are made again by catchUp. */
   resetInFlight() {
+    this.rejectInFlight();
     this.rids.clear();
     for (const g of this.groups.values()) {
       if (!g.view) continue;
@@ -279,10 +303,18 @@ export class GwClient extends EventTarget {
       case 'joined': return this.onJoined(m);
       case 'left': return this.onLeft(String(m.gid));
       case 'sent': return this.onSent(m);
-      case 'msg': return this.onMsg(m);
+      case 'msg':
+        this.stoppedTyping(String(m.gid), String(m.from)); // what was typed came
+        this.sawMember(String(m.gid), String(m.from));
+        return this.onMsg(m);
       case 'page': return this.onPage(m, info);
       case 'notify': return this.onNotify(m);
       case 'pong': return;
+      case 'receipts': return this.onReceipts(m, info);
+      case 'cursors': return this.onCursors(m);
+      case 'presence': return this.onPresence(m, info);
+      case 'online': return this.onOnline(m);
+      case 'typing': return this.onTyping(m);
       case 'err': return this.onErr(m, info);
       default: return; // unknown types are ignored, like unknown keys
     }
@@ -296,6 +328,7 @@ export class GwClient extends EventTarget {
     if (asInt(m.max_body) > 0) this.maxBody = asInt(m.max_body);
     clearTimeout(this.connectTimer);
     this.tokenRefusals = 0;
+    this.peersUnsupported = false;
     this.onlineSince = now();
     this.setState('online', '');
     // Resume: the counts are the gateway's (login pulls nothing), the open group pulls
@@ -313,6 +346,8 @@ export class GwClient extends EventTarget {
         this.catchUp(g);
       }
     }
+    this.flushReads('resume'); // reads this page holds that the gateway has not
+    this.resumePeers();
     this.armPing();
   }
 
@@ -321,6 +356,13 @@ export class GwClient extends EventTarget {
     const msg = String(m.msg || '');
     const gid = m.gid !== undefined ? String(m.gid) : info && info.gid;
     const kind = info ? info.kind : m.gid !== undefined ? 'ack' : 'unknown';
+    if (info && (info.kind === 'receipts' || info.kind === 'presence')) return this.onPeerErr(info, code, msg);
+    if (!info && code === 'bad_type') {
+      // Only frames without a rid that this gateway does not know get this: a read,
+      // watch or typing sent to an older gateway. Not sent again on this connection.
+      this.peersUnsupported = true;
+      return;
+    }
     if (info && info.kind === 'send') {
       if (this.onSendErr(info.cid, code)) return; // sent again later
     } else if (info && (info.kind === 'enter' || info.kind === 'after' || info.kind === 'before')) {
@@ -345,7 +387,7 @@ export class GwClient extends EventTarget {
 // The other parts' methods, installed as the class's own are (not enumerable). A name
 // defined in two places is a mistake: caught here rather than one silently replacing
 // the other.
-for (const methods of [groupMethods, viewMethods, sendMethods, tabSyncMethods, batchingMethods]) {
+for (const methods of [groupMethods, viewMethods, readMethods, peerMethods, sendMethods, tabSyncMethods, batchingMethods]) {
   for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(methods))) {
     if (name in GwClient.prototype) throw new Error(`GwClient.${name} is defined twice`);
     Object.defineProperty(GwClient.prototype, name, { ...d, enumerable: false });

@@ -12,16 +12,27 @@ export const groupMethods = {
   groupList() {
     return [...this.groups.values()]
       .sort((a, b) => (a.gid < b.gid ? -1 : a.gid > b.gid ? 1 : 0))
-      .map((g) => ({ gid: g.gid, lastMid: g.lastMid, unread: this.unread(g), open: g.gid === this.openGid }));
+      .map((g) => ({ gid: g.gid, lastMid: g.lastMid, unread: this.unread(g), read: this.readOf(g), open: g.gid === this.openGid }));
   },
 
-  /** Unread = messages after what the user has seen. For the open group that is its
-   * watermark; for the others the ack (messages that arrived live while the group was
-   * not open are held, but the user has not seen them). */
+  /** Unread = messages after what the user has seen. Once the user sends reads (this
+   * page, another tab or device: reads.js) that is the read cursor, as the gateway
+   * counts. Before, for the open group it is its watermark; for the others the ack
+   * (messages that arrived live while the group was not open are held, but the user has
+   * not seen them). */
   unread(g) {
+    const read = this.readOf(g);
+    if (read !== null) return Math.max(0, g.lastMid - read);
     let seen = g.ack;
     if (g.gid === this.openGid && g.view && g.view.w !== null) seen = Math.max(seen, g.view.w);
     return Math.max(0, g.lastMid - seen);
+  },
+
+  /** The group's read cursor as this page knows it (marked here, sent or not), or null
+   * while the user never sent one. */
+  readOf(g) {
+    if (g.read === null && g.readWant === 0) return null;
+    return Math.max(g.read ?? 0, g.readWant);
   },
 
   /** Join a group, creating it when it does not exist (open groups). */
@@ -50,12 +61,15 @@ export const groupMethods = {
       if (!g) this.groups.set(gid, (g = new Group(gid)));
       const lastMid = asInt(e.last_mid);
       const ack = asInt(e.ack);
+      const read = e.read !== undefined && e.read !== null ? asInt(e.read) : null;
       if (g.view && g.view.w !== null && lastMid < g.view.w) {
         // The gateway knows fewer messages than this page holds: its store was replaced
         // (a new data folder). What this page holds is not that group any more.
         g.view = g.gid === this.openGid ? new View() : null;
         g.lastMid = lastMid;
         g.ack = ack;
+        g.read = read;
+        g.readWant = 0;
         if (g.view) {
           this.markView(gid, { reset: true });
           this.sendEnter(g);
@@ -68,8 +82,10 @@ export const groupMethods = {
         // gateway has, and re-ack below if this page holds more.
         g.ack = ack;
         if (g.view) g.view.ackedTo = ack;
+        g.read = read; // reads this page marked beyond it are sent again (flushReads)
       } else {
         g.ack = Math.max(g.ack, ack);
+        if (read !== null) g.read = Math.max(g.read ?? 0, read);
       }
     }
     for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
@@ -98,6 +114,7 @@ export const groupMethods = {
     if (g.view) clearTimeout(g.view.ackTimer);
     if (this.openGid === gid) this.openGid = null;
     this.groups.delete(gid);
+    this.forgetPeers(gid);
     for (const [cid, p] of this.pending) if (p.gid === gid) this.pending.delete(cid);
     this.markGroups();
     this.markView(gid, { reset: true });

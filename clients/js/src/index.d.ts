@@ -42,8 +42,55 @@ export interface ViewEntry {
 export interface GroupSummary {
   gid: string;
   lastMid: number;
+  /** Messages after the user's read cursor once the user sent one (here, in another tab,
+   * or from another device: the gateway's welcome tells), else after its ack. */
   unread: number;
+  /** The read cursor (what the person has seen), null while the user never sent one. */
+  read: number | null;
   open: boolean;
+}
+
+/** A message's receipts: members that hold it, members that have seen it (one that
+ * never sent a read counts by its ack), of how many (the sender included), and in a
+ * group of at most 100 members (the gateway's --receipt-list-max) who has seen it. */
+export interface Receipts {
+  gid: string;
+  mid: number;
+  delivered: number;
+  read: number;
+  of: number;
+  readers?: string[];
+}
+
+/** Where a member of a watched small group moved: its ack, and its read when it ever
+ * sent one. */
+export interface Cursor {
+  uid: string;
+  ack: number;
+  read?: number;
+}
+
+export interface PresenceMember {
+  uid: string;
+  online: boolean;
+  /** Ms since the epoch the member was last online (now while it is; 0: never). */
+  lastSeen: number;
+}
+
+/** Who of a group's members is online; each member listed in a group of at most 100
+ * members (the gateway's --presence-list-max). */
+export interface Presence {
+  gid: string;
+  online: number;
+  of: number;
+  members?: PresenceMember[];
+}
+
+/** How a receipts() or presence() promise fails: the gateway's error code
+ * (not_member, ...), 'offline' (it could not be sent) or 'disconnected' (the connection
+ * was lost before the reply). */
+export interface GwRequestError extends Error {
+  code: string;
 }
 
 export interface ViewMeta {
@@ -93,6 +140,18 @@ export interface GwClientEventMap {
   notice: CustomEvent<NoticeDetail>;
   /** The token was refused and cannot be renewed: sign in again. */
   auth: CustomEvent<{ reason: string }>;
+  /** A message's receipts: a reply to receipts(), or a watched message's that changed. */
+  receipts: CustomEvent<Receipts>;
+  /** Members of a watched small group moved their cursors (the receipts of the watched
+   * messages they may have changed follow as 'receipts' events). */
+  cursors: CustomEvent<{ gid: string; cursors: Cursor[] }>;
+  /** A group's presence: a reply to presence(), or a subscribed group's changed. */
+  presence: CustomEvent<Presence>;
+  /** Members of a subscribed group came online or went (as the gateway pushed it). */
+  online: CustomEvent<{ gid: string; changes: PresenceMember[] }>;
+  /** Who is typing in a group now: one started, stopped (its ttl ran out, or its
+   * message came). Other users only. */
+  typing: CustomEvent<{ gid: string; uids: string[] }>;
 }
 
 export interface GwClientOptions {
@@ -108,7 +167,9 @@ export interface GwClientOptions {
  * The client: one user's session, reconnecting by itself. It keeps each group's
  * watermark, dedups by (gid, mid), acks in batches as the gateway's welcome asks, fills
  * holes by pull, resends pending messages with their cid after a reconnect, and tells
- * other tabs of the same user (BroadcastChannel) what it acked.
+ * other tabs of the same user (BroadcastChannel) what it acked and read. It also
+ * marks what the person has seen (read), and keeps receipts, presence and who is
+ * typing current for the page.
  */
 export declare class GwClient extends EventTarget {
   constructor(options: GwClientOptions);
@@ -156,6 +217,32 @@ export declare class GwClient extends EventTarget {
   retry(cid: string): void;
   /** Forget a failed message. */
   discard(cid: string): void;
+
+  /** The person has seen every message of gid up to mid (cumulative: a lower mid
+   * changes nothing). Sent in batches like the acks, and at once when the view is left;
+   * the group's unread counts from it from then on. */
+  markRead(gid: string, mid: number): void;
+  /** The receipts of one message (also reported as a 'receipts' event). Rejects with a
+   * GwRequestError. */
+  receipts(gid: string, mid: number): Promise<Receipts>;
+  /** Keep these messages' receipts current ('receipts' events): asked for at once, then
+   * again as members move. Up to 16 mids (the newest kept) in up to 16 groups (a 17th
+   * throws a RangeError); again replaces the mids; [] is unwatch. Kept across
+   * reconnects. */
+  watch(gid: string, mids: number[]): void;
+  unwatch(gid: string): void;
+  /** The last receipts known of a watched message. */
+  receiptsOf(gid: string, mid: number): Receipts | undefined;
+  /** Who of gid's members is online. subscribe: true keeps it current ('presence'
+   * events, also after reconnects), false stops that. Rejects with a GwRequestError. */
+  presence(gid: string, options?: { subscribe?: boolean }): Promise<Presence>;
+  /** The last presence known of gid (current while subscribed). */
+  presenceOf(gid: string): Presence | undefined;
+  /** The user is typing in gid: tells the others, at most once every 2 s (more often
+   * is dropped here). True when it was sent. */
+  typing(gid: string): boolean;
+  /** Other users typing in gid now (each forgotten after the ttl the gateway gave). */
+  typingIn(gid: string): string[];
 
   addEventListener<K extends keyof GwClientEventMap>(
     type: K,

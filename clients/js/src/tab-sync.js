@@ -1,6 +1,6 @@
 // The user's other tabs, a part of GwClient (client.js installs these methods on its
-// prototype; `this` is the client): a BroadcastChannel that shares acks and membership
-// changes between the tabs of this browser signed in as the same user.
+// prototype; `this` is the client): a BroadcastChannel that shares acks, reads and
+// membership changes between the tabs of this browser signed in as the same user.
 
 import { asInt } from './util.js';
 
@@ -33,6 +33,8 @@ export const tabSyncMethods = {
         if (g) g.ack = Math.max(g.ack, asInt(mid));
       }
       this.markGroups();
+    } else if (msg.kind === 'read' && msg.reads) {
+      for (const [gid, mid] of Object.entries(msg.reads)) this.readElsewhere(gid, mid);
     } else if (msg.kind === 'membership') {
       this.queueGroupsRefresh();
     }

@@ -18,6 +18,11 @@ export class Group {
     this.gid = gid;
     this.lastMid = 0; // highest mid known to exist
     this.ack = 0; // highest ack known for this user: the server's, ours, or another tab's
+    // The person's cursor (reads.js): the highest read known (the server's, ours once
+    // sent, or another tab's), null while the user never sent one; and the highest this
+    // page was told is on screen (markRead), sent in batches like the acks.
+    this.read = null;
+    this.readWant = 0;
     this.view = null; // a View once the group has been opened in this page
   }
 }
@@ -59,20 +64,23 @@ export const viewMethods = {
     this.markGroups();
   },
 
-  /** Leave the view (another group, back to the list, page hidden): ack at once. */
+  /** Leave the view (another group, back to the list, page hidden): ack at once, and
+   * send the reads. */
   close() {
     const gid = this.openGid;
     if (!gid) return;
     this.flushAcks([gid], 'leave');
+    this.flushReads('leave');
     this.openGid = null;
     const g = this.groups.get(gid);
     if (g && g.view) g.view.trim(KEEP_WHEN_LEFT);
     this.markGroups();
   },
 
-  /** Ack the open group now (the page is being hidden or unloaded). */
+  /** Ack the open group and send the reads now (the page is being hidden or unloaded). */
   flushOpen(reason = 'leave') {
     if (this.openGid) this.flushAcks([this.openGid], reason);
+    this.flushReads(reason);
   },
 
   /** Older history of the open group: `pull before` the lowest mid shown. */
@@ -165,7 +173,9 @@ export const viewMethods = {
       // its first mid was read before (in this tab or another). An empty page means
       // nothing is unread: the ack is the group's last mid.
       v.w = msgs.length ? asInt(msgs[0].mid) - 1 : asInt(m.last_mid);
-      v.ackedTo = Math.max(v.ackedTo, v.w);
+      // Acked: up to the page's start, or further (a view that starts after the read,
+      // behind the ack: nothing to ack again up to the ack).
+      v.ackedTo = Math.max(v.ackedTo, v.w, g.ack);
       g.ack = Math.max(g.ack, v.w);
       v.firstUnread = msgs.length ? v.w + 1 : null;
       // Live pushes that came before this answer and are at or below the ack were read
@@ -289,10 +299,16 @@ export const viewMethods = {
     this.markView(g.gid);
   },
 
+  /** The first page of a view: `enter` (after the stored ack), or, when the person has
+   * seen less than the devices hold (a read behind the ack), a pull after the read: the
+   * view starts at the first message the person has not seen, where unread counts from. */
   sendEnter(g) {
     const v = g.view;
     if (!v || this.state !== 'online' || v.fwdRid !== null) return;
-    v.fwdRid = this.request({ t: 'enter', gid: g.gid, limit: PAGE_LIMIT }, { kind: 'enter', gid: g.gid, view: v });
+    const info = { kind: 'enter', gid: g.gid, view: v };
+    const read = this.readOf(g);
+    if (read !== null && read < g.ack) v.fwdRid = this.request({ t: 'pull', gid: g.gid, after: read, limit: PAGE_LIMIT }, info);
+    else v.fwdRid = this.request({ t: 'enter', gid: g.gid, limit: PAGE_LIMIT }, info);
   },
 
   // ---- reporting changes -------------------------------------------------------------

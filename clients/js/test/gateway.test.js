@@ -1,7 +1,8 @@
 // The package against the real gateway: build/gw on 127.0.0.1 (a free port, a fresh data
 // folder), tokens from build/tools/gw_token, and node's `ws` as the WebSocket. Two users:
 // a message sent while one is away is pulled, exactly once, when that one comes back and
-// opens the group, and its ack is stored (the next sign-in shows nothing unread).
+// opens the group, and its ack is stored (the next sign-in shows nothing unread); reads,
+// receipts, typing and presence between them.
 // GW_BUILD names the build folder (default: ../../build from this package).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -79,6 +80,65 @@ test('a message sent while a member is away is pulled once when it opens the gro
   const again = await signIn('bob');
   assert.equal(group(again, 'room').unread, 0, 'the ack was stored');
   again.stop();
+  alice.stop();
+});
+
+test('reads, receipts, typing and presence between two users', async () => {
+  const alice = await signIn('alice');
+  const bob = await signIn('bob');
+  alice.join('peers');
+  bob.join('peers');
+  await until('both joined', () => group(alice, 'peers') && group(bob, 'peers'));
+  // Neither has the group open: their acks stay 0, so what counts below is bob's read.
+  for (const text of ['one', 'two', 'three']) alice.send('peers', text);
+  await until('alice sent three', () => alice.pending.size === 0 && group(alice, 'peers').lastMid === 3);
+  await until('bob counts three', () => group(bob, 'peers').unread === 3);
+
+  const presence = [];
+  alice.addEventListener('presence', (e) => presence.push(e.detail));
+  const p = await alice.presence('peers', { subscribe: true });
+  assert.deepEqual([p.online, p.of], [2, 2]);
+  assert.deepEqual(p.members.map((m) => [m.uid, m.online]).sort(), [['alice', true], ['bob', true]]);
+  assert.ok(p.members.every((m) => m.lastSeen > Date.now() - 60000), 'online members were seen now');
+
+  alice.watch('peers', [2, 3]);
+  await until('the receipts of the watched messages', () => alice.receiptsOf('peers', 2) && alice.receiptsOf('peers', 3));
+  assert.deepEqual(alice.receiptsOf('peers', 2), { gid: 'peers', mid: 2, delivered: 0, read: 0, of: 2, readers: [] });
+
+  bob.markRead('peers', 2); // batched: goes out after ack_delay_ms
+  assert.equal(group(bob, 'peers').unread, 1, 'counted from the read at once');
+  await until('bob sent the read', () => bob.readLog.length === 1);
+  assert.deepEqual(bob.readLog[0].reads, { peers: 2 });
+  // The watch pushes bob's move (at most one push a second), and the client asks again.
+  await until("alice's watched receipts to show bob's read", () => alice.receiptsOf('peers', 2).read === 1);
+  assert.deepEqual(alice.receiptsOf('peers', 2), { gid: 'peers', mid: 2, delivered: 1, read: 1, of: 2, readers: ['bob'] });
+  assert.equal(alice.receiptsOf('peers', 3).read, 0, 'bob read up to 2 only');
+  const r1 = await alice.receipts('peers', 1);
+  assert.deepEqual([r1.delivered, r1.read, r1.of, r1.readers], [1, 1, 2, ['bob']], 'a read without an ack: read, and so delivered');
+  await assert.rejects(alice.receipts('elsewhere', 1), (e) => e.code === 'not_member');
+
+  // A second session of bob: its welcome counts unread from the read (3 - 2).
+  const bob2 = await signIn('bob');
+  assert.deepEqual([group(bob2, 'peers').read, group(bob2, 'peers').unread], [2, 1]);
+
+  // Typing reaches the other user, once per 2 s, and is forgotten after its ttl.
+  const typing = [];
+  alice.addEventListener('typing', (e) => typing.push(e.detail.uids));
+  assert.equal(bob.typing('peers'), true);
+  assert.equal(bob.typing('peers'), false, 'within 2 s: not sent again');
+  await until('alice sees bob typing', () => alice.typingIn('peers').includes('bob'));
+  assert.deepEqual(bob2.typingIn('peers'), [], "not to the typist's own sessions");
+  await until('bob typing forgotten after the ttl', () => alice.typingIn('peers').length === 0, 8000);
+  assert.deepEqual(typing, [['bob'], []]);
+
+  // Both bob sessions go: alice's subscription tells, within a few seconds.
+  bob.stop();
+  bob2.stop();
+  await until('bob offline for alice', () => alice.presenceOf('peers').online === 1);
+  const bobNow = alice.presenceOf('peers').members.find((m) => m.uid === 'bob');
+  assert.equal(bobNow.online, false);
+  assert.ok(bobNow.lastSeen > 0);
+  assert.ok(presence.length >= 2, 'the reply, then the change');
   alice.stop();
 });
 

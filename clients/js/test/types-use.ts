@@ -1,5 +1,5 @@
 // Compiled (not run) by test/types.test.js: the declarations say what the code does.
-import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry } from 'gw-client';
+import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor } from 'gw-client';
 
 const client = new GwClient({ url: 'ws://127.0.0.1:8443/ws', getToken: async () => 'token' });
 client.addEventListener('view', (ev) => {
@@ -17,3 +17,27 @@ const log = new GroupLog();
 const r: 'held' | 'duplicate' | 'ignored' = log.hold({ mid: 1, from: 'a', ts: 1, body: 'x' });
 const d: number = backoffDelay(3) + log.advance() + unread;
 if (isValidId('lobby')) console.log(r, d);
+
+// What members see of each other: reads, receipts, presence, typing.
+client.markRead('lobby', 3);
+const read: number | null = client.groupList()[0]?.read ?? null;
+client.receipts('lobby', 3).then((r: Receipts) => {
+  const names: string[] = r.readers ?? [];
+  console.log(r.delivered, r.read, r.of, names.join(', '));
+}, (e: GwRequestError) => console.log(e.code));
+client.watch('lobby', [1, 2, 3]);
+client.addEventListener('receipts', (ev) => console.log(ev.detail.mid, ev.detail.read, client.receiptsOf('lobby', ev.detail.mid)?.of));
+client.addEventListener('cursors', (ev) => {
+  const c: Cursor[] = ev.detail.cursors;
+  for (const x of c) console.log(x.uid, x.ack, x.read ?? 'never');
+});
+client.unwatch('lobby');
+const p: Promise<Presence> = client.presence('lobby', { subscribe: true });
+p.then((x) => x.members?.filter((m) => m.online).map((m) => m.uid + m.lastSeen));
+client.addEventListener('presence', (ev) => console.log(ev.detail.online, ev.detail.of, client.presenceOf(ev.detail.gid)?.members?.length));
+client.addEventListener('online', (ev) => ev.detail.changes.forEach((c) => console.log(c.uid, c.online, c.lastSeen)));
+const sentTyping: boolean = client.typing('lobby');
+client.addEventListener('typing', (ev) => {
+  const who: string[] = ev.detail.uids;
+  console.log(who, client.typingIn(ev.detail.gid), sentTyping, read);
+});
