@@ -7,7 +7,7 @@
  *   - every receiver, after dedup by mid, holds every message from its join to the end,
  *     each once, in order;
  *   - a stored ack never exceeds what the client acked, and never falls behind an ack
- *     the client sent more than the ack flush window before a kill.
+ *     the client sent more than two ack flush windows and a second before a kill.
  * It prints the counts (confirmed, kills, re-deliveries absorbed, losses) and exits 0
  * only if every invariant held.
  *
@@ -513,13 +513,16 @@ static void traffic_during(const char *cmd, gwc_ctx *ctx, client *cs, int n, msg
     }
 }
 
-/* What the store must hold at least: acks sent one flush window (and some slack for the
- * writer) before a kill. */
+/* What the store must hold at least: acks sent two flush windows and a second before a
+ * kill. The second is slack for a loaded machine (the suite runs tests side by side on two
+ * cores): a node that reads its frames late flushes late, and an ack flushed late is
+ * re-delivery, not loss; an ack never stored is still caught at a later kill. */
+#define ACK_SLACK_MS 1000
 static void note_safe_acks(client *cs, int n)
 {
     uint64_t kill_at = now_ms();
     for (int i = o.senders; i < n; i++)
-        if (cs[i].acked_at_ms[1] + 2 * ACK_FLUSH_MS + 100 < kill_at)
+        if (cs[i].acked_at_ms[1] + 2 * ACK_FLUSH_MS + ACK_SLACK_MS < kill_at)
             cs[i].safe_ack =
                 cs[i].acked_at_ms[0] > cs[i].safe_ack ? cs[i].acked_at_ms[0] : cs[i].safe_ack;
 }
