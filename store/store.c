@@ -155,6 +155,7 @@ static bool op_valid(const st_op *op)
     case ST_OP_READ_UNSWEPT:
         return op->limit > 0 && op->upto >= op->from && (op->gid.n == 0 || st_id_ok(op->gid));
     case ST_OP_SIGNAL: return op->record && op->record_n > 0 && op->record_n <= ST_SIGNAL_MAX;
+    case ST_OP_EDIT: return st_id_ok(op->gid) && op->mid >= 1 && op->record && op->record_n > 0;
     }
     return false;
 }
@@ -162,7 +163,10 @@ static bool op_valid(const st_op *op)
 static void reset_outputs(st_op *op)
 {
     op->result = 0;
-    op->mid = op->ts = op->last_mid = op->ack = op->read = 0;
+    if (op->kind != ST_OP_EDIT) /* an edit's mid and ver are its inputs */
+        op->mid = op->ver = 0;
+    op->ver_asked_ = op->ver; /* ver is an output too: a batch applied again asks the same */
+    op->ts = op->last_mid = op->ack = op->read = 0;
     op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
     op->page = NULL;
@@ -284,6 +288,25 @@ int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *rec
     int rc = submit_wait(s, &op);
     if (mid)
         *mid = op.mid;
+    if (ts)
+        *ts = op.ts;
+    if (duplicate)
+        *duplicate = op.duplicate;
+    return rc;
+}
+
+int st_edit_sync(st_store *s, st_id gid, uint64_t mid, uint64_t *ver, bool recall,
+                 const void *record, size_t record_n, uint64_t *ts, bool *duplicate)
+{
+    st_op op = {.kind = ST_OP_EDIT,
+                .gid = gid,
+                .mid = mid,
+                .ver = *ver,
+                .recall = recall,
+                .record = record,
+                .record_n = record_n};
+    int rc = submit_wait(s, &op);
+    *ver = op.ver;
     if (ts)
         *ts = op.ts;
     if (duplicate)

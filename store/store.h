@@ -55,6 +55,10 @@ enum st_err {
                          * same cid, which stores it at most once. */
     ST_ENOMEM = -6,     /* allocation failed */
     ST_ECLOSED = -7,    /* the store is closing and takes no more writes */
+    ST_ENOMSG = -8,     /* EDIT: the group has no message with that mid */
+    ST_EGONE = -9,      /* EDIT: the message was recalled: nothing of it is left to edit */
+    ST_ESTALE = -10,    /* EDIT: the version asked for is not the next one (another edit
+                         * came first) */
 };
 
 /* st_submit's answer for a read answered at once on the caller's thread. */
@@ -115,6 +119,8 @@ enum st_change_kind {
     ST_CH_RESYNC,  /* changes may be missing and the log could not say which: read again */
     ST_CH_SIGNOUT, /* uid's sessions are to end (ST_OP_SIGNOUT) */
     ST_CH_READ,    /* uid's stored read of gid moved forward to read */
+    ST_CH_EDIT,    /* gid's message mid has version ver, made at ts: record (NULL: too large
+                    * to announce); recalled: a tombstone, its record the `from` pair alone */
     /* Signals (ST_OP_SIGNAL): nothing stored, told as they come, from the gateway `origin`. */
     ST_CH_TYPING, /* uid is typing in gid */
     ST_CH_ONLINE, /* uid came online on origin (ack 1), or went (ack 0; ts: when) */
@@ -132,7 +138,9 @@ typedef struct st_change {
     uint64_t mid, ts;   /* MSG */
     uint64_t ack;       /* JOIN, ACK */
     uint64_t read;      /* READ */
-    const void *record; /* MSG: borrowed, or NULL when it was too large to announce */
+    uint64_t ver;       /* EDIT */
+    bool recalled;      /* EDIT */
+    const void *record; /* MSG, EDIT: borrowed, or NULL when it was too large to announce */
     size_t record_n;
     uint64_t origin; /* the announcing store (random per open) */
 } st_change;
@@ -247,6 +255,15 @@ enum st_op_kind {
                          * list (gid, lo..hi) */
     ST_OP_SIGNAL,       /* tell the other gateways something that is not stored (record:
                          * the lines, see Signals below); RocksDB: nothing to tell */
+    /* A message's later versions: each a write of its own after the batch's writes, like
+     * the bookkeeping, and announced (ST_CH_EDIT). */
+    ST_OP_EDIT, /* gid's message mid gets version `ver`: `record` replaces the stored one (an
+                 * edit: the `from` pair and a new body; a recall, with `recall`: the `from`
+                 * pair alone, and the message stays a tombstone). Checked here: the message
+                 * exists (ST_ENOMSG), is not recalled (ST_EGONE; a recall of it again is a
+                 * duplicate), ver is the next one (ST_ESTALE). The same ver with the same
+                 * record again is a duplicate: nothing stored, the first answer given.
+                 * Who may edit is the caller's to check (the record names the sender). */
 };
 
 /*
@@ -363,14 +380,20 @@ struct st_op {
                            * groups); false: as open_groups says */
     bool any_sender;      /* in: APPEND, the sender need not be a member (the server API's
                            * messages: a bot, the application itself) */
+    bool recall;          /* in: EDIT, the version is a tombstone */
     st_done_fn done;      /* in: completion, on the store thread */
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
     int result;        /* out: 0 or ST_E* */
-    uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate) */
-    uint64_t ts;       /* out: APPEND, server time in ms assigned at commit */
-    bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored */
+    uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate); in:
+                        * EDIT, the message's */
+    uint64_t ts;       /* out: APPEND, server time in ms assigned at commit; EDIT, when the
+                        * version was made */
+    uint64_t ver;      /* in: EDIT, the version to make (the stored one + 1; 0: the next,
+                        * whichever it is); out: the version stored */
+    bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
+                        * version was made before with this record (or recalled before) */
     uint64_t last_mid; /* out: APPEND (after it), JOIN, READ_GROUP */
     uint64_t ack;      /* out: JOIN, the member's ack; READ_GROUP with uid */
     uint64_t read;     /* out: READ_GROUP with uid, the member's read, when has_read */
@@ -391,6 +414,7 @@ struct st_op {
     st_list *list;       /* out: READ_UNSWEPT, TELL_ADOPT, owned by the caller */
 
     st_op *next_;        /* private: queue link */
+    uint64_t ver_asked_; /* private: EDIT's ver as submitted */
     uint64_t queued_us_; /* private: when it was submitted, for the read latency */
 };
 
@@ -410,6 +434,9 @@ void st_submit_all(st_store *s, st_op *ops, size_t n, int *rcs);
 /* Blocking helpers: submit one op and wait for it. Return op result. */
 int st_append_sync(st_store *s, st_id gid, st_id uid, st_id cid, const void *record,
                    size_t record_n, uint64_t *mid, uint64_t *ts, bool *duplicate);
+/* *ver in: the version to make (0: the next); out: the version stored. */
+int st_edit_sync(st_store *s, st_id gid, uint64_t mid, uint64_t *ver, bool recall,
+                 const void *record, size_t record_n, uint64_t *ts, bool *duplicate);
 int st_join_sync(st_store *s, st_id gid, st_id uid, uint64_t *last_mid, uint64_t *ack);
 int st_leave_sync(st_store *s, st_id gid, st_id uid);
 int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied);
@@ -482,7 +509,10 @@ void st_members_free(st_members *m);               /* NULL is a no-op */
 /* One message of a page; `record` is borrowed from the page. */
 typedef struct st_msg {
     uint64_t mid;
-    uint64_t ts;
+    uint64_t ts;     /* when it was sent */
+    uint64_t ver;    /* 0: as sent; n: its nth later version (ST_OP_EDIT) */
+    uint64_t ver_ts; /* when version ver was made (ver > 0) */
+    bool recalled;   /* a tombstone: record is the `from` pair alone */
     const void *record;
     size_t record_n;
 } st_msg;

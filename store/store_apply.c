@@ -132,6 +132,46 @@ static int apply_acks(st_store *s, st_op *op)
     return ST_OK;
 }
 
+/* A later version of a message (store.h, ST_OP_EDIT): the next one, or the same one again
+ * (a resent edit: the first answer), never one over a tombstone. */
+static int apply_edit(st_store *s, st_op *op, uint64_t now)
+{
+    const st_backend *b = s->be_ops;
+    st_group_row g;
+    st_msg_row cur;
+    int rc = b->get_group(s->be, op->gid, &g);
+    if (rc <= 0)
+        return rc < 0 ? rc : ST_ENOGROUP;
+    if (op->mid > g.last_mid || (rc = b->get_msg(s->be, op->gid, op->mid, &cur)) == 0)
+        return ST_ENOMSG;
+    if (rc < 0)
+        return rc;
+    op->last_mid = g.last_mid;
+    bool same = op->ver_asked_ == cur.ver && cur.ver > 0 && !cur.recalled && !op->recall &&
+                op->record_n == cur.record_n && memcmp(op->record, cur.record, cur.record_n) == 0;
+    if (same || (cur.recalled && op->recall)) {
+        op->ver = cur.ver;
+        op->ts = cur.ver_ts;
+        op->duplicate = true;
+        return ST_OK;
+    }
+    if (cur.recalled)
+        return ST_EGONE;
+    uint64_t ver = op->recall || op->ver_asked_ == 0 ? cur.ver + 1 : op->ver_asked_;
+    if (ver != cur.ver + 1)
+        return ST_ESTALE;
+    st_msg_row next = {.ts = cur.ts,
+                       .ver = ver,
+                       .ver_ts = now,
+                       .recalled = op->recall,
+                       .record = op->record,
+                       .record_n = op->record_n};
+    b->put_version(s->be, op->gid, op->mid, &next);
+    op->ver = ver;
+    op->ts = now;
+    return ST_OK;
+}
+
 /* last_seen = max(old, ms): a blind write, the backend keeps the greater. */
 static int apply_seen(st_store *s, st_op *op)
 {
@@ -149,6 +189,7 @@ int st_apply(st_store *s, st_op *op, uint64_t now)
     case ST_OP_ACKS: return apply_acks(s, op);
     case ST_OP_SIGNOUT: return ST_OK; /* only announced (store_pg_events.c) */
     case ST_OP_SEEN: return apply_seen(s, op);
+    case ST_OP_EDIT: return apply_edit(s, op, now);
     default: return ST_EINVAL;
     }
 }

@@ -38,6 +38,17 @@ typedef struct st_send_row {
     size_t gid_n;
 } st_send_row;
 
+/* A stored message as an edit sees it (the record: only to tell a resent edit). */
+typedef struct st_msg_row {
+    uint64_t ts;     /* when it was sent */
+    uint64_t ver;    /* 0: as sent */
+    uint64_t ver_ts; /* when version ver was made */
+    bool recalled;
+    const void *record; /* get_msg: the backend's, valid until its next call; put_version:
+                         * the op's, valid until the batch ends */
+    size_t record_n;
+} st_msg_row;
+
 /* What a backend's commit may answer besides 0 and ST_EIO. */
 #define ST_EAGAIN                                                                                  \
     (-100)              /* another writer of the same database got in the way (a unique            \
@@ -69,6 +80,9 @@ typedef struct st_backend {
     int (*get_send)(void *be, st_id uid, st_id cid, st_send_row *r);
     void (*put_send)(void *be, st_id uid, st_id cid, const st_send_row *r);
     void (*put_msg)(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n);
+    /* A message as stored (ST_OP_EDIT), and a later version of it replacing it. */
+    int (*get_msg)(void *be, st_id gid, uint64_t mid, st_msg_row *r);
+    void (*put_version)(void *be, st_id gid, uint64_t mid, const st_msg_row *r);
     /* uid's last_seen moves to ms, if that is later (a blind write: the backend keeps the
      * greater). */
     void (*put_seen)(void *be, st_id uid, uint64_t ms);
@@ -190,8 +204,8 @@ bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_m
 st_page *st_page_new(uint64_t last_mid);
 /* Room for n messages up front (a read that knows its range); ST_ENOMEM. */
 int st_page_reserve(st_page *p, size_t n);
-/* Adds one message (records are copied); in reading order. ST_ENOMEM. */
-int st_page_add(st_page *p, uint64_t mid, uint64_t ts, const void *rec, size_t n);
+/* Adds one message (its record copied); in reading order. ST_ENOMEM. */
+int st_page_add(st_page *p, const st_msg *m);
 /* The page is complete: read newest first (ST_BEFORE) is turned around, and more set. */
 void st_page_finish(st_page *p, bool reversed, bool more);
 /* Record bytes added so far. */

@@ -109,16 +109,18 @@ int st_page_reserve(st_page *p, size_t n)
     return grow_entries((void **)&p->msgs, sizeof(*p->msgs), &p->offs, &p->cap, n);
 }
 
-int st_page_add(st_page *p, uint64_t mid, uint64_t ts, const void *rec, size_t n)
+int st_page_add(st_page *p, const st_msg *m)
 {
+    size_t n = m->record_n;
     if (p->n == p->cap && st_page_reserve(p, p->cap ? p->cap * 2 : 16) != ST_OK)
         return ST_ENOMEM;
     if (!grow_bytes(&p->bytes, &p->used, &p->room, n))
         return ST_ENOMEM;
     if (n)
-        memcpy(p->bytes + p->used, rec, n);
+        memcpy(p->bytes + p->used, m->record, n);
     p->offs[p->n] = p->used;
-    p->msgs[p->n++] = (st_msg){.mid = mid, .ts = ts, .record = NULL, .record_n = n};
+    p->msgs[p->n] = *m;
+    p->msgs[p->n++].record = NULL; /* set from offs when the page is finished */
     p->used += n;
     return ST_OK;
 }

@@ -85,6 +85,7 @@ static void rows_clear(pg *p)
     pg_row *r, *tmp;
     HASH_ITER (hh, p->rows, r, tmp) {
         HASH_DEL(p->rows, r);
+        free(r->rec);
         free(r);
     }
     p->n_msgs = 0;
@@ -105,6 +106,12 @@ static bool want_rows(pg *p, st_op *writes)
         case ST_OP_LEAVE:
             ok = ok && pg_row_want(p, 'g', op->gid, none) && pg_row_want(p, 'm', op->gid, op->uid);
             break;
+        case ST_OP_EDIT: {
+            char k[8];
+            ok = pg_row_want(p, 'g', op->gid, none) &&
+                 pg_row_want(p, 'x', op->gid, pg_msg_key(op->mid, k));
+            break;
+        }
         case ST_OP_ACKS:
             for (size_t i = 0; ok && i < op->n_acks; i++)
                 ok = pg_row_want(p, 'g', op->acks[i].gid, none) &&
@@ -170,8 +177,24 @@ static int take_rows(pg *p, char *why, size_t why_len)
     return ST_OK;
 }
 
-/* The answers of round trip 1: BEGIN's, the locked groups, the other rows, the Sync. */
-static int take_reads(pg *p, char *why, size_t why_len)
+/* The answer of round trip 1's read of the messages that edits change. */
+static int take_msgs(pg *p, char *why, size_t why_len)
+{
+    PGresult *r = pg_result(p, why, why_len);
+    if (!r)
+        return ST_EIO;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return fail_tx(p, r, "reading the batch's messages failed", why, why_len);
+    int rc = pg_msgs_take(p, r);
+    PQclear(r);
+    if (rc != ST_OK)
+        snprintf(why, why_len, "out of memory");
+    return rc == ST_OK ? ST_OK : ST_EIO;
+}
+
+/* The answers of round trip 1: BEGIN's, the locked groups, the other rows, the messages
+ * edits change (when msgs), the Sync. */
+static int take_reads(pg *p, bool msgs, char *why, size_t why_len)
 {
     PGresult *b = pg_result(p, why, why_len);
     if (!b)
@@ -180,10 +203,12 @@ static int take_reads(pg *p, char *why, size_t why_len)
         PQresultStatus(b) == PGRES_COMMAND_OK ? ST_OK : fail_tx(p, b, "BEGIN failed", why, why_len);
     if (rc == ST_OK)
         PQclear(b);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 + msgs; i++) {
         if (!p->conn)
             return ST_EIO;
-        int one = rc == ST_OK ? take_rows(p, why, why_len) : ST_OK;
+        int one = rc != ST_OK ? ST_OK
+                  : i < 2     ? take_rows(p, why, why_len)
+                              : take_msgs(p, why, why_len);
         if (rc == ST_OK)
             rc = one;
         else if (p->conn) /* after a failure the rest are skipped: take their results */
@@ -216,7 +241,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     size_t ng = 0, nm = 0, ns = 0;
     pg_row *r, *tmp;
     HASH_ITER (hh, p->rows, r, tmp)
-        r->kind == 'g' ? ng++ : r->kind == 'm' ? nm++ : ns++;
+        r->kind == 'g' ? ng++ : r->kind == 'm' ? nm++ : r->kind == 's' ? ns++ : 0;
     pg_buf a[5] = {{0}};
     pg_arr_begin(&a[0], PG_OID_TEXT, ng);
     pg_arr_begin(&a[1], PG_OID_TEXT, nm);
@@ -224,6 +249,8 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     pg_arr_begin(&a[3], PG_OID_TEXT, ns);
     pg_arr_begin(&a[4], PG_OID_TEXT, ns);
     HASH_ITER (hh, p->rows, r, tmp) {
+        if (r->kind == 'x')
+            continue; /* read after the groups are locked (pg_msgs_send_read) */
         int k = r->kind == 'g' ? 0 : r->kind == 'm' ? 1 : 3;
         pg_arr_bytes(&a[k], r->a.p, r->a.n);
         if (k)
@@ -236,6 +263,9 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
         rc = pg_send(p, PG_LOCK_GROUPS, groups, 1);
     if (rc == ST_OK)
         rc = pg_send(p, PG_READ_ROWS, others, 4);
+    bool msgs = false;
+    if (rc == ST_OK)
+        rc = pg_msgs_send_read(p, &msgs);
     for (int i = 0; i < 5; i++)
         pg_buf_free(&a[i]);
     if (rc != ST_OK) {
@@ -247,7 +277,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     }
     rc = pg_sync(p, why, why_len);
     if (rc == ST_OK)
-        rc = take_reads(p, why, why_len);
+        rc = take_reads(p, msgs, why, why_len);
     if (rc != ST_OK)
         rollback_now(p);
     return rc;
@@ -359,7 +389,7 @@ static enum change change_of(const pg_row *r)
     return r->existed ? DELETE : NONE;
 }
 
-static int by_key(const void *x, const void *y)
+int pg_row_by_key(const void *x, const void *y)
 {
     const pg_row *a = *(pg_row *const *)x, *b = *(pg_row *const *)y;
     int c = memcmp(a->key, b->key, a->key_n < b->key_n ? a->key_n : b->key_n);
@@ -383,7 +413,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
     HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == kind && change_of(r) == want)
             rows[k++] = r;
-    qsort(rows, n, sizeof(*rows), by_key);
+    qsort(rows, n, sizeof(*rows), pg_row_by_key);
     pg_buf a[5] = {{0}};
     int np = kind == 'g' ? (want == INSERT ? 3 : 2) : kind == 's' ? 5 : (want == DELETE ? 2 : 5);
     static const unsigned oids[3][5] = {
@@ -553,6 +583,7 @@ static void announce_make(pg *p)
             pg_announce_member(log, 'v', r->a, r->b, r->v.m.read);
         }
     }
+    pg_versions_announce(p, a, log);
     HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == DELETE) {
             pg_announce_member(a, 'l', r->a, r->b, 0);
@@ -675,6 +706,8 @@ static int pg_commit(void *be, char *why, size_t why_len)
         rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
     if (rc == ST_OK)
         rc = send_seen(p, &n);
+    if (rc == ST_OK)
+        rc = pg_versions_send(p, &n);
     if (rc == ST_OK)
         announce_make(p);
     if (rc == ST_OK && in_tx)
@@ -980,6 +1013,8 @@ const st_backend st_pg_backend = {
     .get_send = pg_get_send,
     .put_send = pg_put_send,
     .put_msg = pg_put_msg,
+    .get_msg = pg_get_msg,
+    .put_version = pg_put_version,
     .put_seen = pg_put_seen,
     .commit = pg_commit,
     .rollback = pg_rollback,

@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 4 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 5 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -24,8 +24,9 @@ typedef struct pg_row {
     UT_hash_handle hh;
     char key[1 + 2 * (1 + ST_MAX_ID)]; /* kind, then the ids, each length-prefixed */
     size_t key_n;
-    char kind;              /* 'g' group, 'm' member, 's' send */
-    st_id a, b;             /* the ids, pointing into key: gid | gid, uid | uid, cid */
+    char kind;              /* 'g' group, 'm' member, 's' send, 'x' message (an edit's) */
+    st_id a, b;             /* the ids, pointing into key: gid | gid, uid | uid, cid |
+                             * gid, be64 mid */
     bool existed;           /* in the database when the batch began */
     st_member_row m0;       /* 'm': the membership as it was then (what moved is announced) */
     bool present;           /* in it now, as the batch has changed it */
@@ -37,7 +38,9 @@ typedef struct pg_row {
         st_group_row g;
         st_member_row m;
         st_send_row s;
+        st_msg_row x; /* its record: rec as read, then the op's (put_version) */
     } v;
+    void *rec; /* 'x': the record as read (owned) */
 } pg_row;
 
 /* A message of the batch; the record is borrowed from its op. */
@@ -154,6 +157,8 @@ enum pg_stmt {
     PG_UPS_SEEN,
     PG_READ_SEEN,
     PG_SIGNAL,
+    PG_READ_MSGS,
+    PG_UPD_MSGS,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -197,6 +202,8 @@ st_id pg_get_id(const PGresult *r, int row, int col);
 pg_row *pg_row_find(pg *p, char kind, st_id a, st_id b);
 /* The row for (kind, a, b), added (not existing, not present) if new. NULL: no memory. */
 pg_row *pg_row_want(pg *p, char kind, st_id a, st_id b);
+/* qsort order of pg_row pointers: by key (writes in one lock order across writers). */
+int pg_row_by_key(const void *x, const void *y);
 
 /* A batch of appends whose groups and memberships are all cached takes its rows from
  * the cache (no round trip): true then, the rows filled. */
@@ -248,6 +255,26 @@ pg_feed *pg_feed_start(pg *p, const st_options *o);
 /* Stops and joins it. NULL is a no-op. */
 void pg_feed_stop(pg_feed *f);
 void pg_feed_figures(pg_feed *f, st_stats *out);
+
+/* ---- later versions of messages (store_pg_edit.c) ------------------------------------ */
+
+/* The key of a batch's message row ('x'): gid, and the mid's 8 bytes (in buf). */
+st_id pg_msg_key(uint64_t mid, char buf[8]);
+/* Round trip 1: queues the read of the batch's message rows (none: nothing queued, *sent
+ * false). */
+int pg_msgs_send_read(pg *p, bool *sent);
+/* ... and takes its answer into the rows. 0, ST_ENOMEM or a failure (fail_tx's). */
+int pg_msgs_take(pg *p, PGresult *r);
+int pg_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *m);
+void pg_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m);
+/* Round trip 2: queues the update of the versions the batch made (none: nothing). */
+int pg_versions_send(pg *p, int *n_stmts);
+/* The versions into the announcement (with their records where they fit) and the change
+ * log (never a record: a body recalled must not stay in the log). */
+void pg_versions_announce(pg *p, pg_announce *a, pg_announce *log);
+/* A version's line (store_pg_events.c): 'e' with its record when it fits, else 'E'. */
+void pg_announce_version(pg_announce *a, st_id gid, uint64_t mid, const st_msg_row *m,
+                         bool with_record);
 
 /* ---- reads (store_pg_read.c) --------------------------------------------------------- */
 

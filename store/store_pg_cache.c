@@ -112,7 +112,7 @@ void pg_cache_keep(pg *p)
         pg_cache_clear(p);
     pg_row *r, *tmp;
     HASH_ITER (hh, p->rows, r, tmp) {
-        if (r->kind == 's')
+        if (r->kind == 's' || r->kind == 'x')
             continue;
         pg_row *c = cache_find(p, r);
         if (!r->present) {
@@ -144,7 +144,7 @@ void pg_cache_stale(pg *p)
     uint64_t until = st_mono_ms() + SLOW_MS;
     pg_row *r, *tmp;
     HASH_ITER (hh, p->rows, r, tmp) {
-        pg_row *c = r->kind == 's' ? NULL : cache_find(p, r);
+        pg_row *c = r->kind == 's' || r->kind == 'x' ? NULL : cache_find(p, r);
         if (c)
             c->slow_until = until;
     }

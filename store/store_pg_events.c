@@ -9,6 +9,10 @@
  *   m GID MID TS RECORD        a message, its record in base64
  *   h GID MID TS               a message whose record did not fit: read it
  *   h GID MID 0 LO             (the change log's) the batch's messages LO..MID: read them
+ *   e GID MID VER TS R RECORD  a message's version VER, made at TS (R 1: recalled), its
+ *                              record in base64
+ *   E GID MID VER TS R         the same without the record (it did not fit, or the change
+ *                              log's, which keeps no body): read it
  *   a GID UID ACK              an ack moved forward
  *   v GID UID READ             a read moved forward (the person has seen up to READ)
  *   l GID UID                  a membership ended
@@ -135,6 +139,24 @@ void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const
     }
     unsigned char b64[PAYLOAD_MAX + 4];
     int bn = n ? EVP_EncodeBlock(b64, rec, (int)n) : 0;
+    line(a, h, (size_t)hn, b64, (size_t)bn);
+}
+
+void pg_announce_version(pg_announce *a, st_id gid, uint64_t mid, const st_msg_row *m,
+                         bool with_record)
+{
+    char h[16 + ST_MAX_ID + 96];
+    size_t b64_n = 4 * ((m->record_n + 2) / 3);
+    bool fits = with_record && 60 + ST_MAX_ID + 96 + b64_n <= PAYLOAD_MAX;
+    int hn =
+        snprintf(h, sizeof(h), "%c %.*s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d%s", fits ? 'e' : 'E',
+                 (int)gid.n, gid.p, mid, m->ver, m->ver_ts, m->recalled ? 1 : 0, fits ? " " : "");
+    if (!fits) {
+        line(a, h, (size_t)hn, NULL, 0);
+        return;
+    }
+    unsigned char b64[PAYLOAD_MAX + 4];
+    int bn = m->record_n ? EVP_EncodeBlock(b64, m->record, (int)m->record_n) : 0;
     line(a, h, (size_t)hn, b64, (size_t)bn);
 }
 
@@ -328,12 +350,22 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
         ch->kind = ST_CH_READ;
         return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && number(&at, end, &ch->read);
     case 'l': ch->kind = ST_CH_LEAVE; return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
+    case 'E':
+    case 'e':
     case 'h':
     case 'm': {
-        ch->kind = ST_CH_MSG;
-        if (!number(&at, end, &ch->mid) || !number(&at, end, &ch->ts) || ch->mid == 0)
+        ch->kind = k == 'e' || k == 'E' ? ST_CH_EDIT : ST_CH_MSG;
+        if (!number(&at, end, &ch->mid) || ch->mid == 0)
             return false;
-        if (k == 'h')
+        uint64_t recalled = 0;
+        if (ch->kind == ST_CH_EDIT &&
+            (!number(&at, end, &ch->ver) || ch->ver == 0 || !number(&at, end, &ch->ts) ||
+             !number(&at, end, &recalled) || recalled > 1))
+            return false;
+        ch->recalled = recalled == 1;
+        if (ch->kind == ST_CH_MSG && !number(&at, end, &ch->ts))
+            return false;
+        if (k == 'h' || k == 'E')
             return true;
         size_t n = (size_t)(end - at);
         if (n % 4)

@@ -19,8 +19,14 @@ static int page_of(const PGresult *r, st_op *op)
     for (int i = 0; i < PQntuples(r); i++) {
         if (PQgetisnull(r, i, 1))
             continue; /* the group, with no message in the range */
-        int rc = st_page_add(op->page, pg_get_int8(r, i, 1), pg_get_int8(r, i, 2),
-                             PQgetvalue(r, i, 3), (size_t)PQgetlength(r, i, 3));
+        st_msg m = {.mid = pg_get_int8(r, i, 1),
+                    .ts = pg_get_int8(r, i, 2),
+                    .record = PQgetvalue(r, i, 3),
+                    .record_n = (size_t)PQgetlength(r, i, 3),
+                    .ver = pg_get_int8(r, i, 4),
+                    .ver_ts = pg_get_int8(r, i, 5),
+                    .recalled = pg_get_int8(r, i, 6) != 0};
+        int rc = st_page_add(op->page, &m);
         if (rc != ST_OK)
             return rc;
         n++;

@@ -27,6 +27,9 @@
  * Version 4 adds what members see of each other:
  *   members.read                                  the member's read cursor (-1: none sent)
  *   users (uid, last_seen_ms)                     when a user was last online
+ * Version 5 adds a message's later versions (edits, recalls):
+ *   msgs.ver, msgs.ets, msgs.recalled             its version (0: as sent), when that was
+ *                                                 made, and whether it is a tombstone
  * An older database is brought up to date at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
@@ -97,6 +100,13 @@ static const char schema_v4[] =
     "CREATE TABLE gw.users (uid text COLLATE \"C\" PRIMARY KEY, last_seen_ms bigint NOT NULL)"
     " WITH (fillfactor = 80);"
     "INSERT INTO gw.schema_version VALUES (4, (extract(epoch from now()) * 1000)::bigint);";
+
+/* Version 5: a message's later versions (edits, recalls): its version, when that was
+ * made, and whether it is a tombstone (its record then the sender alone). */
+static const char schema_v5[] =
+    "ALTER TABLE gw.msgs ADD COLUMN ver bigint NOT NULL DEFAULT 0,"
+    " ADD COLUMN ets bigint NOT NULL DEFAULT 0, ADD COLUMN recalled boolean NOT NULL DEFAULT false;"
+    "INSERT INTO gw.schema_version VALUES (5, (extract(epoch from now()) * 1000)::bigint);";
 
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
@@ -231,7 +241,7 @@ static int schema(pg *p, char *why, size_t why_len)
                    " (extract(epoch from now()) * 1000)::bigint)",
                    NULL, why, why_len) ||
              !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len) ||
-             !exec(p, schema_v4, NULL, why, why_len))) {
+             !exec(p, schema_v4, NULL, why, why_len) || !exec(p, schema_v5, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -246,6 +256,7 @@ static int schema(pg *p, char *why, size_t why_len)
             (version < 2 && !exec(p, schema_v2, NULL, why, why_len)) ||
             (version < 3 && !exec(p, schema_v3, NULL, why, why_len)) ||
             (version < 4 && !exec(p, schema_v4, NULL, why, why_len)) ||
+            (version < 5 && !exec(p, schema_v5, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;

@@ -22,11 +22,13 @@
  * row at all when the group does not exist. Read nearest to $2 first, so that a page
  * cut short by bytes keeps the messages nearest to where the client reads. */
 #define PAGE_SQL(cmp, order)                                                                       \
-    "SELECT g.last_mid, p.mid, p.ts, p.record FROM gw.groups g LEFT JOIN LATERAL ("                \
-    " SELECT mid, ts, record FROM ("                                                               \
-    "  SELECT mid, ts, record, sum(octet_length(record)) OVER w AS run,"                           \
+    "SELECT g.last_mid, p.mid, p.ts, p.record, p.ver, p.ets, p.recalled::int::int8"                \
+    " FROM gw.groups g LEFT JOIN LATERAL ("                                                        \
+    " SELECT mid, ts, record, ver, ets, recalled FROM ("                                           \
+    "  SELECT mid, ts, record, ver, ets, recalled, sum(octet_length(record)) OVER w AS run,"       \
     "         row_number() OVER w AS rn FROM ("                                                    \
-    "   SELECT mid, ts, record FROM gw.msgs WHERE gid = g.gid AND mid " cmp " $2::int8"            \
+    "   SELECT mid, ts, record, ver, ets, recalled FROM gw.msgs"                                   \
+    "   WHERE gid = g.gid AND mid " cmp " $2::int8"                                                \
     "   ORDER BY mid " order " LIMIT $3::int8) x"                                                  \
     "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"                           \
     " WHERE run <= $4::int8 OR rn = 1) p ON true"                                                  \
@@ -161,6 +163,16 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * whose commit need not wait for the WAL's flush. */
     [PG_SIGNAL] = "SELECT pg_notify('gw_feed', $1::text)"
                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) s",
+    /* Later versions of messages (store_pg_edit.c): the batch's messages as stored (their
+     * groups are locked: no other writer changes them meanwhile), and the versions it
+     * made, over arrays in key order. */
+    [PG_READ_MSGS] = "SELECT m.gid, m.mid, m.ts, m.ver, m.ets, m.recalled::int::int8, m.record"
+                     " FROM gw.msgs m JOIN unnest($1::text[], $2::int8[]) AS k(gid, mid)"
+                     " ON m.gid = k.gid AND m.mid = k.mid",
+    [PG_UPD_MSGS] = "UPDATE gw.msgs m SET ver = v.ver, ets = v.ets, recalled = v.recalled = 1,"
+                    " record = v.record FROM unnest($1::text[], $2::int8[], $3::int8[],"
+                    " $4::int8[], $5::int8[], $6::bytea[]) AS v(gid, mid, ver, ets, recalled,"
+                    " record) WHERE m.gid = v.gid AND m.mid = v.mid",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -198,6 +210,8 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_UPS_SEEN] = "gw_ups_seen",
     [PG_READ_SEEN] = "gw_read_seen",
     [PG_SIGNAL] = "gw_signal",
+    [PG_READ_MSGS] = "gw_read_msgs",
+    [PG_UPD_MSGS] = "gw_upd_msgs",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */
@@ -333,8 +347,8 @@ static void lost(pg *p)
 
 int pg_send(pg *p, enum pg_stmt st, pg_buf *const *params, int n)
 {
-    const char *values[5];
-    int lengths[5], formats[5];
+    const char *values[8];
+    int lengths[8], formats[8];
     for (int i = 0; i < n; i++) {
         if (params[i]->oom)
             return ST_ENOMEM;

@@ -93,6 +93,7 @@ static void rk_close(void *be)
     if (r->ropts)
         rocksdb_readoptions_destroy(r->ropts);
     pthread_rwlock_destroy(&r->rd_lock);
+    rocksdb_free(r->msg_val);
     free(r->lines);
     free(r->path);
     free(r);
@@ -341,6 +342,51 @@ static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const voi
     rk_unread_msg(r, gid, mid, ts);
 }
 
+static int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
+{
+    rk *r = be;
+    rk_key k;
+    rk_key_msg(&k, gid, mid);
+    char *err = NULL;
+    size_t n = 0;
+    rocksdb_free(r->msg_val);
+    r->msg_val = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
+        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_MSGS], k.b, k.n, &n, &err);
+    if (err) {
+        rocksdb_free(err);
+        r->unreadable = true;
+        return ST_EIO;
+    }
+    st_msg m;
+    if (!r->msg_val || !rk_msg_decode(r->msg_val, n, &m))
+        return 0;
+    *row = (st_msg_row){.ts = m.ts,
+                        .ver = m.ver,
+                        .ver_ts = m.ver_ts,
+                        .recalled = m.recalled,
+                        .record = m.record,
+                        .record_n = m.record_n};
+    return 1;
+}
+
+/* The version replaces the value: what the message said before is gone from the store's
+ * reads at once, and from its files once compaction has rewritten them. */
+static void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
+{
+    rk *r = be;
+    rk_key k;
+    rk_key_msg(&k, gid, mid);
+    char hdr[RK_MSG_HDR_VER];
+    st_put_be64(hdr, m->ts | RK_MSG_VERSIONED);
+    st_put_be64(hdr + 8, m->ver << 1 | (m->recalled ? 1 : 0));
+    st_put_be64(hdr + 16, m->ver_ts);
+    const char *parts[2] = {hdr, m->record ? m->record : ""};
+    size_t sizes[2] = {RK_MSG_HDR_VER, m->record_n};
+    const char *kp[1] = {k.b};
+    size_t ks[1] = {k.n};
+    rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
+}
+
 /* Is the folder still the one opened? false with why if it was removed or replaced. */
 static bool folder_same(rk *r, char *why, size_t why_len)
 {
@@ -539,6 +585,8 @@ const st_backend st_rocks_backend = {
     .get_send = rk_get_send,
     .put_send = rk_put_send,
     .put_msg = rk_put_msg,
+    .get_msg = rk_get_msg,
+    .put_version = rk_put_version,
     .put_seen = rk_put_seen,
     .commit = rk_commit,
     .rollback = rk_rollback,

@@ -53,6 +53,7 @@ typedef struct rk {
     rocksdb_writeoptions_t *wopts; /* sync per options */
     rocksdb_readoptions_t *ropts;  /* plain reads on the store thread */
     rocksdb_writebatch_wi_t *wb;   /* the batch being applied (reads see it first) */
+    char *msg_val;                 /* the value get_msg read last (its record is lent) */
     bool unreadable;               /* a read of the batch failed: refuse it */
     char *path;
     /* The unread webhook's (store_rocks_unread.c). */
@@ -108,7 +109,14 @@ bool rk_key_prefix_end(const rk_key *k, rk_key *end);
 
 /* A member's value into a row (16 or 24 bytes); false for any other size. */
 bool rk_member_decode(const char *v, size_t n, st_member_row *m);
-#define RK_MSG_HDR 8   /* be64 ts, then the record */
+/* A message: be64 ts, then the record. A later version (ST_OP_EDIT) has the ts's top bit
+ * set and two more numbers, be64 (ver << 1 | recalled) and be64 ver_ts, before the record:
+ * a value written before versions existed reads as it is. */
+#define RK_MSG_HDR 8
+#define RK_MSG_HDR_VER 24
+#define RK_MSG_VERSIONED (1ull << 63)
+/* A message's value into m (mid not set; record borrowed from v); false: not one. */
+bool rk_msg_decode(const char *v, size_t n, st_msg *m);
 #define RK_SEND_HDR 16 /* be64 mid, be64 ts, then the gid bytes */
 
 #endif

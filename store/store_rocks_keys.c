@@ -1,4 +1,4 @@
-/* Key layouts of the RocksDB backend (see store_rocks.h). */
+/* Key and value layouts of the RocksDB backend (see store_rocks.h). */
 #include "store_rocks.h"
 
 #include <string.h>
@@ -55,4 +55,25 @@ bool rk_key_prefix_end(const rk_key *k, rk_key *end)
         end->n--;
     }
     return false;
+}
+
+bool rk_msg_decode(const char *v, size_t n, st_msg *m)
+{
+    if (n < RK_MSG_HDR)
+        return false;
+    uint64_t ts = st_get_be64(v);
+    *m = (st_msg){.ts = ts & ~RK_MSG_VERSIONED};
+    size_t hdr = RK_MSG_HDR;
+    if (ts & RK_MSG_VERSIONED) {
+        if (n < RK_MSG_HDR_VER)
+            return false;
+        uint64_t vr = st_get_be64(v + 8);
+        m->ver = vr >> 1;
+        m->recalled = vr & 1;
+        m->ver_ts = st_get_be64(v + 16);
+        hdr = RK_MSG_HDR_VER;
+    }
+    m->record = v + hdr;
+    m->record_n = n - hdr;
+    return true;
 }

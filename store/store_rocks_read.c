@@ -255,14 +255,15 @@ static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir
         size_t kn, vn;
         const char *kp = rocksdb_iter_key(it, &kn);
         const char *vp = rocksdb_iter_value(it, &vn);
-        if (kn != klo.n || vn < RK_MSG_HDR)
+        st_msg m;
+        if (kn != klo.n || !rk_msg_decode(vp, vn, &m))
             continue;
-        size_t rn = vn - RK_MSG_HDR;
-        if (n > 0 && st_page_bytes(p) + rn > max_bytes) {
+        if (n > 0 && st_page_bytes(p) + m.record_n > max_bytes) {
             *cut = true;
             break;
         }
-        if ((rc = st_page_add(p, st_get_be64(kp + kn - 8), st_get_be64(vp), vp + RK_MSG_HDR, rn)))
+        m.mid = st_get_be64(kp + kn - 8);
+        if ((rc = st_page_add(p, &m)))
             break;
         n++;
     }

@@ -77,6 +77,9 @@ const char *st_strerror(int err)
     case ST_EIO: return "storage error";
     case ST_ENOMEM: return "out of memory";
     case ST_ECLOSED: return "store is closing";
+    case ST_ENOMSG: return "no such message";
+    case ST_EGONE: return "the message was recalled";
+    case ST_ESTALE: return "not the next version of the message";
     default: return "unknown error";
     }
 }

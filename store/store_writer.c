@@ -73,7 +73,9 @@ static void refuse(st_store *s, st_op *ops)
 static void clear_outputs(st_op *op)
 {
     op->result = 0;
-    op->mid = op->ts = op->last_mid = op->ack = op->read = 0;
+    if (op->kind != ST_OP_EDIT) /* an edit's mid is its input */
+        op->mid = 0;
+    op->ts = op->last_mid = op->ack = op->read = 0;
     op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
 }
@@ -163,7 +165,9 @@ static void answer_unread(st_store *s, st_op *ops, bool writable)
 /* Which of a batch's lists an op goes to: writes, the unread webhook's, reads. */
 static int list_of(const st_op *op)
 {
-    return op->kind <= ST_OP_SEEN ? 0 : op->kind >= ST_OP_TELL_CLAIM ? 1 : 2;
+    if (op->kind <= ST_OP_SEEN || op->kind == ST_OP_EDIT)
+        return 0;
+    return op->kind >= ST_OP_TELL_CLAIM ? 1 : 2;
 }
 
 /* One batch: the writes, the unread webhook's ops, then the reads, each in queue order. */

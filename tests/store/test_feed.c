@@ -21,8 +21,8 @@ typedef struct heard {
     struct {
         enum st_change_kind kind;
         char gid[64], uid[64];
-        uint64_t mid, ts, ack, read;
-        bool has_record;
+        uint64_t mid, ts, ack, read, ver;
+        bool has_record, recalled;
         size_t record_n;
         char record[64];
     } ch[256];
@@ -42,6 +42,8 @@ static void on_change(void *ud, const st_change *c, size_t n)
         e->ts = c[i].ts;
         e->ack = c[i].ack;
         e->read = c[i].read;
+        e->ver = c[i].ver;
+        e->recalled = c[i].recalled;
         e->has_record = c[i].record != NULL;
         e->record_n = c[i].record_n;
         if (c[i].record && c[i].record_n)
@@ -183,6 +185,53 @@ Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
     cr_assert_eq(h.ch[base + 1].ack, 2);
     cr_assert_eq(h.ch[base + 2].kind, ST_CH_READ);
     cr_assert_eq(h.ch[base + 2].read, 2);
+    st_close(a);
+    st_close(b);
+    fx_rmtree(where);
+    free(where);
+}
+
+/* A version is heard with its record (or without, when too large: read it), a recall as
+ * one; the change log keeps no body of a version (a recalled body must not stay there). */
+Test(feed, versions_are_heard_and_the_log_keeps_no_body, .timeout = 60)
+{
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
+    char *where = fx_tmpdir();
+    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    st_store *b = open_listening(where, &h, "feed-test-edits");
+    await(&h, 1);
+    st_store *a = fx_open(where, true);
+    fx_join(a, "g", "alice");
+    fx_append(a, "g", "alice", "c1");
+    fx_append(a, "g", "alice", "c2");
+    await(&h, 4); /* RESYNC, the join, the two messages */
+    uint64_t ver = 0;
+    cr_assert_eq(st_edit_sync(a, st_id_str("g"), 1, &ver, false, "secret-v1", 9, NULL, NULL), 0);
+    static char big[9000];
+    memset(big, 'y', sizeof(big));
+    ver = 0;
+    cr_assert_eq(st_edit_sync(a, st_id_str("g"), 2, &ver, false, big, sizeof(big), NULL, NULL), 0);
+    ver = 0;
+    cr_assert_eq(st_edit_sync(a, st_id_str("g"), 1, &ver, true, "alice", 5, NULL, NULL), 0);
+    await(&h, 7);
+    cr_assert_eq(h.ch[4].kind, ST_CH_EDIT);
+    cr_assert_eq(h.ch[4].mid, 1);
+    cr_assert_eq(h.ch[4].ver, 1);
+    cr_assert_not(h.ch[4].recalled);
+    cr_assert(h.ch[4].has_record && h.ch[4].record_n == 9 &&
+              memcmp(h.ch[4].record, "secret-v1", 9) == 0);
+    cr_assert_gt(h.ch[4].ts, 0);
+    cr_assert_eq(h.ch[5].kind, ST_CH_EDIT);
+    cr_assert_eq(h.ch[5].mid, 2);
+    cr_assert_not(h.ch[5].has_record, "too large: a hint");
+    cr_assert_eq(h.ch[6].kind, ST_CH_EDIT);
+    cr_assert_eq(h.ch[6].ver, 2);
+    cr_assert(h.ch[6].recalled);
+    cr_assert(h.ch[6].has_record && h.ch[6].record_n == 5);
+    cr_assert_eq(pgfx_scalar(where, "SELECT count(*) FROM gw.changes WHERE body LIKE '%E g 1 %'"),
+                 2, "the log's lines of the versions");
+    cr_assert_eq(pgfx_scalar(where, "SELECT count(*) FROM gw.changes WHERE body LIKE '%e g %'"), 0,
+                 "with no record");
     st_close(a);
     st_close(b);
     fx_rmtree(where);

@@ -65,7 +65,7 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     restore();
     s = fx_open(where, true);
     if (fx_is_url(where))
-        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 4);
+        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 5);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("team"), &last), 0);
     cr_assert_eq(last, 5);
@@ -90,8 +90,19 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     fx_submit_wait(s, &op);
     cr_assert_eq(op.result, 0);
     cr_assert_eq(fx_append(s, "team", "bob", "after-upgrade"), 6);
+    /* A message stored before versions existed gets one. */
+    uint64_t ver = 0;
+    cr_assert_eq(st_edit_sync(s, st_id_str("team"), 2, &ver, false, "edited", 6, NULL, NULL), 0);
+    cr_assert_eq(ver, 1);
     st_close(s);
     s = fx_open(where, true);
+    cr_assert_eq(st_read_page(s, st_id_str("team"), ST_AFTER, 0, 10, &p), 0);
+    cr_assert_eq(st_page_count(p), 6);
+    cr_assert_eq(st_page_at(p, 1)->ver, 1);
+    cr_assert(st_page_at(p, 1)->record_n == 6 &&
+              memcmp(st_page_at(p, 1)->record, "edited", 6) == 0);
+    cr_assert_eq(st_page_at(p, 0)->ver, 0, "the others as they were");
+    st_page_free(p);
     g = group("carol", "team");
     cr_assert(g.has_read && g.read == 4 && g.ack == 2 && g.unread == 2);
     seen.ms = 0;

@@ -1,0 +1,189 @@
+/* A message's later versions (store.h, ST_OP_EDIT): an edit keeps the mid and makes the
+ * next version; the same version again with the same record is a duplicate, another
+ * record under a taken version is stale; a recall leaves a tombstone that no edit
+ * changes; pages show the latest version; all of it survives a reopen; mids stay dense. */
+#include "fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+FX_STORE_SUITE(edits, true);
+
+static int edit(uint64_t mid, uint64_t *ver, const char *record, bool recall, bool *dup)
+{
+    uint64_t ts = 0;
+    return st_edit_sync(s, st_id_str("g"), mid, ver, recall, record, strlen(record), &ts, dup);
+}
+
+/* The one message of mid, as a page shows it (its record copied into rec). */
+static st_msg one(st_store *st, uint64_t mid, char *rec, size_t cap)
+{
+    st_page *p = NULL;
+    cr_assert_eq(st_read_page(st, st_id_str("g"), ST_AFTER, mid - 1, 1, &p), 0);
+    cr_assert_eq(st_page_count(p), 1);
+    st_msg m = *st_page_at(p, 0);
+    cr_assert_eq(m.mid, mid);
+    cr_assert_lt(m.record_n, cap);
+    memcpy(rec, m.record, m.record_n);
+    rec[m.record_n] = 0;
+    m.record = NULL; /* the page goes */
+    st_page_free(p);
+    return m;
+}
+
+static void fill(void)
+{
+    fx_join(s, "g", "alice");
+    fx_append(s, "g", "alice", "one");
+    fx_append(s, "g", "alice", "two");
+    fx_append(s, "g", "alice", "three");
+}
+
+Test(edits, an_edit_keeps_the_mid_and_makes_the_next_version)
+{
+    fill();
+    char rec[64];
+    st_msg m = one(s, 2, rec, sizeof(rec));
+    cr_assert_eq(m.ver, 0, "as sent");
+    cr_assert_not(m.recalled);
+    uint64_t sent_ts = m.ts, ver = 1;
+    bool dup = true;
+    cr_assert_eq(edit(2, &ver, "two, edited", false, &dup), 0);
+    cr_assert_eq(ver, 1);
+    cr_assert_not(dup);
+    m = one(s, 2, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "two, edited");
+    cr_assert_eq(m.ver, 1);
+    cr_assert_eq(m.ts, sent_ts, "when it was sent stays");
+    cr_assert_geq(m.ver_ts, sent_ts);
+    /* ver 0: whichever is next. */
+    ver = 0;
+    cr_assert_eq(edit(2, &ver, "two, again", false, &dup), 0);
+    cr_assert_eq(ver, 2);
+    uint64_t last = 0;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), 0);
+    cr_assert_eq(last, 3, "no new mid");
+    /* The neighbours are untouched. */
+    one(s, 1, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "one");
+    one(s, 3, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "three");
+}
+
+Test(edits, the_same_version_again_is_a_duplicate_and_another_is_stale)
+{
+    fill();
+    uint64_t ver = 1;
+    bool dup = false;
+    cr_assert_eq(edit(1, &ver, "one, edited", false, &dup), 0);
+    ver = 1;
+    cr_assert_eq(edit(1, &ver, "one, edited", false, &dup), 0, "a resent edit");
+    cr_assert(dup);
+    cr_assert_eq(ver, 1);
+    ver = 1;
+    cr_assert_eq(edit(1, &ver, "one, other", false, &dup), ST_ESTALE, "version 1 is taken");
+    ver = 3;
+    cr_assert_eq(edit(1, &ver, "one, later", false, &dup), ST_ESTALE, "2 comes first");
+    char rec[64];
+    st_msg m = one(s, 1, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "one, edited");
+    cr_assert_eq(m.ver, 1);
+}
+
+Test(edits, a_recall_leaves_a_tombstone_no_edit_changes)
+{
+    fill();
+    uint64_t ver = 0;
+    bool dup = true;
+    cr_assert_eq(edit(2, &ver, "alice", true, &dup), 0);
+    cr_assert_eq(ver, 1);
+    cr_assert_not(dup);
+    char rec[64];
+    st_msg m = one(s, 2, rec, sizeof(rec));
+    cr_assert(m.recalled);
+    cr_assert_str_eq(rec, "alice", "the tombstone's record");
+    ver = 0;
+    cr_assert_eq(edit(2, &ver, "back", false, &dup), ST_EGONE);
+    ver = 0;
+    cr_assert_eq(edit(2, &ver, "alice", true, &dup), 0, "a recall again");
+    cr_assert(dup);
+    cr_assert_eq(ver, 1);
+    /* Mids stay dense: the page over all three has three. */
+    st_page *p = NULL;
+    cr_assert_eq(st_read_page(s, st_id_str("g"), ST_AFTER, 0, 10, &p), 0);
+    cr_assert_eq(st_page_count(p), 3);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(st_page_at(p, i)->mid, i + 1);
+    cr_assert(st_page_at(p, 1)->recalled);
+    cr_assert_not(st_page_at(p, 0)->recalled);
+    st_page_free(p);
+}
+
+Test(edits, unknown_messages_and_groups_are_refused)
+{
+    fill();
+    uint64_t ver = 0;
+    bool dup;
+    cr_assert_eq(edit(4, &ver, "x", false, &dup), ST_ENOMSG, "past the last mid");
+    cr_assert_eq(st_edit_sync(s, st_id_str("nope"), 1, &ver, false, "x", 1, NULL, &dup),
+                 ST_ENOGROUP);
+    st_op bad = {.kind = ST_OP_EDIT, .gid = st_id_str("g"), .mid = 0, .record = "x", .record_n = 1};
+    cr_assert_eq(fx_submit_wait(s, &bad), ST_EINVAL, "mid 0");
+}
+
+Test(edits, versions_survive_a_reopen)
+{
+    fill();
+    uint64_t ver = 0;
+    bool dup;
+    cr_assert_eq(edit(1, &ver, "one, edited", false, &dup), 0);
+    ver = 0;
+    cr_assert_eq(edit(3, &ver, "alice", true, &dup), 0);
+    st_close(s);
+    s = fx_open(dir, true);
+    char rec[64];
+    st_msg m = one(s, 1, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "one, edited");
+    cr_assert_eq(m.ver, 1);
+    m = one(s, 3, rec, sizeof(rec));
+    cr_assert(m.recalled);
+    cr_assert_eq(m.ver, 1);
+    ver = 1;
+    cr_assert_eq(edit(1, &ver, "one, edited", false, &dup), 0);
+    cr_assert(dup, "the version is known after the reopen");
+}
+
+/* Edits of one message in one batch: the second sees the first. */
+Test(edits, edits_in_one_batch_see_each_other)
+{
+    fill();
+    st_op ops[3] = {
+        {.kind = ST_OP_EDIT,
+         .gid = st_id_str("g"),
+         .mid = 2,
+         .ver = 1,
+         .record = "a",
+         .record_n = 1},
+        {.kind = ST_OP_EDIT,
+         .gid = st_id_str("g"),
+         .mid = 2,
+         .ver = 1,
+         .record = "b",
+         .record_n = 1},
+        {.kind = ST_OP_EDIT,
+         .gid = st_id_str("g"),
+         .mid = 2,
+         .ver = 2,
+         .record = "c",
+         .record_n = 1},
+    };
+    fx_run_all(s, ops, 3);
+    cr_assert_eq(ops[0].result, 0);
+    cr_assert_eq(ops[1].result, ST_ESTALE);
+    cr_assert_eq(ops[2].result, 0);
+    char rec[8];
+    st_msg m = one(s, 2, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "c");
+    cr_assert_eq(m.ver, 2);
+}
