@@ -48,8 +48,9 @@ enum pr_err {
     PR_E_OVERLOADED = -10,
     PR_E_INTERNAL = -11,
     PR_E_UNAVAILABLE = -12, /* the server cannot store writes now (disk trouble): retry */
+    PR_E_CONFLICT = -13,    /* edit: the message has another version by now: pull, retry */
 };
-#define PR_E_LAST PR_E_UNAVAILABLE
+#define PR_E_LAST PR_E_CONFLICT
 
 /* Protocol error code string for a PR_E* value ("bad_frame", ...). */
 const char *pr_err_name(int err);
@@ -105,6 +106,9 @@ enum pr_req_type {
     PR_REQ_WATCH,    /* gid, mids: the mids on screen, whose receipts are pushed */
     PR_REQ_PRESENCE, /* gid, sub?: who of the group is online (and pushes of changes) */
     PR_REQ_TYPING,   /* gid: told to the group's other online members, never stored */
+    /* A message's later versions (docs/PROTOCOL.md, Edits and recalls). */
+    PR_REQ_EDIT,   /* gid, mid, body, ver?: the sender's new version of a message */
+    PR_REQ_RECALL, /* gid, mid: the sender takes a message back (its body is deleted) */
 };
 
 /* One entry of `ack.acks` (the client holds every message of gid with mid <= mid), or of
@@ -120,9 +124,10 @@ typedef struct pr_req {
     bool has_rid;
     uint64_t rid;
     pr_slice token; /* hello */
-    pr_slice gid;   /* join, leave, send, enter, pull */
+    pr_slice gid;   /* join, leave, send, enter, pull, edit, recall */
     pr_slice cid;   /* send */
-    pr_body body;   /* send */
+    pr_body body;   /* send, edit */
+    uint64_t ver;   /* edit: the version it makes (0: not given, the next) */
     uint32_t limit; /* enter, pull: requested limit, defaulted and clamped (pr_limits) */
     bool has_after; /* pull: exactly one of after / before */
     bool has_before;
@@ -130,7 +135,7 @@ typedef struct pr_req {
     uint64_t before;
     pr_ack acks[PR_MAX_KEYS]; /* ack: acks; read: reads */
     size_t n_acks;
-    uint64_t mid;                /* receipts (>= 1) */
+    uint64_t mid;                /* receipts, edit, recall (>= 1) */
     uint64_t mids[PR_MAX_WATCH]; /* watch (none: stop watching gid) */
     size_t n_mids;
     bool sub; /* presence: push the group's online changes (false: stop) */
@@ -170,6 +175,10 @@ int pr_enc_watch(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, const uint64_t 
 /* sub: -1 leaves `sub` out, 0 false, 1 true. */
 int pr_enc_presence_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, int sub);
 int pr_enc_typing(msgpack_sbuffer *b, pr_slice gid);
+/* ver 0 leaves `ver` out (the next version, whichever it is). */
+int pr_enc_edit(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, uint64_t ver,
+                pr_body body);
+int pr_enc_recall(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid);
 /* rid PR_NO_RID means "no rid" in every encoder; any other value, 0 included, is sent. */
 
 /* ---------------------------------------------------------------------------------------
@@ -184,6 +193,16 @@ int pr_enc_typing(msgpack_sbuffer *b, pr_slice gid);
 #define PR_RECORD_PAIRS 2u /* key/value pairs in a record */
 
 int pr_enc_record(msgpack_sbuffer *b, pr_slice from, pr_body body);
+/* A recalled message's record, its tombstone: the pair `from` alone. */
+int pr_enc_tombstone(msgpack_sbuffer *b, pr_slice from);
+
+/* A stored message's version as pushes and pages show it: ver 0 is the message as sent;
+ * a later one carries `ver`, and a recalled one `recalled: true` and a tombstone record. */
+typedef struct pr_version {
+    uint64_t ver;
+    uint64_t ts; /* when the version was made */
+    bool recalled;
+} pr_version;
 
 /* A `msg` push: {t:"msg", gid, mid, ts} + record. */
 int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record);
@@ -193,6 +212,17 @@ int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_s
 int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, bool more,
                       size_t n);
 int pr_enc_page_entry(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, pr_slice record);
+/* A `msg` push of a message read back from the store with a later version (v NULL or
+ * v->ver 0: pr_enc_msg): `ver`, and `recalled: true` with no body for a tombstone. */
+int pr_enc_msg_v(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, const pr_version *v,
+                 pr_slice record);
+/* The same for a page entry (v NULL or v->ver 0: pr_enc_page_entry). */
+int pr_enc_page_entry_v(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, const pr_version *v,
+                        pr_slice record);
+/* An `edited` or (v->recalled) `recalled` reply or push: {t, rid?, gid, mid, ver, ts} +
+ * record (ts: when the version was made). */
+int pr_enc_version(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
+                   const pr_version *v, pr_slice record);
 
 /* ---------------------------------------------------------------------------------------
  * Server to client
@@ -214,6 +244,8 @@ enum pr_ev_type {
     PR_EV_PRESENCE, /* a reply to presence */
     PR_EV_ONLINE,   /* pushed: members came online or went */
     PR_EV_TYPING,   /* pushed: a member is typing */
+    PR_EV_EDITED,   /* a reply to edit, or pushed: a message's new version (msg) */
+    PR_EV_RECALLED, /* a reply to recall, or pushed: a message is a tombstone (msg) */
 };
 
 /* One entry of `groups` (in welcome and groups). */
@@ -241,12 +273,14 @@ typedef struct pr_presence {
     uint64_t last_seen; /* ms since the epoch it was last online (0: never seen) */
 } pr_presence;
 
-/* One message as carried by `msg` and by a `page` entry. */
+/* One message as carried by `msg`, a `page` entry, `edited` and `recalled`. */
 typedef struct pr_message {
     uint64_t mid;
     pr_slice from;
-    uint64_t ts;
-    pr_body body;
+    uint64_t ts;   /* when it was sent (edited, recalled: when the version was made) */
+    pr_body body;  /* none when recalled */
+    uint64_t ver;  /* 0: as sent */
+    bool recalled; /* a tombstone: no body */
 } pr_message;
 
 /* Reads a stored record back into out's from and body (mid and ts are left 0): slices
@@ -311,7 +345,7 @@ typedef struct pr_event {
     uint64_t last_mid;  /* joined, page, notify */
     uint64_t ack;       /* joined */
     bool more;          /* page */
-    pr_message msg;     /* msg */
+    pr_message msg;     /* msg, edited, recalled */
     int err_code;       /* err: PR_E* for the protocol codes it knows, else 0 */
     pr_slice err_name;  /* err: the `code` string as sent */
     pr_slice err_msg;   /* err */

@@ -255,6 +255,12 @@ static const field f_receipts_req[] = {
     {"gid", K_ID, RQ(gid), false},
     {"mid", K_U64, RQ(mid), false},
 };
+static const field f_edit[] = {
+    {"gid", K_ID, RQ(gid), false},
+    {"mid", K_U64, RQ(mid), false},
+    {"body", K_BODY, RQ(body), false},
+    {"ver", K_U64, RQ(ver), true},
+};
 
 static const struct req_type {
     const char *name;
@@ -276,6 +282,8 @@ static const struct req_type {
     {"watch", PR_REQ_WATCH, SPEC(f_gid)},
     {"presence", PR_REQ_PRESENCE, SPEC(f_gid)},
     {"typing", PR_REQ_TYPING, SPEC(f_gid)},
+    {"edit", PR_REQ_EDIT, SPEC(f_edit)},
+    {"recall", PR_REQ_RECALL, SPEC(f_receipts_req)},
 };
 
 static int read_limit(const dctx *c, pr_req *out)
@@ -394,8 +402,10 @@ int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, 
     case PR_REQ_ACK: rc = read_acks(&c, "acks", out); break;
     case PR_REQ_READ: rc = read_acks(&c, "reads", out); break;
     case PR_REQ_RECEIPTS:
+    case PR_REQ_EDIT:
+    case PR_REQ_RECALL:
         if (out->mid == 0)
-            rc = pr_fail(err, PR_E_BAD_FIELD, "receipts: field 'mid' must be at least 1");
+            rc = pr_fail(err, PR_E_BAD_FIELD, "%s: field 'mid' must be at least 1", ty->name);
         break;
     case PR_REQ_WATCH: rc = read_mids(&c, out); break;
     case PR_REQ_PRESENCE: rc = read_field(&c, "sub", K_BOOL, true, &out->sub, &out->has_sub); break;
@@ -433,10 +443,11 @@ static const field f_sent[] = {
     {"mid", K_U64, EV(mid), false},
     {"ts", K_U64, EV(ts), false},
 };
+/* msg: `body` unless recalled (decode_event). */
 static const field f_msg[] = {
-    {"gid", K_ID, EV(gid), false},         {"mid", K_U64, EV(msg.mid), false},
-    {"from", K_ID, EV(msg.from), false},   {"ts", K_U64, EV(msg.ts), false},
-    {"body", K_BODY, EV(msg.body), false},
+    {"gid", K_ID, EV(gid), false},       {"mid", K_U64, EV(msg.mid), false},
+    {"from", K_ID, EV(msg.from), false}, {"ts", K_U64, EV(msg.ts), false},
+    {"ver", K_U64, EV(msg.ver), true},   {"recalled", K_BOOL, EV(msg.recalled), true},
 };
 static const field f_page[] = {
     {"gid", K_ID, EV(gid), false},
@@ -498,11 +509,23 @@ static const field f_member[] = {
     {"online", K_BOOL, offsetof(pr_presence, online), false},
     {"last_seen", K_U64, offsetof(pr_presence, last_seen), false},
 };
+/* A page entry: `body` unless recalled (read_message). */
 static const field f_message[] = {
     {"mid", K_U64, offsetof(pr_message, mid), false},
     {"from", K_ID, offsetof(pr_message, from), false},
     {"ts", K_U64, offsetof(pr_message, ts), false},
-    {"body", K_BODY, offsetof(pr_message, body), false},
+    {"ver", K_U64, offsetof(pr_message, ver), true},
+    {"recalled", K_BOOL, offsetof(pr_message, recalled), true},
+};
+static const field f_edited[] = {
+    {"gid", K_ID, EV(gid), false},       {"mid", K_U64, EV(msg.mid), false},
+    {"from", K_ID, EV(msg.from), false}, {"ts", K_U64, EV(msg.ts), false},
+    {"ver", K_U64, EV(msg.ver), false},  {"body", K_BODY, EV(msg.body), false},
+};
+static const field f_recalled[] = {
+    {"gid", K_ID, EV(gid), false},       {"mid", K_U64, EV(msg.mid), false},
+    {"from", K_ID, EV(msg.from), false}, {"ts", K_U64, EV(msg.ts), false},
+    {"ver", K_U64, EV(msg.ver), false},
 };
 
 enum elem { E_NONE, E_GROUP, E_MESSAGE, E_UID, E_CURSOR, E_PRESENCE };
@@ -529,6 +552,8 @@ static const struct ev_type {
     {"presence", PR_EV_PRESENCE, SPEC(f_presence), E_PRESENCE},
     {"online", PR_EV_ONLINE, SPEC(f_online), E_PRESENCE},
     {"typing", PR_EV_TYPING, SPEC(f_typing), E_NONE},
+    {"edited", PR_EV_EDITED, SPEC(f_edited), E_NONE},
+    {"recalled", PR_EV_RECALLED, SPEC(f_recalled), E_NONE},
 };
 
 /* One entry of an event's array into *out (a pr_group, pr_message, pr_slice, pr_cursor or
@@ -567,7 +592,17 @@ static int read_elem(const msgpack_object *o, enum elem elem, void *out, pr_erro
     case E_PRESENCE:
         memset(out, 0, sizeof(pr_presence));
         return read_fields(&c, SPEC(f_member), out, NULL);
-    default: memset(out, 0, sizeof(pr_message)); return read_fields(&c, SPEC(f_message), out, NULL);
+    default: {
+        pr_message *m = out;
+        memset(m, 0, sizeof(*m));
+        bool body = false;
+        int rc = read_fields(&c, SPEC(f_message), out, NULL);
+        if (!rc)
+            rc = read_field(&c, "body", K_BODY, m->recalled, &m->body, &body);
+        if (!rc && m->recalled && body)
+            rc = pr_fail(err, PR_E_BAD_FIELD, "%s: a recalled message has no 'body'", what);
+        return rc;
+    }
     }
 }
 
@@ -664,6 +699,15 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
     }
     if (ty->t == PR_EV_ERR)
         ev->err_code = err_code_of(ev->err_name);
+    if (ty->t == PR_EV_RECALLED)
+        ev->msg.recalled = true;
+    if (ty->t == PR_EV_MSG) {
+        bool body = false;
+        if ((rc = read_field(&c, "body", K_BODY, ev->msg.recalled, &ev->msg.body, &body)))
+            return rc;
+        if (ev->msg.recalled && body)
+            return pr_fail(err, PR_E_BAD_FIELD, "msg: a recalled message has no 'body'");
+    }
     ev->t = ty->t;
     return 0;
 }
@@ -709,9 +753,10 @@ int pr_dec_record(pr_decoder *d, const uint8_t *rec, size_t n, pr_message *out)
     msgpack_zone_clear(&d->zone);
     size_t off = 0;
     bool from = false, body = false;
-    /* Key/value pairs without a map header (pr_enc_record): two keys, two values. The
-     * strings stay in rec (msgpack-c points into the buffer it unpacks). */
-    for (unsigned i = 0; i < PR_RECORD_PAIRS; i++) {
+    /* Key/value pairs without a map header (pr_enc_record): two keys, two values, or the
+     * `from` pair alone (pr_enc_tombstone: a recalled message). The strings stay in rec
+     * (msgpack-c points into the buffer it unpacks). */
+    for (unsigned i = 0; i < PR_RECORD_PAIRS && off < n; i++) {
         msgpack_object k, v;
         if (!unpacked(msgpack_unpack((const char *)rec, n, &off, &d->zone, &k)) ||
             !unpacked(msgpack_unpack((const char *)rec, n, &off, &d->zone, &v)) ||
@@ -729,5 +774,6 @@ int pr_dec_record(pr_decoder *d, const uint8_t *rec, size_t n, pr_message *out)
             return PR_E_BAD_FRAME;
         }
     }
-    return from && body && off == n ? 0 : PR_E_BAD_FRAME;
+    out->recalled = !body;
+    return from && off == n ? 0 : PR_E_BAD_FRAME;
 }

@@ -22,6 +22,7 @@ const char *pr_err_name(int err)
     case PR_E_RATE_LIMITED: return "rate_limited";
     case PR_E_OVERLOADED: return "overloaded";
     case PR_E_UNAVAILABLE: return "unavailable";
+    case PR_E_CONFLICT: return "conflict";
     default: return "internal";
     }
 }
@@ -178,6 +179,35 @@ int pr_enc_send(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, pr
 
 static void kv_cursors(enc *e, const char *k, const pr_ack *a, size_t n);
 
+int pr_enc_edit(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, uint64_t ver,
+                pr_body body)
+{
+    enc e = enc_start(b);
+    head(&e, "edit", rid, 3 + (ver > 0));
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "mid", mid);
+    if (ver)
+        kv_u64(&e, "ver", ver);
+    key(&e, "body");
+    bytes(&e, body.data.p, body.data.n, body.is_bin);
+    return enc_end(&e);
+}
+
+/* A request of one message: {t, rid?, gid, mid}. */
+static int enc_gid_mid(msgpack_sbuffer *b, const char *t, uint64_t rid, pr_slice gid, uint64_t mid)
+{
+    enc e = enc_start(b);
+    head(&e, t, rid, 2);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "mid", mid);
+    return enc_end(&e);
+}
+
+int pr_enc_recall(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid)
+{
+    return enc_gid_mid(b, "recall", rid, gid, mid);
+}
+
 int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n)
 {
     enc e = enc_start(b);
@@ -237,11 +267,7 @@ int pr_enc_read(msgpack_sbuffer *b, const pr_ack *reads, size_t n)
 
 int pr_enc_receipts_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid)
 {
-    enc e = enc_start(b);
-    head(&e, "receipts", rid, 2);
-    kv_str(&e, "gid", gid);
-    kv_u64(&e, "mid", mid);
-    return enc_end(&e);
+    return enc_gid_mid(b, "receipts", rid, gid, mid);
 }
 
 int pr_enc_watch(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, const uint64_t *mids, size_t n)
@@ -287,14 +313,51 @@ int pr_enc_record(msgpack_sbuffer *b, pr_slice from, pr_body body)
     return enc_end(&e);
 }
 
-int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record)
+int pr_enc_tombstone(msgpack_sbuffer *b, pr_slice from)
 {
     enc e = enc_start(b);
-    head(&e, "msg", PR_NO_RID, 3 + PR_RECORD_PAIRS);
+    kv_str(&e, "from", from);
+    return enc_end(&e);
+}
+
+/* The pairs of a version's record: a tombstone has `from` alone. */
+static size_t record_pairs(const pr_version *v)
+{
+    return v && v->recalled ? 1 : PR_RECORD_PAIRS;
+}
+
+/* A stored message's pairs in a `msg` or a page entry: mid, ts, ver and recalled when it
+ * has a later version, and its record. */
+static size_t version_pairs(const pr_version *v)
+{
+    bool later = v && v->ver > 0;
+    return 2 + later + (later && v->recalled) + record_pairs(later ? v : NULL);
+}
+
+static void kv_version(enc *e, uint64_t mid, uint64_t ts, const pr_version *v, pr_slice record)
+{
+    kv_u64(e, "mid", mid);
+    kv_u64(e, "ts", ts);
+    if (v && v->ver > 0) {
+        kv_u64(e, "ver", v->ver);
+        if (v->recalled)
+            kv_bool(e, "recalled", true);
+    }
+    raw(e, record);
+}
+
+int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record)
+{
+    return pr_enc_msg_v(b, gid, mid, ts, NULL, record);
+}
+
+int pr_enc_msg_v(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, const pr_version *v,
+                 pr_slice record)
+{
+    enc e = enc_start(b);
+    head(&e, "msg", PR_NO_RID, 1 + version_pairs(v));
     kv_str(&e, "gid", gid);
-    kv_u64(&e, "mid", mid);
-    kv_u64(&e, "ts", ts);
-    raw(&e, record);
+    kv_version(&e, mid, ts, v, record);
     return enc_end(&e);
 }
 
@@ -313,10 +376,27 @@ int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t l
 
 int pr_enc_page_entry(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, pr_slice record)
 {
+    return pr_enc_page_entry_v(b, mid, ts, NULL, record);
+}
+
+int pr_enc_page_entry_v(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, const pr_version *v,
+                        pr_slice record)
+{
     enc e = enc_start(b);
-    map(&e, 2 + PR_RECORD_PAIRS);
+    map(&e, version_pairs(v));
+    kv_version(&e, mid, ts, v, record);
+    return enc_end(&e);
+}
+
+int pr_enc_version(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
+                   const pr_version *v, pr_slice record)
+{
+    enc e = enc_start(b);
+    head(&e, v->recalled ? "recalled" : "edited", rid, 4 + record_pairs(v));
+    kv_str(&e, "gid", gid);
     kv_u64(&e, "mid", mid);
-    kv_u64(&e, "ts", ts);
+    kv_u64(&e, "ver", v->ver);
+    kv_u64(&e, "ts", v->ts);
     raw(&e, record);
     return enc_end(&e);
 }

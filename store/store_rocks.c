@@ -385,6 +385,8 @@ static void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *
     const char *kp[1] = {k.b};
     size_t ks[1] = {k.n};
     rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
+    if (m->recalled)
+        rk_scrub_note(r, gid, mid);
 }
 
 /* Is the folder still the one opened? false with why if it was removed or replaced. */
@@ -407,13 +409,19 @@ static void rk_rollback(void *be)
     rk *r = be;
     rocksdb_writebatch_wi_clear(r->wb);
     r->n_lines = 0;
+    rk_scrub_batch_end(r, false);
 }
 
 static int rk_commit(void *be, char *why, size_t why_len)
 {
     rk *r = be;
     rk_unread_lines(r);
-    return rk_write(r, why, why_len);
+    int rc = rk_write(r, why, why_len);
+    rk_scrub_batch_end(r, rc == ST_OK);
+    char scrub_why[256];
+    if (rc == ST_OK) /* the batch stands whatever the scrub does (it is tried again later) */
+        rk_scrub(r, scrub_why, sizeof(scrub_why));
+    return rc;
 }
 
 /* One (synced) write of the whole batch. The folder is checked before the write (write
@@ -462,7 +470,11 @@ static bool probe_write(rk *r, char *why, size_t why_len)
 static int rk_probe(void *be, char *why, size_t why_len)
 {
     rk *r = be;
-    return folder_same(r, why, why_len) && probe_write(r, why, why_len) ? ST_OK : ST_EIO;
+    if (!folder_same(r, why, why_len) || !probe_write(r, why, why_len))
+        return ST_EIO;
+    char scrub_why[256]; /* idle: the recalls' scrub need not wait (a failed one waits) */
+    rk_scrub(r, scrub_why, sizeof(scrub_why));
+    return ST_OK;
 }
 
 /* Points readers at d (or at nothing). Waits for the reads under way to end, so that

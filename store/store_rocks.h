@@ -26,6 +26,14 @@ enum rk_cf {
     RK_CF_COUNT,
 };
 
+/* A key (layouts below, store_rocks_keys.c). */
+#define RK_KEY_MAX (2 * (1 + ST_MAX_ID) + 8)
+
+typedef struct rk_key {
+    char b[RK_KEY_MAX];
+    size_t n;
+} rk_key;
+
 /* A line of the unread log being made: the batch's messages lo..hi of one group. */
 typedef struct rk_log_line {
     char gid[ST_MAX_ID];
@@ -54,7 +62,15 @@ typedef struct rk {
     rocksdb_readoptions_t *ropts;  /* plain reads on the store thread */
     rocksdb_writebatch_wi_t *wb;   /* the batch being applied (reads see it first) */
     char *msg_val;                 /* the value get_msg read last (its record is lent) */
-    bool unreadable;               /* a read of the batch failed: refuse it */
+    struct {                       /* recalled bodies off the disk (store_rocks_scrub.c) */
+        rk_key batch_lo, batch_hi; /* the batch's recalled messages' keys */
+        bool batch_any;
+        rk_key lo, hi; /* the committed ones' since the last scrub */
+        bool due;
+        uint64_t at; /* monotonic ms: not before */
+    } scrub;
+    uint64_t scrubs; /* scrubs made (figures) */
+    bool unreadable; /* a read of the batch failed: refuse it */
     char *path;
     /* The unread webhook's (store_rocks_unread.c). */
     bool unread_log;    /* keep the log of batches of messages (st_options.unread_log) */
@@ -85,15 +101,17 @@ int rk_unread_mark_all(rk *r, char *why, size_t why_len);
 /* A synced write of the batch (writes nothing when it is empty). 0 or ST_EIO. */
 int rk_write(rk *r, char *why, size_t why_len);
 
+/* Recalled bodies off the disk (store_rocks_scrub.c): a recalled message of the batch; the
+ * batch's end (committed or not); the flush and compaction, when one is due and its time
+ * has come (a failed one is tried again then). 0 or ST_EIO. */
+void rk_scrub_note(rk *r, st_id gid, uint64_t mid);
+void rk_scrub_batch_end(rk *r, bool committed);
+int rk_scrub(rk *r, char *why, size_t why_len);
+
 /* ---- keys and values (store_rocks_keys.c) ---------------------------------------------
  * Ids are length-prefixed (one byte), numbers big-endian, so one group's messages are one
  * contiguous ordered range and a user's rows sort together. */
-#define RK_KEY_MAX (2 * (1 + ST_MAX_ID) + 8)
-
-typedef struct rk_key {
-    char b[RK_KEY_MAX];
-    size_t n;
-} rk_key;
+/* rk_key: see above. */
 
 void rk_key_id(rk_key *k, st_id a);                  /* groups */
 void rk_key_id2(rk_key *k, st_id a, st_id b);        /* members, user_groups, sends */

@@ -158,6 +158,11 @@ void gw_watch_free(gw_app *a);
  * node; never stored. */
 void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r);
 
+/* ---- a message's later versions (gw_edit.c) ------------------------------------------- */
+
+/* edit and recall by the message's sender: read, checked, written, replied and pushed. */
+void gw_edit_request(gw_app *a, gw_sess *s, const pr_req *r);
+
 /* gw_json.c: {mid, from, ts} and, with_body, `body`: a text body as a string; a binary
  * one (or text that is not UTF-8) in base64, with "encoding": "base64". New reference,
  * or NULL when out of memory. The same wherever the gateway speaks JSON: the API's pages

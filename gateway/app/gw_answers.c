@@ -23,6 +23,9 @@ int gw_route_err_code(int rc)
     case ST_EINVAL: return PR_E_BAD_FIELD;
     case ST_ECLOSED: return PR_E_OVERLOADED;
     case ST_EIO: return PR_E_UNAVAILABLE;
+    case ST_ENOMSG:
+    case ST_EGONE: return PR_E_BAD_FIELD;
+    case ST_ESTALE: return PR_E_CONFLICT;
     default: return PR_E_INTERNAL;
     }
 }
@@ -35,6 +38,9 @@ const char *gw_route_err_msg(int rc)
     case ST_ECONFLICT: return "this cid was already used for another group";
     case ST_EIO: return "storage unavailable (disk full, or the database unreachable): retry later";
     case ST_ECLOSED: return "server is shutting down";
+    case ST_ENOMSG: return "mid: the group has no message with this mid";
+    case ST_EGONE: return "mid: the message was recalled: nothing of it is left to edit";
+    case ST_ESTALE: return "ver: the message has another version by now: pull it, then edit that";
     default: return "internal error";
     }
 }
@@ -73,6 +79,16 @@ void gw_api_fail_store(gw_api_conn *c, int rc, const char *what)
     case ST_ECONFLICT:
         gw_api_fail(c, 409, "bad_field", "cid",
                     "this cid was already used by this sender for another group");
+        return;
+    case ST_ENOMSG:
+    case ST_EGONE:
+        snprintf(msg, sizeof(msg), "%s: %s", what, gw_route_err_msg(rc));
+        gw_api_fail(c, rc == ST_ENOMSG ? 404 : 410, rc == ST_ENOMSG ? "no_message" : "gone", "mid",
+                    msg);
+        return;
+    case ST_ESTALE:
+        snprintf(msg, sizeof(msg), "%s: %s", what, gw_route_err_msg(rc));
+        gw_api_fail(c, 409, "conflict", "ver", msg);
         return;
     case ST_EIO:
     case ST_ECLOSED:

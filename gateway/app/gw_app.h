@@ -49,6 +49,7 @@ typedef struct gw_app_figs {
     uint64_t receipt_queries, receipt_pushes, roster_reads; /* receipts (gw_peers.c) */
     uint64_t presence_queries, presence_pushes;
     uint64_t typing_received, typing_dropped, typing_pushes;
+    uint64_t edits, recalls; /* versions made by this node's sessions (not duplicates) */
     uint64_t pages, page_msgs;
     uint64_t api_requests, api_unauthorized, api_rate_limited;
     /* The unread webhook: who is to be told (gw_unread.c), and the delivery (gw_webhook.c). */

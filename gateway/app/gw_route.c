@@ -312,6 +312,8 @@ static void route_request(void *ud, gw_sess *s, const pr_req *r)
     case PR_REQ_WATCH:
     case PR_REQ_PRESENCE: gw_peers_request(a, s, r); break;
     case PR_REQ_TYPING: gw_typing_request(a, s, r); break;
+    case PR_REQ_EDIT:
+    case PR_REQ_RECALL: gw_edit_request(a, s, r); break;
     }
 }
 
@@ -394,7 +396,8 @@ static int reply_page(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
         pr_enc_page_begin(sb, r->rid, gw_cstr(r->m.gid), st_page_last_mid(pg), st_page_more(pg), n);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const st_msg *m = st_page_at(pg, i);
-        rc = pr_enc_page_entry(sb, m->mid, m->ts, (pr_slice){m->record, m->record_n});
+        pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled};
+        rc = pr_enc_page_entry_v(sb, m->mid, m->ts, &v, (pr_slice){m->record, m->record_n});
     }
     a->figs.pages++;
     a->figs.page_msgs += n;

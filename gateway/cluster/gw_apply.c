@@ -1,6 +1,7 @@
 /*
  * A change another service thread or node made, applied to this thread (gw_cluster.h):
- * a message goes to the pushes, in mid order (groups/gw_deliver.c); a membership made or
+ * a message goes to the pushes, in mid order (groups/gw_deliver.c), a message's later
+ * version to its group's sessions (groups/gw_versions.c); a membership made or
  * ended and an ack moved go to the registry, for users online here; a sign-out closes
  * the user's sessions here; a RESYNC (announcements were lost) reads the registry again
  * from the store.
@@ -62,6 +63,11 @@ void gw_cluster_apply(void *cluster, const st_change *ch)
     }
     if (ch->kind == ST_CH_MSG) {
         gw_fanout(c->del, gid, ch->mid, ch->ts, ch->record, ch->record_n, NULL);
+        return;
+    }
+    if (ch->kind == ST_CH_EDIT) {
+        pr_version v = {.ver = ch->ver, .ts = ch->ts, .recalled = ch->recalled};
+        gw_deliver_version(c->del, gid, ch->mid, &v, ch->record, ch->record_n, NULL);
         return;
     }
     gw_registry_change(c->reg, ch);

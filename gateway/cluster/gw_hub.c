@@ -139,6 +139,18 @@ void gw_hub_tell(void *teller, const st_op *op)
         one.ack = op->ack;
         break;
     case ST_OP_LEAVE: one.kind = ST_CH_LEAVE; break;
+    case ST_OP_EDIT:
+        if (op->duplicate)
+            return;
+        one.kind = ST_CH_EDIT;
+        one.uid = (st_id){NULL, 0};
+        one.mid = op->mid;
+        one.ver = op->ver;
+        one.ts = op->ts;
+        one.recalled = op->recall;
+        one.record = op->record;
+        one.record_n = op->record_n;
+        break;
     /* Acks, reads and sign-outs were told when they came (gw_hub_tell_ack,
      * gw_hub_tell_read, gw_hub_tell_signout); store reads change nothing. */
     default: return;

@@ -55,6 +55,7 @@ enum {
     O_WEBHOOK_BATCH,
     O_RECEIPT_LIST_MAX,
     O_RECEIPT_PUSH_MS,
+    O_EDIT_WINDOW,
     O_PRESENCE_LIST_MAX,
     O_WEBHOOK_BODY,
     O_THREADS,
@@ -82,6 +83,7 @@ static const struct option options[] = {
     {"webhook-batch", required_argument, 0, O_WEBHOOK_BATCH},
     {"receipt-list-max", required_argument, 0, O_RECEIPT_LIST_MAX},
     {"receipt-push-ms", required_argument, 0, O_RECEIPT_PUSH_MS},
+    {"edit-window", required_argument, 0, O_EDIT_WINDOW},
     {"presence-list-max", required_argument, 0, O_PRESENCE_LIST_MAX},
     {"webhook-body", no_argument, 0, O_WEBHOOK_BODY},
     {"insecure", no_argument, 0, O_INSECURE},
@@ -192,6 +194,9 @@ static void help(void)
         "                       at most (default 1000)\n"
         "  --presence-list-max N  presence lists the members of groups of at most N\n"
         "                       members (default 100); larger groups get counts\n"
+        "Edits and recalls (docs/PROTOCOL.md)\n"
+        "  --edit-window S      a message can be edited for S seconds after it was sent\n"
+        "                       (default 0: always); recalls are not limited\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
         "  --max-body BYTES     largest message body (default 65536)\n"
@@ -398,6 +403,9 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             break;
         case O_RECEIPT_PUSH_MS:
             rc = number(name, optarg, 10, 3600000, &v), c->receipt_push_ms = (unsigned)v;
+            break;
+        case O_EDIT_WINDOW:
+            rc = number(name, optarg, 0, 315360000, &v), c->edit_window_s = (unsigned)v;
             break;
         case O_PRESENCE_LIST_MAX:
             rc = number(name, optarg, 0, 100000, &v), c->presence_list_max = (unsigned)v;

@@ -73,6 +73,8 @@ typedef struct gw_config {
     unsigned receipt_push_ms;    /* a watching session gets one receipt push a group this
                                   * often at most */
     unsigned presence_list_max;  /* presence lists the members of groups this small */
+    unsigned edit_window_s;      /* a message is editable this long after it was sent (0:
+                                  * always) */
     bool insecure;               /* plain ws:// and http:// (development on loopback) */
     const char *cert;            /* TLS certificate (PEM) */
     const char *key;             /* TLS private key (PEM) */

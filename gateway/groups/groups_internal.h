@@ -106,6 +106,7 @@ void gw_sync_sweep(gw_registry *reg);
 
 /* gw_deliver.c */
 gw_deliver *gw_deliver_new(gw_groups *g);
+gw_groups *gw_deliver_groups(gw_deliver *d); /* its owner (gw_versions.c pushes through it) */
 void gw_deliver_free(gw_deliver *d);
 /* g's last mid is at least last_mid (a page, a join, a read): pushes what it is missing. */
 void gw_deliver_group_saw(gw_deliver *d, gw_group *g, uint64_t last_mid);

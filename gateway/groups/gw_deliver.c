@@ -64,6 +64,11 @@ gw_deliver *gw_deliver_new(gw_groups *g)
     return d;
 }
 
+gw_groups *gw_deliver_groups(gw_deliver *d)
+{
+    return d->g;
+}
+
 void gw_deliver_free(gw_deliver *d)
 {
     if (!d)
@@ -83,13 +88,15 @@ static uint64_t hash_gid(const char *gid, size_t n)
 
 /* ---- pushing ------------------------------------------------------------------------ */
 
-static gw_buf *encode(const char *gid, uint64_t mid, uint64_t ts, const void *rec, size_t n)
+/* A `msg` push; v: the version a message read back from the store has (NULL: as sent). */
+static gw_buf *encode(const char *gid, uint64_t mid, uint64_t ts, const pr_version *v,
+                      const void *rec, size_t n)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_slice gs = {(const uint8_t *)gid, strlen(gid)};
     gw_buf *b = NULL;
-    if (pr_enc_msg(&sb, gs, mid, ts, (pr_slice){rec, n}) == 0)
+    if (pr_enc_msg_v(&sb, gs, mid, ts, v, (pr_slice){rec, n}) == 0)
         b = gw_buf_from(&sb);
     else
         gw_err("fan-out: cannot encode message %s/%lu", gid, (unsigned long)mid);
@@ -195,7 +202,7 @@ static void deliver_msg(gw_deliver *d, gw_group *g, uint64_t mid, uint64_t ts, c
     if (mid > g->last_mid)
         g->last_mid = mid;
     if (mid > g->pushed && rec && g->n_online) {
-        gw_buf *b = encode(g->gid, mid, ts, rec, n);
+        gw_buf *b = encode(g->gid, mid, ts, NULL, rec, n);
         if (b) {
             uint64_t ex = except ? gw_sess_id(except) : 0;
             if (mid == g->pushed + 1) {
@@ -295,7 +302,8 @@ static void filled(gw_job *j)
             release_held(d, g); /* the held one keeps its sender out */
             continue;
         }
-        gw_buf *b = encode(g->gid, m->mid, m->ts, m->record, m->record_n);
+        pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled};
+        gw_buf *b = encode(g->gid, m->mid, m->ts, &v, m->record, m->record_n);
         if (!b)
             break;
         push_now(d, g, m->mid, b, 0);

@@ -61,6 +61,7 @@ typedef struct gw_groups_figs {
     uint64_t resyncs;                                    /* the registry read again */
     uint64_t resync_reads; /* ... with these reads (a user's groups, a group's last mid) */
     uint64_t ack_writes, ack_entries; /* ack batches and entries persisted */
+    uint64_t version_pushes;          /* edited and recalled pushed to sessions */
 } gw_groups_figs;
 
 /* The registry, the pushes and the coalescer of one service thread, made together (they
@@ -177,6 +178,14 @@ void gw_fanout(gw_deliver *d, const char *gid, uint64_t mid, uint64_t ts, const 
 void gw_deliver_saw(gw_deliver *d, const char *gid, uint64_t last_mid);
 /* Figures: groups with a hole now. */
 size_t gw_deliver_holes(const gw_deliver *d);
+
+/* ---- a message's later versions (gw_versions.c) ----------------------------------------- */
+
+/* Version v of gid's message mid (rec: its record; NULL: announced without it, read it
+ * first): `edited` or `recalled` to every online session of its members here but
+ * `except` (the editor's, which gets the reply). */
+void gw_deliver_version(gw_deliver *d, const char *gid, uint64_t mid, const pr_version *v,
+                        const void *rec, size_t n, gw_sess *except);
 
 /* ---- acks (gw_acks.c) ------------------------------------------------------------------- */
 

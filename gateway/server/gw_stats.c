@@ -355,6 +355,11 @@ static void snapshot(gw_server *srv, table *t)
       "Typing frames dropped (a session's second within 2 s in a group)", na->typing_dropped);
     C("typing", "pushes", "gw_typing_pushes_total", "Typing events pushed to sessions",
       na->typing_pushes + nc->typing_pushes);
+    C("versions", "edits", "gw_edits_total", "Messages edited by this node's sessions", na->edits);
+    C("versions", "recalls", "gw_recalls_total", "Messages recalled by this node's sessions",
+      na->recalls);
+    C("versions", "pushes", "gw_version_pushes_total",
+      "Edits and recalls pushed to sessions (from any thread or node)", ng->version_pushes);
     C("pages", "served", "gw_pages_served_total", "Pages answered (enter, pull)", na->pages);
     C("pages", "messages", "gw_page_messages_total", "Messages sent in pages", na->page_msgs);
     C("requests", "waited", "gw_requests_waited_total",

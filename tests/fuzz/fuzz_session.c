@@ -267,6 +267,12 @@ static int check_event(void *ud, const pr_event *ev)
         break;
     }
     case PR_EV_NOTIFY: CHECK(ev->last_mid >= 1 && ev->last_mid <= stored_last(ev->gid)); break;
+    case PR_EV_EDITED:
+    case PR_EV_RECALLED:
+        /* A version of a stored message; a tombstone has no body. */
+        CHECK(ev->msg.mid >= 1 && ev->msg.mid <= stored_last(ev->gid) && ev->msg.ver >= 1);
+        CHECK(ev->t == PR_EV_EDITED || ev->msg.body.data.n == 0);
+        break;
     case PR_EV_ERR:
         CHECK(ev->err_code != 0); /* only the protocol's codes */
         break;

@@ -160,6 +160,31 @@ static void session_seeds(const char *dir)
     step(&sc, FS_WRITE, 1, 0);
     put(dir, "peers", &sc);
 
+    /* A message's versions: an edit, the same again, one by another member (refused), a
+     * recall, an edit of the tombstone (refused), a page over them. */
+    both_join(&sc, &sb, (int[2]){0, 1}, (int[2]){0, 1}, "room");
+    pr_enc_send(&sb, 2, S("room"), S("v1"), hi);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    pr_enc_edit(&sb, 3, S("room"), 1, 1, (pr_body){S("hi!"), false});
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_edit(&sb, 4, S("room"), 1, 1, (pr_body){S("hi!"), false});
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_edit(&sb, 5, S("room"), 1, 0, (pr_body){S("not mine"), false});
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    pr_enc_recall(&sb, 6, S("room"), 1);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_edit(&sb, 7, S("room"), 1, 0, (pr_body){S("back"), false});
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_pull(&sb, 8, S("room"), false, 0, 10);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    put(dir, "versions", &sc);
+
     /* A slow consumer: its socket backs up while sends pile up, then it drains. */
     both_join(&sc, &sb, (int[2]){0, 2}, (int[2]){2, 0}, "busy");
     step(&sc, FS_WRITE, 2, 0);
@@ -254,6 +279,10 @@ int main(int argc, char **argv)
     put(q, "presence", &sb);
     pr_enc_typing(&sb, S("room"));
     put(q, "typing", &sb);
+    pr_enc_edit(&sb, 12, S("room"), 7, 2, (pr_body){S("fixed"), false});
+    put(q, "edit", &sb);
+    pr_enc_recall(&sb, 13, S("room"), 7);
+    put(q, "recall", &sb);
 
     pr_welcome w = {S("alice"), S("s-1"), 1, 50, 1000, 65536};
     pr_enc_welcome_begin(&sb, 1, &w, 1);
@@ -290,6 +319,21 @@ int main(int argc, char **argv)
     put(e, "online", &sb);
     pr_enc_typing_push(&sb, S("room"), S("bob"), 5000);
     put(e, "typing", &sb);
+    pr_version v1 = {.ver = 2, .ts = 1700000000001};
+    pr_enc_version(&sb, 12, S("room"), 7, &v1, (pr_slice){(const uint8_t *)rec.data, rec.size});
+    put(e, "edited", &sb);
+    msgpack_sbuffer tomb;
+    msgpack_sbuffer_init(&tomb);
+    pr_enc_tombstone(&tomb, S("alice"));
+    pr_version v2 = {.ver = 3, .ts = 1700000000002, .recalled = true};
+    pr_enc_version(&sb, PR_NO_RID, S("room"), 7, &v2,
+                   (pr_slice){(const uint8_t *)tomb.data, tomb.size});
+    put(e, "recalled", &sb);
+    pr_enc_page_begin(&sb, 2, S("room"), 8, false, 2);
+    pr_enc_page_entry_v(&sb, 7, 1, &v2, (pr_slice){(const uint8_t *)tomb.data, tomb.size});
+    pr_enc_page_entry_v(&sb, 8, 2, &v1, (pr_slice){(const uint8_t *)rec.data, rec.size});
+    put(e, "page-versions", &sb);
+    msgpack_sbuffer_destroy(&tomb);
     msgpack_sbuffer_destroy(&sb);
     msgpack_sbuffer_destroy(&rec);
     return 0;

@@ -1,11 +1,13 @@
 #include "gwfx.h"
 #include "pgfx.h"
 #include "store.h"
+#include "tclock.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -509,4 +511,43 @@ char *gwfx_metrics(gwfx *f)
     }
     *w = 0;
     return body;
+}
+
+bool gwfx_next_of(gwc_conn *k, enum pr_ev_type t, int ms, pr_event *out)
+{
+    long t0 = tclock_ms();
+    while (tclock_since(t0) < ms) {
+        long left = ms - tclock_since(t0);
+        int rc = gwc_next(k, (int)(left > 0 ? left : 1), out);
+        if (rc == GWC_ETIMEDOUT)
+            return false;
+        cr_assert_eq(rc, 0, "the session ended: %s (%s)", gwc_strerror(rc), gwc_last_error(k));
+        if (out->t == PR_EV_ERR && t != PR_EV_ERR)
+            cr_assert_fail("err %.*s: %.*s", (int)out->err_name.n, out->err_name.p,
+                           (int)out->err_msg.n, out->err_msg.p);
+        if (out->t == t)
+            return true;
+    }
+    return false;
+}
+
+pr_event gwfx_expect_of(gwc_conn *k, enum pr_ev_type t)
+{
+    pr_event ev;
+    cr_assert(gwfx_next_of(k, t, GWFX_WAIT, &ev), "no event %d within %d ms", t, GWFX_WAIT);
+    return ev;
+}
+
+long long gwfx_stat(gwfx *f, const char *group, const char *key)
+{
+    int status = 0;
+    char *body = gwfx_http(f, "/stats", NULL, &status);
+    cr_assert_eq(status, 200);
+    json_t *j = json_loads(body, 0, NULL);
+    json_t *v = json_object_get(json_object_get(j, group), key);
+    cr_assert(json_is_integer(v), "/stats has no %s.%s: %s", group, key, body);
+    long long n = json_integer_value(v);
+    json_decref(j);
+    free(body);
+    return n;
 }

@@ -106,6 +106,14 @@ void gwfx_ack(gwc_conn *k, const char *gid, uint64_t mid);
 /* Sends a text body with the given cid and waits for `sent`; returns the mid. Events that
  * arrive meanwhile (pushes) fail the test: use it on sessions that get no pushes. */
 uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char *text);
+/* The next event of type t, skipping others (pushes of messages, say), within ms; an
+ * `err` when t is not PR_EV_ERR fails the test. Its slices are valid until the next call
+ * on k. */
+bool gwfx_next_of(gwc_conn *k, enum pr_ev_type t, int ms, pr_event *out);
+/* The same, failing the test unless it comes within GWFX_WAIT. */
+pr_event gwfx_expect_of(gwc_conn *k, enum pr_ev_type t);
+/* A figure of f's /stats (group.key), failing the test when there is none. */
+long long gwfx_stat(gwfx *f, const char *group, const char *key);
 /* True if nothing arrives on k within ms. */
 bool gwfx_quiet(gwc_conn *k, int ms);
 /* Waits until the connection is closed by the server; returns its close code. */

@@ -33,21 +33,6 @@ static void teardown(void)
     gwfx_cleanup(&fa);
 }
 
-/* A figure of f's /stats. */
-static long long stat_of(gwfx *f, const char *group, const char *key)
-{
-    int status = 0;
-    char *body = gwfx_http(f, "/stats", NULL, &status);
-    cr_assert_eq(status, 200);
-    json_t *j = json_loads(body, 0, NULL);
-    json_t *v = json_object_get(json_object_get(j, group), key);
-    cr_assert(json_is_integer(v), "/stats has no %s.%s: %s", group, key, body);
-    long long n = json_integer_value(v);
-    json_decref(j);
-    free(body);
-    return n;
-}
-
 TestSuite(peers, .fini = teardown, .timeout = 120);
 
 static pr_slice sl(const char *s)
@@ -106,33 +91,6 @@ static void read_to(gwc_conn *k, const char *gid, uint64_t mid)
 {
     cur c = {gid, mid};
     send_frame(k, enc_read, &c);
-}
-
-/* The next event of type t, skipping others (pushes of messages, say); at most ms. Its
- * slices are valid until the next call on k. */
-static bool next_of(gwc_conn *k, enum pr_ev_type t, int ms, pr_event *out)
-{
-    long t0 = tclock_ms();
-    while (tclock_since(t0) < ms) {
-        long left = ms - tclock_since(t0);
-        int rc = gwc_next(k, (int)(left > 0 ? left : 1), out);
-        if (rc == GWC_ETIMEDOUT)
-            return false;
-        cr_assert_eq(rc, 0, "the session ended: %s (%s)", gwc_strerror(rc), gwc_last_error(k));
-        if (out->t == PR_EV_ERR && t != PR_EV_ERR)
-            cr_assert_fail("err %.*s: %.*s", (int)out->err_name.n, out->err_name.p,
-                           (int)out->err_msg.n, out->err_msg.p);
-        if (out->t == t)
-            return true;
-    }
-    return false;
-}
-
-static pr_event expect_of(gwc_conn *k, enum pr_ev_type t)
-{
-    pr_event ev;
-    cr_assert(next_of(k, t, GWFX_WAIT, &ev), "no event %d within %d ms", t, GWFX_WAIT);
-    return ev;
 }
 
 /* Waits until gid's members listed by the API show uid with the stored read (or ack). */
@@ -235,7 +193,7 @@ static pr_event receipts(gwc_conn *k, const char *gid, uint64_t mid, char *reade
 {
     rq q = {gid, mid};
     send_frame(k, enc_receipts, &q);
-    pr_event ev = expect_of(k, PR_EV_RECEIPTS);
+    pr_event ev = gwfx_expect_of(k, PR_EV_RECEIPTS);
     cr_assert_eq(ev.rid, 4);
     cr_assert_eq(ev.mid, mid);
     if (readers) {
@@ -317,9 +275,9 @@ Test(peers, receipts_count_delivered_and_read_and_name_the_readers)
     cr_assert_eq(gwfx_expect(dave, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
     /* /stats counts them: three asked in frames and one through the API, the roster read
      * once; bob's and carol's reads. */
-    cr_assert_geq(stat_of(&fa, "receipts", "queries"), 4);
-    cr_assert_geq(stat_of(&fa, "receipts", "roster_reads"), 1);
-    cr_assert_geq(stat_of(&fa, "reads", "frames"), 2);
+    cr_assert_geq(gwfx_stat(&fa, "receipts", "queries"), 4);
+    cr_assert_geq(gwfx_stat(&fa, "receipts", "roster_reads"), 1);
+    cr_assert_geq(gwfx_stat(&fa, "reads", "frames"), 2);
 }
 
 #define N_MEMBERS 50
@@ -442,7 +400,7 @@ Test(peers, a_watch_gets_cursor_pushes_coalesced_to_one_a_period)
     int frames = 0, moved = 0;
     char seen[N] = {0};
     pr_event ev;
-    while (moved < N - 1 && next_of(k[0], PR_EV_CURSORS, 3000, &ev)) {
+    while (moved < N - 1 && gwfx_next_of(k[0], PR_EV_CURSORS, 3000, &ev)) {
         frames++;
         for (size_t i = 0; i < ev.n_items; i++) {
             pr_cursor c;
@@ -464,7 +422,7 @@ Test(peers, a_watch_gets_cursor_pushes_coalesced_to_one_a_period)
     send_frame(k[0], enc_watch, &stop);
     receipts(k[0], "room", 1, NULL, 0);
     ack_to(k[5], "room", 1);
-    cr_assert_not(next_of(k[0], PR_EV_CURSORS, 1200, &ev), "no push after the watch ended");
+    cr_assert_not(gwfx_next_of(k[0], PR_EV_CURSORS, 1200, &ev), "no push after the watch ended");
 }
 
 Test(peers, a_large_group_gets_the_counts_of_the_watched_mids)
@@ -490,7 +448,8 @@ Test(peers, a_large_group_gets_the_counts_of_the_watched_mids)
     /* Pushes come as a `receipts` for each watched mid, until they show both reads. */
     bool one = false, two = false;
     long t0 = tclock_ms();
-    while (!(one && two) && tclock_since(t0) < 5000 && next_of(k[0], PR_EV_RECEIPTS, 2000, &ev)) {
+    while (!(one && two) && tclock_since(t0) < 5000 &&
+           gwfx_next_of(k[0], PR_EV_RECEIPTS, 2000, &ev)) {
         cr_assert(!ev.has_rid);
         cr_assert_eq(ev.of, 5);
         if (ev.mid == 1 && ev.read == 2)
@@ -533,15 +492,15 @@ Test(peers, typing_reaches_the_others_once_in_two_seconds_and_is_not_stored)
     cr_assert_null(strstr(before, "\"online\":false"), "%s", before);
     send_frame(bob, enc_typing, "t");
     send_frame(bob, enc_typing, "t"); /* within 2 s: dropped */
-    pr_event ev = expect_of(carol, PR_EV_TYPING);
+    pr_event ev = gwfx_expect_of(carol, PR_EV_TYPING);
     cr_assert(gwfx_slice_is(ev.gid, "t"));
     cr_assert(gwfx_slice_is(ev.uid, "bob"));
     cr_assert_eq(ev.ttl_ms, 5000);
-    cr_assert_not(next_of(carol, PR_EV_TYPING, 1200, &ev), "the second within 2 s is dropped");
-    cr_assert_not(next_of(bob_phone, PR_EV_TYPING, 200, &ev), "not to the typist's devices");
+    cr_assert_not(gwfx_next_of(carol, PR_EV_TYPING, 1200, &ev), "the second within 2 s is dropped");
+    cr_assert_not(gwfx_next_of(bob_phone, PR_EV_TYPING, 200, &ev), "not to the typist's devices");
     usleep(1000 * 1000);
     send_frame(bob, enc_typing, "t"); /* 2 s after the first: it goes */
-    expect_of(carol, PR_EV_TYPING);
+    gwfx_expect_of(carol, PR_EV_TYPING);
     /* Nothing stored: no message, no cursor moved, the group's last mid the same. */
     char *after = gwfx_api(&fa, "GET", "/api/v1/groups/t/members", NULL, 200);
     cr_assert_str_eq(after, before);
@@ -556,9 +515,9 @@ Test(peers, typing_reaches_the_others_once_in_two_seconds_and_is_not_stored)
     cr_assert_eq(gwfx_expect(eve, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
     /* /stats counts them: bob's three and eve's, one of bob's dropped; the pushes on the
      * node carol is on (bob's phone is not told). */
-    cr_assert_eq(stat_of(&fa, "typing", "received"), 4);
-    cr_assert_eq(stat_of(&fa, "typing", "dropped"), 1);
-    cr_assert_eq(stat_of(other, "typing", "pushes"), 2);
+    cr_assert_eq(gwfx_stat(&fa, "typing", "received"), 4);
+    cr_assert_eq(gwfx_stat(&fa, "typing", "dropped"), 1);
+    cr_assert_eq(gwfx_stat(other, "typing", "pushes"), 2);
 }
 
 /* ---- presence ------------------------------------------------------------------------------ */
@@ -590,7 +549,7 @@ static void await_online(gwc_conn *k, const char *uid, bool online, int ms)
 {
     long t0 = tclock_ms();
     pr_event ev;
-    while (tclock_since(t0) < ms && next_of(k, PR_EV_ONLINE, ms, &ev))
+    while (tclock_since(t0) < ms && gwfx_next_of(k, PR_EV_ONLINE, ms, &ev))
         for (size_t i = 0; i < ev.n_items; i++) {
             pr_presence p;
             if (pr_event_presence(&ev, i, &p) == 0 && gwfx_slice_is(p.uid, uid) &&
@@ -616,7 +575,7 @@ Test(peers, presence_lists_who_is_online_and_pushes_the_changes)
     usleep(300 * 1000); /* carol's last_seen is written as she goes */
     pq q = {"p", 1};
     send_frame(alice, enc_presence, &q);
-    pr_event ev = expect_of(alice, PR_EV_PRESENCE);
+    pr_event ev = gwfx_expect_of(alice, PR_EV_PRESENCE);
     cr_assert_eq(ev.rid, 8);
     cr_assert_eq(ev.of, 3);
     cr_assert_eq(ev.online, 1);
@@ -659,7 +618,7 @@ Test(peers, presence_follows_a_node_that_is_killed, .timeout = 120)
     /* Bob (on the other node) is seen online here. */
     for (int i = 0; i < 50; i++) {
         send_frame(alice, enc_presence, &q);
-        ev = expect_of(alice, PR_EV_PRESENCE);
+        ev = gwfx_expect_of(alice, PR_EV_PRESENCE);
         if (ev.online == 2)
             break;
         usleep(100 * 1000);

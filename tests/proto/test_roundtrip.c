@@ -387,9 +387,9 @@ Test(roundtrip, page)
 {
     static const uint8_t raw[] = {1, 2, 3, 0};
     pr_message want[3] = {
-        {10, S("alice"), 100, {S("first"), false}},
-        {11, S("bob"), 101, {{raw, sizeof raw}, true}},
-        {12, S("alice"), 102, {{NULL, 0}, false}},
+        {10, S("alice"), 100, {S("first"), false}, 0, false},
+        {11, S("bob"), 101, {{raw, sizeof raw}, true}, 0, false},
+        {12, S("alice"), 102, {{NULL, 0}, false}, 0, false},
     };
     cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 20, true, 3), 0);
     for (size_t i = 0; i < 3; i++) {
@@ -634,4 +634,82 @@ Test(roundtrip, rid_zero_is_a_rid)
     cr_assert_eq(pr_enc_pong(&sb, PR_NO_RID, 5), 0);
     decode_events(1);
     cr_assert_not(got.ev[0].has_rid);
+}
+
+/* A message's later versions: edit and recall requests, the edited and recalled events,
+ * and page entries that carry ver, or recalled with no body. */
+Test(roundtrip, edits_and_recalls)
+{
+    pr_body body = {S("fixed typo"), false};
+    cr_assert_eq(pr_enc_edit(&sb, 3, S("g1"), 7, 2, body), 0);
+    decode_req();
+    cr_assert_eq(req.t, PR_REQ_EDIT);
+    cr_assert(slice_is(req.gid, "g1"));
+    cr_assert_eq(req.mid, 7);
+    cr_assert_eq(req.ver, 2);
+    cr_assert(slice_eq(req.body.data, body.data));
+    msgpack_sbuffer_clear(&sb);
+    cr_assert_eq(pr_enc_edit(&sb, 4, S("g1"), 7, 0, body), 0);
+    decode_req();
+    cr_assert_eq(req.ver, 0, "left out: the next");
+    msgpack_sbuffer_clear(&sb);
+    cr_assert_eq(pr_enc_recall(&sb, 5, S("g1"), 7), 0);
+    decode_req();
+    cr_assert_eq(req.t, PR_REQ_RECALL);
+    cr_assert_eq(req.mid, 7);
+
+    msgpack_sbuffer rec = make_record("alice", body);
+    pr_version v = {.ver = 2, .ts = 1234};
+    msgpack_sbuffer_clear(&sb);
+    cr_assert_eq(pr_enc_version(&sb, 9, S("g1"), 7, &v, REC(rec)), 0);
+    got.n = 0;
+    decode_events(1);
+    cr_assert_eq(got.ev[0].t, PR_EV_EDITED);
+    cr_assert_eq(got.ev[0].rid, 9);
+    cr_assert_eq(got.ev[0].msg.mid, 7);
+    cr_assert_eq(got.ev[0].msg.ver, 2);
+    cr_assert_eq(got.ev[0].msg.ts, 1234);
+    cr_assert(slice_is(got.ev[0].msg.from, "alice"));
+    cr_assert(slice_eq(got.ev[0].msg.body.data, body.data));
+    cr_assert_not(got.ev[0].msg.recalled);
+
+    msgpack_sbuffer tomb;
+    msgpack_sbuffer_init(&tomb);
+    cr_assert_eq(pr_enc_tombstone(&tomb, S("alice")), 0);
+    pr_version r = {.ver = 3, .ts = 1300, .recalled = true};
+    msgpack_sbuffer_clear(&sb);
+    cr_assert_eq(pr_enc_version(&sb, PR_NO_RID, S("g1"), 7, &r, REC(tomb)), 0);
+    got.n = 0;
+    decode_events(1);
+    cr_assert_eq(got.ev[0].t, PR_EV_RECALLED);
+    cr_assert_not(got.ev[0].has_rid);
+    cr_assert_eq(got.ev[0].msg.ver, 3);
+    cr_assert(got.ev[0].msg.recalled);
+    cr_assert(slice_is(got.ev[0].msg.from, "alice"));
+    cr_assert_eq(got.ev[0].msg.body.data.n, 0);
+
+    msgpack_sbuffer_clear(&sb);
+    cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 8, false, 3), 0);
+    cr_assert_eq(pr_enc_page_entry(&sb, 6, 90, REC(rec)), 0);
+    cr_assert_eq(pr_enc_page_entry_v(&sb, 7, 100, &r, REC(tomb)), 0);
+    cr_assert_eq(pr_enc_page_entry_v(&sb, 8, 110, &v, REC(rec)), 0);
+    got.n = 0;
+    decode_events(1);
+    pr_message m;
+    cr_assert_eq(pr_event_message(&got.ev[0], 0, &m), 0);
+    cr_assert(m.ver == 0 && !m.recalled && m.body.data.n == body.data.n);
+    cr_assert_eq(pr_event_message(&got.ev[0], 1, &m), 0);
+    cr_assert(m.ver == 3 && m.recalled && m.body.data.n == 0 && m.ts == 100);
+    cr_assert(slice_is(m.from, "alice"));
+    cr_assert_eq(pr_event_message(&got.ev[0], 2, &m), 0);
+    cr_assert(m.ver == 2 && !m.recalled && slice_eq(m.body.data, body.data));
+
+    /* A stored tombstone reads back as recalled; a record is not. */
+    pr_message d;
+    cr_assert_eq(pr_dec_record(dec, (const uint8_t *)tomb.data, tomb.size, &d), 0);
+    cr_assert(d.recalled && slice_is(d.from, "alice"));
+    cr_assert_eq(pr_dec_record(dec, (const uint8_t *)rec.data, rec.size, &d), 0);
+    cr_assert_not(d.recalled);
+    msgpack_sbuffer_destroy(&tomb);
+    msgpack_sbuffer_destroy(&rec);
 }

@@ -1,0 +1,264 @@
+/*
+ * A message's later versions (docs/PROTOCOL.md, Edits and recalls), against the real
+ * gateway on the suite's backend, and on two nodes over one database in the PostgreSQL
+ * pass:
+ *   - an edit keeps the mid, gets the next version, is replied to its sender's session
+ *     and pushed to the group's other sessions (the sender's other devices too, and on
+ *     another node), and pages show it; a resent edit (same ver, same body) is replied
+ *     again and not pushed; another body under a taken ver is a conflict;
+ *   - only the sender edits or recalls; unknown mids, recalled messages and the edit
+ *     window are refused with the code that says which;
+ *   - a recall leaves a tombstone in pages (mids stay dense), pushed as `recalled`;
+ *   - all of it survives a restart;
+ *   - a recalled body is not on disk afterwards: not in the RocksDB folder once its
+ *     scrub (flush and compaction) ran, not in the PostgreSQL heap after VACUUM.
+ */
+#include "gwfx.h"
+#include "pgfx.h"
+#include "tclock.h"
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static gwfx fa, fb;
+
+static void teardown(void)
+{
+    gwfx_cleanup(&fb);
+    gwfx_cleanup(&fa);
+}
+
+TestSuite(edits, .fini = teardown, .timeout = 120);
+
+static pr_slice sl(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
+/* The reply of rid: of type want (pushes before it are skipped). */
+static pr_event expect_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want)
+{
+    pr_event ev;
+    cr_assert(gwfx_next_of(k, want, GWFX_WAIT, &ev), "no reply %d within %d ms", want, GWFX_WAIT);
+    cr_assert(ev.has_rid && ev.rid == rid, "the reply of rid %lu", (unsigned long)rid);
+    return ev;
+}
+
+static pr_event edit(gwc_conn *k, uint64_t rid, uint64_t mid, uint64_t ver, const char *text,
+                     enum pr_ev_type want)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    cr_assert_eq(pr_enc_edit(&sb, rid, sl("g"), mid, ver, (pr_body){sl(text), false}), 0);
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return expect_reply(k, rid, want);
+}
+
+static pr_event recall(gwc_conn *k, uint64_t rid, uint64_t mid, enum pr_ev_type want)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    cr_assert_eq(pr_enc_recall(&sb, rid, sl("g"), mid), 0);
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return expect_reply(k, rid, want);
+}
+
+/* The page of gid after 0 as k gets it: each message's text (or "-" for a tombstone),
+ * version and recalled flag checked by the caller through the out arrays. */
+typedef struct seen {
+    char text[4][64];
+    uint64_t ver[4];
+    bool recalled[4];
+    size_t n;
+} seen;
+
+static seen page_of(gwc_conn *k)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    cr_assert_eq(pr_enc_pull(&sb, 77, sl("g"), false, 0, 10), 0);
+    pr_event ev;
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert(gwfx_next_of(k, PR_EV_PAGE, GWFX_WAIT, &ev));
+    seen s = {.n = ev.n_items};
+    cr_assert_leq(s.n, 4);
+    for (size_t i = 0; i < s.n; i++) {
+        pr_message m;
+        cr_assert_eq(pr_event_message(&ev, i, &m), 0);
+        cr_assert_eq(m.mid, i + 1, "mids stay dense");
+        if (m.recalled)
+            snprintf(s.text[i], sizeof(s.text[i]), "-");
+        else
+            snprintf(s.text[i], sizeof(s.text[i]), "%.*s", (int)m.body.data.n,
+                     (const char *)m.body.data.p);
+        s.ver[i] = m.ver;
+        s.recalled[i] = m.recalled;
+    }
+    return s;
+}
+
+static void check_page(gwc_conn *k)
+{
+    seen s = page_of(k);
+    cr_assert_eq(s.n, 3);
+    cr_assert_str_eq(s.text[0], "one");
+    cr_assert_eq(s.ver[0], 0);
+    cr_assert_str_eq(s.text[1], "two, edited");
+    cr_assert_eq(s.ver[1], 1);
+    cr_assert_str_eq(s.text[2], "-");
+    cr_assert(s.recalled[2]);
+    cr_assert_eq(s.ver[2], 1);
+}
+
+Test(edits, edits_and_recalls_are_pushed_paged_and_survive_a_restart)
+{
+    bool two = pgfx_on();
+    gwfx_start(&fa, NULL);
+    if (two)
+        gwfx_start_beside(&fb, &fa, NULL);
+    gwfx *other = two ? &fb : &fa;
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwc_conn *bob = gwfx_login(other, "bob", NULL);
+    gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_join(bob, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    gwfx_send_msg(alice, "g", "c2", "two");
+    gwfx_send_msg(alice, "g", "c3", "three");
+
+    pr_event ev = edit(alice, 5, 2, 1, "two, edited", PR_EV_EDITED);
+    cr_assert_eq(ev.msg.mid, 2);
+    cr_assert_eq(ev.msg.ver, 1);
+    cr_assert(gwfx_slice_is(ev.msg.from, "alice"));
+    cr_assert(gwfx_slice_is(ev.msg.body.data, "two, edited"));
+    uint64_t ver_ts = ev.msg.ts;
+    cr_assert_gt(ver_ts, 0);
+    /* Pushed to the others, the sender's other device too, as one version. */
+    gwc_conn *others[2] = {bob, alice_phone};
+    for (int i = 0; i < 2; i++) {
+        ev = gwfx_expect_of(others[i], PR_EV_EDITED);
+        cr_assert_not(ev.has_rid);
+        cr_assert(gwfx_slice_is(ev.gid, "g"));
+        cr_assert(ev.msg.mid == 2 && ev.msg.ver == 1 && ev.msg.ts == ver_ts);
+        cr_assert(gwfx_slice_is(ev.msg.body.data, "two, edited"));
+    }
+    cr_assert_not(gwfx_next_of(alice, PR_EV_EDITED, 300, &ev),
+                  "the editor's session has the reply");
+
+    /* The same edit again: the same answer, no second push; another body: a conflict. */
+    ev = edit(alice, 6, 2, 1, "two, edited", PR_EV_EDITED);
+    cr_assert(ev.msg.ver == 1 && ev.msg.ts == ver_ts);
+    cr_assert_not(gwfx_next_of(bob, PR_EV_EDITED, 500, &ev), "a resent edit is not pushed again");
+    ev = edit(alice, 7, 2, 1, "two, other", PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_CONFLICT, "%.*s", (int)ev.err_msg.n, ev.err_msg.p);
+
+    /* Only the sender; a mid the group does not have. */
+    ev = edit(bob, 8, 1, 0, "bob was here", PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_UNAUTHORIZED);
+    ev = recall(bob, 9, 1, PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_UNAUTHORIZED);
+    ev = edit(alice, 10, 99, 0, "x", PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_BAD_FIELD);
+    cr_assert(gwfx_slice_is(ev.gid, "g"), "the error names the group");
+
+    /* A recall: replied, pushed, a tombstone from then on. */
+    ev = recall(alice, 11, 3, PR_EV_RECALLED);
+    cr_assert(ev.msg.mid == 3 && ev.msg.ver == 1 && ev.msg.recalled);
+    cr_assert_eq(ev.msg.body.data.n, 0);
+    ev = gwfx_expect_of(bob, PR_EV_RECALLED);
+    cr_assert(ev.msg.mid == 3 && ev.msg.recalled && gwfx_slice_is(ev.msg.from, "alice"));
+    ev = edit(alice, 12, 3, 0, "back", PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_BAD_FIELD, "a recalled message is not edited");
+    ev = recall(alice, 13, 3, PR_EV_RECALLED);
+    cr_assert_eq(ev.msg.ver, 1, "a recall again: the first answer");
+
+    check_page(bob);
+    check_page(alice);
+    cr_assert_eq(gwfx_stat(&fa, "versions", "edits"), 1);
+    cr_assert_eq(gwfx_stat(&fa, "versions", "recalls"), 1);
+    cr_assert_geq(gwfx_stat(other, "versions", "pushes"), two ? 3 : 4);
+
+    gwfx_stop(&fa, SIGTERM);
+    gwfx_restart(&fa);
+    if (two) {
+        gwfx_stop(&fb, SIGTERM);
+        gwfx_restart(&fb);
+    }
+    gwc_conn *carol = gwfx_login(&fa, "carol", NULL);
+    gwfx_join(carol, "g");
+    check_page(carol);
+}
+
+Test(edits, the_edit_window_closes_and_recalls_stay_open)
+{
+    static const char *const window[] = {"--edit-window", "1", NULL};
+    gwfx_start(&fa, window);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    edit(alice, 1, 1, 0, "one, at once", PR_EV_EDITED);
+    usleep(1300 * 1000);
+    pr_event ev = edit(alice, 2, 1, 0, "one, too late", PR_EV_ERR);
+    cr_assert_eq(ev.err_code, PR_E_UNAUTHORIZED);
+    cr_assert(strstr((const char *)ev.err_msg.p, "edit window"), "%.*s", (int)ev.err_msg.n,
+              ev.err_msg.p);
+    recall(alice, 3, 1, PR_EV_RECALLED);
+}
+
+/* Does the file (or any file under the folder) hold marker? */
+static bool on_disk(const char *path, const char *marker)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "grep -r -a -q -F '%s' '%s'", marker, path);
+    return system(cmd) == 0;
+}
+
+Test(edits, a_recalled_body_is_not_on_disk_afterwards, .timeout = 60)
+{
+    gwfx_start(&fa, NULL);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwfx_join(alice, "g");
+    char marker[64];
+    snprintf(marker, sizeof(marker), "secret-%ld-%d", (long)time(NULL), getpid());
+    gwfx_send_msg(alice, "g", "c1", "kept");
+    gwfx_send_msg(alice, "g", "c2", marker);
+    gwfx_send_msg(alice, "g", "c3", "kept too");
+    if (!pgfx_on()) {
+        char data[300];
+        snprintf(data, sizeof(data), "%s/data", fa.dir);
+        cr_assert(on_disk(data, marker), "the marker is written before the recall");
+        recall(alice, 1, 2, PR_EV_RECALLED);
+        /* The scrub runs within a second or two (after a commit, or when idle). */
+        bool gone = false;
+        for (int i = 0; i < 100 && !gone; i++) {
+            usleep(100 * 1000);
+            gone = !on_disk(data, marker);
+        }
+        cr_assert(gone, "the recalled body is still in %s", data);
+    } else {
+        char sql[400];
+        snprintf(sql, sizeof(sql),
+                 "SELECT position(convert_to('%s', 'UTF8') IN"
+                 " pg_read_binary_file(pg_relation_filepath('gw.msgs')))",
+                 marker);
+        pgfx_scalar(fa.store_url, "CHECKPOINT");
+        cr_assert_gt(pgfx_scalar(fa.store_url, sql), 0, "the marker is in the heap before");
+        recall(alice, 1, 2, PR_EV_RECALLED);
+        pgfx_scalar(fa.store_url, "VACUUM gw.msgs");
+        pgfx_scalar(fa.store_url, "CHECKPOINT");
+        cr_assert_eq(pgfx_scalar(fa.store_url, sql), 0, "the recalled body is in the heap");
+    }
+    seen s = page_of(alice);
+    cr_assert_eq(s.n, 3);
+    cr_assert_str_eq(s.text[0], "kept");
+    cr_assert(s.recalled[1]);
+    cr_assert_str_eq(s.text[2], "kept too");
+}
