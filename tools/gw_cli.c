@@ -46,6 +46,10 @@ static void usage(FILE *f)
         "                         who read it (in a small group)\n"
         "  who GID                who of the group is online, and when the others were last\n"
         "                         seen\n"
+        "  edit GID MID TEXT...   replace the text of your message MID (a new version of it;\n"
+        "                         everyone online sees it)\n"
+        "  recall GID MID         take your message MID back: its text is deleted, its mid\n"
+        "                         stays as \"(recalled)\"\n"
         "\n"
         "Options\n"
         "  --url URL              wss://HOST:PORT/ws or ws://... (default $GW_URL, else\n"
@@ -85,6 +89,8 @@ static void usage(FILE *f)
         "  gw_cli pull --all --after 0 lobby        # the whole history, page by page\n"
         "  gw_cli receipts lobby 42                 # delivered to 3, read by 2 of 4\n"
         "  gw_cli who lobby                         # online, and last seen\n"
+        "  gw_cli edit lobby 42 see you at 10, not 9  # prints [lobby #42 edited v1] ...\n"
+        "  gw_cli recall lobby 42                   # prints [lobby #42] alice: (recalled)\n"
         "\n"
         "Exit status\n"
         "  0  done (tail: --count or --seconds reached, or Ctrl-C)\n"
@@ -382,8 +388,8 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
  * code. */
 static int check_command(const cli *c, const cli_args *a)
 {
-    static const char *const cmds[] = {"groups", "join",     "leave", "send", "tail",
-                                       "pull",   "receipts", "who",   "help"};
+    static const char *const cmds[] = {"groups",   "join", "leave", "send",   "tail", "pull",
+                                       "receipts", "who",  "edit",  "recall", "help"};
     const cli_opts *o = &c->o;
     const char *cmd = a->cmd;
     bool known = false;
@@ -405,13 +411,18 @@ static int check_command(const cli *c, const cli_args *a)
         }
     }
     bool is_send = !strcmp(cmd, "send"), group_cmd = strcmp(cmd, "groups") != 0;
-    bool is_receipts = !strcmp(cmd, "receipts");
+    bool is_receipts = !strcmp(cmd, "receipts") || !strcmp(cmd, "recall");
+    if (!strcmp(cmd, "edit") && a->nargs < 3) {
+        cli_err("usage: gw_cli edit GID MID TEXT...");
+        return CLI_EXIT_USAGE;
+    }
+    is_send |= !strcmp(cmd, "edit"); /* words after the group */
     if (!group_cmd && a->nargs) {
         cli_err("groups takes no arguments");
         return CLI_EXIT_USAGE;
     }
     if (is_receipts && a->nargs != 2) {
-        cli_err("usage: gw_cli receipts GID MID");
+        cli_err("usage: gw_cli %s GID MID", cmd);
         return CLI_EXIT_USAGE;
     }
     if (group_cmd && !is_receipts && (a->nargs < 1 || (a->nargs > 1 && !is_send))) {
@@ -480,6 +491,18 @@ static int run(int argc, char **argv, cli *c)
     }
     if (!strcmp(cmd, "who"))
         return cli_cmd_who(c, gid);
+    if (!strcmp(cmd, "edit") || !strcmp(cmd, "recall")) {
+        uint64_t mid;
+        if (parse_u64("MID", a.args[1], 1, UINT64_MAX, &mid))
+            return CLI_EXIT_USAGE;
+        if (!strcmp(cmd, "recall"))
+            return cli_cmd_edit(c, gid, mid, NULL);
+        char text[65536] = "";
+        for (int i = 2; i < a.nargs; i++) /* the words, joined by spaces (as send does) */
+            snprintf(text + strlen(text), sizeof(text) - strlen(text), "%s%s", i > 2 ? " " : "",
+                     a.args[i]);
+        return cli_cmd_edit(c, gid, mid, text);
+    }
     return cli_cmd_pull(c, gid);
 }
 

@@ -108,5 +108,7 @@ int cli_cmd_tail(cli *c, const char *gid);
 int cli_cmd_pull(cli *c, const char *gid);
 int cli_cmd_receipts(cli *c, const char *gid, uint64_t mid);
 int cli_cmd_who(cli *c, const char *gid);
+/* edit GID MID TEXT (text NULL: recall GID MID): prints the message's new version. */
+int cli_cmd_edit(cli *c, const char *gid, uint64_t mid, const char *text);
 
 #endif

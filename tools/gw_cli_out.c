@@ -161,16 +161,26 @@ void out_message(const cli *c, pr_slice gid, const pr_message *m)
         printf(",\"mid\":%" PRIu64 ",\"from\":", m->mid);
         json_str(utf8_valid(m->from) ? m->from : cli_slice("?"));
         printf(",\"ts\":%" PRIu64, m->ts);
-        json_body(m->body);
+        if (m->ver)
+            printf(",\"ver\":%" PRIu64, m->ver);
+        if (m->recalled)
+            fputs(",\"recalled\":true", stdout);
+        else
+            json_body(m->body);
         fputs("}\n", stdout);
         return;
     }
     putchar('[');
     text_safe(gid);
-    printf(" #%" PRIu64 "] ", m->mid);
+    printf(" #%" PRIu64, m->mid);
+    if (m->ver && !m->recalled)
+        printf(" edited v%" PRIu64, m->ver);
+    fputs("] ", stdout);
     text_safe(m->from);
     fputs(": ", stdout);
-    if (!m->body.is_bin) {
+    if (m->recalled) {
+        fputs("(recalled)", stdout);
+    } else if (!m->body.is_bin) {
         text_safe(m->body.data);
     } else if (m->body.data.n <= TEXT_HEX_MAX) {
         printf("<%zu bytes:", m->body.data.n);

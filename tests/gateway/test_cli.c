@@ -403,6 +403,36 @@ Test(cli, receipts_and_who_say_what_the_members_see, .init = start_ws, .fini = s
     free(err);
 }
 
+/* edit and recall print the message's new version; pull shows it; others are refused. */
+Test(cli, edit_and_recall_print_the_new_version, .init = start_ws, .fini = stop)
+{
+    cli_ok(tok("alice"), NULL, "join", "e", NULL);
+    cli_ok(tok("bob"), NULL, "join", "e", NULL);
+    cli_ok(tok("alice"), NULL, "send", "e", "see you at 9", NULL);
+    cli_ok(tok("alice"), NULL, "send", "e", "oops", NULL);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(
+        cli(tok("alice"), NULL, &out, NULL, "edit", "e", "1", "see", "you", "at", "10", NULL), 0);
+    cr_assert_str_eq(out, "[e #1 edited v1] alice: see you at 10\n");
+    free(out);
+    cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "--json", "recall", "e", "2", NULL), 0);
+    json_t *all = json_lines(out), *o = json_array_get(all, 0);
+    cr_assert_eq(jint(o, "mid"), 2);
+    cr_assert_eq(jint(o, "ver"), 1);
+    cr_assert(json_is_true(json_object_get(o, "recalled")));
+    cr_assert_null(json_object_get(o, "body"), "a tombstone has no body");
+    json_decref(all);
+    free(out);
+    cr_assert_eq(cli(tok("bob"), NULL, &out, NULL, "pull", "--after", "0", "e", NULL), 0);
+    cr_assert_str_eq(out, "[e #1 edited v1] alice: see you at 10\n[e #2] alice: (recalled)\n");
+    free(out);
+    cr_assert_eq(cli(tok("bob"), NULL, NULL, &err, "edit", "e", "1", "mine", "now", NULL), 1);
+    cr_assert(strstr(err, "only its sender edits a message"), "%s", err);
+    free(err);
+    cr_assert_eq(cli(tok("alice"), NULL, NULL, &err, "edit", "e", "1", NULL), 2, "no text");
+    free(err);
+}
+
 Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop)
 {
     static const char *const lines[] = {
