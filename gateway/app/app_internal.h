@@ -162,6 +162,9 @@ void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r);
 
 /* edit and recall by the message's sender: read, checked, written, replied and pushed. */
 void gw_edit_request(gw_app *a, gw_sess *s, const pr_req *r);
+/* The API's PUT (edit: c's body {body, ver?}) and DELETE (recall) of a message, by the
+ * application: any sender's, no edit window. */
+void gw_api_edit(gw_app *a, gw_api_conn *c, const char *gid, uint64_t mid, bool recall);
 
 /* gw_json.c: {mid, from, ts} and, with_body, `body`: a text body as a string; a binary
  * one (or text that is not UTF-8) in base64, with "encoding": "base64". New reference,

@@ -203,6 +203,13 @@ static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
                 gw_peers_api(a, c, PR_REQ_PRESENCE, x, 0);
             return;
         }
+        if (n == 4 && seg_is(seg[2], len[2], "messages")) {
+            uint64_t mid = 0;
+            if (path_mid(c, seg[3], len[3], &mid) &&
+                allowed(c, put || del, "use PUT (edit) or DELETE (recall) here"))
+                gw_api_edit(a, c, x, mid, del);
+            return;
+        }
         if (n == 5 && seg_is(seg[2], len[2], "messages") && seg_is(seg[4], len[4], "receipts")) {
             uint64_t mid = 0;
             if (!path_mid(c, seg[3], len[3], &mid))
@@ -260,6 +267,13 @@ static int authorized(gw_api_keys *a, struct lws *wsi)
     return which;
 }
 
+/* Does the request need its body to start: a POST, or the PUT of a message (an edit)? */
+static bool routes_after_body(const gw_api_conn *c)
+{
+    return strcmp(c->method, "POST") == 0 ||
+           (strcmp(c->method, "PUT") == 0 && strstr(c->path, "/messages/") != NULL);
+}
+
 int gw_api_begin(gw_app *app, gw_api_conn *c, struct lws *wsi, const char *path, const char *method)
 {
     memset(c, 0, sizeof(*c));
@@ -297,7 +311,7 @@ int gw_api_begin(gw_app *app, gw_api_conn *c, struct lws *wsi, const char *path,
     }
     app->figs.api_requests++;
     c->authorized = true;
-    if (strcmp(method, "POST") == 0)
+    if (routes_after_body(c))
         return 1; /* the body follows */
     route(app, c, wsi);
     return 0;
@@ -327,9 +341,9 @@ int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len)
 
 void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi)
 {
-    /* Only a POST waits for its body; the others started at their headers (and a body
-     * sent with them is ignored). */
-    if (!c->answered && c->authorized && !c->routed && strcmp(c->method, "POST") == 0)
+    /* Only a POST and a message's PUT wait for their body; the others started at their
+     * headers (and a body sent with them is ignored). */
+    if (!c->answered && c->authorized && !c->routed && routes_after_body(c))
         route(a, c, wsi);
 }
 

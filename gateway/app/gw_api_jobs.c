@@ -258,7 +258,12 @@ static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
         pr_message r;
         if (pr_dec_record(j->app->d.dec, m->record, m->record_n, &r) != 0)
             continue; /* cannot happen for what the gateway stored */
-        json_array_append_new(arr, gw_json_message(m->mid, m->ts, &r, true));
+        json_t *e = gw_json_message(m->mid, m->ts, &r, !m->recalled);
+        if (e && m->ver) /* a later version (docs/PROTOCOL.md, Edits and recalls) */
+            json_object_set_new(e, "ver", json_integer((json_int_t)m->ver));
+        if (e && m->recalled)
+            json_object_set_new(e, "recalled", json_true());
+        json_array_append_new(arr, e);
     }
     return json_pack("{s:s, s:I, s:b, s:o}", "gid", j->m.gid, "last_mid",
                      (json_int_t)st_page_last_mid(op->page), "more", st_page_more(op->page),

@@ -1,15 +1,17 @@
 /*
- * A message's later versions, asked by its sender (docs/PROTOCOL.md, Edits and recalls):
- * `edit {gid, mid, body, ver?}` and `recall {gid, mid}`. Two store steps, the session's
- * next requests waiting meanwhile: the message is read (is it there, is it this user's,
- * is the edit window open), then the version is written (ST_OP_EDIT, which checks again
- * that it is the next one: a version made meanwhile, through another session or node,
- * makes it `conflict`). Then the reply (`edited`, `recalled`) goes to the session, and the
- * version to the group's other sessions here (groups/gw_versions.c); the hub takes it to
- * the other threads and the store's feed to the other nodes.
+ * A message's later versions (docs/PROTOCOL.md, Edits and recalls): a session's `edit
+ * {gid, mid, body, ver?}` and `recall {gid, mid}` by the message's sender, and the API's
+ * PUT and DELETE /groups/{gid}/messages/{mid} (docs/API.md) for the application. Two store
+ * steps, a session's next requests waiting meanwhile: the message is read (is it there;
+ * for a session, is it this user's and is the edit window open), then the version is
+ * written (ST_OP_EDIT, which checks again that it is the next one: a version made
+ * meanwhile, through another session or node, makes it `conflict`). Then the answer goes
+ * to whoever asked, and the version to the group's other sessions here
+ * (groups/gw_versions.c); the hub takes it to the other threads and the store's feed to
+ * the other nodes.
  *
- * The record is encoded once, when the request comes: the sender and the new body, or
- * the sender alone (a recall's tombstone: the body is gone from the store).
+ * The record is encoded once, after the read: the message's sender (as stored) and the new
+ * body, or the sender alone (a recall's tombstone: the body is gone from the store).
  */
 #include "app_internal.h"
 
@@ -20,11 +22,14 @@
 typedef struct edit_req {
     gw_job job; /* first: the completion finds the request from its job */
     gw_app *app;
-    gw_sess_req link; /* link.sess: NULL once the session is gone, nothing to answer */
+    gw_sess_req link; /* a session's: link.sess NULL once it is gone */
+    gw_api_conn *api; /* the API's: NULL once its connection is gone */
+    bool by_api;
     uint64_t rid, mid, ver;
     bool recall, reading; /* reading: the first step (the message read) is under way */
     char gid[PR_MAX_ID + 1];
-    char uid[PR_MAX_ID + 1];
+    char uid[PR_MAX_ID + 1]; /* a session's user */
+    pr_body body;            /* an edit's new body (owned copy) */
     msgpack_sbuffer record;
 } edit_req;
 
@@ -32,20 +37,35 @@ static void step_done(gw_job *j);
 
 static void req_free(edit_req *q)
 {
+    if (q->api)
+        q->api->job = NULL;
+    free((void *)q->body.data.p);
     msgpack_sbuffer_destroy(&q->record);
     gw_op_release(&q->job.op);
     free(q);
 }
 
-/* The request ends: an error to its session (code 0: none), the session's next requests
- * may go. */
-static void finish(edit_req *q, int code, const char *msg)
+static void api_orphan(void *job)
+{
+    ((edit_req *)job)->api = NULL;
+}
+
+static const char *what(const edit_req *q)
+{
+    return q->recall ? "the message was not recalled" : "the message was not edited";
+}
+
+/* The request ends refused: a store code (st < 0), or else a protocol code and its text. */
+static void refuse(edit_req *q, int st, int code, const char *msg)
 {
     gw_sess *s = q->link.sess;
-    if (s && code)
-        gw_sess_error(s, q->rid, code, msg, gw_cstr(q->gid));
-    if (s)
+    if (s) {
+        gw_sess_error(s, q->rid, st ? gw_route_err_code(st) : code, st ? gw_route_err_msg(st) : msg,
+                      gw_cstr(q->gid));
         gw_reqs_done(s, &q->link, false);
+    } else if (q->api) {
+        gw_api_fail_store(q->api, st, what(q));
+    }
     req_free(q);
 }
 
@@ -56,7 +76,7 @@ static bool submit(edit_req *q)
     int rc = gw_bridge_submit(q->app->d.bridge, &q->job); /* a read may complete at once */
     if (rc >= 0)
         return true;
-    finish(q, gw_route_err_code(rc), gw_route_err_msg(rc));
+    refuse(q, rc == ST_ECLOSED ? ST_EIO : rc, 0, NULL);
     return false;
 }
 
@@ -65,41 +85,41 @@ static void read_done(edit_req *q)
 {
     gw_app *a = q->app;
     st_op *op = &q->job.op;
-    if (op->result != 0) {
-        finish(q, gw_route_err_code(op->result), gw_route_err_msg(op->result));
-        return;
-    }
-    if (st_page_count(op->page) == 0) {
-        finish(q, PR_E_BAD_FIELD, gw_route_err_msg(ST_ENOMSG));
+    if (op->result != 0 || st_page_count(op->page) == 0) {
+        refuse(q, op->result ? op->result : ST_ENOMSG, 0, NULL);
         return;
     }
     const st_msg *m = st_page_at(op->page, 0);
     pr_message r;
-    bool mine = pr_dec_record(a->d.dec, m->record, m->record_n, &r) == 0 &&
-                r.from.n == strlen(q->uid) && memcmp(r.from.p, q->uid, r.from.n) == 0;
+    if (pr_dec_record(a->d.dec, m->record, m->record_n, &r) != 0) {
+        refuse(q, 0, PR_E_INTERNAL, "the stored message cannot be read");
+        return;
+    }
+    bool mine = r.from.n == strlen(q->uid) && memcmp(r.from.p, q->uid, r.from.n) == 0;
     uint64_t window_ms = (uint64_t)a->d.cfg->edit_window_s * 1000;
     bool late = !q->recall && window_ms && gw_now_ms() > m->ts + window_ms;
-    gw_op_release(op); /* the page */
-    if (!mine) {
-        finish(q, PR_E_UNAUTHORIZED,
+    int rc = q->recall ? pr_enc_tombstone(&q->record, r.from)
+                       : pr_enc_record(&q->record, r.from, q->body);
+    gw_op_release(op); /* the page, and r's slices with it */
+    if (!q->by_api && !mine) {
+        refuse(q, 0, PR_E_UNAUTHORIZED,
                q->recall ? "only its sender recalls a message" : "only its sender edits a message");
         return;
     }
-    if (late) {
+    if (!q->by_api && late) {
         char why[96];
         snprintf(why, sizeof(why), "the edit window (%u s after sending) has passed",
                  a->d.cfg->edit_window_s);
-        finish(q, PR_E_UNAUTHORIZED, why);
+        refuse(q, 0, PR_E_UNAUTHORIZED, why);
         return;
     }
-    if (!q->link.sess) { /* the session is gone: nobody to confirm it to */
-        finish(q, 0, NULL);
+    if (rc != 0) {
+        refuse(q, ST_ENOMEM, 0, NULL);
         return;
     }
     q->reading = false;
     q->job.op = (st_op){.kind = ST_OP_EDIT,
                         .gid = st_id_str(q->gid),
-                        .uid = st_id_str(q->uid),
                         .mid = q->mid,
                         .ver = q->ver,
                         .recall = q->recall,
@@ -108,13 +128,29 @@ static void read_done(edit_req *q)
     submit(q);
 }
 
-/* The version is stored (or refused): the reply, and the version to the others here. */
+/* The API's answer: the version as stored (JSON, docs/API.md). */
+static json_t *api_answer(edit_req *q, const pr_version *v)
+{
+    pr_message r;
+    json_t *o = NULL;
+    if (pr_dec_record(q->app->d.dec, (const uint8_t *)q->record.data, q->record.size, &r) == 0)
+        o = gw_json_message(q->mid, v->ts, &r, !v->recalled);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "gid", json_string(q->gid));
+    json_object_set_new(o, "ver", json_integer((json_int_t)v->ver));
+    if (v->recalled)
+        json_object_set_new(o, "recalled", json_true());
+    return o;
+}
+
+/* The version is stored (or refused): the answer, and the version to the others here. */
 static void write_done(edit_req *q)
 {
     gw_app *a = q->app;
     const st_op *op = &q->job.op;
     if (op->result != 0) {
-        finish(q, gw_route_err_code(op->result), gw_route_err_msg(op->result));
+        refuse(q, op->result, 0, NULL);
         return;
     }
     pr_version v = {.ver = op->ver, .ts = op->ts, .recalled = q->recall};
@@ -126,12 +162,20 @@ static void write_done(edit_req *q)
         if (pr_enc_version(&sb, q->rid, gw_cstr(q->gid), q->mid, &v, rec) == 0)
             gw_out_reply(s, &sb);
         msgpack_sbuffer_destroy(&sb);
+        gw_reqs_done(s, &q->link, false);
+    } else if (q->api) {
+        json_t *o = api_answer(q, &v);
+        if (o)
+            gw_api_answer(q->api, 200, o);
+        else
+            gw_api_fail(q->api, 500, "internal", NULL, "cannot encode the answer");
     }
     if (!op->duplicate) {
-        (*(q->recall ? &a->figs.recalls : &a->figs.edits))++;
+        uint64_t *n = q->recall ? &a->figs.recalls : &a->figs.edits;
+        (*n)++;
         gw_deliver_version(a->d.deliver, q->gid, q->mid, &v, rec.p, rec.n, s);
     }
-    finish(q, 0, NULL);
+    req_free(q);
 }
 
 static void step_done(gw_job *j)
@@ -143,10 +187,39 @@ static void step_done(gw_job *j)
         write_done(q);
 }
 
+/* A request of either kind, its first step (the read) ready to submit. NULL: no memory. */
+static edit_req *req_new(gw_app *a, const char *gid, uint64_t mid, bool recall, pr_body body)
+{
+    edit_req *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    q->app = a;
+    q->mid = mid;
+    q->recall = recall;
+    q->reading = true;
+    snprintf(q->gid, sizeof(q->gid), "%s", gid);
+    msgpack_sbuffer_init(&q->record);
+    if (!recall) {
+        void *copy = malloc(body.data.n ? body.data.n : 1);
+        if (!copy) {
+            free(q);
+            return NULL;
+        }
+        if (body.data.n)
+            memcpy(copy, body.data.p, body.data.n);
+        q->body = (pr_body){{copy, body.data.n}, body.is_bin};
+    }
+    q->job.op = (st_op){.kind = ST_OP_READ_PAGE,
+                        .gid = st_id_str(q->gid),
+                        .dir = ST_AFTER,
+                        .from = mid - 1,
+                        .limit = 1};
+    return q;
+}
+
 void gw_edit_request(gw_app *a, gw_sess *s, const pr_req *r)
 {
     app_sess *as = gw_sess_ext(s);
-    bool recall = r->t == PR_REQ_RECALL;
     if (!gw_registry_member(&as->seat, r->gid, NULL)) {
         gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
         return;
@@ -161,33 +234,61 @@ void gw_edit_request(gw_app *a, gw_sess *s, const pr_req *r)
         gw_sess_error(s, r->rid, PR_E_OVERLOADED, "server overloaded: retry later", r->gid);
         return;
     }
-    edit_req *q = calloc(1, sizeof(*q));
+    char gid[PR_MAX_ID + 1];
+    snprintf(gid, sizeof(gid), "%.*s", (int)r->gid.n, (const char *)r->gid.p);
+    edit_req *q = req_new(a, gid, r->mid, r->t == PR_REQ_RECALL, r->body);
     if (!q) {
         gw_sess_error(s, r->rid, PR_E_INTERNAL, "out of memory", r->gid);
         return;
     }
-    q->app = a;
     q->link.sess = s;
     q->rid = r->rid;
-    q->mid = r->mid;
     q->ver = r->ver;
-    q->recall = recall;
-    q->reading = true;
-    memcpy(q->gid, r->gid.p, r->gid.n);
     snprintf(q->uid, sizeof(q->uid), "%s", gw_sess_uid(s));
-    msgpack_sbuffer_init(&q->record);
-    int rc = recall ? pr_enc_tombstone(&q->record, gw_cstr(q->uid))
-                    : pr_enc_record(&q->record, gw_cstr(q->uid), r->body);
-    if (rc != 0) {
-        req_free(q);
-        gw_sess_error(s, r->rid, PR_E_INTERNAL, "out of memory", r->gid);
+    gw_reqs_began(s, &q->link, false);
+    submit(q);
+}
+
+void gw_api_edit(gw_app *a, gw_api_conn *c, const char *gid, uint64_t mid, bool recall)
+{
+    pr_body body = {{NULL, 0}, false};
+    uint64_t ver = 0;
+    json_t *req = NULL;
+    if (!recall) {
+        req = json_loadb(c->body ? c->body : "", c->body_n, 0, NULL);
+        json_t *b = json_object_get(req, "body"), *v = json_object_get(req, "ver");
+        const char *field = NULL, *why = NULL;
+        unsigned status = 400;
+        if (!json_is_object(req))
+            why = "the body must be a JSON object {body, ver?}";
+        else if (!json_is_string(b))
+            field = "body", why = "body: a string";
+        else if (json_string_length(b) > a->d.cfg->max_body)
+            status = 413, field = "body", why = "body: more bytes than the gateway's max_body";
+        else if (v && (!json_is_integer(v) || json_integer_value(v) < 1))
+            field = "ver", why = "ver: the version to make, a whole number from 1";
+        if (why) {
+            json_decref(req);
+            gw_api_fail(c, status,
+                        status == 413         ? "too_large"
+                        : json_is_object(req) ? "bad_field"
+                                              : "bad_frame",
+                        field, why);
+            return;
+        }
+        body.data = (pr_slice){(const uint8_t *)json_string_value(b), json_string_length(b)};
+        ver = v ? (uint64_t)json_integer_value(v) : 0;
+    }
+    edit_req *q = req_new(a, gid, mid, recall, body);
+    json_decref(req);
+    if (!q) {
+        gw_api_fail(c, 500, "internal", NULL, "out of memory");
         return;
     }
-    q->job.op = (st_op){.kind = ST_OP_READ_PAGE,
-                        .gid = st_id_str(q->gid),
-                        .dir = ST_AFTER,
-                        .from = q->mid - 1,
-                        .limit = 1};
-    gw_reqs_began(s, &q->link, false);
+    q->by_api = true;
+    q->api = c;
+    q->ver = ver;
+    c->job = q;
+    c->orphan = api_orphan;
     submit(q);
 }

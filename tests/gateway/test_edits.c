@@ -262,3 +262,44 @@ Test(edits, a_recalled_body_is_not_on_disk_afterwards, .timeout = 60)
     cr_assert(s.recalled[1]);
     cr_assert_str_eq(s.text[2], "kept too");
 }
+
+/* The application's edit and recall (docs/API.md): any sender's message, pushed the same. */
+Test(edits, the_api_edits_and_recalls_any_message)
+{
+    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start(&fa, args);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
+    gwfx_join(alice, "g");
+    gwfx_join(bob, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    gwfx_send_msg(alice, "g", "c2", "two");
+    char *out =
+        gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1", "{\"body\":\"moderated\"}", 200);
+    json_t *o = json_loads(out, 0, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "from")), "alice", "%s", out);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "body")), "moderated", "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(o, "ver")), 1, "%s", out);
+    json_decref(o);
+    free(out);
+    pr_event ev = gwfx_expect_of(bob, PR_EV_EDITED);
+    cr_assert(ev.msg.mid == 1 && gwfx_slice_is(ev.msg.body.data, "moderated"));
+    ev = gwfx_expect_of(alice, PR_EV_EDITED);
+    cr_assert(gwfx_slice_is(ev.msg.from, "alice"), "the sender's own session is told too");
+    out = gwfx_api(&fa, "DELETE", "/api/v1/groups/g/messages/2", NULL, 200);
+    cr_assert(strstr(out, "\"recalled\":true"), "%s", out);
+    cr_assert_null(strstr(out, "\"body\""), "%s", out);
+    free(out);
+    ev = gwfx_expect_of(bob, PR_EV_RECALLED);
+    cr_assert_eq(ev.msg.mid, 2);
+    free(gwfx_api(&fa, "DELETE", "/api/v1/groups/g/messages/2", NULL, 200)); /* again: same */
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/9", "{\"body\":\"x\"}", 404));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/2", "{\"body\":\"x\"}", 410));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1", "{\"body\":\"y\",\"ver\":1}", 409));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1", "{\"text\":\"y\"}", 400));
+    free(gwfx_api(&fa, "POST", "/api/v1/groups/g/messages/1", "{}", 405));
+    out = gwfx_api(&fa, "GET", "/api/v1/groups/g/messages", NULL, 200);
+    cr_assert(strstr(out, "\"body\":\"moderated\",\"ver\":1}"), "%s", out);
+    cr_assert(strstr(out, "\"mid\":2,\"from\":\"alice\",\"ts\":"), "%s", out);
+    cr_assert(strstr(out, "\"ver\":1,\"recalled\":true}"), "%s", out);
+    free(out);
+}
