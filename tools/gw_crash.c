@@ -99,6 +99,7 @@ typedef struct opts {
     const char *pg_standby_dir; /* the synchronous standby's */
     int failovers;              /* automatic failovers among the node kills */
     const char *ha_dir;         /* their cluster's tools/pg_server.sh ha-up folder */
+    bool edits;                 /* senders edit and recall some of their messages */
 } opts;
 
 static opts o = {.kills = 20, .senders = 3, .receivers = 3, .nodes = 1};
@@ -114,7 +115,17 @@ static uint64_t n_cross;         /* first deliveries that were pushes from anoth
 static uint64_t n_disorder;      /* pushes whose mid was not above the session's last push */
 static uint64_t n_reconnects;    /* sessions that cluster clients opened again */
 static uint64_t n_notifies;      /* notify instead of pushes (a session behind, a hole) */
-static client *clients;          /* every client, for pump() */
+/* --edits: a message's later version, by sender and cid: what was asked (VER_EDIT, or
+ * VER_RECALL) and, with VER_DONE, confirmed (`edited`, `recalled`). Every 7th confirmed
+ * message is edited (version 1, body "sN:cid:e") and every 11th recalled; an edit or
+ * recall not confirmed is sent again like a send (the same version: idempotent). */
+#define VER_EDIT 1
+#define VER_RECALL 2
+#define VER_DONE 4
+#define VER_RID (1ull << 40) /* the rid of a version request: VER_RID | cid */
+static uint8_t *ver_state[64];
+static uint64_t n_versions; /* edits and recalls confirmed */
+static client *clients;     /* every client, for pump() */
 static int n_clients;
 
 static uint64_t now_ms(void)
@@ -167,6 +178,21 @@ static void send_cid(client *c, uint64_t cid, msgpack_sbuffer *sb)
     sent_via[atoi(c->uid + 1)][cid] = (uint8_t)c->node;
 }
 
+/* Sender c's edit or recall of its message cid (already confirmed), as ver_state says. */
+static void send_version(client *c, uint64_t cid, msgpack_sbuffer *sb)
+{
+    int s = atoi(c->uid + 1);
+    uint64_t mid = confirmed_mid[s][cid];
+    if (ver_state[s][cid] & VER_RECALL) {
+        pr_enc_recall(sb, VER_RID | cid, sl(GID), mid);
+    } else {
+        char body[56];
+        snprintf(body, sizeof(body), "%s:%lu:e", c->uid, (unsigned long)cid);
+        pr_enc_edit(sb, VER_RID | cid, sl(GID), mid, 1, (pr_body){sl(body), false});
+    }
+    send_frame(c, sb);
+}
+
 static void ack(client *c, msgpack_sbuffer *sb)
 {
     if (c->held <= c->acked || !c->up)
@@ -191,7 +217,8 @@ static void pull_after_held(client *c, msgpack_sbuffer *sb)
     send_frame(c, sb);
 }
 
-static void take(client *c, uint64_t mid, pr_slice body, bool push, msgpack_sbuffer *sb)
+static void take(client *c, uint64_t mid, pr_slice body, bool recalled, bool push,
+                 msgpack_sbuffer *sb)
 {
     if (mid >= MAX_MSGS)
         die("more messages than the harness can track (%s)", "MAX_MSGS");
@@ -202,6 +229,11 @@ static void take(client *c, uint64_t mid, pr_slice body, bool push, msgpack_sbuf
         return;
     }
     c->seen[mid] = 1;
+    if (recalled) { /* a tombstone: its version is checked at the end (check_versions) */
+        while (c->held < MAX_MSGS - 1 && c->seen[c->held + 1])
+            c->held++;
+        return;
+    }
     /* The body names the sender and cid: the stored mid must be the confirmed one. */
     char b[64];
     snprintf(b, sizeof(b), "%.*s", (int)body.n, body.p);
@@ -254,15 +286,32 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         confirmed_mid[s][cid] = ev->mid;
         if (cid > top_cid[s])
             top_cid[s] = cid;
+        if (o.edits && !prev && (cid % 11 == 0 || cid % 7 == 0)) {
+            ver_state[s][cid] = cid % 11 == 0 ? VER_RECALL : VER_EDIT;
+            send_version(c, cid, sb);
+        }
         break;
     }
+    case PR_EV_EDITED:
+    case PR_EV_RECALLED:
+        if (c->sender && ev->has_rid && (ev->rid & VER_RID)) {
+            int s = atoi(c->uid + 1);
+            uint64_t cid = ev->rid & ~VER_RID;
+            if (cid >= MAX_MSGS || ev->msg.ver != 1 || ev->msg.mid != confirmed_mid[s][cid] ||
+                (ev->t == PR_EV_RECALLED) != !!(ver_state[s][cid] & VER_RECALL))
+                die("%s", "a version's answer is not the version asked for");
+            if (!(ver_state[s][cid] & VER_DONE))
+                n_versions++;
+            ver_state[s][cid] |= VER_DONE;
+        }
+        break;
     case PR_EV_MSG:
         if (!c->sender) { /* senders are members too: they see each other's messages */
             /* Pushes come in mid order (holes are filled by pages, not pushes). */
             if (ev->msg.mid <= c->last_push)
                 n_disorder++;
             c->last_push = ev->msg.mid;
-            take(c, ev->msg.mid, ev->msg.body.data, true, sb);
+            take(c, ev->msg.mid, ev->msg.body.data, ev->msg.recalled, true, sb);
         }
         break;
     case PR_EV_PAGE:
@@ -272,7 +321,7 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_message m;
             if (pr_event_message(ev, i, &m) == 0)
-                take(c, m.mid, m.body.data, false, sb);
+                take(c, m.mid, m.body.data, m.recalled, false, sb);
         }
         ack(c, sb);
         if (ev->more) {
@@ -333,9 +382,12 @@ static void pump(gwc_ctx *ctx, int ms, msgpack_sbuffer *sb)
 static void resend_unconfirmed(client *c, msgpack_sbuffer *sb)
 {
     int s = atoi(c->uid + 1);
-    for (uint64_t cid = 1; cid < c->next_cid; cid++)
+    for (uint64_t cid = 1; cid < c->next_cid; cid++) {
         if (!confirmed_mid[s][cid])
             send_cid(c, cid, sb);
+        else if (ver_state[s] && ver_state[s][cid] && !(ver_state[s][cid] & VER_DONE))
+            send_version(c, cid, sb); /* refused or lost with its node: the same again */
+    }
     c->retry_at = 0;
 }
 
@@ -622,6 +674,76 @@ static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffe
            no, (double)(back - t0) / 1000, (double)(now_ms() - back) / 1000);
 }
 
+/* --edits, at the quiet end: the group read back from its start by a receiver's session,
+ * page by page. Each message must be the last version its sender saw confirmed (an edit
+ * or a recall never confirmed may be there or not: its sender stopped asking). Returns the
+ * messages that are not, and counts those checked. */
+static uint64_t check_versions(client *cs, int n, msgpack_sbuffer *sb, uint64_t *checked)
+{
+    client *c = NULL;
+    for (int i = o.senders; i < n && !c; i++)
+        if (cs[i].up)
+            c = &cs[i];
+    if (!c)
+        die("%s", "no receiver is connected for the check of versions");
+    uint64_t last = 0;
+    for (int s = 0; s < o.senders; s++)
+        for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
+            if (confirmed_mid[s][cid] > last)
+                last = confirmed_mid[s][cid];
+    uint64_t *who = calloc(last + 1, sizeof(*who)); /* mid -> (sender + 1) << 40 | cid */
+    if (!who)
+        die("%s", "out of memory");
+    for (int s = 0; s < o.senders; s++)
+        for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
+            if (confirmed_mid[s][cid])
+                who[confirmed_mid[s][cid]] = ((uint64_t)(s + 1) << 40) | cid;
+    uint64_t wrong = 0, after = 0;
+    for (bool more = true; more;) {
+        pr_enc_pull(sb, VER_RID, sl(GID), false, after, 500);
+        send_frame(c, sb);
+        pr_event ev;
+        int rc = GWC_ETIMEDOUT;
+        for (uint64_t t = now_ms() + 10000; now_ms() < t;) {
+            rc = gwc_next(c->k, 1000, &ev);
+            if (rc == 0 && ev.t == PR_EV_PAGE && ev.has_rid && ev.rid == VER_RID)
+                break;
+            if (rc != 0 && rc != GWC_ETIMEDOUT)
+                die("the check of versions lost its session: %s", gwc_strerror(rc));
+            rc = GWC_ETIMEDOUT;
+        }
+        if (rc != 0)
+            die("%s", "no page within 10 s for the check of versions");
+        more = ev.more && ev.n_items > 0;
+        for (size_t i = 0; i < ev.n_items; i++) {
+            pr_message m;
+            if (pr_event_message(&ev, i, &m) != 0 || m.mid > last || !who[m.mid]) {
+                after = m.mid > after ? m.mid : after;
+                continue;
+            }
+            after = m.mid;
+            int s = (int)(who[m.mid] >> 40) - 1;
+            uint64_t cid = who[m.mid] & (VER_RID - 1);
+            uint8_t st = ver_state[s][cid];
+            char want[56];
+            snprintf(want, sizeof(want), "s%d:%lu%s", s, (unsigned long)cid,
+                     st & VER_EDIT ? ":e" : "");
+            bool body_ok =
+                m.body.data.n == strlen(want) && memcmp(m.body.data.p, want, m.body.data.n) == 0;
+            bool ok = !(st & VER_DONE)         ? st != 0 || (m.ver == 0 && body_ok)
+                      : (st & VER_RECALL) != 0 ? m.recalled && m.ver == 1
+                                               : !m.recalled && m.ver == 1 && body_ok;
+            (*checked)++;
+            if (!ok && wrong++ < 5)
+                fprintf(stderr, "gw_crash: mid %lu (%s) is version %lu%s, not the one confirmed\n",
+                        (unsigned long)m.mid, want, (unsigned long)m.ver,
+                        m.recalled ? " (recalled)" : "");
+        }
+    }
+    free(who);
+    return wrong;
+}
+
 static int by_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -644,6 +766,7 @@ int main(int argc, char **argv)
         {"pg-standby-dir", required_argument, 0, 'B'},
         {"failovers", required_argument, 0, 'F'},
         {"ha-dir", required_argument, 0, 'H'},
+        {"edits", no_argument, 0, 'E'},
         {0, 0, 0, 0},
     };
     o.seed = (unsigned)time(NULL);
@@ -670,6 +793,7 @@ int main(int argc, char **argv)
         case 'B': o.pg_standby_dir = optarg; break;
         case 'F': o.failovers = atoi(optarg); break;
         case 'H': o.ha_dir = optarg; break;
+        case 'E': o.edits = true; break;
         case 'h':
             printf("usage: gw_crash --gw PATH [--kills N] [--senders N] [--receivers N] "
                    "[--seed N]\n"
@@ -686,7 +810,9 @@ int main(int argc, char **argv)
                    "                a failover. URL: tools/pg_server.sh multi-url DIR DIR2 DB\n"
                    "  --failovers F --ha-dir DIR  F automatic failovers (Patroni: the leader\n"
                    "                killed, nothing else done) among the node kills; DIR is a\n"
-                   "                tools/pg_server.sh ha-up folder, URL its ha-url\n");
+                   "                tools/pg_server.sh ha-up folder, URL its ha-url\n"
+                   "  --edits       senders edit every 7th message and recall every 11th;\n"
+                   "                the last version of each is checked at the end\n");
             return 0;
         default: return 2;
         }
@@ -744,6 +870,7 @@ int main(int argc, char **argv)
         if (cs[i].sender) {
             confirmed_mid[i] = calloc(MAX_MSGS, sizeof(uint64_t));
             sent_via[i] = calloc(MAX_MSGS, 1);
+            ver_state[i] = calloc(MAX_MSGS, 1);
         } else {
             cs[i].seen = calloc(MAX_MSGS, 1);
         }
@@ -838,7 +965,9 @@ int main(int argc, char **argv)
             break;
     }
     /* The last mid: the highest confirmed. */
-    uint64_t confirmed = 0, last = 0, losses = 0, dups = 0;
+    uint64_t confirmed = 0, last = 0, losses = 0, dups = 0, checked = 0;
+    if (o.edits)
+        losses += check_versions(cs, n, &sb, &checked); /* a version lost counts as a loss */
     for (int s = 0; s < o.senders; s++)
         for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
             if (confirmed_mid[s][cid]) {
@@ -891,9 +1020,13 @@ int main(int argc, char **argv)
                "node, median %.1f s, worst %.1f s\n",
                n_ha, (double)ha_times[n_ha / 2] / 1000, (double)ha_times[n_ha - 1] / 1000);
     }
-    char also[64] = "";
+    char also[160] = "";
     if (o.failovers)
         snprintf(also, sizeof(also), ", %d automatic failovers", n_ha);
+    if (o.edits)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also),
+                 ", %lu versions confirmed, %lu messages checked", (unsigned long)n_versions,
+                 (unsigned long)checked);
     if (cluster)
         printf("gw_crash: confirmed %lu messages (last mid %lu), %d nodes, %d %s%s, %lu sends "
                "refused and resent, %lu re-deliveries absorbed by dedup, %lu pushes across "
@@ -907,15 +1040,16 @@ int main(int argc, char **argv)
                (unsigned long)n_disorder, (unsigned long)n_notifies, (unsigned long)n_reconnects,
                secs, (unsigned long)losses);
     else
-        printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills, %lu sends refused "
+        printf("gw_crash: confirmed %lu messages (last mid %lu), %d kills%s, %lu sends refused "
                "and resent, %lu re-deliveries absorbed by dedup, losses %lu\n",
-               (unsigned long)confirmed, (unsigned long)last, o.kills, (unsigned long)n_refused,
-               (unsigned long)dups, (unsigned long)losses);
+               (unsigned long)confirmed, (unsigned long)last, o.kills, also,
+               (unsigned long)n_refused, (unsigned long)dups, (unsigned long)losses);
     msgpack_sbuffer_destroy(&sb);
     gwc_ctx_free(ctx);
     for (int i = 0; i < n; i++) {
         free(cs[i].sender ? (void *)confirmed_mid[i] : (void *)cs[i].seen);
         free(cs[i].sender ? sent_via[i] : NULL);
+        free(cs[i].sender ? ver_state[i] : NULL);
     }
     free(cs);
     if (losses == 0 && !unclean) {

@@ -260,7 +260,9 @@ bool cmd_done(bool *ok)
  * What the database holds of group gid, checked against what the senders saw confirmed
  * (confirmed[s][cid] = mid, 0 when not confirmed, cids 1..next_cid[s]-1 sent): the group's
  * messages are mids 1..last_mid, each once (dense); each record names its sender (from)
- * and the body "s<N>:<cid>" it sent; no (sender, cid) is stored twice; every confirmed
+ * and the body "s<N>:<cid>" it sent (or "s<N>:<cid>:e", its edit), or is its sender's
+ * tombstone (a recall: no body; its cid is the one gw.sends has for its mid); no
+ * (sender, cid) is stored twice; every confirmed
  * cid is stored under its confirmed mid, in gw.msgs and in gw.sends. Prints its figures;
  * returns the number of problems, or -1 if the database could not be read.
  */
@@ -293,6 +295,13 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
         goto out;
     }
     uint64_t last_mid = strtoull(PQgetvalue(g, 0, 0), NULL, 10);
+    /* mid -> the cid gw.sends has for it (a tombstone names no cid; its sender's row does). */
+    uint64_t *cid_of = calloc(last_mid + 1, sizeof(*cid_of));
+    for (int i = 0; cid_of && i < PQntuples(sd); i++) {
+        uint64_t mid = strtoull(PQgetvalue(sd, i, 2), NULL, 10);
+        if (mid <= last_mid)
+            cid_of[mid] = strtoull(PQgetvalue(sd, i, 1), NULL, 10);
+    }
     long rows = PQntuples(m), twice = 0, foreign = 0, wrong_mid = 0, missing = 0;
     long unconfirmed = 0, sends_off = 0;
     uint64_t top = 0;
@@ -323,6 +332,8 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
                 snprintf(body, sizeof(body), "%.*s", (int)n, p);
         }
         msgpack_unpacked_destroy(&u);
+        if (!body[0] && from[0] == 's' && cid_of && cid_of[mid]) /* a tombstone */
+            snprintf(body, sizeof(body), "%s:%lu", from, (unsigned long)cid_of[mid]);
         char *colon = strchr(body, ':');
         int s = body[0] == 's' && colon ? atoi(body + 1) : -1;
         uint64_t cid = colon ? strtoull(colon + 1, NULL, 10) : 0;
@@ -377,6 +388,7 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
            "sends that disagree\n",
            rows, (unsigned long)last_mid, unconfirmed, holes, twice, foreign, wrong_mid, missing,
            sends_off);
+    free(cid_of);
 out:
     PQclear(g);
     PQclear(m);

@@ -44,13 +44,19 @@ static void run(const char *extra, char *last, size_t last_n)
     cr_assert_not_null(strstr(last, "losses 0"), "%s", last);
 }
 
+static unsigned long figure(const char *last, const char *what);
+
+/* With edits and recalls mixed in (--edits): every message ends as the version its sender
+ * saw confirmed. */
 Test(crash, five_kills_lose_nothing, .timeout = 300)
 {
-    char extra[600] = "--kills 5", last[512];
+    char extra[600] = "--kills 5 --edits", last[512];
     char *url = pgfx_on() ? pgfx_db_new() : NULL;
     if (url)
-        snprintf(extra, sizeof(extra), "--kills 5 --store %s", url);
+        snprintf(extra, sizeof(extra), "--kills 5 --edits --store %s", url);
     run(extra, last, sizeof(last));
+    cr_assert_gt(figure(last, " versions confirmed"), 0, "%s", last);
+    cr_assert_gt(figure(last, " messages checked"), 0, "%s", last);
     if (url) {
         pgfx_db_drop(url);
         free(url);
@@ -97,9 +103,10 @@ Test(crash, six_kills_of_random_nodes_of_three_lose_nothing, .timeout = 300)
         cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
     char *url = pgfx_db_new();
     char extra[800], last[512];
-    snprintf(extra, sizeof(extra), "--nodes 3 --kills 6 --store %s", url);
+    snprintf(extra, sizeof(extra), "--nodes 3 --kills 6 --edits --store %s", url);
     run(extra, last, sizeof(last));
     cr_assert_eq(figure(last, " node kills"), 6, "%s", last);
+    cr_assert_gt(figure(last, " versions confirmed"), 0, "%s", last);
     /* Receivers got messages pushed from senders on other nodes, and in mid order. */
     cr_assert_gt(figure(last, " pushes across nodes"), 0, "%s", last);
     cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
