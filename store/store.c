@@ -156,6 +156,7 @@ static bool op_valid(const st_op *op)
         return op->limit > 0 && op->upto >= op->from && (op->gid.n == 0 || st_id_ok(op->gid));
     case ST_OP_SIGNAL: return op->record && op->record_n > 0 && op->record_n <= ST_SIGNAL_MAX;
     case ST_OP_EDIT: return st_id_ok(op->gid) && op->mid >= 1 && op->record && op->record_n > 0;
+    case ST_OP_ERASE_USER: return st_id_ok(op->uid) && op->record && op->record_n > 0;
     }
     return false;
 }

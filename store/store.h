@@ -257,13 +257,19 @@ enum st_op_kind {
                          * the lines, see Signals below); RocksDB: nothing to tell */
     /* A message's later versions: each a write of its own after the batch's writes, like
      * the bookkeeping, and announced (ST_CH_EDIT). */
-    ST_OP_EDIT, /* gid's message mid gets version `ver`: `record` replaces the stored one (an
-                 * edit: the `from` pair and a new body; a recall, with `recall`: the `from`
-                 * pair alone, and the message stays a tombstone). Checked here: the message
-                 * exists (ST_ENOMSG), is not recalled (ST_EGONE; a recall of it again is a
-                 * duplicate), ver is the next one (ST_ESTALE). The same ver with the same
-                 * record again is a duplicate: nothing stored, the first answer given.
-                 * Who may edit is the caller's to check (the record names the sender). */
+    ST_OP_EDIT,       /* gid's message mid gets version `ver`: `record` replaces the stored one (an
+                       * edit: the `from` pair and a new body; a recall, with `recall`: the `from`
+                       * pair alone, and the message stays a tombstone). Checked here: the message
+                       * exists (ST_ENOMSG), is not recalled (ST_EGONE; a recall of it again is a
+                       * duplicate), ver is the next one (ST_ESTALE). The same ver with the same
+                       * record again is a duplicate: nothing stored, the first answer given.
+                       * Who may edit is the caller's to check (the record names the sender). */
+    ST_OP_ERASE_USER, /* uid's data goes (a person's erasure): its memberships with their
+                       * cursors, its last_seen and its (uid, cid) rows; every message it
+                       * sent becomes a tombstone (record: the caller's tombstone of uid), as
+                       * a recall makes -> applied: messages erased (not recalled before);
+                       * list: the groups it was a member of (gid). One transaction; the
+                       * other gateways hear the leaves and a sign-out of uid */
 };
 
 /*
@@ -381,6 +387,7 @@ struct st_op {
     bool any_sender;      /* in: APPEND, the sender need not be a member (the server API's
                            * messages: a bot, the application itself) */
     bool recall;          /* in: EDIT, the version is a tombstone */
+                          /* (ERASE_USER: uid and record, the tombstone, as above) */
     st_done_fn done;      /* in: completion, on the store thread */
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */

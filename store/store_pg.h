@@ -159,6 +159,8 @@ enum pg_stmt {
     PG_SIGNAL,
     PG_READ_MSGS,
     PG_UPD_MSGS,
+    PG_ERASE_LOCK,
+    PG_ERASE,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -283,5 +285,11 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len);
 /* ---- the unread webhook's bookkeeping (store_pg_unread.c) ----------------------------- */
 
 int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
+
+/* ---- a person's erasure (store_pg_erase.c) --------------------------------------------- */
+
+/* ST_OP_ERASE_USER in a transaction of its own, then announced. Sets op->result; returns
+ * ST_EIO when the connection failed (the store is in trouble), else ST_OK. */
+int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len);
 
 #endif

@@ -130,7 +130,13 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
     pg *p = be;
     pg_buf b[4] = {{0}};
     int rc = p->conn ? ST_OK : ST_EIO;
+    /* Erasures first, each a transaction of its own in round trips of its own. */
+    for (st_op *op = ops; rc == ST_OK && op; op = op->next_)
+        if (op->kind == ST_OP_ERASE_USER)
+            rc = pg_erase_user(p, op, now, why, why_len);
     for (st_op *op = ops; rc == ST_OK && op; op = op->next_) {
+        if (op->kind == ST_OP_ERASE_USER)
+            continue;
         rc = send_op(p, op, now, b);
         if (rc == ST_OK)
             rc = PQpipelineSync(p->conn) == 1 ? ST_OK : ST_EIO;
@@ -148,6 +154,8 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         return ST_EIO;
     }
     for (st_op *op = ops; op; op = op->next_) {
+        if (op->kind == ST_OP_ERASE_USER)
+            continue; /* answered above */
         PGresult *r = rc == ST_OK ? pg_result(p, why, why_len) : NULL;
         if (!r) {
             rc = ST_EIO;

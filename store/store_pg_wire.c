@@ -173,6 +173,24 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                     " record = v.record FROM unnest($1::text[], $2::int8[], $3::int8[],"
                     " $4::int8[], $5::int8[], $6::bytea[]) AS v(gid, mid, ver, ets, recalled,"
                     " record) WHERE m.gid = v.gid AND m.mid = v.mid",
+    /* A person's erasure (store_pg_erase.c): the groups of its messages and memberships
+     * locked in key order; then its rows gone and its messages tombstones ($2, made at $3),
+     * the leaves written to the change log ($4: its header); answers the messages erased
+     * and the groups left, separated by spaces. */
+    [PG_ERASE_LOCK] = "SELECT gid FROM gw.groups WHERE gid IN (SELECT gid FROM gw.sends"
+                      " WHERE uid = $1::text UNION SELECT gid FROM gw.members WHERE uid = $1::text)"
+                      " ORDER BY gid FOR UPDATE",
+    [PG_ERASE] = "WITH s AS (DELETE FROM gw.sends WHERE uid = $1::text RETURNING gid, mid),"
+                 " e AS (UPDATE gw.msgs m SET record = $2::bytea, ver = m.ver + 1, ets = $3::int8,"
+                 " recalled = true FROM s WHERE m.gid = s.gid AND m.mid = s.mid AND NOT m.recalled"
+                 " RETURNING 1),"
+                 " l AS (DELETE FROM gw.members WHERE uid = $1::text RETURNING gid),"
+                 " u AS (DELETE FROM gw.users WHERE uid = $1::text RETURNING 1),"
+                 " g AS (INSERT INTO gw.changes (body) SELECT $4::text || string_agg(E'\\nl ' ||"
+                 " gid || ' ' || $1::text, '' ORDER BY gid) FROM l HAVING count(*) > 0 RETURNING 1)"
+                 " SELECT (SELECT count(*) FROM e)::int8,"
+                 " (SELECT coalesce(string_agg(gid, ' ' ORDER BY gid), '') FROM l),"
+                 " (SELECT count(*) FROM u)::int8 + (SELECT count(*) FROM g)::int8",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -212,6 +230,8 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_SIGNAL] = "gw_signal",
     [PG_READ_MSGS] = "gw_read_msgs",
     [PG_UPD_MSGS] = "gw_upd_msgs",
+    [PG_ERASE_LOCK] = "gw_erase_lock",
+    [PG_ERASE] = "gw_erase",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

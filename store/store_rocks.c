@@ -342,7 +342,7 @@ static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const voi
     rk_unread_msg(r, gid, mid, ts);
 }
 
-static int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
+int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
 {
     rk *r = be;
     rk_key k;
@@ -371,7 +371,7 @@ static int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
 
 /* The version replaces the value: what the message said before is gone from the store's
  * reads at once, and from its files once compaction has rewritten them. */
-static void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
+void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
 {
     rk *r = be;
     rk_key k;

@@ -359,6 +359,7 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         case ST_OP_SWEPT: rc = swept(r, op); break;
         case ST_OP_READ_UNSWEPT: rc = unswept(r, op); break;
         case ST_OP_SIGNAL: rc = ST_OK; break; /* one gateway: nobody to tell */
+        case ST_OP_ERASE_USER: rc = rk_erase_user(r, op, now); break;
         default: rc = ST_EINVAL; break;
         }
         /* Each op is a write of its own: what it changed, or nothing (a read). */
@@ -366,6 +367,7 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
             rc = rk_write(r, why, why_len);
         else
             rocksdb_writebatch_wi_clear(r->wb);
+        rk_scrub_batch_end(r, rc == ST_OK); /* an erasure's tombstones (store_rocks_erase.c) */
         op->result = rc;
         if (rc != ST_OK) {
             st_read_discard(op);
@@ -379,6 +381,8 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
             }
         }
     }
+    char scrub_why[256];
+    rk_scrub(r, scrub_why, sizeof(scrub_why));
     uint64_t mono = st_mono_ms();
     if (mono >= r->prune_at) {
         r->prune_at = mono + PRUNE_EVERY_MS;

@@ -97,6 +97,7 @@ void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *
 void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add);
 void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid);
+void gw_api_erase_user(gw_app *a, gw_api_conn *c, const char *uid);
 /* gw_api_conn.orphan of the store jobs here: the connection is gone, the job answers
  * nobody. */
 void gw_api_job_orphan(void *job);

@@ -225,6 +225,11 @@ static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
             return;
         }
     }
+    if (n == 2 && seg_is(seg[0], len[0], "users")) {
+        if (path_id(c, seg[1], len[1], x, "uid") && allowed(c, del, "use DELETE here"))
+            gw_api_erase_user(a, c, x);
+        return;
+    }
     if (n == 3 && seg_is(seg[0], len[0], "users")) {
         if (!path_id(c, seg[1], len[1], x, "uid"))
             return;

@@ -77,6 +77,7 @@ static void job_free(api_job *j)
         j->conn->job = NULL;
     gw_append_release(&j->m);
     gw_op_release(&j->job.op);
+    st_list_free(j->job.op.list); /* an erasure's groups */
     st_members_free(j->page);
     free(j->seen);
     free(j);
@@ -403,6 +404,48 @@ void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *
     if (!j)
         return;
     j->job.op.limit = (size_t)limit;
+    submit(j);
+}
+
+/* ---- DELETE /users/{uid} -------------------------------------------------------------------- */
+
+/* The user's sessions in this process end (the other nodes' when the store's sign-out is
+ * heard); the groups it left leave the process's rosters (gw_roster_committed). */
+static void erased(api_job *j, const st_op *op)
+{
+    gw_app *a = j->app;
+    j->closed = gw_registry_sign_out(a->d.registry, j->m.uid);
+    if (a->d.hub)
+        gw_hub_tell_signout(a->d.hub, a->d.thread, j->m.uid);
+}
+
+static json_t *erased_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    json_t *groups = json_array();
+    for (size_t i = 0; i < st_list_count(op->list); i++) {
+        st_id g = st_list_at(op->list, i)->gid;
+        json_array_append_new(groups, json_stringn(g.p, g.n));
+    }
+    return json_pack("{s:s, s:I, s:o}", "uid", j->m.uid, "erased", (json_int_t)op->applied,
+                     "groups", groups);
+}
+
+static const api_kind erase_kind = {"the user was not erased", erased, erased_answer, NULL};
+
+/* A person's erasure (docs/API.md): every message the user sent a tombstone, its
+ * memberships, cursors and last_seen gone, its sessions ended, on every node. */
+void gw_api_erase_user(gw_app *a, gw_api_conn *c, const char *uid)
+{
+    api_job *j = job_new(a, c, ST_OP_ERASE_USER, &erase_kind, NULL, uid);
+    if (!j)
+        return;
+    if (pr_enc_tombstone(&j->m.record, gw_cstr(uid)) != 0) {
+        job_free(j);
+        gw_api_fail(c, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    j->job.op.record = j->m.record.data;
+    j->job.op.record_n = j->m.record.size;
     submit(j);
 }
 

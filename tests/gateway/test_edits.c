@@ -303,3 +303,79 @@ Test(edits, the_api_edits_and_recalls_any_message)
     cr_assert(strstr(out, "\"ver\":1,\"recalled\":true}"), "%s", out);
     free(out);
 }
+
+/* A person's erasure through the API (docs/API.md, DELETE /users/{uid}): every message
+ * the user sent a tombstone, on disk too; its memberships gone; its sessions ended on
+ * every node; the others' messages kept. */
+Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
+{
+    bool two = pgfx_on();
+    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start(&fa, args);
+    if (two)
+        gwfx_start_beside(&fb, &fa, args);
+    gwfx *other = two ? &fb : &fa;
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
+    gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_join(alice, "h");
+    gwfx_join(bob, "g");
+    char marker[64];
+    snprintf(marker, sizeof(marker), "alices-secret-%ld-%d", (long)time(NULL), getpid());
+    gwfx_send_msg(alice, "g", "c1", marker);
+    gwfx_send_msg(alice, "g", "c2", marker);
+    gwfx_send_msg(alice, "h", "c3", marker);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_send(&sb, 9, sl("g"), sl("b1"), (pr_body){sl("bob stays"), false});
+    gwfx_send(bob, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    expect_reply(bob, 9, PR_EV_SENT);
+    char data[300] = "";
+    char sql[400];
+    snprintf(sql, sizeof(sql),
+             "SELECT position(convert_to('%s', 'UTF8') IN"
+             " pg_read_binary_file(pg_relation_filepath('gw.msgs')))",
+             marker);
+    if (two) {
+        pgfx_scalar(fa.store_url, "CHECKPOINT");
+        cr_assert_gt(pgfx_scalar(fa.store_url, sql), 0, "the marker is in the heap before");
+    } else {
+        snprintf(data, sizeof(data), "%s/data", fa.dir);
+        cr_assert(on_disk(data, marker), "the marker is written before");
+    }
+
+    char *out = gwfx_api(&fa, "DELETE", "/api/v1/users/alice", NULL, 200);
+    cr_assert(strstr(out, "\"erased\":3"), "%s", out);
+    cr_assert(strstr(out, "\"groups\":[\"g\",\"h\"]"), "%s", out);
+    free(out);
+    cr_assert_eq(gwfx_closed(alice), 4003, "signed out here");
+    cr_assert_eq(gwfx_closed(alice_phone), 4003, "and on the other node");
+
+    seen s = page_of(bob);
+    cr_assert_eq(s.n, 3);
+    cr_assert(s.recalled[0] && s.recalled[1], "alice's are tombstones");
+    cr_assert_str_eq(s.text[2], "bob stays");
+    out = gwfx_api(other, "GET", "/api/v1/groups/g/members", NULL, 200);
+    cr_assert_null(strstr(out, "\"alice\""), "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "GET", "/api/v1/users/alice/groups", NULL, 200);
+    cr_assert_null(strstr(out, "\"gid\""), "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "DELETE", "/api/v1/users/alice", NULL, 200);
+    cr_assert(strstr(out, "\"erased\":0"), "again: nothing left: %s", out);
+    free(out);
+
+    if (two) {
+        pgfx_scalar(fa.store_url, "VACUUM gw.msgs");
+        pgfx_scalar(fa.store_url, "CHECKPOINT");
+        cr_assert_eq(pgfx_scalar(fa.store_url, sql), 0, "a body of alice's is in the heap");
+    } else {
+        bool gone = false;
+        for (int i = 0; i < 100 && !gone; i++) {
+            usleep(100 * 1000);
+            gone = !on_disk(data, marker);
+        }
+        cr_assert(gone, "a body of alice's is still in %s", data);
+    }
+}

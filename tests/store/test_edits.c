@@ -187,3 +187,57 @@ Test(edits, edits_in_one_batch_see_each_other)
     cr_assert_str_eq(rec, "c");
     cr_assert_eq(m.ver, 2);
 }
+
+/* A person's erasure: every message it sent a tombstone, its memberships and its last_seen
+ * gone, the others' messages as they were; a second erasure finds nothing. */
+Test(edits, erasing_a_user_leaves_no_message_of_theirs)
+{
+    fill(); /* alice: one, two, three in g */
+    fx_join(s, "g", "bob");
+    fx_append(s, "g", "bob", "bobs");
+    fx_join(s, "h", "alice");
+    fx_append(s, "h", "alice", "four");
+    uint64_t ver = 0;
+    bool dup;
+    cr_assert_eq(edit(2, &ver, "alice", true, &dup), 0, "one recalled before: not counted");
+    st_seen seen = {st_id_str("alice"), 1234};
+    st_op so = {.kind = ST_OP_SEEN, .seen = &seen, .n_seen = 1};
+    fx_submit_wait(s, &so);
+    st_op op = {.kind = ST_OP_ERASE_USER, .uid = st_id_str("alice"), .record = "T", .record_n = 1};
+    fx_submit_wait(s, &op);
+    cr_assert_eq(op.result, 0, "%s", st_strerror(op.result));
+    cr_assert_eq(op.applied, 3, "one, three and four");
+    cr_assert_eq(st_list_count(op.list), 2);
+    cr_assert(st_list_at(op.list, 0)->gid.n == 1 && st_list_at(op.list, 0)->gid.p[0] == 'g');
+    cr_assert(st_list_at(op.list, 1)->gid.n == 1 && st_list_at(op.list, 1)->gid.p[0] == 'h');
+    st_list_free(op.list);
+    char rec[64];
+    for (uint64_t mid = 1; mid <= 3; mid++) {
+        st_msg m = one(s, mid, rec, sizeof(rec));
+        cr_assert(m.recalled, "mid %lu", (unsigned long)mid);
+        cr_assert_str_eq(rec, mid == 2 ? "alice" : "T", "the recall before keeps its tombstone");
+    }
+    st_msg m = one(s, 4, rec, sizeof(rec));
+    cr_assert_not(m.recalled);
+    cr_assert_str_eq(rec, "bobs");
+    /* No membership, no groups, no last_seen; bob's membership stays. */
+    uint64_t ack = 0;
+    cr_assert_eq(st_read_ack(s, st_id_str("g"), st_id_str("alice"), &ack), ST_ENOTMEMBER);
+    cr_assert_eq(st_read_ack(s, st_id_str("g"), st_id_str("bob"), &ack), 0);
+    st_op gs = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str("alice")};
+    fx_submit_wait(s, &gs);
+    cr_assert_eq(st_groups_count(gs.groups), 0);
+    st_groups_free(gs.groups);
+    seen.ms = 99;
+    st_op rs = {.kind = ST_OP_READ_SEEN, .seen = &seen, .n_seen = 1};
+    fx_submit_wait(s, &rs);
+    cr_assert_eq(seen.ms, 0, "last_seen gone");
+    /* Again: nothing left to erase. */
+    st_op again = {
+        .kind = ST_OP_ERASE_USER, .uid = st_id_str("alice"), .record = "T", .record_n = 1};
+    fx_submit_wait(s, &again);
+    cr_assert_eq(again.result, 0);
+    cr_assert_eq(again.applied, 0);
+    cr_assert_eq(st_list_count(again.list), 0);
+    st_list_free(again.list);
+}

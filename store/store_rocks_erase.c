@@ -1,0 +1,98 @@
+/*
+ * A person's erasure on RocksDB (store.h, ST_OP_ERASE_USER), in one synced write: every
+ * message the user sent (its (uid, cid) rows say where each is) becomes a tombstone, as a
+ * recall makes it, and the rows go; so do its memberships (and their cursors), found
+ * through user_groups, and its last_seen. The recalled range is scrubbed off the disk
+ * like a recall's (store_rocks_scrub.c).
+ */
+#include "store_rocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Each key of cf starting with prefix: fn(ud, key, key_n, value, value_n); stops at the
+ * first error fn returns. */
+static int each(rk *r, enum rk_cf cf, const rk_key *prefix,
+                int (*fn)(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn),
+                st_op *op)
+{
+    rk_key end;
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_iterate_lower_bound(ro, prefix->b, prefix->n);
+    if (rk_key_prefix_end(prefix, &end)) /* always: ids are printable ASCII */
+        rocksdb_readoptions_set_iterate_upper_bound(ro, end.b, end.n);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->rw.db, ro, r->rw.cf[cf]);
+    int rc = ST_OK;
+    for (rocksdb_iter_seek(it, prefix->b, prefix->n); rc == ST_OK && rocksdb_iter_valid(it);
+         rocksdb_iter_next(it)) {
+        size_t kn, vn;
+        const char *k = rocksdb_iter_key(it, &kn);
+        const char *v = rocksdb_iter_value(it, &vn);
+        rc = fn(r, op, k, kn, v, vn);
+    }
+    char *err = NULL;
+    rocksdb_iter_get_error(it, &err);
+    if (err) {
+        rocksdb_free(err);
+        rc = ST_EIO;
+    }
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    return rc;
+}
+
+/* One (uid, cid) row: its message a tombstone (unless recalled before), the row gone. */
+static int erase_sent(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+{
+    if (vn < RK_SEND_HDR)
+        return ST_OK;
+    st_id gid = {v + RK_SEND_HDR, vn - RK_SEND_HDR};
+    uint64_t mid = st_get_be64(v);
+    st_msg_row m;
+    int rc = rk_get_msg(r, gid, mid, &m);
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && !m.recalled) {
+        st_msg_row t = {.ts = m.ts,
+                        .ver = m.ver + 1,
+                        .ver_ts = op->ts,
+                        .recalled = true,
+                        .record = op->record,
+                        .record_n = op->record_n};
+        rk_put_version(r, gid, mid, &t);
+        op->applied++;
+    }
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_SENDS], k, kn);
+    return ST_OK;
+}
+
+/* One of the user's groups (user_groups: len uid, len gid): the membership goes. */
+static int erase_member(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+{
+    (void)v;
+    (void)vn;
+    size_t un = (unsigned char)k[0];
+    if (kn < 2 + un || kn != 2 + un + (unsigned char)k[1 + un])
+        return ST_OK;
+    st_id gid = {k + 2 + un, kn - 2 - un};
+    rk_key mk;
+    rk_key_id2(&mk, gid, op->uid);
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MEMBERS], mk.b, mk.n);
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USER_GROUPS], k, kn);
+    return st_list_add(op->list, gid, 0, 0, 0, NULL, 0);
+}
+
+int rk_erase_user(rk *r, st_op *op, uint64_t now)
+{
+    if (!(op->list = st_list_new()))
+        return ST_ENOMEM;
+    op->ts = now;
+    rk_key prefix;
+    rk_key_id(&prefix, op->uid);
+    int rc = each(r, RK_CF_SENDS, &prefix, erase_sent, op);
+    if (rc == ST_OK)
+        rc = each(r, RK_CF_USER_GROUPS, &prefix, erase_member, op);
+    if (rc == ST_OK)
+        rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USERS], prefix.b, prefix.n);
+    return rc; /* rk_unread writes the batch, or clears it */
+}
