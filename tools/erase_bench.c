@@ -103,7 +103,10 @@ int main(int argc, char **argv)
     fill(s, "erased", msgs, groups);
     fill(s, "kept", msgs, groups);
     double fill_s = now_s() - t0;
-    static const char tomb[] = "\xa4" "from" "\xa6" "erased"; /* the pair, as the gateway's */
+    static const char tomb[] = "\xa4"
+                               "from"
+                               "\xa6"
+                               "erased"; /* the pair, as the gateway's */
     st_op op = {.kind = ST_OP_ERASE_USER,
                 .uid = st_id_str("erased"),
                 .record = tomb,
@@ -134,9 +137,8 @@ int main(int argc, char **argv)
     }
     printf("backend=%s msgs=%ld groups=%d fill_s=%.1f erase_s=%.3f erased=%zu groups_left=%zu "
            "per_msg_us=%.1f g0_tombstones=%ld g0_kept=%ld\n",
-           st_backend_name(s), msgs, groups, fill_s, erase_s, op.applied,
-           st_list_count(op.list), erase_s * 1e6 / (double)(op.applied ? op.applied : 1), tombs,
-           kept);
+           st_backend_name(s), msgs, groups, fill_s, erase_s, op.applied, st_list_count(op.list),
+           erase_s * 1e6 / (double)(op.applied ? op.applied : 1), tombs, kept);
     st_list_free(op.list);
     st_close(s);
     bool ok = op.applied == (size_t)msgs && tombs == kept && tombs == (msgs + groups - 1) / groups;
