@@ -268,12 +268,9 @@ void gw_api_edit(gw_app *a, gw_api_conn *c, const char *gid, uint64_t mid, bool 
         else if (v && (!json_is_integer(v) || json_integer_value(v) < 1))
             field = "ver", why = "ver: the version to make, a whole number from 1";
         if (why) {
+            const char *code = status == 413 ? "too_large" : field ? "bad_field" : "bad_frame";
             json_decref(req);
-            gw_api_fail(c, status,
-                        status == 413         ? "too_large"
-                        : json_is_object(req) ? "bad_field"
-                                              : "bad_frame",
-                        field, why);
+            gw_api_fail(c, status, code, field, why);
             return;
         }
         body.data = (pr_slice){(const uint8_t *)json_string_value(b), json_string_length(b)};
