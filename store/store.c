@@ -157,6 +157,7 @@ static bool op_valid(const st_op *op)
     case ST_OP_SIGNAL: return op->record && op->record_n > 0 && op->record_n <= ST_SIGNAL_MAX;
     case ST_OP_EDIT: return st_id_ok(op->gid) && op->mid >= 1 && op->record && op->record_n > 0;
     case ST_OP_ERASE_USER: return st_id_ok(op->uid) && op->record && op->record_n > 0;
+    case ST_OP_DELETE_GROUP: return st_id_ok(op->gid);
     }
     return false;
 }

@@ -270,6 +270,11 @@ enum st_op_kind {
                        * a recall makes -> applied: messages erased (not recalled before);
                        * list: the groups it was a member of (gid). One transaction; the
                        * other gateways hear the leaves and a sign-out of uid */
+    ST_OP_DELETE_GROUP, /* gid goes with all of it: its messages, memberships (and their
+                         * cursors), (uid, cid) rows and marks -> applied: its last mid;
+                         * list: its members (each item's text is a uid; in no promised
+                         * order). One transaction;
+                         * the other gateways hear the leaves. ST_ENOGROUP if none */
 };
 
 /*

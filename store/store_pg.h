@@ -161,6 +161,8 @@ enum pg_stmt {
     PG_UPD_MSGS,
     PG_ERASE_LOCK,
     PG_ERASE,
+    PG_DROP_LOCK,
+    PG_DROP_GROUP,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -291,5 +293,7 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
 /* ST_OP_ERASE_USER in a transaction of its own, then announced. Sets op->result; returns
  * ST_EIO when the connection failed (the store is in trouble), else ST_OK. */
 int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len);
+/* ST_OP_DELETE_GROUP the same way. */
+int pg_delete_group(pg *p, st_op *op, char *why, size_t why_len);
 
 #endif

@@ -1,13 +1,15 @@
 /*
- * A person's erasure on PostgreSQL (store.h, ST_OP_ERASE_USER): one transaction that
- * first locks, in key order, every group the user has a message or a membership in (as a
- * batch does: a batch editing one of those messages, or moving one of those cursors,
- * waits for it, and none can deadlock with it), then in one statement deletes the user's
- * (uid, cid) rows, turns the messages they named into tombstones (a recall's version),
- * deletes its memberships and last_seen, and writes the leaves to the change log. The
- * leaves and a sign-out of the user are then announced (after the commit, as messages
- * are), so that other gateways drop its memberships and end its sessions; the tombstones
- * are not announced one by one (a user may have sent a million messages): pages show them.
+ * Erasures on PostgreSQL, each one transaction that first locks, in key order, the
+ * groups it changes (as a batch does: a batch editing one of those messages, or moving one
+ * of those cursors, waits for it, and none can deadlock with it), then changes everything
+ * in one statement and writes the leaves to the change log; the leaves (and a person's
+ * sign-out) are then announced after the commit, as messages are:
+ *   - a person's (store.h, ST_OP_ERASE_USER): its (uid, cid) rows deleted, the messages
+ *     they named made tombstones (a recall's version), its memberships and last_seen
+ *     deleted. The tombstones are not announced one by one (a user may have sent a
+ *     million messages): pages show them;
+ *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, (uid, cid) rows (a scan:
+ *     gw.sends has no index on gid) and swept mark deleted with its row.
  */
 #include "store_pg.h"
 
@@ -28,7 +30,7 @@ static int take(pg *p, int n, int keep, PGresult **kept, bool *ok, char *why, si
         ExecStatusType st = PQresultStatus(r);
         if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
             if (*ok)
-                pg_why(p, r, "erasing a user failed", why, why_len);
+                pg_why(p, r, "an erasure failed", why, why_len);
             *ok = false;
         }
         if (i == keep && kept)
@@ -39,15 +41,77 @@ static int take(pg *p, int n, int keep, PGresult **kept, bool *ok, char *why, si
     return pg_end(p, why, why_len);
 }
 
-/* The leaves and the sign-out, told to the other gateways. Best effort: one lost is the
- * same as any announcement lost (the change log holds the leaves). */
-static void announce(pg *p, st_op *op)
+/* BEGIN, the lock (its first parameter only), the statement, COMMIT, in one round trip.
+ * ST_OK with the statement's one row in *row (the caller PQclears it), or with *row NULL
+ * when the database refused (rolled back: the op fails, the store goes on); ST_EIO when
+ * the connection failed (the outcome is unknown: the store is in trouble). */
+static int one_tx(pg *p, enum pg_stmt lock, enum pg_stmt stmt, pg_buf *const *params, int n,
+                  PGresult **row, char *why, size_t why_len)
+{
+    *row = NULL;
+    int rc = pg_send(p, PG_BEGIN, NULL, 0);
+    if (rc == ST_OK)
+        rc = pg_send(p, lock, params, 1);
+    if (rc == ST_OK)
+        rc = pg_send(p, stmt, params, n);
+    if (rc == ST_OK)
+        rc = pg_send(p, PG_COMMIT, NULL, 0);
+    if (rc == ST_OK)
+        rc = pg_sync(p, why, why_len);
+    bool ok = false;
+    if (rc == ST_OK)
+        rc = take(p, 4, 2, row, &ok, why, why_len);
+    if (rc != ST_OK) {
+        PQclear(*row);
+        *row = NULL;
+        if (!why[0])
+            pg_why(p, NULL, "sending to the database failed", why, why_len);
+        pg_disconnect(p);
+        return ST_EIO;
+    }
+    if (!ok || PQntuples(*row) != 1) {
+        PQclear(*row);
+        *row = NULL;
+        if (PQtransactionStatus(p->conn) != PQTRANS_IDLE && pg_send(p, PG_ROLLBACK, NULL, 0) == 0 &&
+            pg_sync(p, why, why_len) == ST_OK)
+            take(p, 1, -1, NULL, &ok, why, why_len);
+    }
+    return ST_OK;
+}
+
+/* The ids of a text field, separated by spaces (ids have none), into l: as gids (as_gid)
+ * or as the items' text. */
+static int ids_into(st_list *l, const PGresult *r, int col, bool as_gid)
+{
+    const char *g = PQgetvalue(r, 0, col), *end = g + PQgetlength(r, 0, col);
+    while (g < end) {
+        const char *sp = memchr(g, ' ', (size_t)(end - g));
+        size_t n = (size_t)((sp ? sp : end) - g);
+        int rc = !n       ? ST_OK
+                 : as_gid ? st_list_add(l, (st_id){g, n}, 0, 0, 0, NULL, 0)
+                          : st_list_add(l, (st_id){NULL, 0}, 0, 0, 0, g, n);
+        if (rc != ST_OK)
+            return rc;
+        g += n + 1;
+    }
+    return ST_OK;
+}
+
+/* The leaves (and, for a person, its sign-out), told to the other gateways. Best effort:
+ * one lost is the same as any announcement lost (the change log holds the leaves). */
+static void announce(pg *p, const st_op *op)
 {
     pg_announce a = {0};
     pg_announce_reset(&a, p->origin);
-    for (size_t i = 0; i < st_list_count(op->list); i++)
-        pg_announce_member(&a, 'l', st_list_at(op->list, i)->gid, op->uid, 0);
-    pg_announce_signout(&a, op->uid);
+    for (size_t i = 0; i < st_list_count(op->list); i++) {
+        const st_item *it = st_list_at(op->list, i);
+        if (op->kind == ST_OP_ERASE_USER)
+            pg_announce_member(&a, 'l', it->gid, op->uid, 0);
+        else
+            pg_announce_member(&a, 'l', op->gid, (st_id){it->text, it->text_n}, 0);
+    }
+    if (op->kind == ST_OP_ERASE_USER)
+        pg_announce_signout(&a, op->uid);
     int n = 0;
     char why[256];
     bool ok = false;
@@ -57,61 +121,64 @@ static void announce(pg *p, st_op *op)
     pg_announce_free(&a);
 }
 
-int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
+/* The change log's header: this store's origin. */
+static void header(pg *p, pg_buf *b)
 {
-    op->result = ST_OK;
-    if (!(op->list = st_list_new())) {
-        op->result = ST_ENOMEM;
-        return ST_OK;
-    }
     char head[32];
     int hn = snprintf(head, sizeof(head), "gw1 %016" PRIx64, p->origin);
+    pg_text(b, head, (size_t)hn);
+}
+
+int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
+{
+    op->result = (op->list = st_list_new()) ? ST_OK : ST_ENOMEM;
+    if (op->result)
+        return ST_OK;
     pg_buf b[4] = {{0}};
     pg_text(&b[0], op->uid.p, op->uid.n);
     pg_buf_put(&b[1], op->record, op->record_n);
     pg_int8(&b[2], now);
-    pg_text(&b[3], head, (size_t)hn);
+    header(p, &b[3]);
     pg_buf *params[4] = {&b[0], &b[1], &b[2], &b[3]};
-    int rc = pg_send(p, PG_BEGIN, NULL, 0);
-    if (rc == ST_OK)
-        rc = pg_send(p, PG_ERASE_LOCK, params, 1);
-    if (rc == ST_OK)
-        rc = pg_send(p, PG_ERASE, params, 4);
-    if (rc == ST_OK)
-        rc = pg_send(p, PG_COMMIT, NULL, 0);
+    PGresult *r = NULL;
+    int rc = one_tx(p, PG_ERASE_LOCK, PG_ERASE, params, 4, &r, why, why_len);
     for (int i = 0; i < 4; i++)
         pg_buf_free(&b[i]);
-    if (rc == ST_OK)
-        rc = pg_sync(p, why, why_len);
-    PGresult *r = NULL;
-    bool ok = false;
-    if (rc == ST_OK)
-        rc = take(p, 4, 2, &r, &ok, why, why_len);
-    if (rc != ST_OK) { /* the connection: the outcome is unknown, the store is in trouble */
-        PQclear(r);
-        if (!why[0])
-            pg_why(p, NULL, "sending to the database failed", why, why_len);
-        pg_disconnect(p);
-        return op->result = ST_EIO;
-    }
-    if (!ok || PQntuples(r) != 1) { /* refused: the transaction is rolled back */
-        PQclear(r);
-        if (PQtransactionStatus(p->conn) != PQTRANS_IDLE && pg_send(p, PG_ROLLBACK, NULL, 0) == 0 &&
-            pg_sync(p, why, why_len) == ST_OK)
-            take(p, 1, -1, NULL, &ok, why, why_len);
-        op->result = ST_EIO; /* this op failed; the store goes on */
-        return ST_OK;
+    if (rc != ST_OK || !r) {
+        op->result = ST_EIO;
+        return rc;
     }
     op->applied = (size_t)pg_get_int8(r, 0, 0);
     op->ts = now;
-    /* The groups left: their ids, separated by spaces (ids have none). */
-    const char *g = PQgetvalue(r, 0, 1), *end = g + PQgetlength(r, 0, 1);
-    while (g < end && op->result == ST_OK) {
-        const char *sp = memchr(g, ' ', (size_t)(end - g));
-        size_t n = (size_t)((sp ? sp : end) - g);
-        if (n)
-            op->result = st_list_add(op->list, (st_id){g, n}, 0, 0, 0, NULL, 0);
-        g += n + 1;
+    op->result = ids_into(op->list, r, 1, true);
+    PQclear(r);
+    if (op->result == ST_OK)
+        announce(p, op);
+    return ST_OK;
+}
+
+int pg_delete_group(pg *p, st_op *op, char *why, size_t why_len)
+{
+    op->result = (op->list = st_list_new()) ? ST_OK : ST_ENOMEM;
+    if (op->result)
+        return ST_OK;
+    pg_buf b[2] = {{0}};
+    pg_text(&b[0], op->gid.p, op->gid.n);
+    header(p, &b[1]);
+    pg_buf *params[2] = {&b[0], &b[1]};
+    PGresult *r = NULL;
+    int rc = one_tx(p, PG_DROP_LOCK, PG_DROP_GROUP, params, 2, &r, why, why_len);
+    pg_buf_free(&b[0]);
+    pg_buf_free(&b[1]);
+    if (rc != ST_OK || !r) {
+        op->result = ST_EIO;
+        return rc;
+    }
+    if (PQgetisnull(r, 0, 0)) {
+        op->result = ST_ENOGROUP;
+    } else {
+        op->applied = (size_t)pg_get_int8(r, 0, 0);
+        op->result = ids_into(op->list, r, 1, false);
     }
     PQclear(r);
     if (op->result == ST_OK)

@@ -134,8 +134,10 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
     for (st_op *op = ops; rc == ST_OK && op; op = op->next_)
         if (op->kind == ST_OP_ERASE_USER)
             rc = pg_erase_user(p, op, now, why, why_len);
+        else if (op->kind == ST_OP_DELETE_GROUP)
+            rc = pg_delete_group(p, op, why, why_len);
     for (st_op *op = ops; rc == ST_OK && op; op = op->next_) {
-        if (op->kind == ST_OP_ERASE_USER)
+        if (op->kind == ST_OP_ERASE_USER || op->kind == ST_OP_DELETE_GROUP)
             continue;
         rc = send_op(p, op, now, b);
         if (rc == ST_OK)
@@ -154,7 +156,7 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         return ST_EIO;
     }
     for (st_op *op = ops; op; op = op->next_) {
-        if (op->kind == ST_OP_ERASE_USER)
+        if (op->kind == ST_OP_ERASE_USER || op->kind == ST_OP_DELETE_GROUP)
             continue; /* answered above */
         PGresult *r = rc == ST_OK ? pg_result(p, why, why_len) : NULL;
         if (!r) {

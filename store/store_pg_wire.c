@@ -191,6 +191,21 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                  " SELECT (SELECT count(*) FROM e)::int8,"
                  " (SELECT coalesce(string_agg(gid, ' ' ORDER BY gid), '') FROM l),"
                  " (SELECT count(*) FROM u)::int8 + (SELECT count(*) FROM g)::int8",
+    /* A group's deletion: its row locked, then all of it gone (gw.sends has no index on
+     * gid: a scan), the leaves written to the change log ($2: its header); answers its
+     * last mid (NULL: no such group) and its members, separated by spaces. */
+    [PG_DROP_LOCK] = "SELECT last_mid FROM gw.groups WHERE gid = $1::text FOR UPDATE",
+    [PG_DROP_GROUP] =
+        "WITH g AS (DELETE FROM gw.groups WHERE gid = $1::text RETURNING last_mid),"
+        " m AS (DELETE FROM gw.msgs WHERE gid = $1::text RETURNING 1),"
+        " l AS (DELETE FROM gw.members WHERE gid = $1::text RETURNING uid),"
+        " s AS (DELETE FROM gw.sends WHERE gid = $1::text RETURNING 1),"
+        " w AS (DELETE FROM gw.unread_swept WHERE gid = $1::text RETURNING 1),"
+        " c AS (INSERT INTO gw.changes (body) SELECT $2::text || string_agg(E'\\nl ' ||"
+        " $1::text || ' ' || uid, '' ORDER BY uid) FROM l HAVING count(*) > 0 RETURNING 1)"
+        " SELECT (SELECT last_mid FROM g), (SELECT coalesce(string_agg(uid, ' ' ORDER BY uid),"
+        " '') FROM l), (SELECT count(*) FROM m)::int8 + (SELECT count(*) FROM s)::int8 +"
+        " (SELECT count(*) FROM w)::int8 + (SELECT count(*) FROM c)::int8",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -232,6 +247,8 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_UPD_MSGS] = "gw_upd_msgs",
     [PG_ERASE_LOCK] = "gw_erase_lock",
     [PG_ERASE] = "gw_erase",
+    [PG_DROP_LOCK] = "gw_drop_lock",
+    [PG_DROP_GROUP] = "gw_drop_group",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

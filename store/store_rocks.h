@@ -104,8 +104,9 @@ int rk_write(rk *r, char *why, size_t why_len);
 /* A message as stored, and a later version of it (st_backend.get_msg, put_version). */
 int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row);
 void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m);
-/* ST_OP_ERASE_USER into the batch (store_rocks_erase.c). */
+/* ST_OP_ERASE_USER and ST_OP_DELETE_GROUP into the batch (store_rocks_erase.c). */
 int rk_erase_user(rk *r, st_op *op, uint64_t now);
+int rk_delete_group(rk *r, st_op *op);
 
 /* Recalled bodies off the disk (store_rocks_scrub.c): a recalled message of the batch; the
  * batch's end (committed or not); the flush and compaction, when one is due and its time

@@ -1,9 +1,14 @@
 /*
- * A person's erasure on RocksDB (store.h, ST_OP_ERASE_USER), in one synced write: every
- * message the user sent (its (uid, cid) rows say where each is) becomes a tombstone, as a
- * recall makes it, and the rows go; so do its memberships (and their cursors), found
- * through user_groups, and its last_seen. The recalled range is scrubbed off the disk
- * like a recall's (store_rocks_scrub.c).
+ * Erasures on RocksDB, each in one synced write:
+ *   - a person's (store.h, ST_OP_ERASE_USER): every message the user sent (its (uid, cid)
+ *     rows say where each is) becomes a tombstone, as a recall makes it, and the rows go;
+ *     so do its memberships (and their cursors), found through user_groups, and its
+ *     last_seen. The recalled range is scrubbed off the disk like a recall's
+ *     (store_rocks_scrub.c);
+ *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, row and swept mark go,
+ *     and its key range is scrubbed. Its (uid, cid) rows stay: they are keyed by sender,
+ *     and finding them would mean reading every sender's; a resend of one answers its old
+ *     mid in a group that is gone (the API refuses further sends there: no group).
  */
 #include "store_rocks.h"
 
@@ -95,4 +100,62 @@ int rk_erase_user(rk *r, st_op *op, uint64_t now)
     if (rc == ST_OK)
         rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USERS], prefix.b, prefix.n);
     return rc; /* rk_unread writes the batch, or clears it */
+}
+
+/* One message of the group: it goes. */
+static int drop_msg(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+{
+    (void)op;
+    (void)v;
+    (void)vn;
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MSGS], k, kn);
+    return ST_OK;
+}
+
+/* One member of the group (members: len gid, len uid): the membership goes, both rows. */
+static int drop_member(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+{
+    (void)v;
+    (void)vn;
+    size_t gn = (unsigned char)k[0];
+    if (kn < 2 + gn || kn != 2 + gn + (unsigned char)k[1 + gn])
+        return ST_OK;
+    st_id uid = {k + 2 + gn, kn - 2 - gn};
+    rk_key uk;
+    rk_key_id2(&uk, uid, op->gid);
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MEMBERS], k, kn);
+    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USER_GROUPS], uk.b, uk.n);
+    return st_list_add(op->list, (st_id){NULL, 0}, 0, 0, 0, uid.p, uid.n);
+}
+
+int rk_delete_group(rk *r, st_op *op)
+{
+    if (!(op->list = st_list_new()))
+        return ST_ENOMEM;
+    rk_key gk;
+    rk_key_id(&gk, op->gid);
+    char *err = NULL;
+    size_t n = 0;
+    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
+        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS], gk.b, gk.n, &n, &err);
+    if (err) {
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    if (!v || n != RK_GROUP_VAL) {
+        rocksdb_free(v);
+        return ST_ENOGROUP;
+    }
+    op->applied = (size_t)st_get_be64(v); /* its last mid: the messages it had */
+    rocksdb_free(v);
+    int rc = each(r, RK_CF_MSGS, &gk, drop_msg, op); /* msgs keys begin with len gid */
+    if (rc == ST_OK)
+        rc = each(r, RK_CF_MEMBERS, &gk, drop_member, op);
+    if (rc == ST_OK) {
+        rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_GROUPS], gk.b, gk.n);
+        rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_UNREAD_SWEPT], gk.b, gk.n);
+        rk_scrub_note(r, op->gid, 0);
+        rk_scrub_note(r, op->gid, UINT64_MAX);
+    }
+    return rc;
 }

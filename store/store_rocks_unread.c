@@ -360,6 +360,7 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         case ST_OP_READ_UNSWEPT: rc = unswept(r, op); break;
         case ST_OP_SIGNAL: rc = ST_OK; break; /* one gateway: nobody to tell */
         case ST_OP_ERASE_USER: rc = rk_erase_user(r, op, now); break;
+        case ST_OP_DELETE_GROUP: rc = rk_delete_group(r, op); break;
         default: rc = ST_EINVAL; break;
         }
         /* Each op is a write of its own: what it changed, or nothing (a read). */

@@ -98,6 +98,7 @@ void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *u
 void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_erase_user(gw_app *a, gw_api_conn *c, const char *uid);
+void gw_api_delete_group(gw_app *a, gw_api_conn *c, const char *gid);
 /* gw_api_conn.orphan of the store jobs here: the connection is gone, the job answers
  * nobody. */
 void gw_api_job_orphan(void *job);

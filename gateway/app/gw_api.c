@@ -186,6 +186,11 @@ static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
     if (n >= 2 && seg_is(seg[0], len[0], "groups")) {
         if (!path_id(c, seg[1], len[1], x, "gid"))
             return;
+        if (n == 2) {
+            if (allowed(c, del, "use DELETE here"))
+                gw_api_delete_group(a, c, x);
+            return;
+        }
         if (n == 3 && seg_is(seg[2], len[2], "messages")) {
             if (post)
                 gw_api_post_message(a, c, x);

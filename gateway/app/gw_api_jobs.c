@@ -449,6 +449,43 @@ void gw_api_erase_user(gw_app *a, gw_api_conn *c, const char *uid)
     submit(j);
 }
 
+/* ---- DELETE /groups/{gid} ---------------------------------------------------------------------
+ */
+
+/* Its members here are told `left` (the other threads' through the hub, the other nodes'
+ * through the store's announcement of the leaves). */
+static void group_deleted(api_job *j, const st_op *op)
+{
+    for (size_t i = 0; i < st_list_count(op->list); i++) {
+        const st_item *it = st_list_at(op->list, i);
+        char uid[PR_MAX_ID + 1];
+        if (gw_id_copy(uid, it->text, it->text_n))
+            gw_registry_left(j->app->d.registry, uid, j->m.gid, NULL);
+    }
+}
+
+static json_t *group_deleted_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    json_t *members = json_array();
+    for (size_t i = 0; i < st_list_count(op->list); i++) {
+        const st_item *it = st_list_at(op->list, i);
+        json_array_append_new(members, json_stringn(it->text, it->text_n));
+    }
+    return json_pack("{s:s, s:I, s:o}", "gid", j->m.gid, "deleted", (json_int_t)op->applied,
+                     "members", members);
+}
+
+static const api_kind delete_group_kind = {"the group was not deleted", group_deleted,
+                                           group_deleted_answer, NULL};
+
+/* A group and everything in it (docs/API.md). */
+void gw_api_delete_group(gw_app *a, gw_api_conn *c, const char *gid)
+{
+    api_job *j = job_new(a, c, ST_OP_DELETE_GROUP, &delete_group_kind, gid, NULL);
+    if (j)
+        submit(j);
+}
+
 /* ---- DELETE /users/{uid}/sessions --------------------------------------------------------------
  */
 

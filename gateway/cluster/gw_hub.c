@@ -139,6 +139,20 @@ void gw_hub_tell(void *teller, const st_op *op)
         one.ack = op->ack;
         break;
     case ST_OP_LEAVE: one.kind = ST_CH_LEAVE; break;
+    case ST_OP_DELETE_GROUP: /* its members left: a leave each */
+        for (size_t i = 0; i < st_list_count(op->list); i++) {
+            const st_item *it = st_list_at(op->list, i);
+            st_change ch = {.kind = ST_CH_LEAVE, .gid = op->gid, .uid = {it->text, it->text_n}};
+            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
+        }
+        return;
+    case ST_OP_ERASE_USER: /* its memberships ended (its sessions: the sign-out) */
+        for (size_t i = 0; i < st_list_count(op->list); i++) {
+            st_change ch = {
+                .kind = ST_CH_LEAVE, .gid = st_list_at(op->list, i)->gid, .uid = op->uid};
+            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
+        }
+        return;
     case ST_OP_EDIT:
         if (op->duplicate)
             return;

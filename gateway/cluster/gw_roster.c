@@ -321,6 +321,12 @@ void gw_roster_committed(gw_roster *r, const st_op *op)
             if (gw_id_copy(gid, g.p, g.n))
                 change(r, gid, ST_CH_LEAVE, uid, 0, 0);
         }
+    } else if (op->kind == ST_OP_DELETE_GROUP && gw_id_copy(gid, op->gid.p, op->gid.n)) {
+        for (size_t i = 0; i < st_list_count(op->list); i++) { /* its members left */
+            const st_item *it = st_list_at(op->list, i);
+            if (gw_id_copy(uid, it->text, it->text_n))
+                change(r, gid, ST_CH_LEAVE, uid, 0, 0);
+        }
     } else if ((op->kind == ST_OP_JOIN && op->joined) || op->kind == ST_OP_LEAVE) {
         if (gw_id_copy(gid, op->gid.p, op->gid.n) && gw_id_copy(uid, op->uid.p, op->uid.n)) {
             change(r, gid, op->kind == ST_OP_JOIN ? ST_CH_JOIN : ST_CH_LEAVE, uid, op->ack, 0);

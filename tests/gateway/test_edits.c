@@ -221,6 +221,39 @@ static bool on_disk(const char *path, const char *marker)
     return system(cmd) == 0;
 }
 
+/* Where f keeps marker's bytes, read as they are on disk: is it there? RocksDB: any file of
+ * its data folder; PostgreSQL: the heap file of gw.msgs (after a checkpoint, and first a
+ * VACUUM when vacuum). */
+static bool stored_bytes(gwfx *f, const char *marker, bool vacuum)
+{
+    if (!f->store_url) {
+        char data[300];
+        snprintf(data, sizeof(data), "%s/data", f->dir);
+        return on_disk(data, marker);
+    }
+    char sql[400];
+    snprintf(sql, sizeof(sql),
+             "SELECT position(convert_to('%s', 'UTF8') IN"
+             " pg_read_binary_file(pg_relation_filepath('gw.msgs')))",
+             marker);
+    if (vacuum)
+        pgfx_scalar(f->store_url, "VACUUM gw.msgs");
+    pgfx_scalar(f->store_url, "CHECKPOINT");
+    return pgfx_scalar(f->store_url, sql) > 0;
+}
+
+/* marker's bytes leave f's disk: RocksDB within a few seconds (the scrub runs after a
+ * commit or when idle, at most once a second); PostgreSQL at a VACUUM. */
+static void assert_gone(gwfx *f, const char *marker, const char *what)
+{
+    bool gone = !stored_bytes(f, marker, true);
+    for (int i = 0; i < 100 && !gone && !f->store_url; i++) {
+        usleep(100 * 1000);
+        gone = !stored_bytes(f, marker, false);
+    }
+    cr_assert(gone, "%s is still on disk", what);
+}
+
 Test(edits, a_recalled_body_is_not_on_disk_afterwards, .timeout = 60)
 {
     gwfx_start(&fa, NULL);
@@ -231,31 +264,9 @@ Test(edits, a_recalled_body_is_not_on_disk_afterwards, .timeout = 60)
     gwfx_send_msg(alice, "g", "c1", "kept");
     gwfx_send_msg(alice, "g", "c2", marker);
     gwfx_send_msg(alice, "g", "c3", "kept too");
-    if (!pgfx_on()) {
-        char data[300];
-        snprintf(data, sizeof(data), "%s/data", fa.dir);
-        cr_assert(on_disk(data, marker), "the marker is written before the recall");
-        recall(alice, 1, 2, PR_EV_RECALLED);
-        /* The scrub runs within a second or two (after a commit, or when idle). */
-        bool gone = false;
-        for (int i = 0; i < 100 && !gone; i++) {
-            usleep(100 * 1000);
-            gone = !on_disk(data, marker);
-        }
-        cr_assert(gone, "the recalled body is still in %s", data);
-    } else {
-        char sql[400];
-        snprintf(sql, sizeof(sql),
-                 "SELECT position(convert_to('%s', 'UTF8') IN"
-                 " pg_read_binary_file(pg_relation_filepath('gw.msgs')))",
-                 marker);
-        pgfx_scalar(fa.store_url, "CHECKPOINT");
-        cr_assert_gt(pgfx_scalar(fa.store_url, sql), 0, "the marker is in the heap before");
-        recall(alice, 1, 2, PR_EV_RECALLED);
-        pgfx_scalar(fa.store_url, "VACUUM gw.msgs");
-        pgfx_scalar(fa.store_url, "CHECKPOINT");
-        cr_assert_eq(pgfx_scalar(fa.store_url, sql), 0, "the recalled body is in the heap");
-    }
+    cr_assert(stored_bytes(&fa, marker, false), "the marker is on disk before the recall");
+    recall(alice, 1, 2, PR_EV_RECALLED);
+    assert_gone(&fa, marker, "the recalled body");
     seen s = page_of(alice);
     cr_assert_eq(s.n, 3);
     cr_assert_str_eq(s.text[0], "kept");
@@ -331,19 +342,7 @@ Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
     gwfx_send(bob, &sb);
     msgpack_sbuffer_destroy(&sb);
     expect_reply(bob, 9, PR_EV_SENT);
-    char data[300] = "";
-    char sql[400];
-    snprintf(sql, sizeof(sql),
-             "SELECT position(convert_to('%s', 'UTF8') IN"
-             " pg_read_binary_file(pg_relation_filepath('gw.msgs')))",
-             marker);
-    if (two) {
-        pgfx_scalar(fa.store_url, "CHECKPOINT");
-        cr_assert_gt(pgfx_scalar(fa.store_url, sql), 0, "the marker is in the heap before");
-    } else {
-        snprintf(data, sizeof(data), "%s/data", fa.dir);
-        cr_assert(on_disk(data, marker), "the marker is written before");
-    }
+    cr_assert(stored_bytes(&fa, marker, false), "the marker is on disk before");
 
     char *out = gwfx_api(&fa, "DELETE", "/api/v1/users/alice", NULL, 200);
     cr_assert(strstr(out, "\"erased\":3"), "%s", out);
@@ -366,16 +365,48 @@ Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
     cr_assert(strstr(out, "\"erased\":0"), "again: nothing left: %s", out);
     free(out);
 
-    if (two) {
-        pgfx_scalar(fa.store_url, "VACUUM gw.msgs");
-        pgfx_scalar(fa.store_url, "CHECKPOINT");
-        cr_assert_eq(pgfx_scalar(fa.store_url, sql), 0, "a body of alice's is in the heap");
-    } else {
-        bool gone = false;
-        for (int i = 0; i < 100 && !gone; i++) {
-            usleep(100 * 1000);
-            gone = !on_disk(data, marker);
-        }
-        cr_assert(gone, "a body of alice's is still in %s", data);
+    assert_gone(&fa, marker, "a body of alice's");
+}
+
+/* A group's deletion through the API (docs/API.md, DELETE /groups/{gid}): its members are
+ * told `left` on every node, it is gone from their groups, and its messages from disk. */
+Test(edits, deleting_a_group_tells_its_members_and_leaves_nothing, .timeout = 90)
+{
+    bool two = pgfx_on();
+    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start(&fa, args);
+    if (two)
+        gwfx_start_beside(&fb, &fa, args);
+    gwfx *other = two ? &fb : &fa;
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
+    gwfx_join(alice, "doomed");
+    gwfx_join(alice, "g");
+    gwfx_join(bob, "doomed");
+    char marker[64];
+    snprintf(marker, sizeof(marker), "doomed-%ld-%d", (long)time(NULL), getpid());
+    gwfx_send_msg(alice, "doomed", "c1", marker);
+    gwfx_send_msg(alice, "doomed", "c2", marker);
+    char *out = gwfx_api(&fa, "DELETE", "/api/v1/groups/doomed", NULL, 200);
+    cr_assert(strstr(out, "\"deleted\":2"), "%s", out);
+    cr_assert(strstr(out, "\"alice\"") && strstr(out, "\"bob\""), "%s", out);
+    free(out);
+    gwc_conn *both[2] = {alice, bob};
+    for (int i = 0; i < 2; i++) {
+        pr_event ev = gwfx_expect_of(both[i], PR_EV_LEFT);
+        cr_assert(gwfx_slice_is(ev.gid, "doomed"));
+        cr_assert_not(ev.has_rid, "a push");
     }
+    free(gwfx_api(&fa, "GET", "/api/v1/groups/doomed/messages", NULL, 404));
+    free(gwfx_api(other, "DELETE", "/api/v1/groups/doomed", NULL, 404));
+    out = gwfx_api(&fa, "GET", "/api/v1/users/alice/groups", NULL, 200);
+    cr_assert(strstr(out, "\"g\"") && !strstr(out, "doomed"), "%s", out);
+    free(out);
+    /* A message to it now: alice is no member any more. */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    pr_enc_send(&sb, 5, sl("doomed"), sl("c3"), (pr_body){sl("late"), false});
+    gwfx_send(alice, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert_eq(expect_reply(alice, 5, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
+    assert_gone(&fa, marker, "a message of the group");
 }

@@ -16,11 +16,11 @@ static int edit(uint64_t mid, uint64_t *ver, const char *record, bool recall, bo
     return st_edit_sync(s, st_id_str("g"), mid, ver, recall, record, strlen(record), &ts, dup);
 }
 
-/* The one message of mid, as a page shows it (its record copied into rec). */
-static st_msg one(st_store *st, uint64_t mid, char *rec, size_t cap)
+/* The one message of mid in gid, as a page shows it (its record copied into rec). */
+static st_msg one_in(st_store *st, const char *gid, uint64_t mid, char *rec, size_t cap)
 {
     st_page *p = NULL;
-    cr_assert_eq(st_read_page(st, st_id_str("g"), ST_AFTER, mid - 1, 1, &p), 0);
+    cr_assert_eq(st_read_page(st, st_id_str(gid), ST_AFTER, mid - 1, 1, &p), 0);
     cr_assert_eq(st_page_count(p), 1);
     st_msg m = *st_page_at(p, 0);
     cr_assert_eq(m.mid, mid);
@@ -30,6 +30,11 @@ static st_msg one(st_store *st, uint64_t mid, char *rec, size_t cap)
     m.record = NULL; /* the page goes */
     st_page_free(p);
     return m;
+}
+
+static st_msg one(st_store *st, uint64_t mid, char *rec, size_t cap)
+{
+    return one_in(st, "g", mid, rec, cap);
 }
 
 static void fill(void)
@@ -240,4 +245,47 @@ Test(edits, erasing_a_user_leaves_no_message_of_theirs)
     cr_assert_eq(again.applied, 0);
     cr_assert_eq(st_list_count(again.list), 0);
     st_list_free(again.list);
+}
+
+/* A group's deletion: its messages and memberships gone, the others' groups untouched;
+ * the group no longer exists. */
+Test(edits, deleting_a_group_leaves_nothing_of_it)
+{
+    fill(); /* alice: one, two, three in g */
+    fx_join(s, "g", "bob");
+    fx_join(s, "h", "alice");
+    fx_append(s, "h", "alice", "four");
+    st_op op = {.kind = ST_OP_DELETE_GROUP, .gid = st_id_str("g")};
+    fx_submit_wait(s, &op);
+    cr_assert_eq(op.result, 0, "%s", st_strerror(op.result));
+    cr_assert_eq(op.applied, 3, "its last mid");
+    cr_assert_eq(st_list_count(op.list), 2, "its members");
+    bool alice = false, bob = false; /* in no promised order */
+    for (size_t i = 0; i < 2; i++) {
+        const st_item *it = st_list_at(op.list, i);
+        alice |= it->text_n == 5 && memcmp(it->text, "alice", 5) == 0;
+        bob |= it->text_n == 3 && memcmp(it->text, "bob", 3) == 0;
+    }
+    cr_assert(alice && bob);
+    st_list_free(op.list);
+    uint64_t last = 0, ack = 0;
+    cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), ST_ENOGROUP);
+    st_page *p = NULL;
+    cr_assert_eq(st_read_page(s, st_id_str("g"), ST_AFTER, 0, 10, &p), ST_ENOGROUP);
+    st_page_free(p);
+    cr_assert_eq(st_read_ack(s, st_id_str("h"), st_id_str("alice"), &ack), 0, "h stays");
+    st_op gs = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str("alice")};
+    fx_submit_wait(s, &gs);
+    cr_assert_eq(st_groups_count(gs.groups), 1, "only h is left of alice's groups");
+    st_groups_free(gs.groups);
+    char rec[64];
+    one_in(s, "h", 1, rec, sizeof(rec));
+    cr_assert_str_eq(rec, "four");
+    st_op again = {.kind = ST_OP_DELETE_GROUP, .gid = st_id_str("g")};
+    fx_submit_wait(s, &again);
+    cr_assert_eq(again.result, ST_ENOGROUP);
+    st_list_free(again.list);
+    /* A group of that name can be made again, from mid 1. */
+    fx_join(s, "g", "carol");
+    cr_assert_eq(fx_append(s, "g", "carol", "anew"), 1);
 }
