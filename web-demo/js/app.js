@@ -1,6 +1,8 @@
 // The demo page: sign-in, group list, message view, composer, connection state and the
 // figures panel; and what members see of each other: "seen by" under the user's own
-// messages, who is online in the open group, who is typing. Everything the protocol asks
+// messages, who is online in the open group, who is typing; and "edit" and "delete" under
+// the user's own messages (an edited one says so, a deleted one shows as deleted, for
+// everyone). Everything the protocol asks
 // of a client is in the gw-client package (clients/js); this file draws what it reports
 // and passes on what the user does (and sees: the messages on screen are marked read).
 // User text only ever goes into the page through textContent, never as HTML.
@@ -61,6 +63,17 @@ function saveSession(s) {
   }
 }
 
+/** A small text button of a message's meta or actions line. */
+function linkButton(text, act, onClick) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'link-btn act';
+  b.dataset.act = act;
+  b.textContent = text;
+  b.addEventListener('click', onClick);
+  return b;
+}
+
 function toast(text) {
   const t = document.createElement('div');
   t.className = 'toast';
@@ -96,14 +109,22 @@ function typingText(uids) {
 /** The message list of the open group: one <li> per entry, kept sorted by `sort`
  * (the mid; pending messages after all stored ones, in the order they were written).
  * Each <li> is watched for being on screen (onScreen): what the person has seen is
- * marked read, and the receipts of the user's own messages there are kept current. */
+ * marked read, and the receipts of the user's own messages there are kept current.
+ * Under the user's own stored messages: "edit" (the body turns into a small editor
+ * until it is saved or cancelled) and "delete" (asked once more, inline). */
 class MessageList {
-  constructor(list, scroller, { seenOf, onScreenChanged }) {
+  constructor(list, scroller, { seenOf, onScreenChanged, actions }) {
     this.list = list;
     this.scroller = scroller;
-    this.nodes = new Map(); // key -> {el, sort}
+    this.nodes = new Map(); // key -> {el, sort, e}: e the entry last drawn
     this.order = []; // sort values, in DOM order
     this.seenOf = seenOf; // mid -> the "seen by" line of an own message ('' for none)
+    // What the user does to a message: retry(cid), discard(cid), and edit(mid, text) and
+    // recall(mid), whose promises settle with the gateway's answer.
+    this.actions = actions;
+    // The one message being changed: {key, mode: 'edit' | 'delete', draft, busy}. It
+    // outlives redraws of that message (an upsert while the editor is open keeps it).
+    this.changing = null;
     this.onScreen = new Set(); // the <li>s at least half on screen (or filling half of it)
     this.visibility = new IntersectionObserver(
       (entries) => {
@@ -119,6 +140,7 @@ class MessageList {
   }
 
   clear() {
+    this.changing = null;
     this.visibility.disconnect();
     this.onScreen.clear();
     this.list.replaceChildren();
@@ -148,28 +170,39 @@ class MessageList {
     this.nodes.delete(key);
   }
 
-  upsert(e, actions) {
+  upsert(e) {
     const old = this.nodes.get(e.key);
     if (old) {
-      this.fill(old.el, e, actions);
+      old.e = e;
+      this.fill(old.el, e);
       return;
     }
     const el = document.createElement('li');
-    this.fill(el, e, actions);
+    this.fill(el, e);
     const i = this.indexFor(e.sort);
     this.list.insertBefore(el, this.list.children[i] || null);
     this.order.splice(i, 0, e.sort);
-    this.nodes.set(e.key, { el, sort: e.sort });
+    this.nodes.set(e.key, { el, sort: e.sort, e });
     this.visibility.observe(el);
   }
 
-  fill(li, e, actions) {
+  /** Draw a message again as it is now (its editor opened or closed). */
+  redraw(key) {
+    const n = this.nodes.get(key);
+    if (n) this.fill(n.el, n.e);
+  }
+
+  fill(li, e) {
+    const actions = this.actions;
     li.className = 'msg' + (e.own ? ' own' : '');
     li.dataset.key = e.key;
     li.dataset.state = e.state;
     li.dataset.from = e.from || '';
+    li.dataset.ver = String(e.ver || 0);
     if (e.mid) li.dataset.mid = String(e.mid);
     else delete li.dataset.mid;
+    if (e.recalled) li.dataset.recalled = 'true';
+    else delete li.dataset.recalled;
     const meta = document.createElement('div');
     meta.className = 'meta';
     const from = document.createElement('span');
@@ -182,6 +215,13 @@ class MessageList {
       time.dateTime = new Date(e.ts).toISOString();
       time.textContent = timeFmt.format(new Date(e.ts));
       meta.append(time);
+    }
+    if (e.ver > 0 && !e.recalled) {
+      const edited = document.createElement('span');
+      edited.className = 'edited';
+      edited.textContent = '(edited)';
+      edited.title = `edited ${e.ver === 1 ? 'once' : e.ver + ' times'}`;
+      meta.append(edited);
     }
     const status = document.createElement('span');
     status.className = 'mid';
@@ -196,24 +236,135 @@ class MessageList {
     }
     meta.append(status);
     if (e.state === 'failed') {
-      const retry = document.createElement('button');
-      retry.type = 'button';
-      retry.className = 'link-btn act';
-      retry.textContent = 'retry';
-      retry.addEventListener('click', () => actions.retry(e.cid));
-      const drop = document.createElement('button');
-      drop.type = 'button';
-      drop.className = 'link-btn act';
-      drop.textContent = 'discard';
-      drop.addEventListener('click', () => actions.discard(e.cid));
-      meta.append(retry, drop);
+      meta.append(
+        linkButton('retry', 'retry', () => actions.retry(e.cid)),
+        linkButton('discard', 'discard', () => actions.discard(e.cid)),
+      );
     }
     const body = document.createElement('div');
     body.className = 'body';
-    body.textContent = e.text; // text, never HTML
-    if (e.binary) body.classList.add('muted');
-    li.replaceChildren(meta, body);
+    if (e.recalled) {
+      body.textContent = 'message deleted';
+      body.classList.add('deleted');
+    } else {
+      body.textContent = e.text; // text, never HTML
+      if (e.binary) body.classList.add('muted');
+    }
+    const c = this.changing && this.changing.key === e.key ? this.changing : null;
+    const changeable = e.own && e.state === 'stored' && !e.recalled;
+    if (c && !changeable) this.changing = null; // deleted meanwhile (another tab)
+    if (changeable && c && c.mode === 'edit') li.replaceChildren(meta, this.editor(e, c));
+    else if (changeable) li.replaceChildren(meta, body, this.changeLine(e, c));
+    else li.replaceChildren(meta, body);
     if (e.own && e.state === 'stored') this.showSeen(li, this.seenOf(e.mid));
+  }
+
+  /** The line under one of the user's own messages: "edit" and "delete", or the
+   * question whether to delete it. */
+  changeLine(e, c) {
+    const line = document.createElement('div');
+    line.className = 'acts';
+    if (c && c.mode === 'delete') {
+      const q = document.createElement('span');
+      q.className = 'ask';
+      q.textContent = c.busy ? 'Deleting…' : 'Delete for everyone?';
+      const yes = linkButton('delete', 'confirm-delete', () => this.recall(e));
+      yes.classList.add('danger');
+      const no = linkButton('cancel', 'cancel', () => this.stopChanging(e.key));
+      yes.disabled = no.disabled = !!c.busy;
+      line.append(q, yes, no);
+      return line;
+    }
+    const edit = linkButton('edit', 'edit', () => this.startChanging(e, 'edit'));
+    if (e.binary) edit.hidden = true; // bytes, not text: deleting is all it offers
+    line.append(edit, linkButton('delete', 'delete', () => this.startChanging(e, 'delete')));
+    return line;
+  }
+
+  /** The body of a message being edited: its text in a box, saved with Enter (or the
+   * button), given up with Escape. */
+  editor(e, c) {
+    const form = document.createElement('form');
+    form.className = 'edit-form';
+    const box = document.createElement('textarea');
+    box.className = 'edit-input';
+    box.rows = Math.max(2, Math.min(6, c.draft.split('\n').length));
+    box.maxLength = 65536;
+    box.value = c.draft;
+    box.setAttribute('aria-label', 'Edit message');
+    box.disabled = !!c.busy;
+    box.addEventListener('input', () => (c.draft = box.value));
+    box.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault();
+        this.saveEdit(e);
+      } else if (ev.key === 'Escape') {
+        ev.preventDefault();
+        this.stopChanging(e.key);
+      }
+    });
+    const buttons = document.createElement('div');
+    buttons.className = 'acts';
+    const save = linkButton(c.busy ? 'saving…' : 'save', 'save', () => {});
+    save.type = 'submit';
+    const cancel = linkButton('cancel', 'cancel', () => this.stopChanging(e.key));
+    save.disabled = cancel.disabled = !!c.busy;
+    buttons.append(save, cancel);
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      this.saveEdit(e);
+    });
+    form.append(box, buttons);
+    if (c.focus && !c.busy) {
+      c.focus = false; // once: a redraw of the message does not take the focus back
+      requestAnimationFrame(() => box.isConnected && box.focus());
+    }
+    return form;
+  }
+
+  startChanging(e, mode) {
+    const was = this.changing && this.changing.key;
+    this.changing = { key: e.key, mode, draft: e.text, busy: false, focus: true };
+    if (was && was !== e.key) this.redraw(was); // one message at a time
+    this.redraw(e.key);
+  }
+
+  stopChanging(key) {
+    if (!this.changing || this.changing.key !== key) return;
+    this.changing = null;
+    this.redraw(key);
+  }
+
+  saveEdit(e) {
+    const c = this.changing;
+    if (!c || c.key !== e.key || c.busy) return;
+    const n = this.nodes.get(e.key);
+    if (!c.draft.trim()) return toast('A message cannot be empty: delete it instead.');
+    if (n && c.draft === n.e.text) return this.stopChanging(e.key); // nothing changed
+    this.settle(e.key, c, this.actions.edit(e.mid, c.draft), 'Not edited');
+  }
+
+  recall(e) {
+    const c = this.changing;
+    if (!c || c.key !== e.key || c.busy) return;
+    this.settle(e.key, c, this.actions.recall(e.mid), 'Not deleted');
+  }
+
+  /** The editor (or the question) shows busy until the gateway answers: then it goes,
+   * or, refused, stays as it was with the reason told. */
+  settle(key, c, promise, what) {
+    c.busy = true;
+    this.redraw(key);
+    promise.then(
+      () => this.stopChanging(key),
+      (err) => {
+        if (this.changing !== c) return;
+        c.busy = false;
+        c.focus = true;
+        this.redraw(key);
+        toast(`${what}: ${err.code === 'conflict' ? 'it was changed on another device meanwhile; try again' : err.message}`);
+      },
+    );
   }
 
   /** The "seen by" line of one of the user's messages, when its receipts changed. */
@@ -271,6 +422,12 @@ class App {
     this.messages = new MessageList($('msg-list'), $('messages'), {
       seenOf: (mid) => this.seenOf(mid),
       onScreenChanged: () => this.queueOnScreen(),
+      actions: {
+        retry: (cid) => this.client && this.client.retry(cid),
+        discard: (cid) => this.client && this.client.discard(cid),
+        edit: (mid, text) => (this.client ? this.client.edit(this.gid, mid, text) : Promise.reject(new Error('signed out'))),
+        recall: (mid) => (this.client ? this.client.recall(this.gid, mid) : Promise.reject(new Error('signed out'))),
+      },
     });
     this.onScreenQueued = false;
     this.countdown = null;
@@ -575,13 +732,12 @@ class App {
     const prepending = upserts.length > 0 && upserts.every((e) => e.sort < this.messages.firstSort()) && this.messages.order.length > 0;
     const prevHeight = sc.scrollHeight;
     const prevTop = sc.scrollTop;
-    const actions = { retry: (cid) => this.client.retry(cid), discard: (cid) => this.client.discard(cid) };
     if (reset) {
       this.messages.clear();
-      for (const e of this.client.viewEntries(gid)) this.messages.upsert(e, actions);
+      for (const e of this.client.viewEntries(gid)) this.messages.upsert(e);
     }
     for (const k of removes) this.messages.remove(k);
-    for (const e of upserts) this.messages.upsert(e, actions);
+    for (const e of upserts) this.messages.upsert(e);
     const unreadEl = this.messages.markFirstUnread(meta.firstUnread);
     this.renderOlder(meta);
     this.renderChatInfo(meta);

@@ -19,13 +19,17 @@
 //   'presence' {gid, online, of, members?}        a group's presence: a reply, or changes applied
 //   'online' {gid, changes}                       members of a subscribed group came online or went
 //   'typing' {gid, uids}                          who is typing in a group now (one came, or stopped)
+//   'edited' {gid, mid, ver, ts, from, body, recalled: false}  a later version of a message:
+//                                                 a reply to edit(), or a push (only when newer
+//                                                 than the version this page knew)
+//   'recalled' {gid, mid, ver, ts, from, recalled: true}  a message recalled, likewise
 //
 // This file is the class itself: its fields, the connection's life, the incoming frames.
 // Its other parts are methods in files of their own, installed on the prototype at the
 // end of this file: groups.js (the group list), views.js (a group's view, paging, acks),
 // reads.js (what the person has seen), peers.js (receipts, presence, typing), sends.js
-// (messages on their way), tab-sync.js (the user's other tabs), batching.js (events once
-// per task).
+// (messages on their way), versions.js (edits and recalls: a message's later versions),
+// tab-sync.js (the user's other tabs), batching.js (events once per task).
 
 import { encode, decode } from '@msgpack/msgpack';
 import {
@@ -42,6 +46,7 @@ import { viewMethods } from './views.js';
 import { sendMethods } from './sends.js';
 import { readMethods } from './reads.js';
 import { peerMethods } from './peers.js';
+import { versionMethods } from './versions.js';
 import { openTabChannel, tabSyncMethods } from './tab-sync.js';
 import { nothingDirty, batchingMethods } from './batching.js';
 
@@ -84,6 +89,9 @@ export class GwClient extends EventTarget {
     this.openGid = null;
     this.pending = new Map(); // cid -> {cid, gid, body, state, seq, tries, code}
     this.sendSeq = 0;
+    // Edits and recalls on their way (versions.js): seq -> {seq, frame, tries, resolve, reject}.
+    this.changes = new Map();
+    this.changeSeq = 0;
     this.nextRid = 1;
     this.rids = new Map(); // rid -> {kind, gid, cid}
     this.groupsRefreshQueued = false;
@@ -128,6 +136,7 @@ export class GwClient extends EventTarget {
     this.flushAcks(this.openGid ? [this.openGid] : [], 'leave');
     this.flushReads('leave');
     this.stopPeers();
+    this.stopChanges();
     this.teardown(1000, 'signed out');
     this.setState('stopped', 'signed out');
     if (this.channel) this.channel.close();
@@ -315,6 +324,9 @@ export class GwClient extends EventTarget {
       case 'presence': return this.onPresence(m, info);
       case 'online': return this.onOnline(m);
       case 'typing': return this.onTyping(m);
+      case 'edited':
+      case 'recalled':
+        return this.onVersion(m, info);
       case 'err': return this.onErr(m, info);
       default: return; // unknown types are ignored, like unknown keys
     }
@@ -338,6 +350,7 @@ export class GwClient extends EventTarget {
     for (const p of [...this.pending.values()].sort((a, b) => a.seq - b.seq)) {
       if (p.state === 'pending' && this.groups.has(p.gid)) this.transmitSend(p);
     }
+    this.resumeChanges(); // edits and recalls that got no reply: the same frames again
     const g = this.groups.get(this.openGid);
     if (g && g.view) {
       if (g.view.w === null) this.sendEnter(g);
@@ -357,6 +370,8 @@ export class GwClient extends EventTarget {
     const gid = m.gid !== undefined ? String(m.gid) : info && info.gid;
     const kind = info ? info.kind : m.gid !== undefined ? 'ack' : 'unknown';
     if (info && (info.kind === 'receipts' || info.kind === 'presence')) return this.onPeerErr(info, code, msg);
+    if (info && (info.kind === 'edit' || info.kind === 'recall')) return this.onChangeErr(info, code, msg, m.retry_ms);
+    if (info && info.kind === 'refresh') return; // a message pulled again: nothing to tell
     if (!info && code === 'bad_type') {
       // Only frames without a rid that this gateway does not know get this: a read,
       // watch or typing sent to an older gateway. Not sent again on this connection.
@@ -387,7 +402,7 @@ export class GwClient extends EventTarget {
 // The other parts' methods, installed as the class's own are (not enumerable). A name
 // defined in two places is a mistake: caught here rather than one silently replacing
 // the other.
-for (const methods of [groupMethods, viewMethods, readMethods, peerMethods, sendMethods, tabSyncMethods, batchingMethods]) {
+for (const methods of [groupMethods, viewMethods, readMethods, peerMethods, sendMethods, versionMethods, tabSyncMethods, batchingMethods]) {
   for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(methods))) {
     if (name in GwClient.prototype) throw new Error(`GwClient.${name} is defined twice`);
     Object.defineProperty(GwClient.prototype, name, { ...d, enumerable: false });

@@ -3,7 +3,8 @@
 // its own (the caller passes the time), so every rule here is tested on its own
 // (test/group-log.test.js) and reused by any client built on this package.
 //
-//   held     mid -> message: the dedup, by (gid, mid), whatever the gateway sends twice
+//   held     mid -> message: the dedup, by (gid, mid), whatever the gateway sends twice;
+//            each at the highest version seen of it (`ver`: 0, or absent, as sent)
 //   w        the contiguous watermark: every message with mid <= w is held (or was acked
 //            before the log was opened). null until the first page says where it stands
 //   ackedTo  the highest ack sent for the group. Only w is ever acked, never a mid beyond
@@ -40,6 +41,16 @@ export class GroupLog {
     this.held.set(m.mid, m);
     if (this.lowest === null || m.mid < this.lowest) this.lowest = m.mid;
     return 'held';
+  }
+
+  /** Replaces a held message with a later version of it (m: {mid, from, ts, ver, body,
+   * recalled}): true when it was held at a lower version. Versions may overtake each
+   * other, so an older one changes nothing; a message not held is not added. */
+  update(m) {
+    const held = this.held.get(m.mid);
+    if (!held || (m.ver || 0) <= (held.ver || 0)) return false;
+    this.held.set(m.mid, m);
+    return true;
   }
 
   /** Moves the watermark over every contiguous message now held; how many it moved. */

@@ -70,6 +70,7 @@ export const groupMethods = {
         g.ack = ack;
         g.read = read;
         g.readWant = 0;
+        g.versions.clear(); // later versions of that store's messages
         if (g.view) {
           this.markView(gid, { reset: true });
           this.sendEnter(g);
@@ -115,6 +116,7 @@ export const groupMethods = {
     if (this.openGid === gid) this.openGid = null;
     this.groups.delete(gid);
     this.forgetPeers(gid);
+    this.dropChanges(gid);
     for (const [cid, p] of this.pending) if (p.gid === gid) this.pending.delete(cid);
     this.markGroups();
     this.markView(gid, { reset: true });

@@ -13,13 +13,36 @@ export declare function isValidId(s: unknown): s is string;
 /** A body as text: a string as it is, bytes decoded as UTF-8 when they are. */
 export declare function bodyText(body: string | Uint8Array | unknown): { text: string; binary: boolean };
 
-/** A stored message as the gateway sends it (a `msg`, or an entry of a `page`). */
+/** A stored message as the gateway sends it (a `msg`, or an entry of a `page`), at the
+ * highest version the client has seen of it. */
 export interface StoredMessage {
   mid: number;
   from: string;
+  /** When it was sent (a later version keeps it). */
   ts: number;
-  /** The type the sender used: text, or bytes. */
-  body: string | Uint8Array;
+  /** The type the sender used: text, or bytes. Absent for a recalled message. */
+  body?: string | Uint8Array;
+  /** Its version: 0 (or absent) as sent, 1, 2, ... after each edit or its recall. */
+  ver?: number;
+  /** Recalled by its sender: a tombstone, with no body. */
+  recalled?: boolean;
+}
+
+/** A later version of a message: an edit (its new body), or its recall (no body). What
+ * edit() and recall() resolve with, and the detail of the 'edited' and 'recalled'
+ * events. */
+export interface MessageVersion {
+  gid: string;
+  mid: number;
+  /** 1, 2, ...: the version this is (0 is the message as sent). */
+  ver: number;
+  /** When this version was made (ms since the epoch). */
+  ts: number;
+  /** The message's sender (only the sender edits or recalls). */
+  from: string;
+  recalled: boolean;
+  /** The new body (an edit); absent for a recall. */
+  body?: string | Uint8Array;
 }
 
 /** What a group's view shows: stored messages by mid, then the user's pending ones. */
@@ -37,6 +60,10 @@ export interface ViewEntry {
   /** 'stored', or for the user's own sends 'pending' (waiting for `sent`) or 'failed'. */
   state: 'stored' | 'pending' | 'failed';
   code?: string | null;
+  /** The version shown: 0 as sent, more once edited (or recalled). */
+  ver: number;
+  /** Recalled by its sender: text is '' (show that it was deleted). */
+  recalled: boolean;
 }
 
 export interface GroupSummary {
@@ -86,9 +113,10 @@ export interface Presence {
   members?: PresenceMember[];
 }
 
-/** How a receipts() or presence() promise fails: the gateway's error code
- * (not_member, ...), 'offline' (it could not be sent) or 'disconnected' (the connection
- * was lost before the reply). */
+/** How a receipts(), presence(), edit() or recall() promise fails: the gateway's error
+ * code (not_member, unauthorized, conflict, ...), 'offline' (it could not be sent; for
+ * edit and recall: signed out) or 'disconnected' (the connection was lost before the
+ * reply; edit and recall are sent again after the reconnect instead). */
 export interface GwRequestError extends Error {
   code: string;
 }
@@ -152,6 +180,12 @@ export interface GwClientEventMap {
   /** Who is typing in a group now: one started, stopped (its ttl ran out, or its
    * message came). Other users only. */
   typing: CustomEvent<{ gid: string; uids: string[] }>;
+  /** A message was edited (a reply to edit(), or pushed: another member's, or this
+   * user's other tab or device). Only a version newer than the one known; the view's
+   * entry changes too (a 'view' event). */
+  edited: CustomEvent<MessageVersion>;
+  /** A message was recalled, likewise. */
+  recalled: CustomEvent<MessageVersion>;
 }
 
 export interface GwClientOptions {
@@ -169,7 +203,8 @@ export interface GwClientOptions {
  * holes by pull, resends pending messages with their cid after a reconnect, and tells
  * other tabs of the same user (BroadcastChannel) what it acked and read. It also
  * marks what the person has seen (read), and keeps receipts, presence and who is
- * typing current for the page.
+ * typing current for the page; it edits and recalls the user's messages, and keeps
+ * each message at the highest version seen.
  */
 export declare class GwClient extends EventTarget {
   constructor(options: GwClientOptions);
@@ -217,6 +252,21 @@ export declare class GwClient extends EventTarget {
   retry(cid: string): void;
   /** Forget a failed message. */
   discard(cid: string): void;
+
+  /** Replace the body of the user's own stored message mid of gid. It names the version
+   * it makes (the highest known + 1), so that it is stored once however often it is
+   * sent: while offline it waits and is sent after the reconnect. Resolves with the new
+   * version (also an 'edited' event); rejects with a GwRequestError: unauthorized (not
+   * the sender, or the edit window has passed), bad_field (no such message, or it was
+   * recalled), conflict (another device made that version first: the message is pulled
+   * again, so edit again), not_member, too_large, or 'offline' once signed out. */
+  edit(gid: string, mid: number, text: string): Promise<MessageVersion>;
+  /** Recall (delete) the user's own message mid of gid for everyone: it stays as a
+   * tombstone with no body. Resolves with its version (also a 'recalled' event); rejects
+   * like edit. */
+  recall(gid: string, mid: number): Promise<MessageVersion>;
+  /** The highest version of a message known here (0: as sent, or not known). */
+  versionOf(gid: string, mid: number): number;
 
   /** The person has seen every message of gid up to mid (cumulative: a lower mid
    * changes nothing). Sent in batches like the acks, and at once when the view is left;
@@ -271,6 +321,9 @@ export declare class GroupLog {
   lowestShown(): number;
   /** Keeps m unless it is held already (or is a lone push below what is held). */
   hold(m: StoredMessage, older?: boolean): 'held' | 'duplicate' | 'ignored';
+  /** Replaces a held message with a later version of it; true when it was held at a
+   * lower version (a message not held is not added). */
+  update(m: StoredMessage): boolean;
   /** Moves w over every contiguous message now held; how many. */
   advance(): number;
   /** Counts n newly seen messages; true when they are the first unacked ones. */

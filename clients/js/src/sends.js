@@ -73,7 +73,7 @@ export const sendMethods = {
       // A pull may already have brought this mid (the message was stored, the `sent`
       // was lost with the connection, and the resend got the first `sent` back): then
       // it is already shown, once.
-      if (p) this.hold(g, { mid, from: this.uid, ts: asInt(m.ts), body: p.body });
+      if (p) this.hold(g, { mid, from: this.uid, ts: asInt(m.ts), ver: 0, recalled: false, body: p.body });
       this.advance(g);
     }
     this.markGroups();
@@ -100,6 +100,6 @@ export const sendMethods = {
   // ---- reporting changes -------------------------------------------------------------
 
   pendingEntry(p) {
-    return { key: 'p' + p.cid, sort: 1e15 + p.seq, cid: p.cid, from: this.uid, ts: 0, text: p.body, binary: false, own: true, state: p.state, code: p.code };
+    return { key: 'p' + p.cid, sort: 1e15 + p.seq, cid: p.cid, from: this.uid, ts: 0, text: p.body, binary: false, own: true, state: p.state, code: p.code, ver: 0, recalled: false };
   },
 };

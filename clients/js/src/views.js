@@ -24,6 +24,9 @@ export class Group {
     this.read = null;
     this.readWant = 0;
     this.view = null; // a View once the group has been opened in this page
+    // Later versions of its messages (versions.js): mid -> {mid, ver, recalled, body},
+    // the newest kept, applied to a message held now or when it comes.
+    this.versions = new Map();
   }
 }
 
@@ -135,7 +138,7 @@ export const viewMethods = {
     const mid = asInt(m.mid);
     g.lastMid = Math.max(g.lastMid, mid);
     if (g.view) {
-      this.hold(g, { mid, from: String(m.from), ts: asInt(m.ts), body: m.body });
+      this.hold(g, this.fromPage(m));
       this.advance(g);
     }
     this.markGroups();
@@ -153,6 +156,7 @@ export const viewMethods = {
 
   onPage(m, info) {
     const gid = String(m.gid);
+    if (info && info.kind === 'refresh') return this.onRefresh(m, info);
     const g = this.groups.get(gid);
     if (!g || !g.view || !info || !info.view) return;
     const v = g.view;
@@ -202,13 +206,24 @@ export const viewMethods = {
 
   // ---- the watermark, dedup, holes, acks ---------------------------------------------
 
+  /** A message of a page or a `msg` push: its version (0: as sent), and a recalled one
+   * without a body. */
   fromPage(e) {
-    return { mid: asInt(e.mid), from: String(e.from), ts: asInt(e.ts), body: e.body };
+    const m = { mid: asInt(e.mid), from: String(e.from), ts: asInt(e.ts), ver: asInt(e.ver), recalled: e.recalled === true };
+    if (!m.recalled) m.body = e.body;
+    return m;
   },
 
-  /** Keep a message unless it is already held ((gid, mid) is the dedup key: GroupLog). */
+  /** Keep a message unless it is already held ((gid, mid) is the dedup key: GroupLog), at
+   * the highest version known of it (versions.js): a message held at a lower version is
+   * replaced, and a later version that came before the message is applied to it. */
   hold(g, m, older = false) {
+    m = this.latestOf(g, m);
     const r = g.view.hold(m, older);
+    if (r === 'duplicate' && g.view.update(m)) {
+      this.markView(g.gid, { upserts: [this.entryOf(g.gid, m)] });
+      return false;
+    }
     if (r === 'duplicate') this.counters.duplicates++;
     if (r !== 'held') return false;
     this.markView(g.gid, { upserts: [this.entryOf(g.gid, m)] });
@@ -313,8 +328,10 @@ export const viewMethods = {
 
   // ---- reporting changes -------------------------------------------------------------
 
+  /** A held message as the view shows it: a recalled one has no text. */
   entryOf(gid, m) {
-    const { text, binary } = bodyText(m.body);
-    return { key: 'm' + m.mid, sort: m.mid, mid: m.mid, from: m.from, ts: m.ts, text, binary, own: m.from === this.uid, state: 'stored' };
+    const recalled = !!m.recalled;
+    const { text, binary } = recalled ? { text: '', binary: false } : bodyText(m.body);
+    return { key: 'm' + m.mid, sort: m.mid, mid: m.mid, from: m.from, ts: m.ts, text, binary, own: m.from === this.uid, state: 'stored', ver: m.ver || 0, recalled };
   },
 };

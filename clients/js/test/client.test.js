@@ -487,3 +487,169 @@ test('an older gateway: unknown messages are ignored, and bad_type stops the new
   assert.deepEqual(notices, []);
   client.stop();
 });
+
+// ---- a message's later versions: edits and recalls ------------------------------------
+
+const edited = (gid, mid, ver, body, extra = {}) => ({ t: 'edited', gid, mid, ver, ts: 5000 + ver, from: 'u2', body, ...extra });
+const recalled = (gid, mid, ver, extra = {}) => ({ t: 'recalled', gid, mid, ver, ts: 5000 + ver, from: 'u2', ...extra });
+const shown = (client, gid) => client.viewEntries(gid).map((e) => [e.mid, e.text, e.ver, e.recalled]);
+
+test('versions: each message at the highest ver seen, whatever order versions and messages come in', async () => {
+  const { client, ws } = await online([
+    { gid: 'g', last_mid: 2, ack: 2, unread: 0 },
+    { gid: 'h', last_mid: 1, ack: 0, unread: 1 },
+  ]);
+  enter(client, ws, 'g', 2, []);
+  const events = [];
+  for (const t of ['edited', 'recalled']) client.addEventListener(t, (e) => events.push([t, e.detail.gid, e.detail.mid, e.detail.ver]));
+  // Version 2 of mid 3 overtakes version 1, and both overtake the msg (version 0).
+  ws.push(edited('g', 3, 2, 'm3 v2'));
+  ws.push(edited('g', 3, 1, 'm3 v1'));
+  ws.push(msg('g', 3));
+  assert.deepEqual(shown(client, 'g'), [[3, 'm3 v2', 2, false]]);
+  assert.equal(client.viewEntries('g')[0].ts, 1003, 'the message keeps the time it was sent');
+  // A held message: replaced by a later version; the same version again changes nothing.
+  ws.push(msg('g', 4));
+  ws.push(recalled('g', 4, 1));
+  ws.push(edited('g', 4, 1, 'too late'));
+  assert.deepEqual(shown(client, 'g')[1], [4, '', 1, true]);
+  assert.equal(client.versionOf('g', 4), 1);
+  // A page carries versions: a recalled entry has no body; an entry at a later version
+  // replaces the copy held (not counted as a duplicate), an older one does not.
+  ws.push(msg('g', 7)); // 5 and 6 are missing: pulled
+  const [p] = ws.take('pull');
+  assert.equal(p.after, 4);
+  const dupsBefore = client.counters.duplicates;
+  ws.push({ t: 'page', rid: p.rid, gid: 'g', last_mid: 7, more: false, msgs: [
+    { mid: 5, from: 'u2', ts: 1005, ver: 1, recalled: true },
+    { mid: 6, from: 'u2', ts: 1006, body: 'm6' },
+    { mid: 7, from: 'u2', ts: 1007, ver: 3, body: 'm7 v3' },
+  ] });
+  assert.deepEqual(shown(client, 'g'), [
+    [3, 'm3 v2', 2, false],
+    [4, '', 1, true],
+    [5, '', 1, true],
+    [6, 'm6', 0, false],
+    [7, 'm7 v3', 3, false],
+  ]);
+  assert.equal(client.counters.duplicates, dupsBefore, 'a later version is not a duplicate');
+  ws.push(edited('g', 7, 2, 'm7 v2')); // older than the page's: nothing
+  assert.deepEqual(shown(client, 'g')[4], [7, 'm7 v3', 3, false]);
+  const held = client.groups.get('g').view.held;
+  assert.deepEqual(held.get(5), { mid: 5, from: 'u2', ts: 1005, ver: 1, recalled: true }, 'a tombstone: no body');
+  assert.deepEqual(held.get(6), { mid: 6, from: 'u2', ts: 1006, ver: 0, recalled: false, body: 'm6' });
+  // A group without a view: the version is kept, and applied when the group is opened
+  // and its page (read before the edit) brings the message as sent.
+  ws.push(edited('h', 1, 1, 'h1 v1'));
+  assert.equal(client.versionOf('h', 1), 1);
+  client.open('h');
+  const [e] = ws.take('enter');
+  ws.push({ t: 'page', rid: e.rid, gid: 'h', last_mid: 1, more: false, msgs: [{ mid: 1, from: 'u2', ts: 1, body: 'h1' }] });
+  assert.deepEqual(shown(client, 'h'), [[1, 'h1 v1', 1, false]]);
+  // Only versions newer than what was known are reported.
+  assert.deepEqual(events, [
+    ['edited', 'g', 3, 2],
+    ['recalled', 'g', 4, 1],
+    ['edited', 'h', 1, 1],
+  ]);
+  client.stop();
+});
+
+test('edit and recall: ver is the version held + 1, the reply resolves, errors reject, a conflict pulls the message again', async () => {
+  const { client, ws } = await online([{ gid: 'g', last_mid: 2, ack: 0, unread: 2 }]);
+  client.open('g');
+  const [e] = ws.take('enter');
+  ws.push({ t: 'page', rid: e.rid, gid: 'g', last_mid: 2, more: false, msgs: [
+    { mid: 1, from: 'u1', ts: 1, body: 'one' },
+    { mid: 2, from: 'u1', ts: 2, body: 'two, edited', ver: 1 },
+  ] });
+  ws.take('ack');
+  const events = [];
+  for (const t of ['edited', 'recalled']) client.addEventListener(t, (ev) => events.push(ev.detail));
+  const notices = [];
+  client.addEventListener('notice', (ev) => notices.push(ev.detail));
+
+  const p1 = client.edit('g', 1, 'one!');
+  const p2 = client.edit('g', 1, 'one!!'); // after the one still on its way
+  const [f1, f2] = ws.take('edit');
+  assert.deepEqual({ ...f1, rid: 0 }, { t: 'edit', gid: 'g', mid: 1, body: 'one!', ver: 1, rid: 0 });
+  assert.equal(f2.ver, 2);
+  ws.push({ t: 'edited', rid: f1.rid, gid: 'g', mid: 1, ver: 1, ts: 50, from: 'u1', body: 'one!' });
+  ws.push({ t: 'edited', rid: f2.rid, gid: 'g', mid: 1, ver: 2, ts: 51, from: 'u1', body: 'one!!' });
+  assert.deepEqual(await p1, { gid: 'g', mid: 1, ver: 1, ts: 50, from: 'u1', recalled: false, body: 'one!' });
+  assert.equal((await p2).ver, 2);
+  assert.deepEqual(shown(client, 'g')[0], [1, 'one!!', 2, false]);
+
+  // Mid 2 is held at version 1: the edit makes 2. Another device of the user made 2
+  // first: conflict, and the message is pulled again; the next edit makes 3.
+  const p3 = client.edit('g', 2, 'two?');
+  const [f3] = ws.take('edit');
+  assert.equal(f3.ver, 2);
+  ws.push({ t: 'err', rid: f3.rid, gid: 'g', code: 'conflict', msg: 'version 2 was made by another edit' });
+  await assert.rejects(p3, (x) => x.code === 'conflict');
+  const [pull] = ws.take('pull');
+  assert.deepEqual([pull.gid, pull.before, pull.limit, pull.after], ['g', 3, 1, undefined]);
+  ws.push({ t: 'page', rid: pull.rid, gid: 'g', last_mid: 2, more: true, msgs: [{ mid: 2, from: 'u1', ts: 2, body: 'two, from my phone', ver: 2 }] });
+  assert.deepEqual(shown(client, 'g')[1], [2, 'two, from my phone', 2, false]);
+  assert.equal(client.versionOf('g', 2), 2);
+  client.edit('g', 2, 'two?').catch(() => {});
+  assert.equal(ws.take('edit')[0].ver, 3);
+
+  // Recall: no ver, no body.
+  const r = client.recall('g', 1);
+  const [fr] = ws.take('recall');
+  assert.deepEqual({ ...fr, rid: 0 }, { t: 'recall', gid: 'g', mid: 1, rid: 0 });
+  ws.push({ t: 'recalled', rid: fr.rid, gid: 'g', mid: 1, ver: 3, ts: 60, from: 'u1' });
+  assert.deepEqual(await r, { gid: 'g', mid: 1, ver: 3, ts: 60, from: 'u1', recalled: true });
+  assert.deepEqual(shown(client, 'g')[0], [1, '', 3, true]);
+
+  // Refused: the promise is rejected with the code; no notice besides.
+  const bad = client.edit('g', 1, 'back?');
+  const [fb] = ws.take('edit');
+  assert.equal(fb.ver, 4);
+  ws.push({ t: 'err', rid: fb.rid, gid: 'g', code: 'bad_field', msg: 'mid: the message was recalled' });
+  await assert.rejects(bad, (x) => x.code === 'bad_field' && /recalled/.test(x.message));
+  ws.take('pull');
+  const other = client.recall('g', 99);
+  ws.push({ t: 'err', rid: ws.take('recall')[0].rid, gid: 'g', code: 'unauthorized', msg: 'not the sender' });
+  await assert.rejects(other, (x) => x.code === 'unauthorized');
+  await assert.rejects(client.edit('g', 1, 'x'.repeat(1001)), (x) => x.code === 'too_large');
+  await assert.rejects(client.edit('g', 0, 'x'), (x) => x.code === 'bad_field');
+  assert.deepEqual(notices, []);
+  assert.deepEqual(events.map((x) => [x.mid, x.ver, x.recalled]), [
+    [1, 1, false],
+    [1, 2, false],
+    [1, 3, true],
+  ]);
+  client.stop();
+});
+
+test('an edit survives the connection: sent again with the same ver after a reconnect, retried when the gateway is busy, rejected on sign-out', async () => {
+  const { client, ws } = await online([{ gid: 'g', last_mid: 1, ack: 0, unread: 1 }]);
+  client.open('g');
+  const [e] = ws.take('enter');
+  ws.push({ t: 'page', rid: e.rid, gid: 'g', last_mid: 1, more: false, msgs: [{ mid: 1, from: 'u1', ts: 1, body: 'one' }] });
+  const p = client.edit('g', 1, 'one, again');
+  const [f1] = ws.take('edit');
+  ws.drop(1006); // before the reply: stored or not, the same frame again is stored once
+  await sleep(client.retryAt - Date.now() + 50);
+  await sleep(0);
+  const ws2 = FakeSocket.all[1];
+  ws2.take('hello');
+  ws2.push(welcome([{ gid: 'g', last_mid: 1, ack: 1, unread: 0 }]));
+  const [f2] = ws2.take('edit');
+  assert.deepEqual({ ...f2, rid: 0 }, { ...f1, rid: 0 }, 'the same edit, the same ver');
+  ws2.push({ t: 'err', rid: f2.rid, gid: 'g', code: 'unavailable', msg: 'the store cannot take writes now' });
+  assert.deepEqual(ws2.take('edit'), [], 'not at once');
+  await sleep(1100); // its second try: 1 s later
+  const [f3] = ws2.take('edit');
+  assert.equal(f3.ver, 1);
+  ws2.push({ t: 'edited', rid: f3.rid, gid: 'g', mid: 1, ver: 1, ts: 70, from: 'u1', body: 'one, again' });
+  assert.equal((await p).ver, 1);
+  // Offline when asked: it waits; signing out rejects it.
+  ws2.drop(1006);
+  const q = client.recall('g', 1);
+  client.stop();
+  await assert.rejects(q, (x) => x.code === 'offline');
+  await assert.rejects(client.edit('g', 1, 'x'), (x) => x.code === 'offline');
+});

@@ -2,7 +2,7 @@
 // folder), tokens from build/tools/gw_token, and node's `ws` as the WebSocket. Two users:
 // a message sent while one is away is pulled, exactly once, when that one comes back and
 // opens the group, and its ack is stored (the next sign-in shows nothing unread); reads,
-// receipts, typing and presence between them.
+// receipts, typing and presence between them; edits and recalls.
 // GW_BUILD names the build folder (default: ../../build from this package).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -139,6 +139,92 @@ test('reads, receipts, typing and presence between two users', async () => {
   assert.equal(bobNow.online, false);
   assert.ok(bobNow.lastSeen > 0);
   assert.ok(presence.length >= 2, 'the reply, then the change');
+  alice.stop();
+});
+
+test('edits and recalls: the other member sees both, live and after signing in again; a conflict pulls the message again', async () => {
+  const alice = await signIn('alice');
+  let bob = await signIn('bob');
+  alice.join('versions');
+  bob.join('versions');
+  await until('both joined', () => group(alice, 'versions') && group(bob, 'versions'));
+  alice.open('versions');
+  bob.open('versions');
+  for (const text of ['first', 'second', 'third']) alice.send('versions', text);
+  await until('bob holds three', () => bodies(bob, 'versions').length === 3);
+  const entry = (c, mid) => c.viewEntries('versions').find((e) => e.mid === mid);
+  const seen = [];
+  for (const t of ['edited', 'recalled']) bob.addEventListener(t, (e) => seen.push([t, e.detail.mid, e.detail.ver, e.detail.from]));
+
+  const e1 = await alice.edit('versions', 1, 'first, edited');
+  assert.deepEqual([e1.gid, e1.mid, e1.ver, e1.from, e1.recalled, e1.body], ['versions', 1, 1, 'alice', false, 'first, edited']);
+  assert.ok(e1.ts >= entry(alice, 1).ts, 'the version is made after the message');
+  assert.deepEqual([entry(alice, 1).text, entry(alice, 1).ver], ['first, edited', 1], "the sender's copy");
+  await until('bob sees the edit', () => entry(bob, 1).text === 'first, edited');
+  const e2 = await alice.edit('versions', 1, 'first, edited twice');
+  assert.equal(e2.ver, 2);
+  const r = await alice.recall('versions', 2);
+  assert.deepEqual([r.mid, r.ver, r.recalled, r.body], [2, 1, true, undefined]);
+  await until('bob sees the recall', () => entry(bob, 2).recalled);
+  assert.deepEqual(
+    bob.viewEntries('versions').map((e) => [e.mid, e.text, e.ver, e.recalled, e.from]),
+    [
+      [1, 'first, edited twice', 2, false, 'alice'],
+      [2, '', 1, true, 'alice'],
+      [3, 'third', 0, false, 'alice'],
+    ],
+  );
+  assert.deepEqual(seen, [
+    ['edited', 1, 1, 'alice'],
+    ['edited', 1, 2, 'alice'],
+    ['recalled', 2, 1, 'alice'],
+  ]);
+
+  // Refused: another's message, a recalled one, one that does not exist, a group the
+  // user is not in.
+  await assert.rejects(bob.edit('versions', 1, 'not mine'), (e) => e.code === 'unauthorized');
+  await assert.rejects(bob.recall('versions', 3), (e) => e.code === 'unauthorized');
+  await assert.rejects(alice.edit('versions', 2, 'back again'), (e) => e.code === 'bad_field');
+  await assert.rejects(alice.edit('versions', 99, 'nothing there'), (e) => e.code === 'bad_field');
+  await assert.rejects(alice.recall('elsewhere', 1), (e) => e.code === 'not_member');
+  assert.equal(entry(bob, 1).text, 'first, edited twice', 'nothing changed');
+
+  // Another device of alice that never saw the edits (no view, signed in after them)
+  // makes version 1 again: conflict; the message is pulled again, and the next edit goes
+  // on top of version 2. Alice's first session sees it too (the sender's other devices).
+  const phone = await signIn('alice');
+  await assert.rejects(phone.edit('versions', 1, 'from my phone'), (e) => e.code === 'conflict');
+  await until('the phone pulled the message again', () => phone.versionOf('versions', 1) === 2);
+  const e3 = await phone.edit('versions', 1, 'from my phone');
+  assert.equal(e3.ver, 3);
+  await until('alice and bob see version 3', () => entry(alice, 1).ver === 3 && entry(bob, 1).ver === 3);
+  assert.deepEqual([entry(alice, 1).text, entry(bob, 1).text], ['from my phone', 'from my phone']);
+  // The same version with the same body again (what a resend after a lost reply sends)
+  // is answered again, with the same ts: stored once.
+  const again = await phone.change({ t: 'edit', gid: 'versions', mid: 1, body: 'from my phone', ver: 3 });
+  assert.deepEqual([again.ver, again.ts], [3, e3.ts]);
+  await sleep(300);
+  assert.equal(bob.counters.in.edited, 3, 'and not pushed again');
+  phone.stop();
+
+  // Bob signs in again: the pages carry the latest versions.
+  bob.stop();
+  bob = await signIn('bob');
+  bob.open('versions'); // nothing unread: the view starts empty, at the end
+  await until('bob entered the group', () => bob.viewMeta('versions').w === 3);
+  assert.equal(bob.loadOlder(), true);
+  await until('bob pulled the group again', () => bob.viewEntries('versions').length === 3);
+  assert.deepEqual(
+    bob.viewEntries('versions').map((e) => [e.mid, e.text, e.ver, e.recalled]),
+    [
+      [1, 'from my phone', 3, false],
+      [2, '', 1, true],
+      [3, 'third', 0, false],
+    ],
+  );
+  const held = bob.groups.get('versions').view.held.get(2);
+  assert.deepEqual(held, { mid: 2, from: 'alice', ts: held.ts, ver: 1, recalled: true }, 'a tombstone: no body');
+  bob.stop();
   alice.stop();
 });
 

@@ -70,3 +70,18 @@ test('trim keeps the newest messages and says older ones exist', () => {
   assert.equal(g.lowestShown(), 7);
   assert.equal(g.hasOlder, true);
 });
+
+test('update: a held message is replaced by a later version only', () => {
+  const g = new GroupLog();
+  g.w = 0;
+  g.hold(m(1));
+  assert.equal(g.update({ mid: 1, from: 'u', ts: 1, ver: 2, body: 'v2' }), true);
+  assert.equal(g.update({ mid: 1, from: 'u', ts: 1, ver: 1, body: 'v1' }), false, 'an older version came late');
+  assert.equal(g.update({ mid: 1, from: 'u', ts: 1, ver: 2, body: 'v2 again' }), false, 'the same version');
+  assert.equal(g.held.get(1).body, 'v2');
+  assert.equal(g.update({ mid: 1, from: 'u', ts: 1, ver: 3, recalled: true }), true, 'a recall: a tombstone');
+  assert.deepEqual(g.held.get(1), { mid: 1, from: 'u', ts: 1, ver: 3, recalled: true });
+  assert.equal(g.update({ mid: 2, from: 'u', ts: 2, ver: 1, body: 'x' }), false, 'not held: not added');
+  assert.equal(g.held.has(2), false);
+  assert.equal(g.advance(), 1);
+});

@@ -1,5 +1,5 @@
 // Compiled (not run) by test/types.test.js: the declarations say what the code does.
-import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor } from 'gw-client';
+import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor, type MessageVersion, type StoredMessage } from 'gw-client';
 
 const client = new GwClient({ url: 'ws://127.0.0.1:8443/ws', getToken: async () => 'token' });
 client.addEventListener('view', (ev) => {
@@ -41,3 +41,17 @@ client.addEventListener('typing', (ev) => {
   const who: string[] = ev.detail.uids;
   console.log(who, client.typingIn(ev.detail.gid), sentTyping, read);
 });
+
+// A message's later versions: edits and recalls.
+client.edit('lobby', 3, 'fixed a typo').then((v: MessageVersion) => console.log(v.ver, v.ts, v.body ?? ''), (e: GwRequestError) => console.log(e.code));
+const recall: Promise<MessageVersion> = client.recall('lobby', 4);
+recall.then((v) => console.log(v.recalled, v.body === undefined));
+client.addEventListener('edited', (ev) => console.log(ev.detail.gid, ev.detail.mid, ev.detail.ver, ev.detail.from, ev.detail.body));
+client.addEventListener('recalled', (ev) => console.log(ev.detail.mid, ev.detail.recalled, client.versionOf(ev.detail.gid, ev.detail.mid)));
+client.addEventListener('view', (ev) => {
+  for (const e of ev.detail.upserts) console.log(e.recalled ? 'message deleted' : e.text, e.ver > 0 ? '(edited)' : '');
+});
+const later: StoredMessage = { mid: 1, from: 'a', ts: 1, ver: 2, recalled: true };
+const updated: boolean = log.update(later);
+const kept: string | Uint8Array | undefined = log.held.get(1)?.body;
+console.log(updated, kept);
