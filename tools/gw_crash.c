@@ -570,11 +570,16 @@ static void traffic_during(const char *cmd, gwc_ctx *ctx, client *cs, int n, msg
  * cores): a node that reads its frames late flushes late, and an ack flushed late is
  * re-delivery, not loss; an ack never stored is still caught at a later kill. */
 #define ACK_SLACK_MS 1000
+/* When the nodes took writes again after the last failover (await_writes): an ack sent
+ * while the database was away can be stored from then on, not before. */
+static uint64_t writes_back_ms;
 static void note_safe_acks(client *cs, int n)
 {
     uint64_t kill_at = now_ms();
     for (int i = o.senders; i < n; i++)
-        if (cs[i].acked_at_ms[1] + 2 * ACK_FLUSH_MS + ACK_SLACK_MS < kill_at)
+        if ((cs[i].acked_at_ms[1] > writes_back_ms ? cs[i].acked_at_ms[1] : writes_back_ms) +
+                2 * ACK_FLUSH_MS + ACK_SLACK_MS <
+            kill_at)
             cs[i].safe_ack =
                 cs[i].acked_at_ms[0] > cs[i].safe_ack ? cs[i].acked_at_ms[0] : cs[i].safe_ack;
 }
@@ -609,8 +614,10 @@ static void await_writes(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb, c
             back &= top_cid[s] >= after[s];
         for (int d = 0; d < o.nodes && back; d++)
             back &= node_healthz(d) == 200;
-        if (back)
+        if (back) {
+            writes_back_ms = now_ms();
             return;
+        }
         if (now_ms() > until)
             die("the nodes did not take writes again within 120 s of %s", since);
     }

@@ -48,8 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
             resync = true;
             continue;
         }
-        if ((c->kind != ST_CH_SIGNOUT && !st_id_ok(c->gid)) ||
-            (c->kind != ST_CH_MSG && !st_id_ok(c->uid)))
+        bool no_uid = c->kind == ST_CH_MSG || c->kind == ST_CH_EDIT; /* a message's */
+        if ((c->kind != ST_CH_SIGNOUT && !st_id_ok(c->gid)) || (no_uid && c->uid.n) ||
+            (!no_uid && !st_id_ok(c->uid)) || (c->kind == ST_CH_EDIT && (!c->mid || !c->ver)))
             abort();
         if (c->kind == ST_CH_TYPING) {
             resync = true;
@@ -61,6 +62,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
             pg_announce_signout(&a, c->uid);
         else if (c->kind == ST_CH_MSG)
             pg_announce_msg(&a, c->gid, c->mid, c->ts, c->record ? c->record : "", c->record_n);
+        else if (c->kind == ST_CH_EDIT) /* the same line again: with its record or without */
+            pg_announce_version(&a, c->gid, c->mid,
+                                &(st_msg_row){.ver = c->ver,
+                                              .ver_ts = c->ts,
+                                              .recalled = c->recalled,
+                                              .record = c->record ? c->record : "",
+                                              .record_n = c->record_n},
+                                c->record != NULL);
         else
             pg_announce_member(&a,
                                c->kind == ST_CH_JOIN   ? 'j'
@@ -78,7 +87,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
         for (size_t i = 0; i < k; i++) {
             if (back[i].kind != ch[i].kind || !same_id(back[i].gid, ch[i].gid) ||
                 back[i].mid != ch[i].mid || back[i].ack != ch[i].ack ||
-                back[i].read != ch[i].read ||
+                back[i].read != ch[i].read || back[i].ver != ch[i].ver ||
+                back[i].recalled != ch[i].recalled || back[i].ts != ch[i].ts ||
                 (ch[i].kind != ST_CH_MSG && !same_id(back[i].uid, ch[i].uid)))
                 abort();
             if (ch[i].record && (back[i].record_n != ch[i].record_n ||
