@@ -289,7 +289,7 @@ static void rk_add_member(void *be, st_id gid, st_id uid, const st_member_row *m
     put(be, RK_CF_USER_GROUPS, &k, "", 0);
 }
 
-static void rk_del_member(void *be, st_id gid, st_id uid)
+void rk_del_member(void *be, st_id gid, st_id uid)
 {
     rk *r = be;
     rk_key k;

@@ -103,6 +103,8 @@ int rk_write(rk *r, char *why, size_t why_len);
 
 /* A message as stored, and a later version of it (st_backend.get_msg, put_version). */
 int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row);
+/* A membership's two rows (members and user_groups) out, in the batch (st_backend.del_member). */
+void rk_del_member(void *be, st_id gid, st_id uid);
 void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m);
 /* ST_OP_ERASE_USER and ST_OP_DELETE_GROUP into the batch (store_rocks_erase.c). */
 int rk_erase_user(rk *r, st_op *op, uint64_t now);
@@ -123,6 +125,9 @@ int rk_scrub(rk *r, char *why, size_t why_len);
 void rk_key_id(rk_key *k, st_id a);                  /* groups */
 void rk_key_id2(rk_key *k, st_id a, st_id b);        /* members, user_groups, sends */
 void rk_key_msg(rk_key *k, st_id gid, uint64_t mid); /* msgs */
+/* The second id of a two-id key (len a, len b: members, user_groups, sends); false when k
+ * is not such a key. */
+bool rk_key_second_id(const char *k, size_t kn, st_id *out);
 /* The smallest key greater than every key starting with k (for an upper bound). Returns
  * false when there is none (all bytes 0xff). */
 bool rk_key_prefix_end(const rk_key *k, rk_key *end);

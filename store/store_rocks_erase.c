@@ -76,14 +76,10 @@ static int erase_member(rk *r, st_op *op, const char *k, size_t kn, const char *
 {
     (void)v;
     (void)vn;
-    size_t un = (unsigned char)k[0];
-    if (kn < 2 + un || kn != 2 + un + (unsigned char)k[1 + un])
+    st_id gid;
+    if (!rk_key_second_id(k, kn, &gid))
         return ST_OK;
-    st_id gid = {k + 2 + un, kn - 2 - un};
-    rk_key mk;
-    rk_key_id2(&mk, gid, op->uid);
-    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MEMBERS], mk.b, mk.n);
-    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USER_GROUPS], k, kn);
+    rk_del_member(r, gid, op->uid);
     return st_list_add(op->list, gid, 0, 0, 0, NULL, 0);
 }
 
@@ -117,14 +113,10 @@ static int drop_member(rk *r, st_op *op, const char *k, size_t kn, const char *v
 {
     (void)v;
     (void)vn;
-    size_t gn = (unsigned char)k[0];
-    if (kn < 2 + gn || kn != 2 + gn + (unsigned char)k[1 + gn])
+    st_id uid;
+    if (!rk_key_second_id(k, kn, &uid))
         return ST_OK;
-    st_id uid = {k + 2 + gn, kn - 2 - gn};
-    rk_key uk;
-    rk_key_id2(&uk, uid, op->gid);
-    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MEMBERS], k, kn);
-    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USER_GROUPS], uk.b, uk.n);
+    rk_del_member(r, op->gid, uid);
     return st_list_add(op->list, (st_id){NULL, 0}, 0, 0, 0, uid.p, uid.n);
 }
 

@@ -77,3 +77,12 @@ bool rk_msg_decode(const char *v, size_t n, st_msg *m)
     m->record_n = n - hdr;
     return true;
 }
+
+bool rk_key_second_id(const char *k, size_t kn, st_id *out)
+{
+    size_t an = kn ? (unsigned char)k[0] : 0;
+    if (kn < 2 + an || kn != 2 + an + (unsigned char)k[1 + an])
+        return false;
+    *out = (st_id){k + 2 + an, kn - 2 - an};
+    return true;
+}

@@ -409,14 +409,21 @@ void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *
 
 /* ---- DELETE /users/{uid} -------------------------------------------------------------------- */
 
+/* uid's sessions in this process end: this thread's now (how many), the other threads'
+ * when the hub tells them; the other nodes' when the store announces the sign-out. */
+static unsigned sign_out_here(gw_app *a, const char *uid)
+{
+    unsigned closed = gw_registry_sign_out(a->d.registry, uid);
+    if (a->d.hub)
+        gw_hub_tell_signout(a->d.hub, a->d.thread, uid);
+    return closed;
+}
+
 /* The user's sessions in this process end (the other nodes' when the store's sign-out is
  * heard); the groups it left leave the process's rosters (gw_roster_committed). */
 static void erased(api_job *j, const st_op *op)
 {
-    gw_app *a = j->app;
-    j->closed = gw_registry_sign_out(a->d.registry, j->m.uid);
-    if (a->d.hub)
-        gw_hub_tell_signout(a->d.hub, a->d.thread, j->m.uid);
+    j->closed = sign_out_here(j->app, j->m.uid);
 }
 
 static json_t *erased_answer(api_job *j, const st_op *op, unsigned *status)
@@ -506,11 +513,8 @@ void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid)
         return;
     /* Every thread's sessions of the user: this one's now, the others' when told. */
     unsigned all = a->d.hub ? gw_hub_sessions_of(a->d.hub, uid) : 0;
-    j->closed = gw_registry_sign_out(a->d.registry, uid);
-    if (a->d.hub) {
-        gw_hub_tell_signout(a->d.hub, a->d.thread, uid);
-        if (all > j->closed)
-            j->closed = all;
-    }
+    j->closed = sign_out_here(a, uid);
+    if (all > j->closed)
+        j->closed = all;
     submit(j);
 }

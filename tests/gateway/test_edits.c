@@ -40,6 +40,17 @@ static pr_slice sl(const char *s)
     return (pr_slice){(const uint8_t *)s, strlen(s)};
 }
 
+/* Node a, and on PostgreSQL node b beside it on the same database; the node where the
+ * other members sign in (b, or a itself on RocksDB). */
+static gwfx *start_nodes(const char *const *args)
+{
+    gwfx_start(&fa, args);
+    if (!pgfx_on())
+        return &fa;
+    gwfx_start_beside(&fb, &fa, args);
+    return &fb;
+}
+
 /* The reply of rid: of type want (pushes before it are skipped). */
 static pr_event expect_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want)
 {
@@ -121,10 +132,7 @@ static void check_page(gwc_conn *k)
 Test(edits, edits_and_recalls_are_pushed_paged_and_survive_a_restart)
 {
     bool two = pgfx_on();
-    gwfx_start(&fa, NULL);
-    if (two)
-        gwfx_start_beside(&fb, &fa, NULL);
-    gwfx *other = two ? &fb : &fa;
+    gwfx *other = start_nodes(NULL);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
     gwc_conn *bob = gwfx_login(other, "bob", NULL);
     gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
@@ -320,12 +328,8 @@ Test(edits, the_api_edits_and_recalls_any_message)
  * every node; the others' messages kept. */
 Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
 {
-    bool two = pgfx_on();
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
-    gwfx_start(&fa, args);
-    if (two)
-        gwfx_start_beside(&fb, &fa, args);
-    gwfx *other = two ? &fb : &fa;
+    gwfx *other = start_nodes(args);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
     gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
     gwfx_join(alice, "g");
@@ -372,12 +376,8 @@ Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
  * told `left` on every node, it is gone from their groups, and its messages from disk. */
 Test(edits, deleting_a_group_tells_its_members_and_leaves_nothing, .timeout = 90)
 {
-    bool two = pgfx_on();
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
-    gwfx_start(&fa, args);
-    if (two)
-        gwfx_start_beside(&fb, &fa, args);
-    gwfx *other = two ? &fb : &fa;
+    gwfx *other = start_nodes(args);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
     gwfx_join(alice, "doomed");
     gwfx_join(alice, "g");
