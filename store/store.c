@@ -158,6 +158,8 @@ static bool op_valid(const st_op *op)
     case ST_OP_EDIT: return st_id_ok(op->gid) && op->mid >= 1 && op->record && op->record_n > 0;
     case ST_OP_ERASE_USER: return st_id_ok(op->uid) && op->record && op->record_n > 0;
     case ST_OP_DELETE_GROUP: return st_id_ok(op->gid);
+    case ST_OP_RETAIN: return st_id_ok(op->gid) && op->retain.until_acked <= ST_ACKED_OFF;
+    case ST_OP_TRIM: return (op->gid.n == 0 || st_id_ok(op->gid)) && op->limit > 0;
     }
     return false;
 }
@@ -168,7 +170,7 @@ static void reset_outputs(st_op *op)
     if (op->kind != ST_OP_EDIT) /* an edit's mid and ver are its inputs */
         op->mid = op->ver = 0;
     op->ver_asked_ = op->ver; /* ver is an output too: a batch applied again asks the same */
-    op->ts = op->last_mid = op->ack = op->read = 0;
+    op->ts = op->last_mid = op->first_mid = op->ack = op->read = 0;
     op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
     op->page = NULL;

@@ -275,7 +275,37 @@ enum st_op_kind {
                          * list: its members (each item's text is a uid; in no promised
                          * order). One transaction;
                          * the other gateways hear the leaves. ST_ENOGROUP if none */
+    /* Retention (below): each its own write, like the erasures. */
+    ST_OP_RETAIN, /* gid's own retention becomes `retain` (ST_ENOGROUP if none) */
+    ST_OP_TRIM,   /* a pass of retention over the groups after gid (n == 0: from the first),
+                   * at most limit of them, `retain` the defaults, now the time: each group's
+                   * messages below its horizon go -> applied: messages deleted; list: the
+                   * groups looked at whose horizon is past 1 (lo: first_mid, hi: last_mid),
+                   * st_list_after/st_list_more to go on */
 };
+
+/*
+ * Retention. Each group has a horizon, first_mid: its messages below it are gone (deleted
+ * by ST_OP_TRIM), and it only moves up; 1 until then. Mids stay dense above it and are
+ * never reused. What a group keeps is its own st_retain where a field is set, else the
+ * defaults a TRIM is given:
+ *   - messages: its last N messages (0: the default; ST_KEEP_ALL: no count limit);
+ *   - ms: messages younger than that (0: the default; ST_KEEP_ALL: no age limit);
+ *   - until_acked: and, beyond those, every message some member has not acked, up to
+ *     `cap` messages in all (0: the default cap; ST_KEEP_ALL: none), so that one idle
+ *     member cannot keep a group's disk forever.
+ * A pass deletes at most ST_TRIM_STEP messages of a group (the next pass goes on): one
+ * write stays short whatever a group's backlog.
+ */
+#define ST_KEEP_ALL UINT64_MAX
+#define ST_TRIM_STEP 10000u
+enum st_acked { ST_ACKED_DEFAULT = 0, ST_ACKED_ON, ST_ACKED_OFF };
+typedef struct st_retain {
+    uint64_t messages;
+    uint64_t ms;
+    uint64_t cap;
+    enum st_acked until_acked;
+} st_retain;
 
 /*
  * The unread webhook's bookkeeping (the gateway's app/gw_unread.c), kept by the store so
@@ -392,23 +422,27 @@ struct st_op {
     bool any_sender;      /* in: APPEND, the sender need not be a member (the server API's
                            * messages: a bot, the application itself) */
     bool recall;          /* in: EDIT, the version is a tombstone */
+    st_retain retain;     /* in: RETAIN, the group's own; TRIM, the defaults (0 or
+                           * ST_KEEP_ALL: no limit; until_acked DEFAULT: off); out:
+                           * READ_GROUP, the group's own */
                           /* (ERASE_USER: uid and record, the tombstone, as above) */
     st_done_fn done;      /* in: completion, on the store thread */
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
-    int result;        /* out: 0 or ST_E* */
-    uint64_t mid;      /* out: APPEND, the message's mid (the first one if duplicate); in:
-                        * EDIT, the message's */
-    uint64_t ts;       /* out: APPEND, server time in ms assigned at commit; EDIT, when the
-                        * version was made */
-    uint64_t ver;      /* in: EDIT, the version to make (the stored one + 1; 0: the next,
-                        * whichever it is); out: the version stored */
-    bool duplicate;    /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
-                        * version was made before with this record (or recalled before) */
-    uint64_t last_mid; /* out: APPEND (after it), JOIN, READ_GROUP */
-    uint64_t ack;      /* out: JOIN, the member's ack; READ_GROUP with uid */
-    uint64_t read;     /* out: READ_GROUP with uid, the member's read, when has_read */
+    int result;         /* out: 0 or ST_E* */
+    uint64_t mid;       /* out: APPEND, the message's mid (the first one if duplicate); in:
+                         * EDIT, the message's */
+    uint64_t ts;        /* out: APPEND, server time in ms assigned at commit; EDIT, when the
+                         * version was made */
+    uint64_t ver;       /* in: EDIT, the version to make (the stored one + 1; 0: the next,
+                         * whichever it is); out: the version stored */
+    bool duplicate;     /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
+                         * version was made before with this record (or recalled before) */
+    uint64_t last_mid;  /* out: APPEND (after it), JOIN, READ_GROUP */
+    uint64_t first_mid; /* out: JOIN, READ_GROUP: the group's horizon (Retention) */
+    uint64_t ack;       /* out: JOIN, the member's ack; READ_GROUP with uid */
+    uint64_t read;      /* out: READ_GROUP with uid, the member's read, when has_read */
     bool has_read;
     bool created;        /* out: JOIN created the group */
     bool joined;         /* out: JOIN made a new membership (false: was already a member) */
@@ -467,8 +501,10 @@ int st_read_ack(st_store *s, st_id gid, st_id uid, uint64_t *ack);
 typedef struct st_user_group {
     st_id gid; /* borrowed from its st_groups (or valid during the callback only) */
     uint64_t last_mid;
+    uint64_t first_mid; /* the horizon: messages below it are gone */
     uint64_t ack;
-    uint64_t unread; /* last_mid - read when has_read, else last_mid - ack */
+    uint64_t unread; /* last_mid - read when has_read, else last_mid - ack; what is below
+                      * the horizon never counts */
     uint64_t read;   /* when has_read: the member has sent a read */
     bool has_read;
 } st_user_group;
@@ -541,8 +577,12 @@ int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from,
                          size_t max_bytes, st_page **out);
 size_t st_page_count(const st_page *p);
 const st_msg *st_page_at(const st_page *p, size_t i);
-uint64_t st_page_last_mid(const st_page *p); /* the group's last mid in that snapshot */
-bool st_page_more(const st_page *p);         /* more messages exist in that direction */
+uint64_t st_page_last_mid(const st_page *p);  /* the group's last mid in that snapshot */
+uint64_t st_page_first_mid(const st_page *p); /* ... and its horizon (Retention) */
+/* The page asked for messages below the horizon (none of them are in it): the horizon;
+ * else 0. A page AFTER such a `from` starts at the horizon. */
+uint64_t st_page_gone_before(const st_page *p);
+bool st_page_more(const st_page *p); /* more messages exist in that direction */
 void st_page_free(st_page *p);
 
 /* Figures for monitoring. Counters count since open, except messages and groups. */

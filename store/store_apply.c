@@ -76,6 +76,7 @@ static int apply_join(st_store *s, st_op *op, uint64_t now)
         op->created = true;
     }
     op->last_mid = g.last_mid;
+    op->first_mid = g.first_mid ? g.first_mid : 1;
     if (member == 1) {
         op->ack = m.ack;
         return ST_OK;

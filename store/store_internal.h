@@ -22,7 +22,24 @@
 typedef struct st_group_row {
     uint64_t last_mid;
     uint64_t created_ms;
+    uint64_t first_mid; /* the horizon (0 read as 1); PostgreSQL's batches: as read, and
+                         * never written by them (a TRIM moves it) */
+    st_retain retain;   /* the group's own (RocksDB; PostgreSQL's batches leave it) */
 } st_group_row;
+
+/* ---- retention (store_retain.c), the rules once for both backends ---------------------- */
+
+/* The group's retention, its own fields over the defaults. */
+st_retain st_retain_of(const st_retain *own, const st_retain *dflt);
+/* Does the rule need the first young message (an age limit), the lowest ack? */
+bool st_retain_by_age(const st_retain *eff);
+bool st_retain_by_acks(const st_retain *eff);
+/* The horizon the rule asks for, at most ST_TRIM_STEP above first_mid. young: the first
+ * mid at or above first_mid whose message is younger than the age limit (last_mid + 1:
+ * none; only read when st_retain_by_age); min_ack: the lowest ack of a member (only read
+ * when st_retain_by_acks; last_mid when there is no member). */
+uint64_t st_retain_horizon(const st_retain *eff, uint64_t first_mid, uint64_t last_mid,
+                           uint64_t young, uint64_t min_ack);
 
 typedef struct st_member_row {
     uint64_t ack;
@@ -198,10 +215,12 @@ bool st_recover(st_store *s);
 /* ---- pages, group lists and member lists, built by the backends' reads (store_page.c) */
 
 /* The mids [lo, hi] a page covers, from its direction, start, limit and the group's
- * last mid (mids are dense, so the range is known before reading). False: empty. */
-bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid, uint64_t *lo,
-                   uint64_t *hi);
-st_page *st_page_new(uint64_t last_mid);
+ * horizon and last mid (mids are dense above the horizon, so the range is known before
+ * reading). False: empty. *gone: the horizon when the range asked reached below it (the
+ * page's gone_before), else 0. */
+bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t first_mid,
+                   uint64_t last_mid, uint64_t *lo, uint64_t *hi, uint64_t *gone);
+st_page *st_page_new(uint64_t first_mid, uint64_t last_mid, uint64_t gone_before);
 /* Room for n messages up front (a read that knows its range); ST_ENOMEM. */
 int st_page_reserve(st_page *p, size_t n);
 /* Adds one message (its record copied); in reading order. ST_ENOMEM. */
@@ -213,8 +232,14 @@ size_t st_page_bytes(const st_page *p);
 
 st_groups *st_groups_new(void);
 /* A member's row as reads find it: read is the backend's (has_read false: none). */
-int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack, uint64_t read,
-                  bool has_read);
+int st_groups_add(st_groups *g, st_id gid, uint64_t first_mid, uint64_t last_mid, uint64_t ack,
+                  uint64_t read, bool has_read);
+/* Where unread counting starts for a cursor: the cursor, or just below the horizon when
+ * the cursor is below it (what is gone is not unread). */
+static inline uint64_t st_seen_from(uint64_t cursor, uint64_t first_mid)
+{
+    return first_mid > cursor + 1 ? first_mid - 1 : cursor;
+}
 
 /* The most members a page of `limit` holds: limit, capped at ST_MEMBERS_MAX. */
 size_t st_members_limit(size_t limit);

@@ -10,6 +10,8 @@
 
 struct st_page {
     uint64_t last_mid;
+    uint64_t first_mid;   /* the horizon */
+    uint64_t gone_before; /* the range asked reached below it: the horizon; else 0 */
     bool more;
     size_t n, cap;
     st_msg *msgs;
@@ -47,26 +49,43 @@ struct st_members {
     member_slot *slots;
 };
 
-bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t last_mid, uint64_t *lo,
-                   uint64_t *hi)
+bool st_page_range(enum st_dir dir, uint64_t from, size_t limit, uint64_t first_mid,
+                   uint64_t last_mid, uint64_t *lo, uint64_t *hi, uint64_t *gone)
 {
-    if (dir == ST_AFTER ? from >= last_mid : (from <= 1 || last_mid == 0))
-        return false;
+    if (first_mid < 1)
+        first_mid = 1;
+    *gone = 0;
     if (dir == ST_AFTER) {
+        if (from + 1 < first_mid) {
+            *gone = first_mid; /* asked from below the horizon: the page starts there */
+            from = first_mid - 1;
+        }
+        if (from >= last_mid)
+            return false;
         *lo = from + 1;
         *hi = (last_mid - from > limit) ? from + limit : last_mid;
-    } else {
-        *hi = from - 1 < last_mid ? from - 1 : last_mid;
-        *lo = *hi >= limit ? *hi - limit + 1 : 1;
+        return true;
     }
+    if (from <= 1 || last_mid == 0)
+        return false;
+    *hi = from - 1 < last_mid ? from - 1 : last_mid;
+    uint64_t want = *hi >= limit ? *hi - limit + 1 : 1;
+    if (want < first_mid)
+        *gone = first_mid; /* the page would reach below the horizon: it stops there */
+    if (*hi < first_mid)
+        return false;
+    *lo = want < first_mid ? first_mid : want;
     return true;
 }
 
-st_page *st_page_new(uint64_t last_mid)
+st_page *st_page_new(uint64_t first_mid, uint64_t last_mid, uint64_t gone_before)
 {
     st_page *p = calloc(1, sizeof(*p));
-    if (p)
+    if (p) {
         p->last_mid = last_mid;
+        p->first_mid = first_mid < 1 ? 1 : first_mid;
+        p->gone_before = gone_before;
+    }
     return p;
 }
 
@@ -163,6 +182,16 @@ uint64_t st_page_last_mid(const st_page *p)
     return p->last_mid;
 }
 
+uint64_t st_page_first_mid(const st_page *p)
+{
+    return p->first_mid;
+}
+
+uint64_t st_page_gone_before(const st_page *p)
+{
+    return p->gone_before;
+}
+
 bool st_page_more(const st_page *p)
 {
     return p->more;
@@ -183,8 +212,8 @@ st_groups *st_groups_new(void)
     return calloc(1, sizeof(st_groups));
 }
 
-int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack, uint64_t read,
-                  bool has_read)
+int st_groups_add(st_groups *g, st_id gid, uint64_t first_mid, uint64_t last_mid, uint64_t ack,
+                  uint64_t read, bool has_read)
 {
     if (g->n == g->cap &&
         grow_entries((void **)&g->g, sizeof(*g->g), &g->offs, &g->cap, g->cap ? g->cap * 2 : 8))
@@ -195,9 +224,11 @@ int st_groups_add(st_groups *g, st_id gid, uint64_t last_mid, uint64_t ack, uint
     memcpy(g->ids + g->used, gid.p, gid.n);
     g->offs[g->n] = g->used;
     g->used += gid.n;
-    uint64_t seen = has_read ? read : ack; /* unread counts from the read once there is one */
+    /* Unread counts from the read once there is one, and never below the horizon. */
+    uint64_t seen = st_seen_from(has_read ? read : ack, first_mid);
     g->g[g->n++] = (st_user_group){.gid = {NULL, gid.n},
                                    .last_mid = last_mid,
+                                   .first_mid = first_mid < 1 ? 1 : first_mid,
                                    .ack = ack,
                                    .unread = last_mid > seen ? last_mid - seen : 0,
                                    .read = has_read ? read : 0,

@@ -153,7 +153,8 @@ static int take_rows(pg *p, char *why, size_t why_len)
             continue;
         uint64_t n1 = pg_get_int8(r, row, 3), n2 = pg_get_int8(r, row, 4);
         if (kind == 'g') {
-            x->v.g = (st_group_row){n1, n2};
+            x->v.g = (st_group_row){
+                .last_mid = n1, .created_ms = n2, .first_mid = pg_get_int8(r, row, 6)};
         } else if (kind == 'm') {
             uint64_t read = pg_get_int8(r, row, 6); /* -1: the member sent none */
             x->v.m = (st_member_row){.ack = n1, .joined_ms = n2};

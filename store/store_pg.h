@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 5 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 6 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -163,6 +163,9 @@ enum pg_stmt {
     PG_ERASE,
     PG_DROP_LOCK,
     PG_DROP_GROUP,
+    PG_RETAIN,
+    PG_TRIM_READ,
+    PG_TRIM,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -295,5 +298,9 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
 int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len);
 /* ST_OP_DELETE_GROUP the same way. */
 int pg_delete_group(pg *p, st_op *op, char *why, size_t why_len);
+/* ST_OP_RETAIN and ST_OP_TRIM (store_pg_trim.c), each in round trips of its own: ST_OK
+ * (the op's result says how it went) or ST_EIO (the connection failed). */
+int pg_retain(pg *p, st_op *op, char *why, size_t why_len);
+int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len);
 
 #endif

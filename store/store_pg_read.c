@@ -12,8 +12,11 @@ static int page_of(const PGresult *r, st_op *op)
 {
     if (PQntuples(r) == 0)
         return ST_ENOGROUP;
-    uint64_t last_mid = pg_get_int8(r, 0, 0), lo = 0, hi = 0;
-    if (!(op->page = st_page_new(last_mid)) || st_page_reserve(op->page, (size_t)PQntuples(r)))
+    uint64_t last_mid = pg_get_int8(r, 0, 0), first_mid = pg_get_int8(r, 0, 7), lo = 0, hi = 0;
+    uint64_t gone;
+    bool any = st_page_range(op->dir, op->from, op->limit, first_mid, last_mid, &lo, &hi, &gone);
+    if (!(op->page = st_page_new(first_mid, last_mid, gone)) ||
+        st_page_reserve(op->page, (size_t)PQntuples(r)))
         return ST_ENOMEM;
     size_t n = 0;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -32,10 +35,10 @@ static int page_of(const PGresult *r, st_op *op)
         n++;
     }
     bool more = false;
-    if (st_page_range(op->dir, op->from, op->limit, last_mid, &lo, &hi)) {
+    if (any) {
         /* Mids are dense: fewer than the range holds means the bytes cut it short. */
         bool cut = n < hi - lo + 1;
-        more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > 1);
+        more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > first_mid);
     }
     st_page_finish(op->page, op->dir == ST_BEFORE, more);
     return ST_OK;
@@ -47,8 +50,9 @@ static int groups_of(const PGresult *r, st_op *op)
         return ST_ENOMEM;
     for (int i = 0; i < PQntuples(r); i++) {
         uint64_t read = pg_get_int8(r, i, 3); /* -1: none */
-        int rc = st_groups_add(op->groups, pg_get_id(r, i, 0), pg_get_int8(r, i, 1),
-                               pg_get_int8(r, i, 2), read, read != UINT64_MAX);
+        int rc =
+            st_groups_add(op->groups, pg_get_id(r, i, 0), pg_get_int8(r, i, 4),
+                          pg_get_int8(r, i, 1), pg_get_int8(r, i, 2), read, read != UINT64_MAX);
         if (rc != ST_OK)
             return rc;
     }
@@ -60,6 +64,11 @@ static int group_of(const PGresult *r, st_op *op)
     if (PQntuples(r) == 0)
         return ST_ENOGROUP;
     op->last_mid = pg_get_int8(r, 0, 0);
+    op->first_mid = pg_get_int8(r, 0, 3);
+    op->retain = (st_retain){.messages = pg_get_int8(r, 0, 4),
+                             .ms = pg_get_int8(r, 0, 5),
+                             .cap = pg_get_int8(r, 0, 6),
+                             .until_acked = (enum st_acked)pg_get_int8(r, 0, 7)};
     if (op->uid.n == 0)
         return ST_OK;
     if (PQgetisnull(r, 0, 1))

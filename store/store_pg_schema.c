@@ -30,6 +30,10 @@
  * Version 5 adds a message's later versions (edits, recalls):
  *   msgs.ver, msgs.ets, msgs.recalled             its version (0: as sent), when that was
  *                                                 made, and whether it is a tombstone
+ * Version 6 adds retention:
+ *   groups.first_mid                              the horizon: messages below it are gone
+ *   groups.keep_msgs, keep_ms, cap_msgs, acked    the group's own retention (store.h)
+ *   an index on sends (gid, mid)                  a trim deletes its (uid, cid) rows
  * An older database is brought up to date at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
@@ -107,6 +111,15 @@ static const char schema_v5[] =
     "ALTER TABLE gw.msgs ADD COLUMN ver bigint NOT NULL DEFAULT 0,"
     " ADD COLUMN ets bigint NOT NULL DEFAULT 0, ADD COLUMN recalled boolean NOT NULL DEFAULT false;"
     "INSERT INTO gw.schema_version VALUES (5, (extract(epoch from now()) * 1000)::bigint);";
+
+/* Version 6: retention. A group's horizon and its own retention; the (uid, cid) rows of
+ * a group's oldest messages found by the index that a trim deletes them with. */
+static const char schema_v6[] =
+    "ALTER TABLE gw.groups ADD COLUMN first_mid bigint NOT NULL DEFAULT 1,"
+    " ADD COLUMN keep_msgs bigint NOT NULL DEFAULT 0, ADD COLUMN keep_ms bigint NOT NULL DEFAULT 0,"
+    " ADD COLUMN cap_msgs bigint NOT NULL DEFAULT 0, ADD COLUMN acked smallint NOT NULL DEFAULT 0;"
+    "CREATE INDEX sends_gid_mid ON gw.sends (gid, mid);"
+    "INSERT INTO gw.schema_version VALUES (6, (extract(epoch from now()) * 1000)::bigint);";
 
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
@@ -241,7 +254,8 @@ static int schema(pg *p, char *why, size_t why_len)
                    " (extract(epoch from now()) * 1000)::bigint)",
                    NULL, why, why_len) ||
              !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len) ||
-             !exec(p, schema_v4, NULL, why, why_len) || !exec(p, schema_v5, NULL, why, why_len))) {
+             !exec(p, schema_v4, NULL, why, why_len) || !exec(p, schema_v5, NULL, why, why_len) ||
+             !exec(p, schema_v6, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -257,6 +271,7 @@ static int schema(pg *p, char *why, size_t why_len)
             (version < 3 && !exec(p, schema_v3, NULL, why, why_len)) ||
             (version < 4 && !exec(p, schema_v4, NULL, why, why_len)) ||
             (version < 5 && !exec(p, schema_v5, NULL, why, why_len)) ||
+            (version < 6 && !exec(p, schema_v6, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;

@@ -125,6 +125,13 @@ static int unswept_of(const PGresult *r, st_op *op)
     return ST_OK;
 }
 
+/* Ops made in round trips of their own, before the others. */
+static bool own_trip(const st_op *op)
+{
+    return op->kind == ST_OP_ERASE_USER || op->kind == ST_OP_DELETE_GROUP ||
+           op->kind == ST_OP_RETAIN || op->kind == ST_OP_TRIM;
+}
+
 int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
 {
     pg *p = be;
@@ -136,8 +143,12 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
             rc = pg_erase_user(p, op, now, why, why_len);
         else if (op->kind == ST_OP_DELETE_GROUP)
             rc = pg_delete_group(p, op, why, why_len);
+        else if (op->kind == ST_OP_RETAIN)
+            rc = pg_retain(p, op, why, why_len);
+        else if (op->kind == ST_OP_TRIM)
+            rc = pg_trim(p, op, now, why, why_len);
     for (st_op *op = ops; rc == ST_OK && op; op = op->next_) {
-        if (op->kind == ST_OP_ERASE_USER || op->kind == ST_OP_DELETE_GROUP)
+        if (own_trip(op))
             continue;
         rc = send_op(p, op, now, b);
         if (rc == ST_OK)
@@ -156,7 +167,7 @@ int pg_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         return ST_EIO;
     }
     for (st_op *op = ops; op; op = op->next_) {
-        if (op->kind == ST_OP_ERASE_USER || op->kind == ST_OP_DELETE_GROUP)
+        if (own_trip(op))
             continue; /* answered above */
         PGresult *r = rc == ST_OK ? pg_result(p, why, why_len) : NULL;
         if (!r) {

@@ -22,7 +22,7 @@
  * row at all when the group does not exist. Read nearest to $2 first, so that a page
  * cut short by bytes keeps the messages nearest to where the client reads. */
 #define PAGE_SQL(cmp, order)                                                                       \
-    "SELECT g.last_mid, p.mid, p.ts, p.record, p.ver, p.ets, p.recalled::int::int8"                \
+    "SELECT g.last_mid, p.mid, p.ts, p.record, p.ver, p.ets, p.recalled::int::int8, g.first_mid"   \
     " FROM gw.groups g LEFT JOIN LATERAL ("                                                        \
     " SELECT mid, ts, record, ver, ets, recalled FROM ("                                           \
     "  SELECT mid, ts, record, ver, ets, recalled, sum(octet_length(record)) OVER w AS run,"       \
@@ -41,7 +41,7 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * other row it will read: memberships ('m': gid, uid, ack, joined_ms) and (uid, cid)
      * rows ('s': uid, cid, mid, ts, gid). */
     [PG_LOCK_GROUPS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text,"
-                       " NULL::int8 FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid"
+                       " first_mid FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid"
                        " FOR UPDATE",
     [PG_READ_ROWS] = "SELECT 'm'::text, m.gid, m.uid, m.ack, m.joined_ms, NULL::text, m.read"
                      " FROM gw.members m JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
@@ -75,9 +75,10 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                     " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::bytea[])",
     [PG_PAGE_AFTER] = PAGE_SQL(">", "ASC"),
     [PG_PAGE_BEFORE] = PAGE_SQL("<", "DESC"),
-    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read FROM gw.members m"
+    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read, g.first_mid FROM gw.members m"
                        " JOIN gw.groups g ON g.gid = m.gid WHERE m.uid = $1::text",
-    [PG_GROUP] = "SELECT g.last_mid, m.ack, m.read FROM gw.groups g LEFT JOIN gw.members m"
+    [PG_GROUP] = "SELECT g.last_mid, m.ack, m.read, g.first_mid, g.keep_msgs, g.keep_ms,"
+                 " g.cap_msgs, g.acked::int8 FROM gw.groups g LEFT JOIN gw.members m"
                  " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
     /* A page of a group's members after uid $2 ('': from the first), $3 of them and one
      * more (that tells whether there are more), with the group's last mid from the same
@@ -90,7 +91,8 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     /* The batch's announcement (store_pg_events.c), delivered at its commit. The
      * function scan yields the payloads in array order: they are announced in it. */
     [PG_NOTIFY] = "SELECT count(pg_notify('gw_feed', x)) FROM unnest($1::text[]) AS x",
-    [PG_COUNT] = "SELECT count(*)::int8, coalesce(sum(last_mid), 0)::int8 FROM gw.groups",
+    [PG_COUNT] = "SELECT count(*)::int8, coalesce(sum(last_mid - first_mid + 1), 0)::int8"
+                 " FROM gw.groups",
     [PG_SIZE] = "SELECT pg_database_size(current_database())::int8",
     [PG_RECOVERY] = "SELECT pg_is_in_recovery()",
     [PG_BEGIN] = "BEGIN",
@@ -191,9 +193,9 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                  " SELECT (SELECT count(*) FROM e)::int8,"
                  " (SELECT coalesce(string_agg(gid, ' ' ORDER BY gid), '') FROM l),"
                  " (SELECT count(*) FROM u)::int8 + (SELECT count(*) FROM g)::int8",
-    /* A group's deletion: its row locked, then all of it gone (gw.sends has no index on
-     * gid: a scan), the leaves written to the change log ($2: its header); answers its
-     * last mid (NULL: no such group) and its members, separated by spaces. */
+    /* A group's deletion: its row locked, then all of it gone, the leaves written to the change log
+     * ($2: its header); answers its last mid (NULL: no such group) and its members, separated by
+     * spaces. */
     [PG_DROP_LOCK] = "SELECT last_mid FROM gw.groups WHERE gid = $1::text FOR UPDATE",
     [PG_DROP_GROUP] =
         "WITH g AS (DELETE FROM gw.groups WHERE gid = $1::text RETURNING last_mid),"
@@ -206,6 +208,36 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
         " SELECT (SELECT last_mid FROM g), (SELECT coalesce(string_agg(uid, ' ' ORDER BY uid),"
         " '') FROM l), (SELECT count(*) FROM m)::int8 + (SELECT count(*) FROM s)::int8 +"
         " (SELECT count(*) FROM w)::int8 + (SELECT count(*) FROM c)::int8",
+    /* Retention (store_pg_trim.c). A group's own ($2..$5: messages, ms, cap, until_acked;
+     * ST_KEEP_ALL is -1 here); a row back when the group exists. */
+    [PG_RETAIN] =
+        "UPDATE gw.groups SET keep_msgs = $2::int8, keep_ms = $3::int8,"
+        " cap_msgs = $4::int8, acked = $5::int8::smallint WHERE gid = $1::text RETURNING 1",
+    /* A pass's page of groups after $1 ('': from the first), $2 of them and one more, each
+     * with its own retention and what the rules need (store_retain.c): the first mid from
+     * its horizon, at most ST_TRIM_STEP on, sent at or after $4 (now) less its age limit
+     * ($3: the default; NULL when it has none), and its members' lowest ack ($5: until
+     * acked by default; NULL unless it keeps until acked). */
+    [PG_TRIM_READ] =
+        "SELECT g.gid, g.last_mid, g.first_mid, g.keep_msgs, g.keep_ms, g.cap_msgs, g.acked::int8,"
+        " CASE WHEN e.ms > 0 THEN coalesce((SELECT min(m.mid) FROM gw.msgs m WHERE m.gid = g.gid"
+        "  AND m.mid >= g.first_mid AND m.mid <= g.first_mid + 10000 AND m.ts >= $4::int8 - e.ms),"
+        "  least(g.last_mid, g.first_mid + 10000) + 1) END,"
+        " CASE WHEN e.acked THEN (SELECT min(ack) FROM gw.members WHERE gid = g.gid) END"
+        " FROM gw.groups g, LATERAL (SELECT CASE WHEN g.keep_ms = 0 THEN $3::int8"
+        "  ELSE g.keep_ms END AS ms, (g.acked = 1 OR (g.acked = 0 AND $5::int8 = 1)) AS acked) e"
+        " WHERE g.gid > $1::text ORDER BY g.gid LIMIT $2::int8 + 1",
+    /* One group's trim, a transaction of its own: the horizon moves to $3 from $2 (only up:
+     * another gateway's pass may have been first), and the messages in between go with
+     * their (uid, cid) rows; answers the messages deleted. Its row is locked first, as a
+     * batch locks it: no deadlock with one. */
+    [PG_TRIM] = "WITH h AS (UPDATE gw.groups SET first_mid = $3::int8 WHERE gid = $1::text"
+                " AND first_mid < $3::int8 RETURNING 1),"
+                " d AS (DELETE FROM gw.msgs WHERE gid = $1::text AND mid >= $2::int8"
+                " AND mid < $3::int8 AND EXISTS (SELECT 1 FROM h) RETURNING 1),"
+                " s AS (DELETE FROM gw.sends WHERE gid = $1::text AND mid >= $2::int8"
+                " AND mid < $3::int8 AND EXISTS (SELECT 1 FROM h))"
+                " SELECT count(*)::int8 FROM d",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -249,6 +281,9 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_ERASE] = "gw_erase",
     [PG_DROP_LOCK] = "gw_drop_lock",
     [PG_DROP_GROUP] = "gw_drop_group",
+    [PG_RETAIN] = "gw_retain",
+    [PG_TRIM_READ] = "gw_trim_read",
+    [PG_TRIM] = "gw_trim",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

@@ -56,6 +56,7 @@ static int db_open(rk *r, rk_db *d, bool read_only, char *why, size_t why_len)
     const rocksdb_options_t *cf_opts[RK_CF_COUNT];
     for (int i = 0; i < RK_CF_COUNT; i++)
         cf_opts[i] = r->opts;
+    cf_opts[RK_CF_SENDS] = r->trim.sends_opts;
     char *err = NULL;
     memset(d, 0, sizeof(*d));
     if (read_only)
@@ -70,6 +71,8 @@ static int db_open(rk *r, rk_db *d, bool read_only, char *why, size_t why_len)
         memset(d, 0, sizeof(*d)); /* RocksDB leaves nothing open when it fails */
         return ST_EIO;
     }
+    if (!read_only)
+        rk_sends_filter_db(r, d);
     return ST_OK;
 }
 
@@ -78,12 +81,17 @@ static void rk_close(void *be)
     rk *r = be;
     if (!r)
         return;
+    rk_sends_filter_db(r, NULL);
     db_close(&r->rw);
     db_close(&r->ro);
     if (r->wb)
         rocksdb_writebatch_wi_destroy(r->wb);
     if (r->opts)
         rocksdb_options_destroy(r->opts);
+    if (r->trim.sends_opts)
+        rocksdb_options_destroy(r->trim.sends_opts);
+    if (r->trim.filter)
+        rocksdb_compactionfilter_destroy(r->trim.filter);
     if (r->table)
         rocksdb_block_based_options_destroy(r->table);
     if (r->cache)
@@ -121,6 +129,9 @@ static void make_options(rk *r, const st_options *o)
      * Each open rolls the empty LOG aside; keep few of those. */
     rocksdb_options_set_info_log_level(r->opts, 4 /* FATAL_LEVEL */);
     rocksdb_options_set_keep_log_file_num(r->opts, 2);
+    r->trim.sends_opts = rocksdb_options_create_copy(r->opts);
+    r->trim.filter = rk_sends_filter_new(r);
+    rocksdb_options_set_compaction_filter(r->trim.sends_opts, r->trim.filter);
     r->wopts = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(r->wopts, o->sync);
     r->ropts = rocksdb_readoptions_create();
@@ -228,22 +239,21 @@ static void put(rk *r, enum rk_cf cf, const rk_key *k, const char *v, size_t vle
 static int rk_get_group(void *be, st_id gid, st_group_row *g)
 {
     rk_key k;
-    char v[RK_GROUP_VAL];
+    char v[RK_GROUP_VAL + ST_MAX_ID]; /* either size (get's `got`: up to ST_MAX_ID more) */
+    size_t n = 0;
     rk_key_id(&k, gid);
-    int rc = get(be, RK_CF_GROUPS, &k, v, sizeof(v), NULL);
-    if (rc == 1)
-        *g = (st_group_row){st_get_be64(v), st_get_be64(v + 8)};
+    int rc = get(be, RK_CF_GROUPS, &k, v, RK_GROUP_VAL, &n);
+    if (rc == 1 && !rk_group_decode(v, n, g))
+        rc = 0; /* no row of ours is written so */
     return rc;
 }
 
 static void rk_put_group(void *be, st_id gid, const st_group_row *g)
 {
     rk_key k;
-    char v[RK_GROUP_VAL];
+    char v[RK_GROUP_VAL_RETAIN];
     rk_key_id(&k, gid);
-    st_put_be64(v, g->last_mid);
-    st_put_be64(v + 8, g->created_ms);
-    put(be, RK_CF_GROUPS, &k, v, sizeof(v));
+    put(be, RK_CF_GROUPS, &k, v, rk_group_encode(g, v));
 }
 
 static int rk_get_member(void *be, st_id gid, st_id uid, st_member_row *m)
@@ -497,6 +507,7 @@ static bool reopen(rk *r, char *why, size_t why_len)
          * waiting for the reopen. */
         set_readers(r, ro ? &r->ro : NULL);
     }
+    rk_sends_filter_db(r, NULL);
     db_close(&r->rw);
     atomic_fetch_add(&r->reopens, 1);
     if (db_open(r, &r->rw, false, why, why_len) == ST_OK)
@@ -533,9 +544,10 @@ static int rk_count(void *be, uint64_t *groups, uint64_t *messages)
     for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t vn;
         const char *v = rocksdb_iter_value(it, &vn);
-        if (vn == RK_GROUP_VAL) {
+        st_group_row g;
+        if (rk_group_decode(v, vn, &g)) {
             (*groups)++;
-            *messages += st_get_be64(v);
+            *messages += g.last_mid - (g.first_mid - 1); /* dense above the horizon */
         }
     }
     rocksdb_iter_destroy(it);

@@ -69,7 +69,15 @@ typedef struct rk {
         bool due;
         uint64_t at; /* monotonic ms: not before */
     } scrub;
-    uint64_t scrubs; /* scrubs made (figures) */
+    uint64_t scrubs;                   /* scrubs made (figures) */
+    struct {                           /* retention (store_rocks_trim.c) */
+        rocksdb_options_t *sends_opts; /* the sends family's: r->opts and the filter */
+        rocksdb_compactionfilter_t *filter;
+        _Atomic(rocksdb_t *) db; /* what the filter reads horizons from */
+        _Atomic(rocksdb_column_family_handle_t *) groups;
+        uint64_t compact_at; /* monotonic ms: the next compaction hint, when trims deleted */
+        bool trimmed;        /* since the last hint */
+    } trim;
     bool unreadable; /* a read of the batch failed: refuse it */
     char *path;
     /* The unread webhook's (store_rocks_unread.c). */
@@ -109,6 +117,15 @@ void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m);
 /* ST_OP_ERASE_USER and ST_OP_DELETE_GROUP into the batch (store_rocks_erase.c). */
 int rk_erase_user(rk *r, st_op *op, uint64_t now);
 int rk_delete_group(rk *r, st_op *op);
+/* ST_OP_RETAIN and ST_OP_TRIM, each its own synced write (store_rocks_trim.c). */
+int rk_retain(rk *r, st_op *op);
+int rk_trim(rk *r, st_op *op, uint64_t now, char *why, size_t why_len);
+/* The (uid, cid) rows whose message is below its group's horizon are dropped when their
+ * table files are compacted: the filter for the sends family's options (made once, freed
+ * after the handles are closed), and the handle it looks the horizons up with (set after each open,
+ * NULL before a close). */
+rocksdb_compactionfilter_t *rk_sends_filter_new(rk *r);
+void rk_sends_filter_db(rk *r, rk_db *d);
 
 /* Recalled bodies off the disk (store_rocks_scrub.c): a recalled message of the batch; the
  * batch's end (committed or not); the flush and compaction, when one is due and its time
@@ -133,7 +150,15 @@ bool rk_key_second_id(const char *k, size_t kn, st_id *out);
 bool rk_key_prefix_end(const rk_key *k, rk_key *end);
 
 /* Fixed-size values. */
-#define RK_GROUP_VAL 16       /* be64 last_mid, be64 created_ms */
+#define RK_GROUP_VAL 16 /* be64 last_mid, be64 created_ms */
+#define RK_GROUP_VAL_RETAIN                                                                        \
+    49 /* ... be64 first_mid, the group's st_retain: be64 messages,                                \
+        * be64 ms, be64 cap, one byte until_acked */
+/* A group's value (either size) into a row; false for any other size. */
+bool rk_group_decode(const char *v, size_t n, st_group_row *g);
+/* A row into v (RK_GROUP_VAL_RETAIN bytes of room): its size, the short one while the
+ * group has neither a horizon nor a retention of its own. */
+size_t rk_group_encode(const st_group_row *g, char *v);
 #define RK_MEMBER_VAL 16      /* be64 ack, be64 joined_ms: a member that never sent a read */
 #define RK_MEMBER_VAL_READ 24 /* ... and be64 read: one that did */
 

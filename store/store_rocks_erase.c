@@ -134,11 +134,12 @@ int rk_delete_group(rk *r, st_op *op)
         rocksdb_free(err);
         return ST_EIO;
     }
-    if (!v || n != RK_GROUP_VAL) {
+    st_group_row g;
+    if (!v || !rk_group_decode(v, n, &g)) {
         rocksdb_free(v);
         return ST_ENOGROUP;
     }
-    op->applied = (size_t)st_get_be64(v); /* its last mid: the messages it had */
+    op->applied = (size_t)g.last_mid; /* its last mid: the messages it had */
     rocksdb_free(v);
     int rc = each(r, RK_CF_MSGS, &gk, drop_msg, op); /* msgs keys begin with len gid */
     if (rc == ST_OK)

@@ -86,3 +86,36 @@ bool rk_key_second_id(const char *k, size_t kn, st_id *out)
     *out = (st_id){k + 2 + an, kn - 2 - an};
     return true;
 }
+
+bool rk_group_decode(const char *v, size_t n, st_group_row *g)
+{
+    if (n != RK_GROUP_VAL && n != RK_GROUP_VAL_RETAIN)
+        return false;
+    *g = (st_group_row){
+        .last_mid = st_get_be64(v), .created_ms = st_get_be64(v + 8), .first_mid = 1};
+    if (n == RK_GROUP_VAL_RETAIN) {
+        g->first_mid = st_get_be64(v + 16);
+        g->retain.messages = st_get_be64(v + 24);
+        g->retain.ms = st_get_be64(v + 32);
+        g->retain.cap = st_get_be64(v + 40);
+        g->retain.until_acked = (enum st_acked)(unsigned char)v[48];
+        if (g->first_mid < 1)
+            g->first_mid = 1;
+    }
+    return true;
+}
+
+size_t rk_group_encode(const st_group_row *g, char *v)
+{
+    st_put_be64(v, g->last_mid);
+    st_put_be64(v + 8, g->created_ms);
+    const st_retain *r = &g->retain;
+    if (g->first_mid <= 1 && !r->messages && !r->ms && !r->cap && !r->until_acked)
+        return RK_GROUP_VAL; /* as every group was before retention */
+    st_put_be64(v + 16, g->first_mid < 1 ? 1 : g->first_mid);
+    st_put_be64(v + 24, r->messages);
+    st_put_be64(v + 32, r->ms);
+    st_put_be64(v + 40, r->cap);
+    v[48] = (char)r->until_acked;
+    return RK_GROUP_VAL_RETAIN;
+}

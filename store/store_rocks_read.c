@@ -74,18 +74,30 @@ static int get_row(reader *rd, enum rk_cf cf, const rk_key *k, char *out, size_t
     return found;
 }
 
-static int read_last_mid(reader *rd, st_id gid, uint64_t *last_mid)
+/* A group's row (either size of value). ST_OK, ST_ENOGROUP or ST_EIO. */
+static int read_group_row(reader *rd, st_id gid, st_group_row *g)
 {
     rk_key k;
-    char v[RK_GROUP_VAL];
     rk_key_id(&k, gid);
-    int rc = get_row(rd, RK_CF_GROUPS, &k, v, sizeof(v));
-    if (rc < 0)
-        return rc;
-    if (rc == 0)
-        return ST_ENOGROUP;
-    *last_mid = st_get_be64(v);
-    return ST_OK;
+    char *err = NULL;
+    size_t n = 0;
+    char *v = rocksdb_get_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_GROUPS], k.b, k.n, &n, &err);
+    if (err) {
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    bool found = v && rk_group_decode(v, n, g);
+    rocksdb_free(v);
+    return found ? ST_OK : ST_ENOGROUP;
+}
+
+static int read_last_mid(reader *rd, st_id gid, uint64_t *last_mid)
+{
+    st_group_row g;
+    int rc = read_group_row(rd, gid, &g);
+    if (rc == ST_OK)
+        *last_mid = g.last_mid;
+    return rc;
 }
 
 static int read_member(reader *rd, st_id gid, st_id uid, st_member_row *m)
@@ -106,7 +118,13 @@ static int read_member(reader *rd, st_id gid, st_id uid, st_member_row *m)
 
 static int read_group(reader *rd, st_op *op)
 {
-    int rc = read_last_mid(rd, op->gid, &op->last_mid);
+    st_group_row g;
+    int rc = read_group_row(rd, op->gid, &g);
+    if (rc == ST_OK) {
+        op->last_mid = g.last_mid;
+        op->first_mid = g.first_mid;
+        op->retain = g.retain;
+    }
     st_member_row m;
     if (rc == ST_OK && op->uid.n && (rc = read_member(rd, op->gid, op->uid, &m)) == ST_OK) {
         op->ack = m.ack;
@@ -148,12 +166,12 @@ static int read_groups(reader *rd, st_op *op)
         if (kn <= lo.n + 1 || memcmp(kp, lo.b, lo.n) != 0)
             break; /* past this user's rows (only reached when unbounded) */
         st_id gid = {kp + lo.n + 1, (unsigned char)kp[lo.n]};
-        uint64_t last_mid;
+        st_group_row g;
         st_member_row m;
-        if (read_last_mid(rd, gid, &last_mid) != ST_OK ||
-            read_member(rd, gid, op->uid, &m) != ST_OK)
+        if (read_group_row(rd, gid, &g) != ST_OK || read_member(rd, gid, op->uid, &m) != ST_OK)
             continue; /* a row left over from a half-applied leave cannot exist (one batch) */
-        if ((rc = st_groups_add(op->groups, gid, last_mid, m.ack, m.read, m.has_read)) != ST_OK)
+        if ((rc = st_groups_add(op->groups, gid, g.first_mid, g.last_mid, m.ack, m.read,
+                                m.has_read)) != ST_OK)
             break;
     }
     return iter_done(it, rc);
@@ -272,17 +290,20 @@ static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir
 
 static int read_page(reader *rd, st_op *op)
 {
-    uint64_t last_mid = 0, lo, hi;
-    int rc = read_last_mid(rd, op->gid, &last_mid);
+    st_group_row g;
+    uint64_t lo, hi, gone;
+    int rc = read_group_row(rd, op->gid, &g);
     if (rc != ST_OK)
         return rc;
-    if (!(op->page = st_page_new(last_mid)))
-        return ST_ENOMEM;
     bool cut = false, more = false;
-    if (st_page_range(op->dir, op->from, op->limit, last_mid, &lo, &hi)) {
+    bool any =
+        st_page_range(op->dir, op->from, op->limit, g.first_mid, g.last_mid, &lo, &hi, &gone);
+    if (!(op->page = st_page_new(g.first_mid, g.last_mid, gone)))
+        return ST_ENOMEM;
+    if (any) {
         rc = scan(rd, op->gid, lo, hi, op->dir, op->max_bytes ? op->max_bytes : SIZE_MAX, op->page,
                   &cut);
-        more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > 1);
+        more = cut || (op->dir == ST_AFTER ? hi < g.last_mid : lo > g.first_mid);
     }
     st_page_finish(op->page, op->dir == ST_BEFORE, more);
     return rc;

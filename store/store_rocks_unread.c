@@ -335,7 +335,8 @@ int rk_unread_mark_all(rk *r, char *why, size_t why_len)
         size_t kn, vn;
         const char *k = rocksdb_iter_key(it, &kn);
         const char *v = rocksdb_iter_value(it, &vn);
-        if (vn == RK_GROUP_VAL)
+        st_group_row g;
+        if (rk_group_decode(v, vn, &g))
             put_row(r, RK_CF_UNREAD_SWEPT, k, kn, v, 8); /* the value begins with last_mid */
         if (rocksdb_writebatch_wi_count(r->wb) >= 10000)
             rc = rk_write(r, why, why_len);
@@ -361,6 +362,8 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
         case ST_OP_SIGNAL: rc = ST_OK; break; /* one gateway: nobody to tell */
         case ST_OP_ERASE_USER: rc = rk_erase_user(r, op, now); break;
         case ST_OP_DELETE_GROUP: rc = rk_delete_group(r, op); break;
+        case ST_OP_RETAIN: rc = rk_retain(r, op); break;
+        case ST_OP_TRIM: rc = rk_trim(r, op, now, why, why_len); break;
         default: rc = ST_EINVAL; break;
         }
         /* Each op is a write of its own: what it changed, or nothing (a read). */

@@ -160,6 +160,9 @@ static void answer_unread(st_store *s, st_op *ops, bool writable)
         refuse(s, ops);
     else if (s->be_ops->unread(s->be, ops, st_now_ms(), why, sizeof(why)) == ST_EIO)
         st_fail(s, why);
+    for (st_op *op = ops; op; op = op->next_) /* messages retention deleted */
+        if (op->kind == ST_OP_TRIM && op->result == ST_OK && op->applied)
+            atomic_fetch_sub(&s->messages, op->applied);
 }
 
 /* Which of a batch's lists an op goes to: writes, the unread webhook's, reads. */

@@ -456,10 +456,13 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
                      "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users;"
                      "ALTER TABLE gw.members DROP COLUMN read;"
                      "ALTER TABLE gw.msgs DROP COLUMN ver, DROP COLUMN ets, DROP COLUMN recalled;"
+                     "ALTER TABLE gw.groups DROP COLUMN first_mid, DROP COLUMN keep_msgs,"
+                     " DROP COLUMN keep_ms, DROP COLUMN cap_msgs, DROP COLUMN acked;"
+                     "DROP INDEX gw.sends_gid_mid;"
                      "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
-    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 5);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 6);
     cr_assert_eq(pgfx_scalar(url, "SELECT mid FROM gw.unread_swept WHERE gid = 'g'"), 3,
                  "its groups are marked swept up to their last message");
     cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,

@@ -57,7 +57,7 @@ static st_user_group group(const char *uid, const char *gid)
         }
     }
     cr_assert_fail("%s is not in %s", uid, gid);
-    return (st_user_group){{NULL, 0}, 0, 0, 0, 0, false};
+    return (st_user_group){0};
 }
 
 Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
@@ -65,7 +65,7 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     restore();
     s = fx_open(where, true);
     if (fx_is_url(where))
-        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 5);
+        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 6);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("team"), &last), 0);
     cr_assert_eq(last, 5);

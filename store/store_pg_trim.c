@@ -1,0 +1,173 @@
+/*
+ * Retention on PostgreSQL (store.h, Retention; the rules in store_retain.c):
+ *   - ST_OP_RETAIN updates the group's own retention in its row;
+ *   - ST_OP_TRIM reads a page of groups with what the rules need (one statement), then
+ *     trims each group whose horizon moves in a transaction of its own (one statement:
+ *     the horizon, the messages and their (uid, cid) rows), all in one round trip. Batched
+ *     deletes rather than partitions: a group's messages are one range of the primary key
+ *     whatever their age, a pass deletes at most ST_TRIM_STEP of a group, and the space
+ *     they leave is reused by the next inserts once (auto)vacuum has seen it, so the
+ *     tables stay the size of what is kept. Partitions by time would drop whole tables
+ *     but cannot follow a per-group count.
+ * Several gateways may run passes over one database: a horizon only moves up, so two
+ * passes over a group trim it once.
+ */
+#include "store_pg.h"
+
+#include <stdlib.h>
+
+/* Sends what is queued and takes n results (and the Sync's). ST_EIO when the connection
+ * failed; *ok: every statement succeeded; *kept: result `keep` (the caller PQclears). */
+static int round_trip(pg *p, int n, int keep, PGresult **kept, bool *ok, char *why, size_t why_len)
+{
+    *ok = true;
+    if (kept)
+        *kept = NULL;
+    if (pg_sync(p, why, why_len) != ST_OK)
+        return ST_EIO;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = pg_result(p, why, why_len);
+        if (!r)
+            return ST_EIO;
+        ExecStatusType st = PQresultStatus(r);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            *ok = false;
+        if (i == keep && kept)
+            *kept = r;
+        else
+            PQclear(r);
+        if (pg_end(p, why, why_len) != ST_OK) /* each statement has a Sync of its own */
+            return ST_EIO;
+    }
+    return ST_OK;
+}
+
+static int lost(pg *p, st_op *op, char *why, size_t why_len)
+{
+    if (!why[0])
+        pg_why(p, NULL, "sending to the database failed", why, why_len);
+    pg_disconnect(p);
+    op->result = ST_EIO;
+    return ST_EIO;
+}
+
+int pg_retain(pg *p, st_op *op, char *why, size_t why_len)
+{
+    pg_buf b[5] = {{0}};
+    pg_text(&b[0], op->gid.p, op->gid.n);
+    pg_int8(&b[1], op->retain.messages);
+    pg_int8(&b[2], op->retain.ms);
+    pg_int8(&b[3], op->retain.cap);
+    pg_int8(&b[4], (uint64_t)op->retain.until_acked);
+    pg_buf *params[5] = {&b[0], &b[1], &b[2], &b[3], &b[4]};
+    int rc = pg_send(p, PG_RETAIN, params, 5);
+    for (int i = 0; i < 5; i++)
+        pg_buf_free(&b[i]);
+    PGresult *r = NULL;
+    bool ok = false;
+    if (rc != ST_OK || round_trip(p, 1, 0, &r, &ok, why, why_len) != ST_OK) {
+        PQclear(r);
+        return lost(p, op, why, why_len);
+    }
+    op->result = !ok ? ST_EIO : PQntuples(r) == 1 ? ST_OK : ST_ENOGROUP;
+    PQclear(r);
+    return ST_OK;
+}
+
+/* The page of groups: each one's horizon as the rules ask, into hs[i] (0: none moves). */
+static int plan(const PGresult *r, st_op *op, size_t n, uint64_t *hs)
+{
+    for (size_t i = 0; i < n; i++) {
+        int row = (int)i;
+        st_retain own = {.messages = pg_get_int8(r, row, 3),
+                         .ms = pg_get_int8(r, row, 4),
+                         .cap = pg_get_int8(r, row, 5),
+                         .until_acked = (enum st_acked)pg_get_int8(r, row, 6)};
+        st_retain eff = st_retain_of(&own, &op->retain);
+        uint64_t last = pg_get_int8(r, row, 1), first = pg_get_int8(r, row, 2);
+        uint64_t young = PQgetisnull(r, row, 7) ? last + 1 : pg_get_int8(r, row, 7);
+        uint64_t min_ack = PQgetisnull(r, row, 8) ? last : pg_get_int8(r, row, 8);
+        uint64_t h = st_retain_horizon(&eff, first, last, young, min_ack);
+        hs[i] = h > first ? h : 0;
+    }
+    return ST_OK;
+}
+
+int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
+{
+    if (!(op->list = st_list_new())) {
+        op->result = ST_ENOMEM;
+        return ST_OK;
+    }
+    size_t limit = st_list_limit(op->limit);
+    /* The defaults' age limit and until-acked, as the statement takes them. */
+    uint64_t ms = op->retain.ms == ST_KEEP_ALL ? 0 : op->retain.ms;
+    pg_buf b[5] = {{0}};
+    pg_text(&b[0], op->gid.n ? op->gid.p : "", op->gid.n);
+    pg_int8(&b[1], limit);
+    pg_int8(&b[2], ms);
+    pg_int8(&b[3], now);
+    pg_int8(&b[4], op->retain.until_acked == ST_ACKED_ON);
+    pg_buf *params[5] = {&b[0], &b[1], &b[2], &b[3], &b[4]};
+    int rc = pg_send(p, PG_TRIM_READ, params, 5);
+    PGresult *r = NULL;
+    bool ok = false;
+    if (rc != ST_OK || round_trip(p, 1, 0, &r, &ok, why, why_len) != ST_OK) {
+        PQclear(r);
+        for (int i = 0; i < 5; i++)
+            pg_buf_free(&b[i]);
+        return lost(p, op, why, why_len);
+    }
+    size_t rows = ok ? (size_t)PQntuples(r) : 0, n = rows < limit ? rows : limit;
+    uint64_t *hs = n ? calloc(n, sizeof(*hs)) : NULL;
+    op->result = !ok ? ST_EIO : (n && !hs) ? ST_ENOMEM : plan(r, op, n, hs);
+    int sent = 0;
+    for (size_t i = 0; op->result == ST_OK && i < n; i++) {
+        if (!hs[i])
+            continue;
+        st_id gid = pg_get_id(r, (int)i, 0);
+        pg_buf_reset(&b[0]);
+        pg_buf_reset(&b[1]);
+        pg_buf_reset(&b[2]);
+        pg_text(&b[0], gid.p, gid.n);
+        pg_int8(&b[1], pg_get_int8(r, (int)i, 2));
+        pg_int8(&b[2], hs[i]);
+        if (pg_send(p, PG_TRIM, params, 3) != ST_OK || PQpipelineSync(p->conn) != 1) {
+            rc = ST_EIO;
+            break;
+        }
+        sent++;
+    }
+    for (int i = 0; i < 5; i++)
+        pg_buf_free(&b[i]);
+    /* The answers, in the order sent: each group trimmed or not (another writer in the
+     * way: the next pass tries again). The flushing Sync's answer comes last. */
+    if (rc == ST_OK && sent)
+        rc = pg_sync(p, why, why_len);
+    for (int i = 0; rc == ST_OK && i < sent; i++) {
+        PGresult *t = pg_result(p, why, why_len);
+        if (!t) {
+            rc = ST_EIO;
+            break;
+        }
+        if (PQresultStatus(t) == PGRES_TUPLES_OK && PQntuples(t) == 1)
+            op->applied += (size_t)pg_get_int8(t, 0, 0);
+        PQclear(t);
+        if (pg_end(p, why, why_len) != ST_OK)
+            rc = ST_EIO;
+    }
+    if (rc == ST_OK && sent)
+        rc = pg_end(p, why, why_len);
+    for (size_t i = 0; rc == ST_OK && op->result == ST_OK && i < n; i++) {
+        st_id gid = pg_get_id(r, (int)i, 0);
+        uint64_t first = hs[i] ? hs[i] : pg_get_int8(r, (int)i, 2);
+        st_list_set_after(op->list, gid);
+        if (first > 1)
+            op->result = st_list_add(op->list, gid, first, pg_get_int8(r, (int)i, 1), 0, NULL, 0);
+    }
+    if (op->result == ST_OK)
+        st_list_set_more(op->list, rows > limit);
+    free(hs);
+    PQclear(r);
+    return rc == ST_OK ? ST_OK : lost(p, op, why, why_len);
+}
