@@ -208,9 +208,11 @@ typedef struct pr_version {
 int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record);
 
 /* A `page`, written in three steps: begin (n = number of entries that follow), n entries,
- * then end. Entries must be in ascending mid order. */
-int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, bool more,
-                      size_t n);
+ * then end. Entries must be in ascending mid order. first_mid: the group's horizon
+ * (messages below it are gone: retention); gone_before: the horizon when the pull asked
+ * for messages below it (0: left out). */
+int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                      uint64_t last_mid, uint64_t gone_before, bool more, size_t n);
 int pr_enc_page_entry(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, pr_slice record);
 /* A `msg` push of a message read back from the store with a later version (v NULL or
  * v->ver 0: pr_enc_msg): `ver`, and `recalled: true` with no body for a tombstone. */
@@ -252,6 +254,7 @@ enum pr_ev_type {
 typedef struct pr_group {
     pr_slice gid;
     uint64_t last_mid;
+    uint64_t first_mid; /* the horizon: messages below it are gone (decoded: 1 if absent) */
     uint64_t ack;
     uint64_t unread; /* from `read` when the user has sent one for the group, else `ack` */
     uint64_t read;   /* when has_read */
@@ -302,7 +305,8 @@ typedef struct pr_welcome {
 int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, size_t n_groups);
 int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups);
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g);
-int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, uint64_t ack);
+int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                  uint64_t last_mid, uint64_t ack);
 int pr_enc_left(msgpack_sbuffer *b, uint64_t rid, pr_slice gid);
 int pr_enc_sent(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, uint64_t mid,
                 uint64_t ts);
@@ -337,29 +341,31 @@ typedef struct pr_event {
     enum pr_ev_type t;
     bool has_rid;
     uint64_t rid;
-    pr_welcome welcome; /* welcome */
-    pr_slice gid;       /* joined, left, sent, msg, page, notify, err (may be empty) */
-    pr_slice cid;       /* sent */
-    uint64_t mid;       /* sent */
-    uint64_t ts;        /* sent, pong */
-    uint64_t last_mid;  /* joined, page, notify */
-    uint64_t ack;       /* joined */
-    bool more;          /* page */
-    pr_message msg;     /* msg, edited, recalled */
-    int err_code;       /* err: PR_E* for the protocol codes it knows, else 0 */
-    pr_slice err_name;  /* err: the `code` string as sent */
-    pr_slice err_msg;   /* err */
-    uint64_t retry_ms;  /* err: wait this long before sending again (0: not given) */
-    uint64_t delivered; /* receipts: members whose ack is at or past mid */
-    uint64_t read;      /* receipts: ... whose read is (their ack, if they never sent one) */
-    uint64_t of;        /* receipts, presence: the group's members */
-    uint64_t online;    /* presence: members online */
-    bool has_list;      /* receipts: readers are listed; presence: members are */
-    pr_slice uid;       /* typing */
-    uint32_t ttl_ms;    /* typing: forget it after this long */
-    size_t n_items;     /* welcome, groups: groups; page: msgs; receipts: readers; cursors:
-                         * cursors; presence: members; online: changes */
-    const void *items_; /* private: read with the pr_event_* accessors below */
+    pr_welcome welcome;   /* welcome */
+    pr_slice gid;         /* joined, left, sent, msg, page, notify, err (may be empty) */
+    pr_slice cid;         /* sent */
+    uint64_t mid;         /* sent */
+    uint64_t ts;          /* sent, pong */
+    uint64_t last_mid;    /* joined, page, notify */
+    uint64_t first_mid;   /* joined, page: the group's horizon (1 when not given) */
+    uint64_t gone_before; /* page: the pull asked below the horizon (0: not given) */
+    uint64_t ack;         /* joined */
+    bool more;            /* page */
+    pr_message msg;       /* msg, edited, recalled */
+    int err_code;         /* err: PR_E* for the protocol codes it knows, else 0 */
+    pr_slice err_name;    /* err: the `code` string as sent */
+    pr_slice err_msg;     /* err */
+    uint64_t retry_ms;    /* err: wait this long before sending again (0: not given) */
+    uint64_t delivered;   /* receipts: members whose ack is at or past mid */
+    uint64_t read;        /* receipts: ... whose read is (their ack, if they never sent one) */
+    uint64_t of;          /* receipts, presence: the group's members */
+    uint64_t online;      /* presence: members online */
+    bool has_list;        /* receipts: readers are listed; presence: members are */
+    pr_slice uid;         /* typing */
+    uint32_t ttl_ms;      /* typing: forget it after this long */
+    size_t n_items;       /* welcome, groups: groups; page: msgs; receipts: readers; cursors:
+                           * cursors; presence: members; online: changes */
+    const void *items_;   /* private: read with the pr_event_* accessors below */
 } pr_event;
 
 /* The i-th group of a welcome or groups event. Returns 0 or PR_E_BAD_FIELD. */

@@ -433,6 +433,7 @@ static const field f_welcome[] = {
 static const field f_groups[] = {{"groups", K_ARRAY, 0, false}};
 static const field f_joined[] = {
     {"gid", K_ID, EV(gid), false},
+    {"first_mid", K_U64, EV(first_mid), true},
     {"last_mid", K_U64, EV(last_mid), false},
     {"ack", K_U64, EV(ack), false},
 };
@@ -451,6 +452,8 @@ static const field f_msg[] = {
 };
 static const field f_page[] = {
     {"gid", K_ID, EV(gid), false},
+    {"first_mid", K_U64, EV(first_mid), true},
+    {"gone_before", K_U64, EV(gone_before), true},
     {"last_mid", K_U64, EV(last_mid), false},
     {"more", K_BOOL, EV(more), false},
     {"msgs", K_ARRAY, 0, false},
@@ -496,6 +499,7 @@ static const field f_typing[] = {
 };
 static const field f_group[] = {
     {"gid", K_ID, offsetof(pr_group, gid), false},
+    {"first_mid", K_U64, offsetof(pr_group, first_mid), true},
     {"last_mid", K_U64, offsetof(pr_group, last_mid), false},
     {"ack", K_U64, offsetof(pr_group, ack), false},
     {"unread", K_U64, offsetof(pr_group, unread), false},
@@ -581,6 +585,8 @@ static int read_elem(const msgpack_object *o, enum elem elem, void *out, pr_erro
         pr_group *g = out;
         memset(g, 0, sizeof(*g));
         int rc = read_fields(&c, SPEC(f_group), out, NULL);
+        if (!g->first_mid)
+            g->first_mid = 1; /* a server before retention: nothing is gone */
         return rc ? rc : read_field(&c, "read", K_U64, true, &g->read, &g->has_read);
     }
     case E_CURSOR: {
@@ -679,6 +685,8 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
     const msgpack_object *arr = NULL;
     if ((rc = read_fields(&c, ty->fields, ty->n_fields, ev, &arr)))
         return rc;
+    if ((ty->t == PR_EV_JOINED || ty->t == PR_EV_PAGE) && !ev->first_mid)
+        ev->first_mid = 1; /* not given (a server before retention): nothing is gone */
     if (arr) {
         ev->items_ = arr->via.array.ptr;
         ev->n_items = arr->via.array.size;

@@ -361,13 +361,16 @@ int pr_enc_msg_v(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, co
     return enc_end(&e);
 }
 
-int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, bool more,
-                      size_t n)
+int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                      uint64_t last_mid, uint64_t gone_before, bool more, size_t n)
 {
     enc e = enc_start(b);
-    head(&e, "page", rid, 4);
+    head(&e, "page", rid, 5 + (gone_before != 0));
     kv_str(&e, "gid", gid);
+    kv_u64(&e, "first_mid", first_mid ? first_mid : 1);
     kv_u64(&e, "last_mid", last_mid);
+    if (gone_before)
+        kv_u64(&e, "gone_before", gone_before);
     kv_bool(&e, "more", more);
     key(&e, "msgs");
     array(&e, n);
@@ -432,8 +435,9 @@ int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups)
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g)
 {
     enc e = enc_start(b);
-    map(&e, 4 + g->has_read);
+    map(&e, 5 + g->has_read);
     kv_str(&e, "gid", g->gid);
+    kv_u64(&e, "first_mid", g->first_mid ? g->first_mid : 1);
     kv_u64(&e, "last_mid", g->last_mid);
     kv_u64(&e, "ack", g->ack);
     kv_u64(&e, "unread", g->unread);
@@ -442,11 +446,13 @@ int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g)
     return enc_end(&e);
 }
 
-int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t last_mid, uint64_t ack)
+int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                  uint64_t last_mid, uint64_t ack)
 {
     enc e = enc_start(b);
-    head(&e, "joined", rid, 3);
+    head(&e, "joined", rid, 4);
     kv_str(&e, "gid", gid);
+    kv_u64(&e, "first_mid", first_mid ? first_mid : 1);
     kv_u64(&e, "last_mid", last_mid);
     kv_u64(&e, "ack", ack);
     return enc_end(&e);

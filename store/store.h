@@ -121,6 +121,8 @@ enum st_change_kind {
     ST_CH_READ,    /* uid's stored read of gid moved forward to read */
     ST_CH_EDIT,    /* gid's message mid has version ver, made at ts: record (NULL: too large
                     * to announce); recalled: a tombstone, its record the `from` pair alone */
+    ST_CH_HORIZON, /* gid's horizon is at mid (Retention): the gateway's own, between its
+                    * service threads; no store announces it */
     /* Signals (ST_OP_SIGNAL): nothing stored, told as they come, from the gateway `origin`. */
     ST_CH_TYPING, /* uid is typing in gid */
     ST_CH_ONLINE, /* uid came online on origin (ack 1), or went (ack 0; ts: when) */

@@ -15,6 +15,7 @@ typedef struct gw_unread gw_unread;
 typedef struct gw_unread_recover gw_unread_recover;
 typedef struct gw_webhook gw_webhook;
 typedef struct gw_watch gw_watch;
+typedef struct gw_retain gw_retain;
 
 struct gw_app {
     gw_app_deps d;
@@ -27,7 +28,12 @@ struct gw_app {
     gw_unread *unread;          /* the unread webhook (NULL: off) */
     gw_unread_recover *recover; /* ... what it takes up from the store (the first thread's) */
     gw_webhook *webhook;
+    gw_retain *retain; /* retention's passes (the first thread's; gw_retain.c) */
 };
+
+/* gw_retain.c: retention's passes over the store's groups, on the first service thread. */
+gw_retain *gw_retain_new(gw_app *a);
+void gw_retain_free(gw_retain *r); /* NULL is a no-op */
 
 /* ---- a session, as its requests see it (gw_route.c, gw_signin.c) ------------------------ */
 
@@ -99,6 +105,8 @@ void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_erase_user(gw_app *a, gw_api_conn *c, const char *uid);
 void gw_api_delete_group(gw_app *a, gw_api_conn *c, const char *gid);
+/* GET (set false) or PUT (the body: the group's own retention) /groups/{gid}/retention. */
+void gw_api_retention(gw_app *a, gw_api_conn *c, const char *gid, bool set);
 /* gw_api_conn.orphan of the store jobs here: the connection is gone, the job answers
  * nobody. */
 void gw_api_job_orphan(void *job);

@@ -203,6 +203,11 @@ static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
                 gw_api_get_members(a, c, wsi, x);
             return;
         }
+        if (n == 3 && seg_is(seg[2], len[2], "retention")) {
+            if (allowed(c, get || put, "use GET or PUT here"))
+                gw_api_retention(a, c, x, put);
+            return;
+        }
         if (n == 3 && seg_is(seg[2], len[2], "presence")) {
             if (allowed(c, get, "use GET here"))
                 gw_peers_api(a, c, PR_REQ_PRESENCE, x, 0);
@@ -280,8 +285,10 @@ static int authorized(gw_api_keys *a, struct lws *wsi)
 /* Does the request need its body to start: a POST, or the PUT of a message (an edit)? */
 static bool routes_after_body(const gw_api_conn *c)
 {
+    size_t n = strlen(c->path), r = strlen("/retention");
+    bool retention = n > r && strcmp(c->path + n - r, "/retention") == 0;
     return strcmp(c->method, "POST") == 0 ||
-           (strcmp(c->method, "PUT") == 0 && strstr(c->path, "/messages/") != NULL);
+           (strcmp(c->method, "PUT") == 0 && (strstr(c->path, "/messages/") != NULL || retention));
 }
 
 int gw_api_begin(gw_app *app, gw_api_conn *c, struct lws *wsi, const char *path, const char *method)
@@ -351,8 +358,8 @@ int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len)
 
 void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi)
 {
-    /* Only a POST and a message's PUT wait for their body; the others started at their
-     * headers (and a body sent with them is ignored). */
+    /* Only a POST, a message's PUT and a retention's wait for their body; the others started at
+     * their headers (and a body sent with them is ignored). */
     if (!c->answered && c->authorized && !c->routed && routes_after_body(c))
         route(a, c, wsi);
 }

@@ -229,8 +229,9 @@ static json_t *groups_answer(api_job *j, const st_op *op, unsigned *status)
     json_t *arr = json_array();
     for (size_t i = 0; i < st_groups_count(op->groups); i++) {
         const st_user_group *g = st_groups_at(op->groups, i);
-        json_t *e = json_pack("{s:s%, s:I, s:I, s:I}", "gid", g->gid.p, g->gid.n, "last_mid",
-                              (json_int_t)g->last_mid, "ack", (json_int_t)g->ack, "unread",
+        json_t *e = json_pack("{s:s%, s:I, s:I, s:I, s:I}", "gid", g->gid.p, g->gid.n, "first_mid",
+                              (json_int_t)g->first_mid, "last_mid", (json_int_t)g->last_mid, "ack",
+                              (json_int_t)g->ack, "unread",
                               (json_int_t)g->unread); /* from the read once there is one */
         if (e && g->has_read)
             json_object_set_new(e, "read", json_integer((json_int_t)g->read));
@@ -266,9 +267,14 @@ static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
             json_object_set_new(e, "recalled", json_true());
         json_array_append_new(arr, e);
     }
-    return json_pack("{s:s, s:I, s:b, s:o}", "gid", j->m.gid, "last_mid",
-                     (json_int_t)st_page_last_mid(op->page), "more", st_page_more(op->page),
-                     "messages", arr);
+    json_t *ans = json_pack("{s:s, s:I, s:I, s:b, s:o}", "gid", j->m.gid, "first_mid",
+                            (json_int_t)st_page_first_mid(op->page), "last_mid",
+                            (json_int_t)st_page_last_mid(op->page), "more", st_page_more(op->page),
+                            "messages", arr);
+    if (ans && st_page_gone_before(op->page)) /* asked from below the horizon */
+        json_object_set_new(ans, "gone_before",
+                            json_integer((json_int_t)st_page_gone_before(op->page)));
+    return ans;
 }
 
 static const api_kind page_kind = {"cannot read the group's messages", NULL, page_answer, NULL};
@@ -516,5 +522,127 @@ void gw_api_close_sessions(gw_app *a, gw_api_conn *c, const char *uid)
     j->closed = sign_out_here(a, uid);
     if (all > j->closed)
         j->closed = all;
+    submit(j);
+}
+
+/* ---- GET and PUT /groups/{gid}/retention -------------------------------------------------------
+ */
+
+/* A limit as the API shows it: null (the gateway's default), 0 (no limit) or the limit. */
+static json_t *limit_json(uint64_t v, uint64_t unit)
+{
+    return v == 0             ? json_null()
+           : v == ST_KEEP_ALL ? json_integer(0)
+                              : json_integer((json_int_t)(v / unit));
+}
+
+static json_t *retention_json(const st_retain *r)
+{
+    return json_pack("{s:o, s:o, s:o, s:o}", "messages", limit_json(r->messages, 1), "seconds",
+                     limit_json(r->ms, 1000), "until_acked",
+                     r->until_acked == ST_ACKED_DEFAULT
+                         ? json_null()
+                         : json_boolean(r->until_acked == ST_ACKED_ON),
+                     "cap", limit_json(r->cap, 1));
+}
+
+/* What the group's retention is: its own over the gateway's defaults. */
+static st_retain effective(const gw_config *cfg, const st_retain *own)
+{
+    st_retain e = {
+        .messages = own->messages          ? own->messages
+                    : cfg->retain_messages ? cfg->retain_messages
+                                           : ST_KEEP_ALL,
+        .ms = own->ms            ? own->ms
+              : cfg->retain_days ? (uint64_t)cfg->retain_days * 86400000u
+                                 : ST_KEEP_ALL,
+        .cap = own->cap ? own->cap : cfg->retain_cap,
+        .until_acked = own->until_acked != ST_ACKED_DEFAULT ? own->until_acked
+                       : cfg->retain_until_acked            ? ST_ACKED_ON
+                                                            : ST_ACKED_OFF,
+    };
+    return e;
+}
+
+static json_t *retention_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    st_retain eff = effective(j->app->d.cfg, &op->retain);
+    json_t *e = retention_json(&eff);
+    if (eff.until_acked != ST_ACKED_ON)
+        json_object_set_new(e, "cap", json_null()); /* applies with until_acked only */
+    return json_pack("{s:s, s:I, s:I, s:o, s:o}", "gid", j->m.gid, "first_mid",
+                     (json_int_t)op->first_mid, "last_mid", (json_int_t)op->last_mid, "own",
+                     retention_json(&op->retain), "effective", e);
+}
+
+/* After a PUT: the group read back, for the answer. */
+static bool retention_then(api_job *j, st_op *op)
+{
+    if (op->kind != ST_OP_RETAIN)
+        return false;
+    op->kind = ST_OP_READ_GROUP;
+    op->uid = (st_id){NULL, 0};
+    int rc = gw_bridge_submit(j->app->d.bridge, &j->job);
+    if (rc < 0)
+        op->result = rc == ST_ECLOSED ? ST_EIO : rc;
+    return rc >= 0;
+}
+
+static const api_kind retention_kind = {"the group's retention was not read", NULL,
+                                        retention_answer, NULL};
+static const api_kind set_retention_kind = {"the group's retention was not set", NULL,
+                                            retention_answer, retention_then};
+
+/* One limit of a PUT's body into *out: absent or null (the default: 0), 0 (none) or a
+ * whole number from 1 to max, times unit. False (answered 400) when it is none of those. */
+static bool limit_of(gw_api_conn *c, json_t *req, const char *name, uint64_t max, uint64_t unit,
+                     uint64_t *out)
+{
+    json_t *v = json_object_get(req, name);
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max) {
+        char why[128];
+        snprintf(why, sizeof(why), "%s: null (the gateway's default), 0 (no limit) or 1 to %llu",
+                 name, (unsigned long long)max);
+        gw_api_fail(c, 400, "bad_field", name, why);
+        return false;
+    }
+    uint64_t n = (uint64_t)json_integer_value(v);
+    *out = n == 0 ? ST_KEEP_ALL : n * unit;
+    return true;
+}
+
+void gw_api_retention(gw_app *a, gw_api_conn *c, const char *gid, bool set)
+{
+    st_retain r = {0};
+    if (set) {
+        json_t *req = json_loadb(c->body ? c->body : "", c->body_n, 0, NULL);
+        json_t *acked = json_object_get(req, "until_acked");
+        bool ok = json_is_object(req);
+        if (!ok)
+            gw_api_fail(c, 400, "bad_frame", NULL,
+                        "the body must be a JSON object {messages?, days?, seconds?, "
+                        "until_acked?, cap?}");
+        else if (json_object_get(req, "days") && json_object_get(req, "seconds"))
+            ok = false, gw_api_fail(c, 400, "bad_field", "seconds", "days or seconds, not both");
+        else if (acked && !json_is_boolean(acked) && !json_is_null(acked))
+            ok = false, gw_api_fail(c, 400, "bad_field", "until_acked",
+                                    "until_acked: true, false or null (the gateway's default)");
+        ok = ok && limit_of(c, req, "messages", 1000000000000ull, 1, &r.messages) &&
+             limit_of(c, req, "days", 36500, 86400000ull, &r.ms) &&
+             limit_of(c, req, "seconds", 3153600000ull, 1000, &r.ms) &&
+             limit_of(c, req, "cap", 1000000000000ull, 1, &r.cap);
+        if (ok && json_is_boolean(acked))
+            r.until_acked = json_is_true(acked) ? ST_ACKED_ON : ST_ACKED_OFF;
+        json_decref(req);
+        if (!ok)
+            return;
+    }
+    api_job *j = job_new(a, c, set ? ST_OP_RETAIN : ST_OP_READ_GROUP,
+                         set ? &set_retention_kind : &retention_kind, gid, NULL);
+    if (!j)
+        return;
+    j->job.op.retain = r;
     submit(j);
 }

@@ -12,6 +12,7 @@ void gw_app_free(gw_app *a)
     if (a->d.loop)
         ev_timer_stop(a->d.loop, &a->tick_timer);
     gw_unread_recover_free(a->recover);
+    gw_retain_free(a->retain);
     gw_unread_free(a->unread);
     gw_webhook_free(a->webhook);
     free(a);
@@ -37,6 +38,11 @@ gw_app *gw_app_new(const gw_app_deps *deps)
     if (deps->loop && deps->hub && deps->thread == 0) {
         ev_timer_init(&a->tick_timer, tick, 1.0, 1.0);
         ev_timer_start(deps->loop, &a->tick_timer);
+        /* ... and makes retention's passes. */
+        if (!(a->retain = gw_retain_new(a))) {
+            gw_app_free(a);
+            return NULL;
+        }
     }
     if (deps->cfg->webhook_url && deps->loop) {
         a->webhook = gw_webhook_new(a);

@@ -51,6 +51,7 @@ typedef struct gw_app_figs {
     uint64_t typing_received, typing_dropped, typing_pushes;
     uint64_t edits, recalls; /* versions made by this node's sessions (not duplicates) */
     uint64_t pages, page_msgs;
+    uint64_t retain_passes, retain_deleted, retain_errors; /* retention (gw_retain.c) */
     uint64_t api_requests, api_unauthorized, api_rate_limited;
     /* The unread webhook: who is to be told (gw_unread.c), and the delivery (gw_webhook.c). */
     uint64_t webhook_passes, webhook_events, webhook_missed, webhook_read_errors;

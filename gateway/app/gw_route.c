@@ -68,6 +68,7 @@ typedef struct gw_req {
     uint64_t rid;
     bool counted;           /* JOIN: counted in its user's joins in flight */
     uint64_t ack, last_mid; /* JOIN: what `joined` says */
+    uint64_t first_mid;     /* ... and its horizon */
     gw_append m;            /* its gid and uid; a send's cid and record */
 } gw_req;
 
@@ -351,6 +352,7 @@ static void joined(gw_app *a, gw_req *r)
     /* Also when refused: the join is in flight no more. */
     gw_registry_joined(a->d.registry, r->m.uid, r->m.gid, r->counted, op->result, &r->ack,
                        &r->last_mid);
+    r->first_mid = gw_registry_horizon(a->d.registry, r->m.gid, op->first_mid);
     if (op->result == 0 && op->created && r->link.sess)
         gw_info("group %s created by %s", r->m.gid, r->m.uid);
 }
@@ -367,8 +369,10 @@ static void page_seen(gw_app *a, gw_req *r)
     /* A page may show a mid whose completion this thread has not run yet (or another
      * gateway's): keep the cap on acks in step with what clients can see (a page nobody
      * waits for any more shows nobody anything). */
-    if (op->result == 0 && r->link.sess)
+    if (op->result == 0 && r->link.sess) {
         gw_deliver_saw(a->d.deliver, r->m.gid, st_page_last_mid(op->page));
+        gw_registry_horizon(a->d.registry, r->m.gid, st_page_first_mid(op->page));
+    }
 }
 
 /* The reply of a job that worked, encoded into sb: 0, or a PR_E* code. */
@@ -380,7 +384,7 @@ static int reply_sent(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
 
 static int reply_joined(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
 {
-    return pr_enc_joined(sb, r->rid, gw_cstr(r->m.gid), r->last_mid, r->ack);
+    return pr_enc_joined(sb, r->rid, gw_cstr(r->m.gid), r->first_mid, r->last_mid, r->ack);
 }
 
 static int reply_left(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
@@ -392,8 +396,8 @@ static int reply_page(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
 {
     const st_page *pg = r->job.op.page;
     size_t n = st_page_count(pg);
-    int rc =
-        pr_enc_page_begin(sb, r->rid, gw_cstr(r->m.gid), st_page_last_mid(pg), st_page_more(pg), n);
+    int rc = pr_enc_page_begin(sb, r->rid, gw_cstr(r->m.gid), st_page_first_mid(pg),
+                               st_page_last_mid(pg), st_page_gone_before(pg), st_page_more(pg), n);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const st_msg *m = st_page_at(pg, i);
         pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled};

@@ -17,13 +17,17 @@ typedef struct list_enc {
 } list_enc;
 
 /* Unread counts come from the read once the user has sent one for the group, else from
- * the ack (docs/PROTOCOL.md, Receipts). */
+ * the ack (docs/PROTOCOL.md, Receipts), and never count what is below the horizon
+ * (Retention). */
 static void enc_group(void *ud, const gw_mygroup *m)
 {
     list_enc *e = ud;
     uint64_t seen = m->has_read ? m->read : m->ack;
+    if (m->first_mid > seen + 1)
+        seen = m->first_mid - 1;
     pr_group g = {.gid = gw_cstr(m->gid),
                   .last_mid = m->last_mid,
+                  .first_mid = m->first_mid,
                   .ack = m->ack,
                   .unread = m->last_mid > seen ? m->last_mid - seen : 0,
                   .read = m->read,

@@ -65,6 +65,10 @@ void gw_cluster_apply(void *cluster, const st_change *ch)
         gw_fanout(c->del, gid, ch->mid, ch->ts, ch->record, ch->record_n, NULL);
         return;
     }
+    if (ch->kind == ST_CH_HORIZON) {
+        gw_registry_horizon(c->reg, gid, ch->mid);
+        return;
+    }
     if (ch->kind == ST_CH_EDIT) {
         pr_version v = {.ver = ch->ver, .ts = ch->ts, .recalled = ch->recalled};
         gw_deliver_version(c->del, gid, ch->mid, &v, ch->record, ch->record_n, NULL);

@@ -97,6 +97,9 @@ void gw_hub_tell(void *teller, const st_op *op);
 void gw_hub_tell_ack(gw_hub *h, unsigned thread, const char *gid, const char *uid, uint64_t mid);
 /* ... and read gid up to read (the person has seen it). */
 void gw_hub_tell_read(gw_hub *h, unsigned thread, const char *gid, const char *uid, uint64_t read);
+/* Retention moved gid's horizon to first_mid (app/gw_retain.c, on `thread`): the other
+ * threads' registries learn it. */
+void gw_hub_tell_horizon(gw_hub *h, unsigned thread, const char *gid, uint64_t first_mid);
 /* The application signed uid out on `thread`: the other threads close its sessions now. */
 void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid);
 /* gw_groups_deps.online (ud: the hub): a session of uid signed in (1) or went (-1). */

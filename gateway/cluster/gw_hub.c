@@ -196,6 +196,14 @@ void gw_hub_tell_typing(gw_hub *h, unsigned thread, const char *gid, const char 
     gw_feeds_post_others(h->feeds, thread, &ch, 1);
 }
 
+void gw_hub_tell_horizon(gw_hub *h, unsigned thread, const char *gid, uint64_t first_mid)
+{
+    if (h->n < 2)
+        return;
+    st_change ch = {.kind = ST_CH_HORIZON, .gid = st_id_str(gid), .mid = first_mid};
+    gw_feeds_post_others(h->feeds, thread, &ch, 1);
+}
+
 void gw_hub_tell_signout(gw_hub *h, unsigned thread, const char *uid)
 {
     if (h->n < 2)

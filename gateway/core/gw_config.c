@@ -56,6 +56,10 @@ enum {
     O_RECEIPT_LIST_MAX,
     O_RECEIPT_PUSH_MS,
     O_EDIT_WINDOW,
+    O_RETAIN_MESSAGES,
+    O_RETAIN_DAYS,
+    O_RETAIN_UNTIL_ACKED,
+    O_RETAIN_CAP,
     O_PRESENCE_LIST_MAX,
     O_WEBHOOK_BODY,
     O_THREADS,
@@ -84,6 +88,10 @@ static const struct option options[] = {
     {"receipt-list-max", required_argument, 0, O_RECEIPT_LIST_MAX},
     {"receipt-push-ms", required_argument, 0, O_RECEIPT_PUSH_MS},
     {"edit-window", required_argument, 0, O_EDIT_WINDOW},
+    {"retain-messages", required_argument, 0, O_RETAIN_MESSAGES},
+    {"retain-days", required_argument, 0, O_RETAIN_DAYS},
+    {"retain-until-acked", no_argument, 0, O_RETAIN_UNTIL_ACKED},
+    {"retain-cap", required_argument, 0, O_RETAIN_CAP},
     {"presence-list-max", required_argument, 0, O_PRESENCE_LIST_MAX},
     {"webhook-body", no_argument, 0, O_WEBHOOK_BODY},
     {"insecure", no_argument, 0, O_INSECURE},
@@ -197,6 +205,11 @@ static void help(void)
         "Edits and recalls (docs/PROTOCOL.md)\n"
         "  --edit-window S      a message can be edited for S seconds after it was sent\n"
         "                       (default 0: always); recalls are not limited\n"
+        "Retention (defaults; the API sets a group's own: docs/API.md)\n"
+        "  --retain-messages N  keep each group's last N messages (default 0: all)\n"
+        "  --retain-days D      keep messages younger than D days (default 0: all)\n"
+        "  --retain-until-acked and beyond those, what a member has not acked yet ...\n"
+        "  --retain-cap N       ... up to N messages a group (default 1000000)\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
         "  --max-body BYTES     largest message body (default 65536)\n"
@@ -328,6 +341,7 @@ static void defaults(gw_config *c)
     c->receipt_list_max = 100;
     c->receipt_push_ms = 1000;
     c->presence_list_max = 100;
+    c->retain_cap = 1000000;
 }
 
 bool gw_config_node_ok(const char *name)
@@ -406,6 +420,16 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             break;
         case O_EDIT_WINDOW:
             rc = number(name, optarg, 0, 315360000, &v), c->edit_window_s = (unsigned)v;
+            break;
+        case O_RETAIN_MESSAGES:
+            rc = number(name, optarg, 0, 1000000000000LL, &v), c->retain_messages = (uint64_t)v;
+            break;
+        case O_RETAIN_DAYS:
+            rc = number(name, optarg, 0, 36500, &v), c->retain_days = (unsigned)v;
+            break;
+        case O_RETAIN_UNTIL_ACKED: c->retain_until_acked = true; break;
+        case O_RETAIN_CAP:
+            rc = number(name, optarg, 1, 1000000000000LL, &v), c->retain_cap = (uint64_t)v;
             break;
         case O_PRESENCE_LIST_MAX:
             rc = number(name, optarg, 0, 100000, &v), c->presence_list_max = (unsigned)v;

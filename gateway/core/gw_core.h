@@ -75,6 +75,11 @@ typedef struct gw_config {
     unsigned presence_list_max;  /* presence lists the members of groups this small */
     unsigned edit_window_s;      /* a message is editable this long after it was sent (0:
                                   * always) */
+    uint64_t retain_messages;    /* retention's defaults (store.h, Retention): each group's
+                                  * last N messages (0: all) */
+    unsigned retain_days;        /* ... messages younger than this (0: all) */
+    bool retain_until_acked;     /* ... and what some member has not acked, */
+    uint64_t retain_cap;         /* ... up to this many messages a group */
     bool insecure;               /* plain ws:// and http:// (development on loopback) */
     const char *cert;            /* TLS certificate (PEM) */
     const char *key;             /* TLS private key (PEM) */

@@ -58,8 +58,10 @@ typedef struct gw_held gw_held;
 /* A group with at least one online member. */
 typedef struct gw_group {
     char gid[PR_MAX_ID + 1];
-    uint64_t last_mid; /* the highest mid known committed: completions, announcements,
-                        * pages, joins */
+    uint64_t last_mid;  /* the highest mid known committed: completions, announcements,
+                         * pages, joins */
+    uint64_t first_mid; /* the horizon as known here (retention): reads, pages, joins, the
+                         * retention passes */
     gw_online *online;
     unsigned n_online;
     UT_hash_handle hh; /* in the registry's groups, by gid */

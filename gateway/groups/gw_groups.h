@@ -104,7 +104,8 @@ bool gw_registry_has_read(const gw_seat *seat, pr_slice gid);
 /* One of a user's groups, as this thread knows it. */
 typedef struct gw_mygroup {
     const char *gid;
-    uint64_t last_mid; /* the group's, as known here */
+    uint64_t last_mid;  /* the group's, as known here */
+    uint64_t first_mid; /* ... and its horizon: what is below it is gone */
     uint64_t ack;
     uint64_t read; /* when has_read: the user has sent a read */
     bool has_read;
@@ -138,6 +139,10 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 /* A leave of uid committed (here, by a session or the API): the membership ends, and the
  * user's sessions here but `except` (the one that asked) are told `left`. */
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except);
+/* gid's horizon is at least first_mid (a read, a page, a join, a retention pass): kept
+ * for its unread counts while it is online here. Returns the horizon as known here
+ * (first_mid itself, at least 1, when the group has nobody online here). */
+uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_mid);
 /* A change another thread or node made (the feed): a join, a leave, an ack or a read of
  * a user online here. */
 void gw_registry_change(gw_registry *reg, const st_change *ch);

@@ -91,6 +91,7 @@ static int group_online(gw_registry *reg, gw_user *u, const char *gid, uint64_t 
             return -1;
         strcpy(g->gid, gid);
         g->last_mid = last_mid;
+        g->first_mid = 1;
         HASH_ADD_STR(reg->groups, gid, g);
         gw_deliver_group_new(reg->g->del, g);
     } else {
@@ -277,6 +278,7 @@ static void loaded(gw_job *j)
             rc = ST_ENOMEM;
         else
             gw_member_read(m, g->read, g->has_read, read, has_read);
+        gw_registry_horizon(reg, gid, g->first_mid);
     }
     st_groups_free(op->groups);
     free(l);
@@ -436,6 +438,7 @@ void gw_registry_each(gw_registry *reg, const gw_seat *seat,
         gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
         gw_mygroup mg = {.gid = m->gid,
                          .last_mid = g ? g->last_mid : m->ack,
+                         .first_mid = g ? g->first_mid : 1,
                          .ack = m->ack,
                          .read = m->read,
                          .has_read = m->has_read};
@@ -551,6 +554,16 @@ unsigned gw_registry_sessions_of(gw_registry *reg, const char *uid)
 {
     gw_user *u = gw_user_find(reg, uid);
     return u ? u->n_sessions : 0;
+}
+
+uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_mid)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (!g)
+        return first_mid ? first_mid : 1;
+    if (first_mid > g->first_mid)
+        g->first_mid = first_mid; /* a horizon only moves up */
+    return g->first_mid;
 }
 
 void gw_registry_change(gw_registry *reg, const st_change *ch)

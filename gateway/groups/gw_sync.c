@@ -60,6 +60,7 @@ static void user_reread(gw_job *j)
                 nm->seen = true;
                 gw_member_read(nm, e->read, e->has_read, 0, false);
             }
+            gw_registry_horizon(reg, gid, e->first_mid);
         }
         /* A join of this gateway still in flight is not in the read yet: keep those. */
         if (!u->joins_inflight)
@@ -76,9 +77,10 @@ static void group_reread(gw_job *j)
     resync_read *r = (resync_read *)j;
     st_op *op = &j->op;
     gw_group *g = gw_group_find(r->reg, r->id, strlen(r->id));
-    if (op->result == 0 && g)
+    if (op->result == 0 && g) {
         gw_deliver_group_saw(gw_registry_groups(r->reg)->del, g, op->last_mid);
-    else if (op->result != 0 && op->result != ST_ENOGROUP && g)
+        gw_registry_horizon(r->reg, r->id, op->first_mid);
+    } else if (op->result != 0 && op->result != ST_ENOGROUP && g)
         resync_failed(r->reg);
     free(r);
 }

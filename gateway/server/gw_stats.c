@@ -360,6 +360,12 @@ static void snapshot(gw_server *srv, table *t)
       na->recalls);
     C("versions", "pushes", "gw_version_pushes_total",
       "Edits and recalls pushed to sessions (from any thread or node)", ng->version_pushes);
+    C("retention", "passes", "gw_retention_passes_total",
+      "Retention passes over every group made by this node", na->retain_passes);
+    C("retention", "deleted", "gw_retention_deleted_total",
+      "Messages deleted past their groups' retention by this node's passes", na->retain_deleted);
+    C("retention", "errors", "gw_retention_errors_total", "Retention pages that failed",
+      na->retain_errors);
     C("pages", "served", "gw_pages_served_total", "Pages answered (enter, pull)", na->pages);
     C("pages", "messages", "gw_page_messages_total", "Messages sent in pages", na->page_msgs);
     C("requests", "waited", "gw_requests_waited_total",

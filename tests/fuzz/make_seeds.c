@@ -292,7 +292,7 @@ int main(int argc, char **argv)
     pr_enc_record(&rec, S("alice"), (pr_body){S("hi"), false});
     pr_enc_msg(&sb, S("room"), 11, 1700000000000, (pr_slice){(const uint8_t *)rec.data, rec.size});
     put(e, "msg", &sb);
-    pr_enc_page_begin(&sb, 2, S("room"), 11, true, 2);
+    pr_enc_page_begin(&sb, 2, S("room"), 1, 11, 0, true, 2);
     pr_enc_page_entry(&sb, 9, 1, (pr_slice){(const uint8_t *)rec.data, rec.size});
     pr_enc_page_entry(&sb, 10, 2, (pr_slice){(const uint8_t *)rec.data, rec.size});
     put(e, "page", &sb);
@@ -329,7 +329,7 @@ int main(int argc, char **argv)
     pr_enc_version(&sb, PR_NO_RID, S("room"), 7, &v2,
                    (pr_slice){(const uint8_t *)tomb.data, tomb.size});
     put(e, "recalled", &sb);
-    pr_enc_page_begin(&sb, 2, S("room"), 8, false, 2);
+    pr_enc_page_begin(&sb, 2, S("room"), 1, 8, 0, false, 2);
     pr_enc_page_entry_v(&sb, 7, 1, &v2, (pr_slice){(const uint8_t *)tomb.data, tomb.size});
     pr_enc_page_entry_v(&sb, 8, 2, &v1, (pr_slice){(const uint8_t *)rec.data, rec.size});
     put(e, "page-versions", &sb);

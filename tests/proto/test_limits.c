@@ -165,7 +165,7 @@ Test(limits, batch_of_pages_is_depth_4)
     pr_slice r = {(const uint8_t *)rec.data, rec.size};
     cr_assert_eq(pr_enc_batch_begin(&sb, 2), 0);
     for (int p = 0; p < 2; p++) {
-        cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g"), 2, false, 2), 0);
+        cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g"), 1, 2, 0, false, 2), 0);
         cr_assert_eq(pr_enc_page_entry(&sb, 1, 1, r), 0);
         cr_assert_eq(pr_enc_page_entry(&sb, 2, 2, r), 0);
     }

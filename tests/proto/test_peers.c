@@ -169,15 +169,17 @@ Test(peers, cursors_and_group_entries_with_read)
 
     sb.size = 0;
     cr_assert_eq(pr_enc_groups_begin(&sb, 1, 2), 0);
-    pr_group g1 = {S("g1"), 10, 8, 6, 4, true}, g2 = {S("g2"), 10, 8, 2, 0, false};
+    pr_group g1 = {S("g1"), 10, 3, 8, 6, 4, true}, g2 = {S("g2"), 10, 0, 8, 2, 0, false};
     cr_assert_eq(pr_enc_group_entry(&sb, &g1), 0);
     cr_assert_eq(pr_enc_group_entry(&sb, &g2), 0);
     decode_events(1);
     pr_group g;
     cr_assert_eq(pr_event_group(&got.ev[0], 0, &g), 0);
     cr_assert(g.has_read && g.read == 4 && g.unread == 6);
+    cr_assert_eq(g.first_mid, 3, "the horizon");
     cr_assert_eq(pr_event_group(&got.ev[0], 1, &g), 0);
     cr_assert_not(g.has_read, "no read sent: the field is left out");
+    cr_assert_eq(g.first_mid, 1, "none given: nothing is gone");
 }
 
 Test(peers, presence_online_and_typing)

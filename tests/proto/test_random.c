@@ -75,12 +75,12 @@ static void make_seeds(void)
     b = new_seed();
     pr_enc_groups_begin(b, 3, 1);
     pr_enc_group_entry(b, &g);
-    pr_enc_joined(new_seed(), 2, S("g1"), 10, 10);
+    pr_enc_joined(new_seed(), 2, S("g1"), 1, 10, 10);
     pr_enc_left(new_seed(), PR_NO_RID, S("g1"));
     pr_enc_sent(new_seed(), 4, S("g1"), S("c1"), 11, 12);
     pr_enc_msg(new_seed(), S("g1"), 11, 12, r);
     b = new_seed();
-    pr_enc_page_begin(b, 6, S("g1"), 12, true, 2);
+    pr_enc_page_begin(b, 6, S("g1"), 3, 12, 3, true, 2);
     pr_enc_page_entry(b, 10, 100, r);
     pr_enc_page_entry(b, 11, 110, r);
     pr_enc_notify(new_seed(), S("g1"), 12);
@@ -89,7 +89,7 @@ static void make_seeds(void)
     b = new_seed();
     pr_enc_batch_begin(b, 3);
     pr_enc_msg(b, S("g2"), 1, 2, r);
-    pr_enc_page_begin(b, PR_NO_RID, S("g2"), 1, false, 1);
+    pr_enc_page_begin(b, PR_NO_RID, S("g2"), 1, 1, 0, false, 1);
     pr_enc_page_entry(b, 1, 2, r);
     pr_enc_notify(b, S("g3"), 4);
     msgpack_sbuffer_destroy(&rec);

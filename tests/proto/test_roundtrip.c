@@ -230,9 +230,9 @@ Test(roundtrip, pull_before)
  */
 
 static const pr_group test_groups[3] = {
-    {{(const uint8_t *)"g1", 2}, 10, 7, 3, 0, false},
-    {{(const uint8_t *)"other.group", 11}, 0, 0, 0, 0, false},
-    {{(const uint8_t *)"g3", 2}, UINT64_MAX, UINT64_MAX - 1, 1, 0, false},
+    {{(const uint8_t *)"g1", 2}, 10, 1, 7, 3, 0, false},
+    {{(const uint8_t *)"other.group", 11}, 0, 1, 0, 0, 0, false},
+    {{(const uint8_t *)"g3", 2}, UINT64_MAX, 5, UINT64_MAX - 1, 1, 0, false},
 };
 
 static void assert_groups(const pr_event *ev, size_t n)
@@ -294,7 +294,7 @@ Test(roundtrip, groups)
 
 Test(roundtrip, joined_left)
 {
-    cr_assert_eq(pr_enc_joined(&sb, 5, S("g1"), 99, 98), 0);
+    cr_assert_eq(pr_enc_joined(&sb, 5, S("g1"), 1, 99, 98), 0);
     decode_events(1);
     const pr_event *ev = &got.ev[0];
     cr_assert_eq(ev->t, PR_EV_JOINED);
@@ -391,7 +391,7 @@ Test(roundtrip, page)
         {11, S("bob"), 101, {{raw, sizeof raw}, true}, 0, false},
         {12, S("alice"), 102, {{NULL, 0}, false}, 0, false},
     };
-    cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 20, true, 3), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 1, 20, 0, true, 3), 0);
     for (size_t i = 0; i < 3; i++) {
         msgpack_sbuffer rec = make_record((const char *)want[i].from.p, want[i].body);
         cr_assert_eq(pr_enc_page_entry(&sb, want[i].mid, want[i].ts, REC(rec)), 0);
@@ -424,7 +424,7 @@ Test(roundtrip, page)
 
 Test(roundtrip, empty_page)
 {
-    cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 0, false, 0), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 1, 0, 0, false, 0), 0);
     decode_events(1);
     cr_assert_eq(got.ev[0].t, PR_EV_PAGE);
     cr_assert_not(got.ev[0].more);
@@ -524,7 +524,7 @@ Test(roundtrip, batch)
     cr_assert_eq(pr_enc_pong(&sb, 1, 10), 0);
     msgpack_sbuffer rec = make_record("carol", (pr_body){S("x"), false});
     cr_assert_eq(pr_enc_msg(&sb, S("g1"), 4, 44, REC(rec)), 0);
-    cr_assert_eq(pr_enc_page_begin(&sb, 2, S("g2"), 9, false, 2), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, 2, S("g2"), 1, 9, 0, false, 2), 0);
     cr_assert_eq(pr_enc_page_entry(&sb, 8, 80, REC(rec)), 0);
     cr_assert_eq(pr_enc_page_entry(&sb, 9, 90, REC(rec)), 0);
     msgpack_sbuffer_destroy(&rec);
@@ -563,7 +563,7 @@ static void same_record(pr_body body)
     msgpack_sbuffer rec = make_record("dave", body);
     cr_assert_eq(pr_enc_batch_begin(&sb, 2), 0);
     cr_assert_eq(pr_enc_msg(&sb, S("g1"), 7, 70, REC(rec)), 0);
-    cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 7, false, 1), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 1, 7, 0, false, 1), 0);
     cr_assert_eq(pr_enc_page_entry(&sb, 7, 70, REC(rec)), 0);
     msgpack_sbuffer_destroy(&rec);
     decode_events(2);
@@ -689,7 +689,7 @@ Test(roundtrip, edits_and_recalls)
     cr_assert_eq(got.ev[0].msg.body.data.n, 0);
 
     msgpack_sbuffer_clear(&sb);
-    cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 8, false, 3), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 1, 8, 0, false, 3), 0);
     cr_assert_eq(pr_enc_page_entry(&sb, 6, 90, REC(rec)), 0);
     cr_assert_eq(pr_enc_page_entry_v(&sb, 7, 100, &r, REC(tomb)), 0);
     cr_assert_eq(pr_enc_page_entry_v(&sb, 8, 110, &v, REC(rec)), 0);
