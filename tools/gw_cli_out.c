@@ -198,13 +198,16 @@ void out_group(const cli *c, const pr_group *g)
     if (c->o.json) {
         fputs("{\"gid\":", stdout);
         json_str(g->gid);
-        printf(",\"last_mid\":%" PRIu64 ",\"ack\":%" PRIu64 ",\"unread\":%" PRIu64 "}\n",
-               g->last_mid, g->ack, g->unread);
+        printf(",\"first_mid\":%" PRIu64 ",\"last_mid\":%" PRIu64 ",\"ack\":%" PRIu64
+               ",\"unread\":%" PRIu64 "}\n",
+               g->first_mid, g->last_mid, g->ack, g->unread);
         return;
     }
     text_safe(g->gid);
-    printf("  unread=%" PRIu64 " last_mid=%" PRIu64 " ack=%" PRIu64 "\n", g->unread, g->last_mid,
-           g->ack);
+    printf("  unread=%" PRIu64 " last_mid=%" PRIu64 " ack=%" PRIu64, g->unread, g->last_mid, g->ack);
+    if (g->first_mid > 1) /* retention deleted what is below */
+        printf(" first_mid=%" PRIu64, g->first_mid);
+    putchar('\n');
 }
 
 void out_receipts(const cli *c, const pr_event *ev)
@@ -302,8 +305,9 @@ void out_joined(const cli *c, const pr_event *ev)
     if (c->o.json) {
         fputs("{\"gid\":", stdout);
         json_str(ev->gid);
-        printf(",\"joined\":true,\"last_mid\":%" PRIu64 ",\"ack\":%" PRIu64 "}\n", ev->last_mid,
-               ev->ack);
+        printf(",\"joined\":true,\"first_mid\":%" PRIu64 ",\"last_mid\":%" PRIu64
+               ",\"ack\":%" PRIu64 "}\n",
+               ev->first_mid, ev->last_mid, ev->ack);
         return;
     }
     fputs("joined ", stdout);

@@ -241,7 +241,7 @@ int cli_cmd_pull(cli *c, const char *gid)
     uint64_t at = before ? o->before : o->has_after ? o->after : g.ack;
     uint64_t hi = at, lo = at; /* after: highest mid printed; before: lowest */
     uint64_t held = g.ack;     /* --ack: contiguous watermark from the stored ack */
-    bool more = false;
+    bool more = false, gone_said = false;
     for (;;) {
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
@@ -255,6 +255,15 @@ int cli_cmd_pull(cli *c, const char *gid)
         size_t fresh = 0;
         uint64_t page_lo = lo;
         pr_message m;
+        /* What is below the horizon is gone (retention), not missing: the watermark goes
+         * past it, and the reader is told once. */
+        if (ev.first_mid > held + 1)
+            held = ev.first_mid - 1;
+        if (ev.gone_before && !gone_said) {
+            cli_err("messages before mid %" PRIu64 " are no longer kept (the group's retention)",
+                    ev.gone_before);
+            gone_said = true;
+        }
         for (size_t i = 0; i < ev.n_items; i++) {
             if (pr_event_message(&ev, i, &m))
                 continue;

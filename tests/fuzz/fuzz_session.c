@@ -222,9 +222,12 @@ static int check_event(void *ud, const pr_event *ev)
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_group g;
             CHECK(pr_event_group(ev, i, &g) == 0);
-            /* Unread counts from the read once there is one, else from the ack. */
+            /* Unread counts from the read once there is one, else from the ack, and never
+             * count what is below the horizon. */
             uint64_t seen = g.has_read ? g.read : g.ack;
-            CHECK(g.ack <= g.last_mid && seen <= g.last_mid);
+            CHECK(g.ack <= g.last_mid && seen <= g.last_mid && g.first_mid >= 1);
+            if (g.first_mid > seen + 1)
+                seen = g.first_mid - 1;
             CHECK(g.unread == g.last_mid - seen);
             CHECK(g.last_mid <= stored_last(g.gid));
         }
