@@ -295,7 +295,8 @@ enum st_op_kind {
  *   - ms: messages younger than that (0: the default; ST_KEEP_ALL: no age limit);
  *   - until_acked: and, beyond those, every message some member has not acked, up to
  *     `cap` messages in all (0: the default cap; ST_KEEP_ALL: none), so that one idle
- *     member cannot keep a group's disk forever.
+ *     member cannot keep a group's disk forever. Alone (no count, no age limit): a
+ *     message goes once every member has acked it, the cap still holding.
  * A pass deletes at most ST_TRIM_STEP messages of a group (the next pass goes on): one
  * write stays short whatever a group's backlog.
  */

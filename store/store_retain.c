@@ -32,7 +32,7 @@ bool st_retain_by_age(const st_retain *eff)
 
 bool st_retain_by_acks(const st_retain *eff)
 {
-    return eff->until_acked == ST_ACKED_ON && (limited(eff->messages) || limited(eff->ms));
+    return eff->until_acked == ST_ACKED_ON;
 }
 
 static uint64_t max64(uint64_t a, uint64_t b)
@@ -46,15 +46,17 @@ uint64_t st_retain_horizon(const st_retain *eff, uint64_t first_mid, uint64_t la
     if (first_mid < 1)
         first_mid = 1;
     uint64_t h = first_mid;
+    bool limits = limited(eff->messages) || st_retain_by_age(eff);
     /* What the count and the age let go (a message goes when either says so). */
     if (limited(eff->messages) && last_mid > eff->messages)
         h = max64(h, last_mid - eff->messages + 1);
     if (st_retain_by_age(eff))
         h = max64(h, young);
-    /* Until acked: what some member still lacks stays, up to the cap. */
+    /* Until acked: what some member still lacks stays, up to the cap; alone (no count, no
+     * age), a message goes once every member has acked it. */
     if (st_retain_by_acks(eff)) {
         uint64_t acked = max64(min_ack + 1, first_mid);
-        if (h > acked)
+        if (!limits || h > acked)
             h = acked;
         if (limited(eff->cap) && last_mid > eff->cap)
             h = max64(h, last_mid - eff->cap + 1);

@@ -204,7 +204,8 @@ void out_group(const cli *c, const pr_group *g)
         return;
     }
     text_safe(g->gid);
-    printf("  unread=%" PRIu64 " last_mid=%" PRIu64 " ack=%" PRIu64, g->unread, g->last_mid, g->ack);
+    printf("  unread=%" PRIu64 " last_mid=%" PRIu64 " ack=%" PRIu64, g->unread, g->last_mid,
+           g->ack);
     if (g->first_mid > 1) /* retention deleted what is below */
         printf(" first_mid=%" PRIu64, g->first_mid);
     putchar('\n');

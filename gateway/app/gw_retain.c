@@ -6,7 +6,9 @@
  * every service thread's registry (unread counts and `groups` say them at once).
  *
  * Cadence: a page every PAGE_EVERY_S while a pass goes on, then the next pass PASS_EVERY_S
- * later; with no default retention (only groups' own, if any), PASS_IDLE_S later. Several
+ * later; with no default retention (only groups' own, if any), PASS_IDLE_S later: a
+ * gateway that keeps everything spends next to nothing on passes, and a group's own
+ * retention set through the API takes effect within a minute there. Several
  * nodes on one database each make passes: a horizon only moves up, so a group is trimmed
  * once, and each node's registry learns every horizon from its own pass.
  */
@@ -18,7 +20,7 @@
 
 #define PAGE_EVERY_S 0.05
 #define PASS_EVERY_S 1.0
-#define PASS_IDLE_S 10.0
+#define PASS_IDLE_S 60.0
 #define PAGE_GROUPS 500    /* groups a page */
 #define LOG_EVERY_MS 60000 /* a line says what was deleted, at most this often */
 

@@ -186,6 +186,20 @@ Test(retain, until_acked_keeps_what_a_member_lacks_up_to_the_cap)
     own("h", (st_retain){.cap = 4}, 0);
     trim(r);
     cr_assert_eq(group("h", NULL).first_mid, 18, "the cap: the last 4 of 21");
+    /* Until acked alone: what everyone holds goes, nothing else (the cap still holds). */
+    fx_join(s, "k", "x");
+    fx_join(s, "k", "y");
+    for (int i = 0; i < 6; i++) {
+        char cid[16];
+        snprintf(cid, sizeof(cid), "k%d", i);
+        fx_append(s, "k", "x", cid);
+    }
+    st_ack k[] = {{.gid = st_id_str("k"), .uid = st_id_str("x"), .mid = 6},
+                  {.gid = st_id_str("k"), .uid = st_id_str("y"), .mid = 4}};
+    cr_assert_eq(st_acks_sync(s, k, 2, NULL), 0);
+    own("k", (st_retain){.until_acked = ST_ACKED_ON, .messages = ST_KEEP_ALL}, 0);
+    trim((st_retain){0});
+    cr_assert_eq(group("k", NULL).first_mid, 5, "both hold 1..4");
 }
 
 Test(retain, a_pass_goes_page_by_page)
