@@ -296,6 +296,11 @@ int main(int argc, char **argv)
     pr_enc_page_entry(&sb, 9, 1, (pr_slice){(const uint8_t *)rec.data, rec.size});
     pr_enc_page_entry(&sb, 10, 2, (pr_slice){(const uint8_t *)rec.data, rec.size});
     put(e, "page", &sb);
+    /* A page from below the horizon (retention): it starts there and says so. */
+    pr_enc_page_begin(&sb, 3, S("room"), 9, 11, 9, true, 2);
+    pr_enc_page_entry(&sb, 9, 1, (pr_slice){(const uint8_t *)rec.data, rec.size});
+    pr_enc_page_entry(&sb, 10, 2, (pr_slice){(const uint8_t *)rec.data, rec.size});
+    put(e, "page-gone", &sb);
     pr_enc_batch_begin(&sb, 3);
     pr_enc_sent(&sb, 5, S("room"), S("c1"), 11, 1);
     pr_enc_notify(&sb, S("room"), 12);

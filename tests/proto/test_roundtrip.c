@@ -422,6 +422,36 @@ Test(roundtrip, page)
     cr_assert_eq(pr_event_group(ev, 0, &g), PR_E_BAD_FIELD);
 }
 
+/* Retention's horizon: a page says first_mid, and gone_before when it was asked from below
+ * it; joined says first_mid; a server before retention says neither (read as 1 and 0). */
+Test(roundtrip, the_horizon_in_pages_and_joined)
+{
+    cr_assert_eq(pr_enc_batch_begin(&sb, 2), 0);
+    cr_assert_eq(pr_enc_page_begin(&sb, 7, S("g1"), 16, 20, 16, false, 0), 0);
+    cr_assert_eq(pr_enc_joined(&sb, 8, S("g1"), 16, 20, 3), 0);
+    decode_events(2);
+    cr_assert_eq(got.ev[0].first_mid, 16);
+    cr_assert_eq(got.ev[0].gone_before, 16);
+    cr_assert_eq(got.ev[1].t, PR_EV_JOINED);
+    cr_assert_eq(got.ev[1].first_mid, 16);
+    sb.size = got.n = 0;
+    cr_assert_eq(pr_enc_page_begin(&sb, 9, S("g1"), 1, 20, 0, false, 0), 0);
+    decode_events(1);
+    cr_assert_eq(got.ev[0].first_mid, 1);
+    cr_assert_eq(got.ev[0].gone_before, 0, "left out when nothing below was asked");
+    /* An older server's page: no first_mid at all. */
+    static const uint8_t old[] = {0x86, 0xa1, 't',  0xa4, 'p', 'a', 'g', 'e',  0xa3, 'g', 'i',
+                                  'd',  0xa1, 'g',  0xa8, 'l', 'a', 's', 't',  '_',  'm', 'i',
+                                  'd',  0x05, 0xa4, 'm',  'o', 'r', 'e', 0xc2, 0xa4, 'm', 's',
+                                  'g',  's',  0x90, 0xa3, 'r', 'i', 'd', 0x01};
+    sb.size = got.n = 0;
+    msgpack_sbuffer_write(&sb, (const char *)old, sizeof old);
+    decode_events(1);
+    cr_assert_eq(got.ev[0].t, PR_EV_PAGE);
+    cr_assert_eq(got.ev[0].first_mid, 1, "nothing is gone");
+    cr_assert_eq(got.ev[0].last_mid, 5);
+}
+
 Test(roundtrip, empty_page)
 {
     cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g1"), 1, 0, 0, false, 0), 0);
