@@ -830,14 +830,18 @@ class App {
     $('typing').textContent = this.client && this.gid ? typingText(this.client.typingIn(this.gid)) : '';
   }
 
+  /** The top of the history: a button for older messages, or where it ends: the start
+   * of the group, or its horizon (older messages were deleted by its retention). */
   renderOlder(meta) {
     const older = $('older');
     const btn = $('older-btn');
     let text = '';
+    const settled = !meta.hasOlder && meta.w !== null && meta.w !== undefined && !meta.catchingUp;
     if (meta.loadingOlder) text = 'Loading older messages…';
-    else if (!meta.hasOlder && meta.w !== null && meta.w !== undefined && !meta.catchingUp) text = `This is the start of #${this.gid}.`;
+    else if (settled && meta.olderGone) text = 'Older messages are no longer kept';
+    else if (settled) text = `This is the start of #${this.gid}.`;
     btn.hidden = !meta.hasOlder || meta.loadingOlder;
-    older.dataset.state = meta.loadingOlder ? 'loading' : meta.hasOlder ? 'more' : 'start';
+    older.dataset.state = meta.loadingOlder ? 'loading' : meta.hasOlder ? 'more' : meta.olderGone ? 'gone' : 'start';
     if (older.firstChild && older.firstChild.nodeType === Node.TEXT_NODE) older.firstChild.remove();
     if (text) older.prepend(document.createTextNode(text));
   }
@@ -845,7 +849,9 @@ class App {
   renderChatInfo(meta = this.client && this.gid ? this.client.viewMeta(this.gid) : null) {
     if (!meta) return;
     const shown = this.messages.order.length;
-    const parts = [`${meta.lastMid} messages`, `${shown} loaded`];
+    // Kept messages: those below the group's horizon were deleted by its retention.
+    const kept = Math.max(0, meta.lastMid - (meta.firstMid || 1) + 1);
+    const parts = [`${kept} messages`, `${shown} loaded`];
     if (meta.catchingUp) parts.push('pulling…');
     $('chat-info').textContent = parts.join(' · ');
   }

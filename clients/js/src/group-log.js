@@ -9,6 +9,8 @@
 //            before the log was opened). null until the first page says where it stands
 //   ackedTo  the highest ack sent for the group. Only w is ever acked, never a mid beyond
 //            a hole: an ack is cumulative ("I hold everything up to here").
+//   firstMid the group's horizon (Retention): messages below it were deleted, so they
+//            never come. The watermark steps over them, and older history stops there.
 
 export class GroupLog {
   constructor() {
@@ -21,6 +23,43 @@ export class GroupLog {
     this.unacked = 0; // messages newly held since the last ack
     this.firstUnackedAt = 0; // when the first of them came (the caller's clock)
     this.firstUnread = null; // mid of the first unread message when the log was entered
+    this.firstMid = 1; // the group's horizon as last heard: lower mids were deleted
+  }
+
+  /** The group's horizon moved to firstMid (a `page`, `joined`, `welcome` or `groups`
+   * said so; it only ever moves up). The mids below it never come: a watermark below it
+   * steps up to just under it, and there is no older history to pull past it. Messages
+   * held from before such a gap are dropped (what was deleted in between would be a
+   * silent hole in what is shown): the log holds the group from the horizon on. Returns
+   * the mids dropped ([] most often), or null when the horizon did not move. */
+  horizon(firstMid) {
+    if (!(firstMid > this.firstMid)) return null;
+    this.firstMid = firstMid;
+    const dropped = [];
+    if (this.w !== null && this.w < firstMid - 1) {
+      this.w = firstMid - 1;
+      for (const mid of this.held.keys()) if (mid < firstMid) dropped.push(mid);
+      for (const mid of dropped) this.held.delete(mid);
+      if (dropped.length) {
+        this.lowest = null;
+        for (const mid of this.held.keys()) if (this.lowest === null || mid < this.lowest) this.lowest = mid;
+      }
+      if (this.firstUnread !== null && this.firstUnread < firstMid) this.firstUnread = firstMid;
+    }
+    if (this.hasOlder && !this.olderExists()) this.hasOlder = false;
+    return dropped;
+  }
+
+  /** The lowest mid held is at or below the horizon, which is above 1: the messages
+   * before it were deleted by the group's retention (not merely none older exist). */
+  olderGone() {
+    const low = this.lowestShown();
+    return this.firstMid > 1 && low > 1 && low <= this.firstMid;
+  }
+
+  /** Older history may be pulled: the lowest mid held is above the horizon. */
+  olderExists() {
+    return this.lowestShown() > Math.max(1, this.firstMid);
   }
 
   /** The lowest mid held, or just above the watermark when nothing is: `pull before` that
@@ -97,6 +136,6 @@ export class GroupLog {
     const mids = [...this.held.keys()].sort((a, b) => a - b);
     for (const mid of mids.slice(0, mids.length - keep)) this.held.delete(mid);
     this.lowest = mids[mids.length - keep];
-    this.hasOlder = this.lowest > 1;
+    this.hasOlder = this.olderExists();
   }
 }

@@ -12,18 +12,19 @@ export const groupMethods = {
   groupList() {
     return [...this.groups.values()]
       .sort((a, b) => (a.gid < b.gid ? -1 : a.gid > b.gid ? 1 : 0))
-      .map((g) => ({ gid: g.gid, lastMid: g.lastMid, unread: this.unread(g), read: this.readOf(g), open: g.gid === this.openGid }));
+      .map((g) => ({ gid: g.gid, lastMid: g.lastMid, firstMid: g.firstMid, unread: this.unread(g), read: this.readOf(g), open: g.gid === this.openGid }));
   },
 
   /** Unread = messages after what the user has seen. Once the user sends reads (this
    * page, another tab or device: reads.js) that is the read cursor, as the gateway
    * counts. Before, for the open group it is its watermark; for the others the ack
    * (messages that arrived live while the group was not open are held, but the user has
-   * not seen them). */
+   * not seen them). Never counted: messages below the horizon (deleted by retention). */
   unread(g) {
     const read = this.readOf(g);
-    if (read !== null) return Math.max(0, g.lastMid - read);
-    let seen = g.ack;
+    const gone = g.firstMid - 1;
+    if (read !== null) return Math.max(0, g.lastMid - Math.max(read, gone));
+    let seen = Math.max(g.ack, gone);
     if (g.gid === this.openGid && g.view && g.view.w !== null) seen = Math.max(seen, g.view.w);
     return Math.max(0, g.lastMid - seen);
   },
@@ -62,16 +63,19 @@ export const groupMethods = {
       const lastMid = asInt(e.last_mid);
       const ack = asInt(e.ack);
       const read = e.read !== undefined && e.read !== null ? asInt(e.read) : null;
+      const firstMid = Math.max(1, asInt(e.first_mid)); // absent (an older gateway): 1
       if (g.view && g.view.w !== null && lastMid < g.view.w) {
         // The gateway knows fewer messages than this page holds: its store was replaced
         // (a new data folder). What this page holds is not that group any more.
         g.view = g.gid === this.openGid ? new View() : null;
         g.lastMid = lastMid;
+        g.firstMid = firstMid;
         g.ack = ack;
         g.read = read;
         g.readWant = 0;
         g.versions.clear(); // later versions of that store's messages
         if (g.view) {
+          g.view.horizon(firstMid);
           this.markView(gid, { reset: true });
           this.sendEnter(g);
         }
@@ -88,6 +92,7 @@ export const groupMethods = {
         g.ack = Math.max(g.ack, ack);
         if (read !== null) g.read = Math.max(g.read ?? 0, read);
       }
+      this.horizonOf(g, firstMid);
     }
     for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
     this.markGroups();
@@ -99,6 +104,7 @@ export const groupMethods = {
     if (!g) this.groups.set(gid, (g = new Group(gid)));
     g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
     g.ack = Math.max(g.ack, asInt(m.ack));
+    this.horizonOf(g, asInt(m.first_mid));
     this.markGroups();
     this.broadcast({ kind: 'membership' });
     this.dispatchEvent(new CustomEvent('joined', { detail: { gid } }));

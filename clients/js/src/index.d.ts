@@ -69,8 +69,13 @@ export interface ViewEntry {
 export interface GroupSummary {
   gid: string;
   lastMid: number;
+  /** The group's horizon (retention): messages with a lower mid were deleted and are
+   * never pulled again; 1 while none were (or from a gateway before retention). Mids
+   * stay dense from firstMid to lastMid. */
+  firstMid: number;
   /** Messages after the user's read cursor once the user sent one (here, in another tab,
-   * or from another device: the gateway's welcome tells), else after its ack. */
+   * or from another device: the gateway's welcome tells), else after its ack. Never
+   * counts messages below firstMid. */
   unread: number;
   /** The read cursor (what the person has seen), null while the user never sent one. */
   read: number | null;
@@ -122,11 +127,19 @@ export interface GwRequestError extends Error {
 }
 
 export interface ViewMeta {
+  /** Older messages can be loaded (loadOlder). */
   hasOlder: boolean;
+  /** The view shows the group from its horizon (firstMid > 1) and there is nothing
+   * older to load because the group's retention deleted it: show "older messages are
+   * no longer kept" rather than "the start of the group". False while hasOlder, while
+   * older messages load, and when the view reaches mid 1. */
+  olderGone: boolean;
   loadingOlder: boolean;
   catchingUp: boolean;
   firstUnread: number | null;
   lastMid: number;
+  /** The group's horizon: messages below it were deleted (1: none were). */
+  firstMid: number;
   w?: number | null;
 }
 
@@ -240,7 +253,8 @@ export declare class GwClient extends EventTarget {
   close(): void;
   /** Ack the open group now (the page is being hidden or unloaded). */
   flushOpen(reason?: string): void;
-  /** Pull older history of the open group; false when there is none to pull now. */
+  /** Pull older history of the open group; false when there is none to pull now (the
+   * group's start, or its horizon: viewMeta's olderGone says which). */
   loadOlder(): boolean;
   viewEntries(gid: string): ViewEntry[];
   viewMeta(gid: string): ViewMeta;
@@ -316,9 +330,21 @@ export declare class GroupLog {
   unacked: number;
   firstUnackedAt: number;
   firstUnread: number | null;
+  /** The group's horizon as last heard (retention): lower mids were deleted (1: none). */
+  firstMid: number;
   constructor();
   /** The lowest mid held, or w + 1 when nothing is: `pull before` it for older history. */
   lowestShown(): number;
+  /** The horizon moved up to firstMid (never down): a watermark below it steps to
+   * firstMid - 1 (those mids never come), dropping the messages held from before that
+   * gap, and no older history is left past it. The mids dropped, or null when the
+   * horizon did not move. */
+  horizon(firstMid: number): number[] | null;
+  /** The lowest mid held is at or below a horizon above 1: the messages before it were
+   * deleted by retention. */
+  olderGone(): boolean;
+  /** The lowest mid held is above the horizon (and above 1): older history exists. */
+  olderExists(): boolean;
   /** Keeps m unless it is held already (or is a lone push below what is held). */
   hold(m: StoredMessage, older?: boolean): 'held' | 'duplicate' | 'ignored';
   /** Replaces a held message with a later version of it; true when it was held at a

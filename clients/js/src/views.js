@@ -17,6 +17,9 @@ export class Group {
   constructor(gid) {
     this.gid = gid;
     this.lastMid = 0; // highest mid known to exist
+    // The horizon (Retention): messages below it were deleted by the group's retention;
+    // 1 while none were (and from a gateway before retention, which does not say).
+    this.firstMid = 1;
     this.ack = 0; // highest ack known for this user: the server's, ours, or another tab's
     // The person's cursor (reads.js): the highest read known (the server's, ours once
     // sent, or another tab's), null while the user never sent one; and the highest this
@@ -54,6 +57,7 @@ export const viewMethods = {
     this.openGid = gid;
     if (!g.view) g.view = new View();
     const v = g.view;
+    v.horizon(g.firstMid); // a view kept from an earlier visit: held from the horizon on
     v.unacked = 0;
     v.firstUnread = null;
     this.markView(gid, { reset: true });
@@ -92,7 +96,7 @@ export const viewMethods = {
     const v = g && g.view;
     if (!v || v.w === null || !v.hasOlder || v.olderRid !== null || this.state !== 'online') return false;
     const before = v.lowestShown();
-    if (before <= 1) {
+    if (!v.olderExists()) { // the start of the group, or its horizon
       v.hasOlder = false;
       this.markView(g.gid);
       return false;
@@ -114,13 +118,16 @@ export const viewMethods = {
   viewMeta(gid) {
     const g = this.groups.get(gid);
     const v = g && g.view;
-    if (!v) return { hasOlder: false, loadingOlder: false, catchingUp: false, firstUnread: null, lastMid: g ? g.lastMid : 0 };
+    if (!v) return { hasOlder: false, olderGone: false, loadingOlder: false, catchingUp: false, firstUnread: null, lastMid: g ? g.lastMid : 0, firstMid: g ? g.firstMid : 1 };
     return {
       hasOlder: v.hasOlder,
+      // Nothing older to load because retention deleted it (not the group's start).
+      olderGone: !v.hasOlder && v.olderRid === null && v.w !== null && v.olderGone(),
       loadingOlder: v.olderRid !== null,
       catchingUp: v.w === null || v.fwdRid !== null,
       firstUnread: v.firstUnread,
       lastMid: g.lastMid,
+      firstMid: g.firstMid,
       w: v.w,
     };
   },
@@ -162,11 +169,13 @@ export const viewMethods = {
     const v = g.view;
     const msgs = Array.isArray(m.msgs) ? m.msgs : [];
     g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
+    // The horizon: a page says it (gone_before, when it asked below it, is the same).
+    this.horizonOf(g, Math.max(asInt(m.first_mid), asInt(m.gone_before)));
     if (info.view !== v) return; // a reply to a view that has since been replaced
     if (info.kind === 'before') {
       v.olderRid = null;
       for (const e of msgs) this.hold(g, this.fromPage(e), true);
-      v.hasOlder = msgs.length > 0 && !!m.more && v.lowestShown() > 1;
+      v.hasOlder = msgs.length > 0 && !!m.more && v.olderExists();
       this.markView(gid);
       return;
     }
@@ -174,8 +183,9 @@ export const viewMethods = {
     v.fwdRid = null;
     if (v.w === null) {
       // The first page of `enter` starts just after the user's ack: everything below
-      // its first mid was read before (in this tab or another). An empty page means
-      // nothing is unread: the ack is the group's last mid.
+      // its first mid was read before (in this tab or another), or deleted by retention
+      // (an ack below the horizon: the page starts at it). An empty page means nothing
+      // is unread: the ack is the group's last mid.
       v.w = msgs.length ? asInt(msgs[0].mid) - 1 : asInt(m.last_mid);
       // Acked: up to the page's start, or further (a view that starts after the read,
       // behind the ack: nothing to ack again up to the ack).
@@ -191,7 +201,7 @@ export const viewMethods = {
       for (const mid of v.held.keys()) if (v.lowest === null || mid < v.lowest) v.lowest = mid;
     }
     for (const e of msgs) this.hold(g, this.fromPage(e));
-    v.hasOlder = v.lowestShown() > 1;
+    v.hasOlder = v.olderExists();
     const before = v.w;
     this.advance(g, /* fromPage */ true);
     // Acking each page: the user has it on screen, and if the tab dies in the middle of
@@ -205,6 +215,18 @@ export const viewMethods = {
   },
 
   // ---- the watermark, dedup, holes, acks ---------------------------------------------
+
+  /** The group's horizon is firstMid (from a page, `joined`, `welcome` or `groups`; it
+   * only moves up): kept in the group, and given to its view, whose watermark steps
+   * over the deleted mids (a pull after a watermark below the horizon gets a page
+   * starting at it: waiting for the mids below would wait forever), dropping what it
+   * held from before that gap (GroupLog.horizon). */
+  horizonOf(g, firstMid) {
+    if (!(firstMid > g.firstMid)) return;
+    g.firstMid = firstMid;
+    const dropped = g.view ? g.view.horizon(firstMid) : null;
+    if (dropped) this.markView(g.gid, { removes: dropped.map((mid) => 'm' + mid) });
+  },
 
   /** A message of a page or a `msg` push: its version (0: as sent), and a recalled one
    * without a body. */

@@ -248,7 +248,7 @@ test('reads: cumulative, batched like acks, counted for unread, sent again when 
   assert.deepEqual(ws.take('read').map((r) => r.reads), [{ g: 9 }]);
   await sleep(90);
   assert.deepEqual(ws.take('read'), [], 'no timer left behind');
-  assert.deepEqual(client.groupList()[0], { gid: 'g', lastMid: 10, unread: 1, read: 9, open: false });
+  assert.deepEqual(client.groupList()[0], { gid: 'g', lastMid: 10, firstMid: 1, unread: 1, read: 9, open: false });
   // The gateway restarted and lost the last batch: the welcome has read 8, the page
   // sends 9 again.
   ws.drop(1006);
@@ -652,4 +652,72 @@ test('an edit survives the connection: sent again with the same ver after a reco
   client.stop();
   await assert.rejects(q, (x) => x.code === 'offline');
   await assert.rejects(client.edit('g', 1, 'x'), (x) => x.code === 'offline');
+});
+
+const page = (rid, gid, mids, extra = {}) => ({ t: 'page', rid, gid, more: false, msgs: mids.map((mid) => ({ mid, from: 'u2', ts: mid, body: `m${mid}` })), ...extra });
+
+test('retention: an ack below the horizon; the first page starts at it, is acked, and nothing older is asked for', async () => {
+  const { client, ws } = await online([{ gid: 'g', first_mid: 16, last_mid: 20, ack: 3, unread: 5 }]);
+  assert.deepEqual(client.groupList().map((g) => [g.gid, g.firstMid, g.unread]), [['g', 16, 5]], 'unread never counts deleted messages');
+  client.open('g');
+  const [e] = ws.take('enter');
+  ws.push(page(e.rid, 'g', [16, 17, 18, 19, 20], { first_mid: 16, gone_before: 16, last_mid: 20 }));
+  assert.deepEqual(client.viewEntries('g').map((x) => x.mid), [16, 17, 18, 19, 20]);
+  const meta = client.viewMeta('g');
+  assert.deepEqual([meta.w, meta.firstMid, meta.firstUnread, meta.hasOlder, meta.olderGone], [20, 16, 16, false, true]);
+  assert.deepEqual(ws.take('ack').map((a) => a.acks), [{ g: 20 }], "the page's last mid is acked at once");
+  assert.equal(client.loadOlder(), false, 'nothing older to pull');
+  assert.deepEqual([ws.take('pull'), client.groupList()[0].unread], [[], 0]);
+  client.stop();
+});
+
+test('retention: a watermark below a horizon that moved while away steps over the deleted mids (no pull loop)', async () => {
+  const { client, ws } = await online([{ gid: 'g', last_mid: 5, ack: 5, unread: 0 }]);
+  enter(client, ws, 'g', 5, []);
+  ws.take('pull');
+  // The group went on to 20 and kept only its last 5: the client pulls after its
+  // watermark and gets a page that starts at the horizon.
+  ws.push({ t: 'notify', gid: 'g', last_mid: 20 });
+  const [p1] = ws.take('pull');
+  assert.equal(p1.after, 5);
+  ws.push(page(p1.rid, 'g', [16, 17, 18, 19, 20], { first_mid: 16, gone_before: 16, last_mid: 20 }));
+  assert.equal(client.viewMeta('g').w, 20, 'not waiting for 6..15');
+  assert.deepEqual(ws.take('pull'), [], 'and not pulling them again');
+  assert.deepEqual(ws.take('ack').map((a) => a.acks), [{ g: 20 }]);
+  const meta = client.viewMeta('g');
+  assert.deepEqual([meta.hasOlder, meta.olderGone, client.groupList()[0].firstMid], [false, true, 16]);
+  // A live message after it counts on as usual.
+  ws.push(msg('g', 21));
+  assert.equal(client.viewMeta('g').w, 21);
+  client.stop();
+});
+
+test('retention: older history stops at the horizon, said by gone_before; a group without one says its start', async () => {
+  const { client, ws } = await online([
+    { gid: 'g', first_mid: 10, last_mid: 20, ack: 17, unread: 3 },
+    { gid: 'h', last_mid: 4, ack: 2, unread: 2 }, // first_mid absent: an older gateway
+  ]);
+  client.open('g');
+  const [e] = ws.take('enter');
+  ws.push(page(e.rid, 'g', [18, 19, 20], { first_mid: 10, last_mid: 20 }));
+  assert.deepEqual([client.viewMeta('g').hasOlder, client.viewMeta('g').olderGone], [true, false]);
+  assert.equal(client.loadOlder(), true);
+  const [b] = ws.take('pull');
+  assert.equal(b.before, 18);
+  // The horizon moved on meanwhile (14): the page stops there and says so.
+  ws.push(page(b.rid, 'g', [14, 15, 16, 17], { first_mid: 14, gone_before: 14, last_mid: 20 }));
+  assert.deepEqual(client.viewEntries('g').map((x) => x.mid), [14, 15, 16, 17, 18, 19, 20]);
+  const meta = client.viewMeta('g');
+  assert.deepEqual([meta.hasOlder, meta.olderGone, meta.firstMid, meta.loadingOlder], [false, true, 14, false]);
+  assert.equal(client.loadOlder(), false);
+
+  client.open('h');
+  const [eh] = ws.take('enter');
+  ws.push(page(eh.rid, 'h', [3, 4], { last_mid: 4 }));
+  assert.equal(client.loadOlder(), true);
+  const [bh] = ws.take('pull');
+  ws.push(page(bh.rid, 'h', [1, 2], { last_mid: 4 }));
+  const mh = client.viewMeta('h');
+  assert.deepEqual([mh.hasOlder, mh.olderGone, mh.firstMid], [false, false, 1], 'the start of the group: nothing was deleted');
+  client.stop();
 });

@@ -85,3 +85,50 @@ test('update: a held message is replaced by a later version only', () => {
   assert.equal(g.held.has(2), false);
   assert.equal(g.advance(), 1);
 });
+
+test('the horizon: the watermark steps over deleted mids, older history stops at it', () => {
+  const g = new GroupLog();
+  assert.deepEqual(g.horizon(16), []);
+  assert.equal(g.w, null, 'no watermark before the first page: nothing to move');
+  assert.equal(g.olderGone(), false, 'nothing shown yet');
+  g.w = 0; // a view left at 5; messages 6..15 were deleted since
+  for (const i of [1, 2, 3, 4, 5]) g.hold(m(i));
+  g.advance();
+  g.firstUnread = 3;
+  assert.equal(g.horizon(16), null, 'the same horizon again');
+  g.firstMid = 1;
+  assert.deepEqual(g.horizon(16).sort((a, b) => a - b), [1, 2, 3, 4, 5], 'held from before the gap: dropped');
+  assert.equal(g.w, 15, 'mids below the horizon never come: not waited for');
+  assert.equal(g.firstUnread, 16);
+  assert.equal(g.held.size, 0);
+  for (const i of [16, 17, 18]) g.hold(m(i));
+  assert.equal(g.advance(), 3);
+  assert.equal(g.w, 18);
+  assert.equal(g.ackTarget(), 18, 'acked up to the last mid held');
+  assert.equal(g.lowestShown(), 16);
+  assert.equal(g.olderExists(), false, 'no older history past the horizon');
+  assert.equal(g.olderGone(), true, 'older messages were deleted');
+  assert.equal(g.horizon(10), null, 'a horizon never moves down');
+  assert.equal(g.firstMid, 16);
+  assert.equal(g.w, 18);
+});
+
+test('the horizon: olderGone only when messages before the lowest shown were deleted', () => {
+  const g = new GroupLog();
+  g.w = 0;
+  for (let i = 1; i <= 20; i++) g.hold(m(i));
+  g.advance();
+  assert.deepEqual(g.horizon(16), [], 'held before they were deleted, no gap: still shown from mid 1');
+  assert.equal(g.olderGone(), false, 'mid 1 is shown: the start of the group');
+  assert.equal(g.w, 20);
+  g.trim(8); // 13..20 kept, 13..15 below the horizon: nothing older can come back
+  assert.equal(g.lowestShown(), 13);
+  assert.equal(g.hasOlder, false);
+  assert.equal(g.olderGone(), true);
+  const h = new GroupLog();
+  h.w = 30;
+  h.hold(m(31));
+  h.horizon(20);
+  assert.equal(h.olderExists(), true, '20..30 are still kept');
+  assert.equal(h.olderGone(), false);
+});

@@ -55,3 +55,11 @@ const later: StoredMessage = { mid: 1, from: 'a', ts: 1, ver: 2, recalled: true 
 const updated: boolean = log.update(later);
 const kept: string | Uint8Array | undefined = log.held.get(1)?.body;
 console.log(updated, kept);
+
+// Retention: the horizon of a group, and a view that reached it.
+const firstMid: number = client.groupList()[0]?.firstMid ?? 1;
+const meta = client.viewMeta('lobby');
+const top: string = meta.olderGone ? 'Older messages are no longer kept' : meta.hasOlder ? 'Load older' : 'The start';
+const dropped: number[] | null = log.horizon(firstMid);
+const moved: boolean = dropped !== null && log.olderGone() && !log.olderExists();
+console.log(top, meta.firstMid, moved, log.firstMid);
