@@ -675,6 +675,8 @@ static int announce_after(pg *p, int *n)
 }
 
 static void prune_log(pg *p);
+static void refresh_size(pg *p);
+#define SIZE_EVERY_MS 5000 /* the database's size, read again under a steady load */
 
 static int pg_commit(void *be, char *why, size_t why_len)
 {
@@ -764,6 +766,8 @@ static int pg_commit(void *be, char *why, size_t why_len)
     rows_clear(p);
     if (rc == ST_OK && st_mono_ms() >= p->prune_at)
         prune_log(p); /* under a steady load the idle probe does not come */
+    if (rc == ST_OK && st_mono_ms() >= p->size_at)
+        refresh_size(p); /* nor would the database's size be read again */
     return rc;
 }
 
@@ -814,6 +818,7 @@ static PGresult *one(pg *p, enum pg_stmt st, char *why, size_t why_len)
 
 static void refresh_size(pg *p)
 {
+    p->size_at = st_mono_ms() + SIZE_EVERY_MS;
     char why[256] = "";
     PGresult *r = p->conn ? one(p, PG_SIZE, why, sizeof(why)) : NULL;
     if (r && PQntuples(r) == 1)

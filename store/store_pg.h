@@ -86,6 +86,7 @@ typedef struct pg {
     pg_announce log;      /* the same changes for the change log (a hint a group for its
                            * messages), written in the batch's transaction */
     uint64_t prune_at;    /* monotonic ms: the next delete of old change log rows */
+    uint64_t size_at;     /* monotonic ms: the next read of the database's size, under load */
     /* Payloads of batches that committed but whose announcement did not go (the
      * connection was lost between the two, or the announcing transaction failed): they
      * go first with the next announcement (the next batch's, or the idle probe's). A

@@ -129,6 +129,12 @@ static void make_options(rk *r, const st_options *o)
      * Each open rolls the empty LOG aside; keep few of those. */
     rocksdb_options_set_info_log_level(r->opts, 4 /* FATAL_LEVEL */);
     rocksdb_options_set_keep_log_file_num(r->opts, 2);
+    /* The write-ahead log is shared by the families, and a log file goes only once every
+     * family with data in it has flushed: the groups' rows (a few bytes a batch) would
+     * keep every log since their last flush, hundreds of MiB under a steady load, and
+     * the disk would grow even with retention deleting as fast as messages come. Past
+     * this much log the families holding the oldest file are flushed. */
+    rocksdb_options_set_max_total_wal_size(r->opts, 64u << 20);
     r->trim.sends_opts = rocksdb_options_create_copy(r->opts);
     r->trim.filter = rk_sends_filter_new(r);
     rocksdb_options_set_compaction_filter(r->trim.sends_opts, r->trim.filter);
