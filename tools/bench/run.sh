@@ -3,8 +3,9 @@
 #   tools/bench/run.sh [--runs N] [--seconds S] [--quick] [--raw FILE] [--profile]
 #                      [--sizes "100 1000 10000"] [--idle-sizes "10000 50000"]
 #                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [WORKLOAD...]
-# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage versus (default: all but versus). Every figure is the median
-# of N runs (default 3 of 5 s; --quick: 1 run of 2 s, small sizes only: a smoke test).
+# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage versus retention (default: all but versus and
+# retention). Every figure is the median of N runs (default 3 of 5 s; --quick: 1 run of
+# 2 s, small sizes only: a smoke test).
 # Prints Markdown tables for docs/BENCHMARKS.md. Installs what it needs first, only what
 # is missing: the Debian packages (libwebsockets-test-server nginx libnginx-mod-nchan
 # mosquitto mosquitto-clients rocksdb-tools postgresql-15 postgresql-client-15 linux-perf
@@ -44,6 +45,12 @@
 #      with its gw, say an older commit's), the two taking turns in every run with the same
 #      gw_load: W1 at the sizes up to 1,000 members with 1 and 2 threads, and W2 at 64
 #      senders (one send in flight each); each figure beside the base's, and new/base.
+#   retention: tools/bench/retention.sh (its header): on RocksDB and on PostgreSQL (a server
+#      of the run's own), store.disk_bytes over time under a steady durable send load with
+#      --retain-messages 10000 (20 groups at 6,000 messages/s, 150 s; the same load without
+#      retention, 30 s, for the contrast), and W2 at 64 senders with retention on against
+#      off, taking turns (--runs each). About 11 minutes; --quick 3 to 5. Needs no
+#      peers: run alone, it installs nothing (curl, psql and the build must be there).
 # Servers bind 127.0.0.1 only; everything started (perf too) is stopped on exit and on
 # Ctrl-C; every gw_load run is bounded (timeout 600 s).
 # shellcheck disable=SC2119 # stop_srv: its argument is optional
@@ -65,7 +72,7 @@ while [ $# -gt 0 ]; do
     --base) base=$2; shift 2 ;;
     --sizes) read -ra w1_sizes <<<"$2"; shift 2 ;;
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
-    w1|w2|w3|w4|w5|w6|threads|storage|versus) work+=("$1"); shift ;;
+    w1|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -75,7 +82,8 @@ done
 want() { local w; for w in "${work[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
 
 load="$root/build/tools/gw_load"
-bench_install
+# Only retention asked for: none of the peers (nothing installed), the build and psql.
+if [ "${work[*]}" = retention ]; then bench_need run.sh curl psql pg_config; else bench_install; fi
 
 # One socket per session, on both sides: the hard limit is raised as far as root may.
 ulimit -Hn 200000 2>/dev/null || true
@@ -652,6 +660,7 @@ threads() {
 
 # ---- Storage --------------------------------------------------------------------------
 storage() { . "$root/tools/bench/storage.sh"; storage_bench; }
+retention() { . "$root/tools/bench/retention.sh"; retention_bench; }
 
 # ---- Versus: this build against another (--base DIR) ----------------------------------
 # start_as WHO [THREADS]: the gateway of this build (new) or of --base (base), with
@@ -719,6 +728,6 @@ echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*
   "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME")," \
   "$(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "The gateway's default --threads here: $(nproc) (one per core)."
-for w in w1 w2 w3 w6 w4 w5 threads storage versus; do
+for w in w1 w2 w3 w6 w4 w5 threads storage versus retention; do
   want "$w" && "$w"
 done
