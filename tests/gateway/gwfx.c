@@ -155,6 +155,15 @@ void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra)
     start(f, extra, false, false, other->ctx);
 }
 
+gwfx *gwfx_start_nodes(gwfx *a, gwfx *b, const char *const *extra)
+{
+    gwfx_start(a, extra);
+    if (!pgfx_on())
+        return a;
+    gwfx_start_beside(b, a, extra);
+    return b;
+}
+
 void gwfx_start_beside_on(gwfx *f, gwfx *other, const char *store_url, const char *const *extra)
 {
     f->store_url = strdup(store_url);

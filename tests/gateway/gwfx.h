@@ -47,6 +47,9 @@ void gwfx_start_on(gwfx *f, const char *store_url, const char *const *extra);
  * context (one libwebsockets client context per process: two leave OpenSSL state behind
  * at exit). Clean it up before other. */
 void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra);
+/* Node a, and in the PostgreSQL pass node b beside it on the same database: returns the
+ * node where a test's other members sign in (b, or a itself on RocksDB). */
+gwfx *gwfx_start_nodes(gwfx *a, gwfx *b, const char *const *extra);
 /* The same on another store URL (a proxy's in front of other's database, say). */
 void gwfx_start_beside_on(gwfx *f, gwfx *other, const char *store_url, const char *const *extra);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */

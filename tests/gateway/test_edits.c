@@ -40,17 +40,6 @@ static pr_slice sl(const char *s)
     return (pr_slice){(const uint8_t *)s, strlen(s)};
 }
 
-/* Node a, and on PostgreSQL node b beside it on the same database; the node where the
- * other members sign in (b, or a itself on RocksDB). */
-static gwfx *start_nodes(const char *const *args)
-{
-    gwfx_start(&fa, args);
-    if (!pgfx_on())
-        return &fa;
-    gwfx_start_beside(&fb, &fa, args);
-    return &fb;
-}
-
 /* The reply of rid: of type want (pushes before it are skipped). */
 static pr_event expect_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want)
 {
@@ -132,7 +121,7 @@ static void check_page(gwc_conn *k)
 Test(edits, edits_and_recalls_are_pushed_paged_and_survive_a_restart)
 {
     bool two = pgfx_on();
-    gwfx *other = start_nodes(NULL);
+    gwfx *other = gwfx_start_nodes(&fa, &fb, NULL);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
     gwc_conn *bob = gwfx_login(other, "bob", NULL);
     gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
@@ -329,7 +318,7 @@ Test(edits, the_api_edits_and_recalls_any_message)
 Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
-    gwfx *other = start_nodes(args);
+    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
     gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
     gwfx_join(alice, "g");
@@ -377,7 +366,7 @@ Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
 Test(edits, deleting_a_group_tells_its_members_and_leaves_nothing, .timeout = 90)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
-    gwfx *other = start_nodes(args);
+    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
     gwfx_join(alice, "doomed");
     gwfx_join(alice, "g");

@@ -42,17 +42,6 @@ static pr_slice sl(const char *s)
     return (pr_slice){(const uint8_t *)s, strlen(s)};
 }
 
-/* Node a, and on PostgreSQL node b beside it on the same database; the node where the
- * other members sign in (b, or a itself on RocksDB). */
-static gwfx *start_nodes(const char *const *args)
-{
-    gwfx_start(&fa, args);
-    if (!pgfx_on())
-        return &fa;
-    gwfx_start_beside(&fb, &fa, args);
-    return &fb;
-}
-
 /* A page of gid after `from` (or before it), as k gets it; the caller reads ev. */
 static pr_event pull(gwc_conn *k, bool before, uint64_t from, uint32_t limit)
 {
@@ -131,7 +120,7 @@ static pr_group group_g(const pr_event *ev)
 Test(retain, a_pull_below_the_horizon_says_gone_before_and_unread_ignores_it)
 {
     const char *args[] = {"--retain-messages", "5", NULL};
-    gwfx *other = start_nodes(args);
+    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
     gwfx_join(alice, "g");
     gwc_conn *bob = gwfx_login(other, "bob", NULL);
@@ -205,7 +194,7 @@ static long long jint(json_t *o, const char *a, const char *b)
 Test(retain, the_api_sets_a_groups_own_retention)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), "--retain-messages", "1000", NULL};
-    start_nodes(args);
+    gwfx_start_nodes(&fa, &fb, args);
     free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/members/alice", NULL, 201));
     char body[64];
     for (int i = 1; i <= 10; i++) {
@@ -259,7 +248,7 @@ Test(retain, the_api_sets_a_groups_own_retention)
 Test(retain, retention_under_a_running_workload_keeps_pages_honest, .timeout = 180)
 {
     const char *args[] = {"--retain-messages", "50", NULL};
-    gwfx *other = start_nodes(args);
+    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
     gwfx_join(alice, "g");
     gwc_conn *bob = gwfx_login(other, "bob", NULL);
