@@ -103,6 +103,7 @@ static void rk_close(void *be)
     pthread_rwlock_destroy(&r->rd_lock);
     rocksdb_free(r->msg_val);
     free(r->lines);
+    free(r->trim.ranges);
     free(r->path);
     free(r);
 }

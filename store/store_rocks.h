@@ -76,7 +76,9 @@ typedef struct rk {
         _Atomic(rocksdb_t *) db; /* what the filter reads horizons from */
         _Atomic(rocksdb_column_family_handle_t *) groups;
         uint64_t compact_at; /* monotonic ms: the next compaction hint, when trims deleted */
-        bool trimmed;        /* since the last hint */
+        rk_key *ranges;      /* the ranges trims deleted since the last hint: lo, hi pairs */
+        size_t n_ranges, cap_ranges; /* (pairs) */
+        bool all;                    /* ... too many to list: the whole family is hinted */
     } trim;
     bool unreadable; /* a read of the batch failed: refuse it */
     char *path;

@@ -5,10 +5,10 @@
  *     messages below its new horizon with one range delete (a single tombstone however
  *     many messages: the write stays small) and moves the horizon in its row, so a read
  *     sees the old horizon with its messages or the new one without them. The range
- *     tombstones drop the messages' bytes when their table files are compacted; every
- *     minute in which trims deleted something, the family is marked for compaction
- *     (RocksDB's background threads do it), so the disk is reclaimed without waiting
- *     for the levels to fill;
+ *     tombstones drop the messages' bytes when their table files are compacted; once a
+ *     minute, the table files holding the ranges deleted since are marked for compaction
+ *     (RocksDB's background threads do it), so the disk is reclaimed without waiting for
+ *     the levels to fill, and the rest of the store is not rewritten for it;
  *   - the (uid, cid) rows of deleted messages are keyed by sender, not by group: a
  *     compaction filter on their family drops a row whose message is below its group's
  *     horizon, or whose group is gone. A resend of such a cid until then still answers
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define COMPACT_EVERY_MS 60000
+#define RANGES_MAX 1024 /* deleted ranges listed for the next hint; past it, the family */
 
 /* The group's value, as the batch and the database have it: 1 (found), 0, ST_EIO. */
 static int group_of(rk *r, st_id gid, st_group_row *g)
@@ -126,6 +127,26 @@ static int lowest_ack(rk *r, st_id gid, uint64_t last_mid, uint64_t *min_ack)
     return range_done(it, ro, ST_OK);
 }
 
+/* A deleted range, for the next compaction hint. */
+static void note_range(rk *r, const rk_key *lo, const rk_key *hi)
+{
+    if (r->trim.all)
+        return;
+    if (r->trim.n_ranges == r->trim.cap_ranges) {
+        size_t cap = r->trim.cap_ranges ? 2 * r->trim.cap_ranges : 64;
+        rk_key *nr = cap <= RANGES_MAX ? realloc(r->trim.ranges, 2 * cap * sizeof(*nr)) : NULL;
+        if (!nr) {
+            r->trim.all = true; /* the whole family, then */
+            return;
+        }
+        r->trim.ranges = nr;
+        r->trim.cap_ranges = cap;
+    }
+    r->trim.ranges[2 * r->trim.n_ranges] = *lo;
+    r->trim.ranges[2 * r->trim.n_ranges + 1] = *hi;
+    r->trim.n_ranges++;
+}
+
 /* One group of the pass: its horizon moved in wb when the rule asks. */
 static int trim_group(rk *r, st_op *op, rocksdb_writebatch_t *wb, st_id gid, st_group_row *g,
                       uint64_t now)
@@ -148,26 +169,37 @@ static int trim_group(rk *r, st_op *op, rocksdb_writebatch_t *wb, st_id gid, st_
     rocksdb_writebatch_delete_range_cf(wb, r->rw.cf[RK_CF_MSGS], lo.b, lo.n, hi.b, hi.n);
     op->applied += (size_t)(h - g->first_mid);
     g->first_mid = h;
+    note_range(r, &lo, &hi);
     char v[RK_GROUP_VAL_RETAIN];
     rk_key_id(&k, gid);
     rocksdb_writebatch_put_cf(wb, r->rw.cf[RK_CF_GROUPS], k.b, k.n, v, rk_group_encode(g, v));
     return ST_OK;
 }
 
-/* Every minute with trims: their families marked for compaction in the background. */
+/* Once a minute with trims: the table files holding what they deleted marked for
+ * compaction in the background (a hint: one not taken is no trouble). The (uid, cid)
+ * rows are keyed by sender, spread over their whole family: their filter drops them as
+ * the family's own compactions come. */
 static void hint_compaction(rk *r)
 {
     uint64_t mono = st_mono_ms();
-    if (!r->trim.trimmed || mono < r->trim.compact_at)
+    if ((!r->trim.n_ranges && !r->trim.all) || mono < r->trim.compact_at)
         return;
     r->trim.compact_at = mono + COMPACT_EVERY_MS;
-    r->trim.trimmed = false;
-    const enum rk_cf cfs[] = {RK_CF_MSGS, RK_CF_SENDS};
-    for (size_t i = 0; i < sizeof(cfs) / sizeof(cfs[0]); i++) {
-        char *err = NULL; /* a hint: one not taken is no trouble */
-        rocksdb_suggest_compact_range_cf(r->rw.db, r->rw.cf[cfs[i]], NULL, 0, NULL, 0, &err);
+    char *err = NULL;
+    if (r->trim.all) {
+        rocksdb_suggest_compact_range_cf(r->rw.db, r->rw.cf[RK_CF_MSGS], NULL, 0, NULL, 0, &err);
         rocksdb_free(err);
     }
+    for (size_t i = 0; !r->trim.all && i < r->trim.n_ranges; i++) {
+        const rk_key *lo = &r->trim.ranges[2 * i], *hi = &r->trim.ranges[2 * i + 1];
+        err = NULL;
+        rocksdb_suggest_compact_range_cf(r->rw.db, r->rw.cf[RK_CF_MSGS], lo->b, lo->n, hi->b, hi->n,
+                                         &err);
+        rocksdb_free(err);
+    }
+    r->trim.n_ranges = 0;
+    r->trim.all = false;
 }
 
 int rk_trim(rk *r, st_op *op, uint64_t now, char *why, size_t why_len)
@@ -214,8 +246,6 @@ int rk_trim(rk *r, st_op *op, uint64_t now, char *why, size_t why_len)
             snprintf(why, why_len, "deleting messages past retention failed: %s", err);
             rocksdb_free(err);
             rc = ST_EIO;
-        } else {
-            r->trim.trimmed = true;
         }
     }
     rocksdb_writebatch_destroy(wb);

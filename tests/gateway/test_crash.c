@@ -163,11 +163,13 @@ Test(crash, node_kills_and_automatic_failovers_under_three_nodes_lose_nothing, .
     pgfx_ha_start(&ha);
     char *url = pgfx_ha_db_new(&ha);
     char extra[1200], last[512];
-    snprintf(extra, sizeof(extra), "--nodes 3 --kills 4 --failovers 2 --store '%s' --ha-dir %s",
+    /* One failover among the kills: cluster::automatic_failover_under_load_loses_nothing
+     * fails the leader over twice; this is about kills and a failover in one run. */
+    snprintf(extra, sizeof(extra), "--nodes 3 --kills 4 --failovers 1 --store '%s' --ha-dir %s",
              url, ha.dir);
     run(extra, last, sizeof(last));
     cr_assert_eq(figure(last, " node kills"), 4, "%s", last);
-    cr_assert_eq(figure(last, " automatic failovers"), 2, "%s", last);
+    cr_assert_eq(figure(last, " automatic failovers"), 1, "%s", last);
     cr_assert_gt(figure(last, " sends refused"), 0, "%s", last);
     cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
     free(url);
