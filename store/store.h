@@ -310,6 +310,9 @@ typedef struct st_retain {
     enum st_acked until_acked;
 } st_retain;
 
+/* A group's retention in force: its own fields where set, over the defaults. */
+st_retain st_retain_of(const st_retain *own, const st_retain *dflt);
+
 /*
  * The unread webhook's bookkeeping (the gateway's app/gw_unread.c), kept by the store so
  * that what is to be told outlives the gateway that was to tell it:

@@ -29,8 +29,6 @@ typedef struct st_group_row {
 
 /* ---- retention (store_retain.c), the rules once for both backends ---------------------- */
 
-/* The group's retention, its own fields over the defaults. */
-st_retain st_retain_of(const st_retain *own, const st_retain *dflt);
 /* Does the rule need the first young message (an age limit), the lowest ack? */
 bool st_retain_by_age(const st_retain *eff);
 bool st_retain_by_acks(const st_retain *eff);

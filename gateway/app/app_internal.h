@@ -33,6 +33,9 @@ struct gw_app {
 
 /* gw_retain.c: retention's passes over the store's groups, on the first service thread. */
 gw_retain *gw_retain_new(gw_app *a);
+/* The defaults of --retain-*, as a pass applies them where a group has no retention of
+ * its own (each limit ST_KEEP_ALL when not set). */
+st_retain gw_retain_defaults(const gw_config *cfg);
 void gw_retain_free(gw_retain *r); /* NULL is a no-op */
 
 /* ---- a session, as its requests see it (gw_route.c, gw_signin.c) ------------------------ */

@@ -546,27 +546,10 @@ static json_t *retention_json(const st_retain *r)
                      "cap", limit_json(r->cap, 1));
 }
 
-/* What the group's retention is: its own over the gateway's defaults. */
-static st_retain effective(const gw_config *cfg, const st_retain *own)
-{
-    st_retain e = {
-        .messages = own->messages          ? own->messages
-                    : cfg->retain_messages ? cfg->retain_messages
-                                           : ST_KEEP_ALL,
-        .ms = own->ms            ? own->ms
-              : cfg->retain_days ? (uint64_t)cfg->retain_days * 86400000u
-                                 : ST_KEEP_ALL,
-        .cap = own->cap ? own->cap : cfg->retain_cap,
-        .until_acked = own->until_acked != ST_ACKED_DEFAULT ? own->until_acked
-                       : cfg->retain_until_acked            ? ST_ACKED_ON
-                                                            : ST_ACKED_OFF,
-    };
-    return e;
-}
-
 static json_t *retention_answer(api_job *j, const st_op *op, unsigned *status)
 {
-    st_retain eff = effective(j->app->d.cfg, &op->retain);
+    st_retain dflt = gw_retain_defaults(j->app->d.cfg);
+    st_retain eff = st_retain_of(&op->retain, &dflt);
     json_t *e = retention_json(&eff);
     if (eff.until_acked != ST_ACKED_ON)
         json_object_set_new(e, "cap", json_null()); /* applies with until_acked only */

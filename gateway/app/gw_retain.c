@@ -40,8 +40,7 @@ struct gw_retain {
     retain_job page;
 };
 
-/* The defaults a pass applies where a group has no retention of its own. */
-static st_retain defaults(const gw_config *cfg)
+st_retain gw_retain_defaults(const gw_config *cfg)
 {
     return (st_retain){
         .messages = cfg->retain_messages ? cfg->retain_messages : ST_KEEP_ALL,
@@ -111,7 +110,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
     op->kind = ST_OP_TRIM;
     op->gid = st_id_str(r->after);
     op->limit = PAGE_GROUPS;
-    op->retain = defaults(a->d.cfg);
+    op->retain = gw_retain_defaults(a->d.cfg);
     r->page.job.complete = trimmed;
     r->busy = true;
     if (gw_bridge_submit(a->d.bridge, &r->page.job) < 0)
