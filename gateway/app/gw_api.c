@@ -334,13 +334,28 @@ int gw_api_begin(gw_app *app, gw_api_conn *c, struct lws *wsi, const char *path,
     return 0;
 }
 
+/* The longest request body: a message's JSON, its body (escaped, up to 6 bytes a byte)
+ * and the other fields. */
+static size_t body_max(const gw_app *a)
+{
+    return 6 * a->d.cfg->max_body + 4096;
+}
+
+bool gw_api_body_refused(gw_app *a, gw_api_conn *c, uint64_t declared)
+{
+    if (declared <= body_max(a))
+        return false;
+    if (!c->answered)
+        gw_api_fail(c, 413, "too_large", "body",
+                    "the request body is too large (declared in Content-Length; --max-body)");
+    return true;
+}
+
 int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len)
 {
     if (c->routed)
         return 0; /* a body on a request that does not take one */
-    /* A message's JSON: its body (escaped, up to 6 bytes a byte) and the other fields. */
-    size_t max = 6 * a->d.cfg->max_body + 4096;
-    if (c->answered || c->body_n + len > max) {
+    if (c->answered || c->body_n + len > body_max(a)) {
         if (!c->answered)
             gw_api_fail(c, 413, "too_large", "body", "the request body is too large");
         return 0;
@@ -364,11 +379,13 @@ void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi)
         route(a, c, wsi);
 }
 
-bool gw_api_ready(const gw_api_conn *c, unsigned *status, char **json)
+bool gw_api_ready(const gw_api_conn *c, unsigned *status, char **json, unsigned *retry_s)
 {
     if (!c->answered)
         return false;
     *status = c->status;
+    json_int_t ms = json_integer_value(json_object_get(c->answer, "retry_ms"));
+    *retry_s = c->status == 429 ? (unsigned)((ms + 999) / 1000) : 0;
     *json = json_dumps(c->answer, JSON_COMPACT);
     return true;
 }

@@ -106,11 +106,16 @@ bool gw_api_path(const char *path);
 /* LWS_CALLBACK_HTTP of an API path: checks the key; starts a request that takes no body
  * (a POST starts at gw_api_body_done). 1 for a POST (its body follows), else 0. */
 int gw_api_begin(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *path, const char *method);
+/* At the headers, a body declared longer than a request may take: answers 413 (unless
+ * already answered) and returns true, so that none of it is read and the connection is
+ * closed after the answer. */
+bool gw_api_body_refused(gw_app *a, gw_api_conn *c, uint64_t declared);
 /* LWS_CALLBACK_HTTP_BODY and _COMPLETION. */
 int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len);
 void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi);
-/* The answer, once there is one: its status and JSON text (malloc'd). */
-bool gw_api_ready(const gw_api_conn *c, unsigned *status, char **json);
+/* The answer, once there is one: its status, JSON text (malloc'd) and, for a 429, the
+ * seconds to wait (its retry_ms rounded up; else 0). */
+bool gw_api_ready(const gw_api_conn *c, unsigned *status, char **json, unsigned *retry_s);
 /* The connection is done or gone: its job (if any) answers nobody. */
 void gw_api_release(gw_api_conn *c);
 

@@ -32,20 +32,81 @@ size_t gw_http_pss_size(void)
     return sizeof(http_pss);
 }
 
-/* Sends a whole small response, with `Connection: close` when close is set. Returns what
- * the callback should return. */
-static int respond_ex(struct lws *wsi, unsigned status, const char *type, const char *body,
-                      size_t len, bool close)
+/* The reason phrase of each status the gateway answers with. libwebsockets 4.1 writes
+ * none for some (201, 429, ...): "HTTP/1.1 429 ", which clients and proxies show as is. */
+static const char *reason_phrase(unsigned status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+/* Puts the reason phrase into the HTTP/1.x status line libwebsockets wrote at the start of
+ * [start, *p) (RFC 9112: "HTTP/1.1 429 Too Many Requests"). HTTP/2 has no such line and is
+ * left alone. 0, or -1 when there is no room. */
+static int fix_status_line(unsigned status, uint8_t *start, uint8_t **p, const uint8_t *end)
+{
+    size_t n = (size_t)(*p - start);
+    if (n < 13 || memcmp(start, "HTTP/1.", 7) != 0)
+        return 0;
+    uint8_t *eol = memchr(start, '\r', n);
+    uint8_t *code_end = start + 12; /* "HTTP/1.1 NNN" */
+    if (!eol || eol < code_end)
+        return 0;
+    char line[64];
+    int ln = snprintf(line, sizeof(line), " %s", reason_phrase(status));
+    size_t old = (size_t)(eol - code_end);
+    if (*p - old + (size_t)ln > end)
+        return -1;
+    memmove(code_end + ln, eol, (size_t)(*p - eol));
+    memcpy(code_end, line, (size_t)ln);
+    *p = *p - old + ln;
+    return 0;
+}
+
+/* Sends a whole small response. With close, it says `Connection: close` and closes the
+ * connection once the answer is out (RFC 9112, 9.6), for requests whose body it did not
+ * or could not read. A 429 says when to try again (retry_s, at least 1); a 503 says 5 s,
+ * the pace at which the gateway retries its store. Returns what the callback should
+ * return. */
+static int respond_full(struct lws *wsi, unsigned status, const char *type, const char *body,
+                        size_t len, bool close, unsigned retry_s)
 {
     size_t room = LWS_PRE + 1024 + len;
     uint8_t *buf = malloc(room);
     if (!buf)
         return -1;
     uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + room;
+    char retry[16] = "";
+    if (status == 429 || status == 503)
+        snprintf(retry, sizeof(retry), "%u", status == 503 ? 5 : retry_s ? retry_s : 1);
     int rc = -1;
     if (lws_add_http_common_headers(wsi, status, type, (lws_filepos_t)len, &p, end) ||
+        fix_status_line(status, start, &p, end) ||
         lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
                                     (const unsigned char *)"no-store", 8, &p, end) ||
+        (retry[0] && lws_add_http_header_by_name(
+                         wsi, (const unsigned char *)"retry-after:", (const unsigned char *)retry,
+                         (int)strlen(retry), &p, end)) ||
         (close && lws_add_http_header_by_name(wsi, (const unsigned char *)"connection:",
                                               (const unsigned char *)"close", 5, &p, end)) ||
         lws_finalize_write_http_header(wsi, start, &p, end))
@@ -53,10 +114,17 @@ static int respond_ex(struct lws *wsi, unsigned status, const char *type, const 
     memcpy(start, body, len);
     if (lws_write(wsi, start, len, LWS_WRITE_HTTP_FINAL) != (int)len)
         goto out;
-    rc = lws_http_transaction_completed(wsi) ? -1 : 0;
+    /* Closing: libwebsockets sends what it still holds of the answer first. */
+    rc = close || lws_http_transaction_completed(wsi) ? -1 : 0;
 out:
     free(buf);
     return rc;
+}
+
+static int respond_ex(struct lws *wsi, unsigned status, const char *type, const char *body,
+                      size_t len, bool close)
+{
+    return respond_full(wsi, status, type, body, len, close, 0);
 }
 
 static int respond(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len)
@@ -69,15 +137,20 @@ static int respond_text(struct lws *wsi, unsigned status, const char *text)
     return respond(wsi, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-static int respond_json(struct lws *wsi, unsigned status, json_t *obj)
+static int respond_json_ex(struct lws *wsi, unsigned status, json_t *obj, bool close)
 {
     char *s = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
     if (!s)
         return -1;
-    int rc = respond(wsi, status, "application/json", s, strlen(s));
+    int rc = respond_ex(wsi, status, "application/json", s, strlen(s), close);
     free(s);
     return rc;
+}
+
+static int respond_json(struct lws *wsi, unsigned status, json_t *obj)
+{
+    return respond_json_ex(wsi, status, obj, false);
 }
 
 static int healthz(gw_server *srv, struct lws *wsi)
@@ -129,15 +202,16 @@ static int demo_login(gw_server *srv, struct lws *wsi, http_pss *ps)
  * asks for a writeable callback, which comes back here). */
 static int api_answer(struct lws *wsi, http_pss *ps)
 {
-    unsigned status;
+    unsigned status, retry_s;
     char *json = NULL;
-    if (ps->api_body || !gw_api_ready(&ps->req, &status, &json))
+    if (ps->api_body || !gw_api_ready(&ps->req, &status, &json, &retry_s))
         return 0;
     /* Released first: completing the HTTP transaction may free ps with it. */
     gw_api_release(&ps->req);
     ps->api = false;
-    int rc =
-        json ? respond_ex(wsi, status, "application/json", json, strlen(json), ps->api_close) : -1;
+    int rc = json ? respond_full(wsi, status, "application/json", json, strlen(json), ps->api_close,
+                                 retry_s)
+                  : -1;
     free(json);
     return rc;
 }
@@ -222,18 +296,32 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
              * that body: such a request is answered with Connection: close. */
             ps->api_close = !cl[0] && (post || lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI));
             gw_api_begin(srv->m.app, &ps->req, wsi, path, method);
+            if (gw_api_body_refused(srv->m.app, &ps->req, strtoull(cl, NULL, 10))) {
+                /* 413 at once: none of the body is read, and the connection closes. */
+                ps->api_body = false;
+                ps->api_close = true;
+                return api_answer(wsi, ps);
+            }
             if (ps->api_body)
                 return 0;                                /* the body follows */
             gw_api_body_done(srv->m.app, &ps->req, wsi); /* a POST without one */
             return api_answer(wsi, ps);
         }
         if (post) {
+            char cl[24] = "";
+            lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH);
             if (strcmp(path, "/demo/login") == 0 && srv->m.cfg.demo) {
+                if (strtoull(cl, NULL, 10) > LOGIN_BODY_MAX)
+                    return respond_json_ex(wsi, HTTP_STATUS_REQ_ENTITY_TOO_LARGE,
+                                           json_pack("{s:s}", "error", "body too large"), true);
                 ps->n = 0;
                 ps->too_long = false;
                 return 0; /* the body follows */
             }
-            return respond_text(wsi, HTTP_STATUS_NOT_FOUND, "not found\n");
+            /* Its body is not read: the connection closes after the answer, else the
+             * body's bytes would be taken for the next request. */
+            return respond_ex(wsi, HTTP_STATUS_NOT_FOUND, "text/plain; charset=utf-8",
+                              "not found\n", 10, true);
         }
         if (strcmp(path, "/healthz") == 0)
             return healthz(srv, wsi);

@@ -1,5 +1,6 @@
 #include "gwfx.h"
 #include "pgfx.h"
+#include "rawws.h"
 #include "store.h"
 #include "tclock.h"
 
@@ -8,10 +9,12 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -456,6 +459,60 @@ char *gwfx_api(gwfx *f, const char *method, const char *path, const char *body, 
     int status;
     char *out = gwfx_call(f, method, path, GWFX_API_KEY, body, &status);
     cr_assert_eq(status, want, "%s %s: %d, expected %d: %s", method, path, status, want, out);
+    return out;
+}
+
+/* How many whole responses (headers and Content-Length bytes of body) out holds. */
+static int whole_responses(const char *out, size_t n)
+{
+    int count = 0;
+    const char *p = out, *end = out + n;
+    for (;;) {
+        const char *h = strstr(p, "\r\n\r\n");
+        if (!h)
+            return count;
+        const char *cl = strstr(p, "content-length: ");
+        size_t body = cl && cl < h ? strtoul(cl + 16, NULL, 10) : 0;
+        if ((size_t)(end - (h + 4)) < body)
+            return count;
+        count++;
+        p = h + 4 + body;
+    }
+}
+
+char *gwfx_raw_http(gwfx *f, const char *request, int answers, int timeout_ms, bool *closed)
+{
+    cr_assert(!f->tls, "gwfx_raw_http speaks plain HTTP");
+    rawws c;
+    cr_assert_eq(rawws_connect(&c, f->port, NULL), 0, "connect to %d", f->port);
+    cr_assert_eq(rawws_write(&c, request, strlen(request), false), 0);
+    size_t cap = 4096, n = 0;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    *closed = false;
+    long t0 = tclock_ms();
+    for (;;) {
+        long left = timeout_ms - tclock_since(t0);
+        struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            break;
+        if (n + 1024 > cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+            cr_assert_not_null(out);
+        }
+        ssize_t r = recv(c.fd, out + n, cap - n - 1, 0);
+        if (r <= 0) { /* the gateway closed it (or reset it: a close too) */
+            *closed = true;
+            break;
+        }
+        n += (size_t)r;
+        out[n] = 0;
+        if (answers && whole_responses(out, n) >= answers)
+            break;
+    }
+    out[n] = 0;
+    rawws_close(&c);
     return out;
 }
 

@@ -141,6 +141,11 @@ const char *gwfx_api_key_file(void);
 /* Calls the server API with GWFX_API_KEY and asserts the answer's status; returns its
  * body (malloc'd). */
 char *gwfx_api(gwfx *f, const char *method, const char *path, const char *body, int want);
+/* Sends request as it is over a plain TCP connection to the gateway (started without TLS)
+ * and reads until the gateway closes it, `answers` whole responses are in (0: no such
+ * limit) or timeout_ms passes; returns what came (malloc'd, NUL-terminated) and whether
+ * the gateway closed the connection. */
+char *gwfx_raw_http(gwfx *f, const char *request, int answers, int timeout_ms, bool *closed);
 /* GET /metrics (200 asserted), with the node label that every sample carries taken out
  * (and asserted on each): tests look samples up as "name" or "name{label=\"v\"}". */
 char *gwfx_metrics(gwfx *f);

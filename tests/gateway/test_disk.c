@@ -245,6 +245,12 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     cr_assert_eq(health(&body), 503, "/healthz while the disk is full");
     cr_assert(strstr(body, "File too large"), "/healthz says why: %s", body);
     free(body);
+    /* Its status line has the reason phrase, and it says when to ask again. */
+    bool closed;
+    body = gwfx_raw_http(&f, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", 1, 5000, &closed);
+    cr_assert(strncmp(body, "HTTP/1.1 503 Service Unavailable\r\n", 34) == 0, "%s", body);
+    cr_assert(strstr(body, "\r\nretry-after: 5\r\n"), "%s", body);
+    free(body);
     cr_assert_eq(metric("gw_store_writable"), 0);
     cr_assert_geq(metric("gw_store_write_errors_total"), 1);
     cr_assert_eq(metric("gw_errors_total{code=\"unavailable\"}"), 3);

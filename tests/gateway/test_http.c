@@ -1,0 +1,171 @@
+/*
+ * The gateway's HTTP side over a raw socket, as RFC 9110 and 9112 want it: a reason
+ * phrase on every status line, the connection closed after an answer that says
+ * `Connection: close` (and after a request that asks for it), `Retry-After` on 429,
+ * and a declared body over the limit refused with 413 before any of it is read.
+ */
+#include "gwfx.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gwfx f;
+
+static void teardown(void)
+{
+    gwfx_cleanup(&f);
+}
+
+TestSuite(http, .fini = teardown);
+
+static void start(const char *const *more)
+{
+    const char *args[16] = {"--api-key-file", gwfx_api_key_file(), "--demo"};
+    int n = 3;
+    for (; more && more[n - 3]; n++)
+        args[n] = more[n - 3];
+    args[n] = NULL;
+    gwfx_start(&f, args);
+}
+
+#define AUTH "Authorization: Bearer " GWFX_API_KEY "\r\n"
+
+/* One request on its own connection: its first answer. */
+static char *ask(const char *request)
+{
+    bool closed;
+    return gwfx_raw_http(&f, request, 1, 5000, &closed);
+}
+
+/* Requests on one connection, read until the gateway closes it or 3 s pass (a keep-alive
+ * connection stays open for longer: 10 s here). */
+static char *ask_to_end(const char *request, bool *closed)
+{
+    return gwfx_raw_http(&f, request, 0, 3000, closed);
+}
+
+static bool starts(const char *out, const char *line)
+{
+    return strncmp(out, line, strlen(line)) == 0;
+}
+
+/* How many responses are in out. */
+static int responses(const char *out)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "HTTP/1.1 ")); p++)
+        n++;
+    return n;
+}
+
+Test(http, every_status_line_has_its_reason_phrase, .timeout = 60)
+{
+    static const char *const more[] = {"--api-rate", "1", "--rate-burst", "1", NULL};
+    start(more);
+    static const struct {
+        const char *request, *line;
+    } cases[] = {
+        {"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", "HTTP/1.1 200 OK\r\n"},
+        {"PUT /api/v1/groups/g/members/ann HTTP/1.1\r\nHost: t\r\n" AUTH
+         "Content-Length: 0\r\n\r\n",
+         "HTTP/1.1 201 Created\r\n"},
+        /* over --api-rate 1 (the bucket is empty after the 201) */
+        {"GET /api/v1/users/ann/groups HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n",
+         "HTTP/1.1 429 Too Many Requests\r\n"},
+        {"GET /api/v1/users/ann/groups HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer no\r\n\r\n",
+         "HTTP/1.1 401 Unauthorized\r\n"},
+        {"GET /no-such-file HTTP/1.1\r\nHost: t\r\n\r\n", "HTTP/1.1 404 Not Found\r\n"},
+        {"POST /demo/login HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
+         "HTTP/1.1 400 Bad Request\r\n"},
+        {"POST /demo/login HTTP/1.1\r\nHost: t\r\nContent-Length: 9999\r\n\r\n",
+         "HTTP/1.1 413 Content Too Large\r\n"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = ask(cases[i].request);
+        cr_expect(starts(out, cases[i].line),
+                  "case %zu: expected %.*s, got: %.80s", i, (int)strlen(cases[i].line) - 2,
+                  cases[i].line, out);
+        free(out);
+    }
+}
+
+Test(http, a_429_says_when_to_try_again, .timeout = 60)
+{
+    static const char *const more[] = {"--api-rate", "1", "--rate-burst", "1", NULL};
+    start(more);
+    const char *get = "GET /api/v1/users/ann/groups HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n";
+    char *first = ask(get);
+    cr_assert(starts(first, "HTTP/1.1 200 OK\r\n"), "%s", first);
+    cr_assert_null(strstr(first, "retry-after:"), "no Retry-After on a 200: %s", first);
+    free(first);
+    char *out = ask(get);
+    cr_assert(starts(out, "HTTP/1.1 429 "), "%s", out);
+    cr_assert(strstr(out, "\r\nretry-after: 1\r\n"), "a whole second at --api-rate 1: %s", out);
+    cr_assert(strstr(out, "\"retry_ms\":"), "and retry_ms in the body: %s", out);
+    free(out);
+}
+
+Test(http, an_answer_that_says_close_closes_the_connection, .timeout = 60)
+{
+    start(NULL);
+    /* A PUT without Content-Length: its body cannot be told from the next request, so the
+     * answer says close, and the request sent behind it is not answered. */
+    bool closed;
+    char *out = ask_to_end("PUT /api/v1/groups/g/members/ann HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n"
+                    "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &closed);
+    cr_assert(starts(out, "HTTP/1.1 201 Created\r\n"), "%s", out);
+    cr_assert(strstr(out, "\r\nconnection: close\r\n"), "%s", out);
+    cr_assert(closed, "the gateway closed the connection after an answer that says close");
+    cr_assert_eq(responses(out), 1, "the request behind it is not answered: %s", out);
+    free(out);
+    /* A POST to a path that takes no body: answered without reading it, and closed. */
+    out = ask_to_end("POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: 42\r\n\r\n", &closed);
+    cr_assert(starts(out, "HTTP/1.1 404 Not Found\r\n"), "%s", out);
+    cr_assert(strstr(out, "\r\nconnection: close\r\n") && closed, "%s", out);
+    free(out);
+}
+
+Test(http, a_request_that_says_close_is_answered_then_closed, .timeout = 60)
+{
+    start(NULL);
+    bool closed;
+    char *out = ask_to_end("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                    "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &closed);
+    cr_assert(starts(out, "HTTP/1.1 200 OK\r\n"), "%s", out);
+    cr_assert(closed, "closed after the answer");
+    cr_assert_eq(responses(out), 1, "nothing after close is answered: %s", out);
+    free(out);
+    /* Keep-alive is the default: two requests on one connection, both answered, open. */
+    out = ask_to_end("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &closed);
+    cr_assert_eq(responses(out), 2, "%s", out);
+    cr_assert_not(closed, "a keep-alive connection stays open");
+    free(out);
+}
+
+Test(http, a_declared_body_over_the_limit_gets_413_before_any_of_it_is_read, .timeout = 60)
+{
+    static const char *const more[] = {"--max-body", "1000", NULL};
+    start(more);
+    /* Only the headers are sent: the answer cannot have waited for the body. */
+    bool closed;
+    char *out = ask_to_end("POST /api/v1/groups/g/messages HTTP/1.1\r\nHost: t\r\n" AUTH
+                    "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n", &closed);
+    cr_assert(starts(out, "HTTP/1.1 413 Content Too Large\r\n"), "%s", out);
+    cr_assert(strstr(out, "\"error\":\"too_large\""), "%s", out);
+    cr_assert(strstr(out, "\r\nconnection: close\r\n") && closed, "%s", out);
+    free(out);
+    out = ask_to_end("POST /demo/login HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n", &closed);
+    cr_assert(starts(out, "HTTP/1.1 413 Content Too Large\r\n") && closed, "%s", out);
+    free(out);
+    /* A body within the limit is read and stored as before. */
+    free(ask("PUT /api/v1/groups/g/members/ann HTTP/1.1\r\nHost: t\r\n" AUTH
+             "Content-Length: 0\r\n\r\n"));
+    const char *ok = "POST /api/v1/groups/g/messages HTTP/1.1\r\nHost: t\r\n" AUTH
+                     "Content-Type: application/json\r\nContent-Length: 42\r\n\r\n"
+                     "{\"from\":\"ann\",\"cid\":\"c1\",\"body\":\"0123456\"}";
+    out = ask(ok);
+    cr_assert(starts(out, "HTTP/1.1 200 OK\r\n"), "%s", out);
+    free(out);
+}
