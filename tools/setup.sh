@@ -38,6 +38,8 @@ packages+=(sslscan)
 # The load balancer config deploy/nginx/gw.conf, run for real by tests/deploy/ (Debian's
 # nginx 1.22, the version that config is written for; the test starts its own nginx).
 packages+=(nginx)
+# The local CA and certificate tools/run.sh serves (a certificate clients can trust).
+packages+=(mkcert)
 # Automatic PostgreSQL failover, run for real by tests/gateway/test_cluster.c and
 # tools/pg_server.sh ha-up: Patroni (3.0) over etcd (3.4), the pair deploy/patroni/ is
 # written for; Debian's, so that no pip package is needed.
