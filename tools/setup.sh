@@ -44,6 +44,9 @@ packages+=(mkcert)
 # tools/pg_server.sh ha-up: Patroni (3.0) over etcd (3.4), the pair deploy/patroni/ is
 # written for; Debian's, so that no pip package is needed.
 packages+=(patroni etcd-server etcd-client)
+# The operator's alerts and dashboard (deploy/prometheus/, deploy/grafana/), checked by
+# tests/deploy/test_promtool.sh: Debian's promtool (2.42, in prometheus) and python3-yaml.
+packages+=(prometheus python3-yaml)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 

@@ -131,6 +131,14 @@ log="$work/deploy-patroni.log"
 timeout -k 10 120 "$root/tests/deploy/test_patroni.sh" 2>&1 | tee "$log"
 count_summary tests/deploy/patroni "$log" "${PIPESTATUS[0]}" \
   's/^deploy: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^deploy: [0-9]+ passed, ([0-9]+) failed$/\1/p'
+# The operator's alerts and dashboard (deploy/prometheus/, deploy/grafana/): promtool's
+# check of the rules, every metric name in both against a real scrape of build/gw, and
+# promtool test rules firing each alert on the scrape's series (tests/deploy/test_promtool.sh).
+section "tests/deploy/test_promtool.sh"
+log="$work/deploy-promtool.log"
+timeout -k 10 120 "$root/tests/deploy/test_promtool.sh" "$root/build" 2>&1 | tee "$log"
+count_summary tests/deploy/promtool "$log" "${PIPESTATUS[0]}" \
+  's/^promtool: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^promtool: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 # The JSON subprotocol from a WebSocket library that knows nothing of the gateway
 # (Debian's python3-websockets; tests/clients/json_tool.py starts its own gw). Its
 # "json-tool: N passed, N failed" line joins the counts above.
