@@ -7,7 +7,9 @@
 #   tools/setup.sh --no-build only install packages
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+# The repository itself, symbolic links resolved: the build folder is configured for it
+# (tests/docs/run_examples.py runs run.sh from a folder of links to it).
+root=$(cd -P "$(dirname "$0")/.." && pwd)
 
 # Why each: cmake/gcc/pkg-config build; libwebsockets + OpenSSL the server; RocksDB the
 # store; msgpack-c the wire format; Criterion the tests; libjwt tokens; jansson JSON for
