@@ -8,7 +8,9 @@
 // reports through events, and calls its methods when the user does something.
 //
 // Events (CustomEvent, `detail`):
-//   'state'  {state, attempt, retryAt, reason}   connection: connecting | online | offline | stopped
+//   'state'  {state, attempt, retryAt, reason, error?}  connection: connecting | online | offline | stopped;
+//                                                 reason 'tls' (node): the gateway's certificate was
+//                                                 refused, error its text (retried like the rest)
 //   'groups' {}                                  the group list, counts or membership changed
 //   'view'   {gid, reset, upserts, removes, meta} the messages of a group with a view changed
 //   'notice' {kind, code, msg, gid}               something the user should be told (an error)
@@ -39,6 +41,7 @@ import {
   Pinger,
   openSocket,
   closeSocket,
+  tlsFailure,
 } from './connection.js';
 import { asInt, now } from './util.js';
 import { groupMethods } from './groups.js';
@@ -67,6 +70,7 @@ export class GwClient extends EventTarget {
     this.WebSocketImpl = WebSocketImpl;
     this.state = 'stopped';
     this.reason = '';
+    this.error = undefined; // the TLS failure's text while reason is 'tls'
     this.ws = null;
     this.stopped = true;
     this.attempt = 0;
@@ -168,7 +172,7 @@ export class GwClient extends EventTarget {
       ws = openSocket(this.WebSocketImpl, this.url, (x) => this.ws === x, {
         open: () => this.sendFrame({ t: 'hello', token }),
         frame: (bytes) => this.onFrame(bytes),
-        close: (code, reason) => this.onClosed(code, reason),
+        close: (code, reason, error) => this.onClosed(code, reason, error),
       });
     } catch (e) {
       return this.scheduleReconnect(String(e.message || e));
@@ -211,7 +215,7 @@ export class GwClient extends EventTarget {
     }
   }
 
-  onClosed(code, reason) {
+  onClosed(code, reason, error) {
     this.ws = null;
     this.clearConnTimers();
     this.resetInFlight();
@@ -221,11 +225,16 @@ export class GwClient extends EventTarget {
       // or twice, then give up and ask the user to sign in again.
       if (++this.tokenRefusals > 2) return this.authFailed('the gateway refused the token');
     }
+    // In node, the `ws` package tells why a connection failed: a certificate that is not
+    // trusted is worth its own reason (it will not go away by itself). A browser's error
+    // event says nothing: there it is a lost connection like any other.
+    const tls = code === 1006 ? tlsFailure(error) : null;
+    if (tls) return this.scheduleReconnect('tls', tls);
     const why = code === 1001 ? 'gateway restarting' : code === 1006 ? 'connection lost' : `closed (${code}${reason ? ': ' + reason : ''})`;
     this.scheduleReconnect(why);
   }
 
-  scheduleReconnect(reason) {
+  scheduleReconnect(reason, error) {
     if (this.stopped) return;
     if (this.onlineSince && now() - this.onlineSince > BACKOFF_RESET_AFTER_MS) this.attempt = 0;
     this.onlineSince = 0;
@@ -233,7 +242,7 @@ export class GwClient extends EventTarget {
     this.retryAt = Date.now() + delay;
     clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(() => this.connect(), delay);
-    this.setState('offline', reason);
+    this.setState('offline', reason, error);
   }
 
   authFailed(reason) {
@@ -243,10 +252,14 @@ export class GwClient extends EventTarget {
     this.dispatchEvent(new CustomEvent('auth', { detail: { reason } }));
   }
 
-  setState(state, reason) {
+  /** error: the text of what failed, for reason 'tls' (absent from the detail otherwise). */
+  setState(state, reason, error) {
     this.state = state;
     this.reason = reason;
-    this.dispatchEvent(new CustomEvent('state', { detail: { state, reason, attempt: this.attempt, retryAt: this.retryAt } }));
+    this.error = error;
+    const detail = { state, reason, attempt: this.attempt, retryAt: this.retryAt };
+    if (error !== undefined) detail.error = error;
+    this.dispatchEvent(new CustomEvent('state', { detail }));
   }
 
   armPing() {

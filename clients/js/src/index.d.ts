@@ -147,7 +147,17 @@ export type ConnectionState = 'connecting' | 'online' | 'offline' | 'stopped';
 
 export interface StateDetail {
   state: ConnectionState;
+  /** Why, in words: '' (connecting, online), 'connection lost', 'gateway restarting',
+   * 'closed (CODE: REASON)', 'connect timeout', 'cannot get a token: ...', 'signed out',
+   * ...; or, offline, 'tls': the gateway's certificate was not accepted, or the TLS
+   * handshake failed (node's `ws` only: a browser tells nothing, so there it is
+   * 'connection lost'). Retried with the backoff like the others (trust fixed, it
+   * connects). */
   reason: string;
+  /** With reason 'tls' only: the TLS error's text and code, e.g. 'self-signed certificate
+   * (DEPTH_ZERO_SELF_SIGNED_CERT)', 'certificate has expired (CERT_HAS_EXPIRED)',
+   * 'TLS handshake failed: wrong version number (EPROTO)'. */
+  error?: string;
   /** Reconnect attempts so far. */
   attempt: number;
   /** Date.now() of the next attempt, when offline. */
@@ -206,7 +216,8 @@ export interface GwClientOptions {
   url: string;
   /** A token (HS256 JWT whose sub is the user); refresh: the last one was refused. */
   getToken: (opts: { refresh: boolean }) => Promise<string>;
-  /** The WebSocket class: the browser's by default; node's `ws` package works too. */
+  /** The WebSocket class: the browser's by default; node's `ws` package works too (a
+   * subclass can pass it options, e.g. `ca` to trust a development CA). */
   WebSocketImpl?: typeof WebSocket | (new (url: string, protocol: string) => unknown);
 }
 
@@ -223,6 +234,8 @@ export declare class GwClient extends EventTarget {
   constructor(options: GwClientOptions);
   readonly state: ConnectionState;
   readonly reason: string;
+  /** The last state's error (StateDetail.error): set while reason is 'tls'. */
+  readonly error: string | undefined;
   /** From the welcome (null before the first one). */
   readonly uid: string | null;
   /** The session id the gateway gave (null before the first welcome). */

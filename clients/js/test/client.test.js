@@ -12,6 +12,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** A WebSocket that the test plays the gateway for. */
 class FakeSocket {
   static all = [];
+  /** Error events the next sockets fail with (each an error event, then a close 1006)
+   * instead of opening: what node's `ws` reports, or a browser's bare event. */
+  static failNext = [];
   constructor(url, protocol) {
     this.url = url;
     this.protocol = protocol;
@@ -19,6 +22,13 @@ class FakeSocket {
     this.sent = [];
     FakeSocket.all.push(this);
     queueMicrotask(() => {
+      const fail = FakeSocket.failNext.shift();
+      if (fail) {
+        this.readyState = 3;
+        this.onerror && this.onerror(fail);
+        this.onclose && this.onclose({ code: 1006, reason: '' });
+        return;
+      }
       this.readyState = 1;
       this.onopen && this.onopen();
     });
@@ -225,6 +235,57 @@ test('own message: pending, then stored with its mid; after a reconnect sent aga
     client.viewEntries('g').map((e) => [e.mid, e.state, e.text]),
     [[1, 'stored', 'hello']],
   );
+  client.stop();
+});
+
+test("a certificate that is not trusted: reason 'tls' with the error's text, each attempt; retried until trusted", async (t) => {
+  // What node's `ws` gives its onerror: an ErrorEvent whose `error` is the TLS layer's Error.
+  const tlsError = (code, message) => ({ type: 'error', message, error: Object.assign(new Error(message), { code }) });
+  FakeSocket.all = [];
+  FakeSocket.failNext = [
+    tlsError('DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate'),
+    tlsError('ERR_TLS_CERT_ALTNAME_INVALID', "Hostname/IP does not match certificate's altnames: IP: 127.0.0.2 is not in the cert's list: 127.0.0.1"),
+    { type: 'error', message: 'connect ECONNREFUSED', error: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }) },
+    { type: 'error' }, // a browser's: no detail at all
+  ];
+  const states = [];
+  const client = new GwClient({ url: 'wss://test/ws', getToken: async () => 'tok', WebSocketImpl: FakeSocket });
+  client.addEventListener('state', (e) => states.push(e.detail));
+  const attempt = async () => {
+    await sleep(0);
+    await sleep(0);
+  };
+  t.after(() => {
+    client.stop(); // whatever happened: no retries left running into the other tests
+    FakeSocket.failNext = [];
+  });
+  client.start();
+  await attempt();
+  assert.equal(client.state, 'offline');
+  assert.deepEqual([client.reason, client.error], ['tls', 'self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT)']);
+  for (let i = 0; i < 3; i++) {
+    client.reconnectNow();
+    await attempt();
+  }
+  assert.equal(FakeSocket.all.length, 4, 'retried after each failure');
+  const offline = states.filter((d) => d.state === 'offline');
+  assert.deepEqual(
+    offline.map((d) => [d.reason, d.error, d.attempt]),
+    [
+      ['tls', 'self-signed certificate (DEPTH_ZERO_SELF_SIGNED_CERT)', 1],
+      ['tls', "Hostname/IP does not match certificate's altnames: IP: 127.0.0.2 is not in the cert's list: 127.0.0.1 (ERR_TLS_CERT_ALTNAME_INVALID)", 2],
+      ['connection lost', undefined, 3],
+      ['connection lost', undefined, 4],
+    ],
+  );
+  assert.ok(offline.every((d) => d.retryAt > 0));
+  assert.ok(!('error' in offline[2]) && !('error' in offline[3]), 'no error field unless the reason is tls');
+  // The trust fixed: the next attempt connects, and the error is gone.
+  client.reconnectNow();
+  await attempt();
+  FakeSocket.all[4].push(welcome([]));
+  assert.deepEqual([client.state, client.reason, client.error], ['online', '', undefined]);
+  assert.deepEqual(states.at(-1), { state: 'online', reason: '', attempt: 4, retryAt: states.at(-1).retryAt });
   client.stop();
 });
 

@@ -2,12 +2,13 @@
 // folder), tokens from build/tools/gw_token, and node's `ws` as the WebSocket. Two users:
 // a message sent while one is away is pulled, exactly once, when that one comes back and
 // opens the group, and its ack is stored (the next sign-in shows nothing unread); reads,
-// receipts, typing and presence between them; edits and recalls.
+// receipts, typing and presence between them; edits and recalls. (The README's example
+// app runs in test/package.test.js, from the package installed as the README says.)
 // GW_BUILD names the build folder (default: ../../build from this package).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -226,21 +227,4 @@ test('edits and recalls: the other member sees both, live and after signing in a
   assert.deepEqual(held, { mid: 2, from: 'alice', ts: held.ts, ver: 1, recalled: true }, 'a tombstone: no body');
   bob.stop();
   alice.stop();
-});
-
-test("the README's embedding example runs as printed", async () => {
-  const readme = readFileSync(join(here, '..', '..', '..', 'README.md'), 'utf8');
-  const block = readme.split('<!-- example: gw-client')[1].split('<!-- end of example -->')[0];
-  const code = block.split('```js\n')[1].split('```')[0];
-  const file = join(here, '.readme-example.mjs'); // in the package: 'gw-client' resolves
-  writeFileSync(file, code);
-  try {
-    const out = execFileSync(process.execPath, [file], {
-      env: { ...process.env, GW_URL: await url(), GW_TOKEN: token('carol') },
-      timeout: 20000,
-    }).toString();
-    assert.equal(out, '#1 carol: hello from my app\n');
-  } finally {
-    rmSync(file, { force: true });
-  }
 });

@@ -7,6 +7,12 @@ client.addEventListener('view', (ev) => {
   for (const e of entries) if (e.mid !== undefined) console.log(e.mid, e.from, e.text);
 });
 client.addEventListener('state', (ev) => console.log(ev.detail.state, ev.detail.attempt));
+client.addEventListener('state', (ev) => {
+  // A certificate the client does not trust (node): reason 'tls', with the error's text.
+  const why: string = ev.detail.reason === 'tls' ? `TLS: ${ev.detail.error ?? ''}` : ev.detail.reason;
+  const last: string | undefined = client.error;
+  console.log(why, last);
+});
 client.start();
 client.join('lobby');
 client.open('lobby');
