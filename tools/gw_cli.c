@@ -57,6 +57,7 @@ static void usage(FILE *f)
         "  --token T              the token (default $GW_TOKEN; see gw_token)\n"
         "  --token-file F         read the token from F\n"
         "  --ca FILE              wss: trust this CA or certificate (PEM) besides the system's\n"
+        "                         (default $GW_CA; tools/run.sh's is DATA/tls/ca.pem)\n"
         "  --insecure             wss: do not verify the server's certificate (testing only)\n"
         "  --json                 JSON lines on stdout instead of text\n"
         "  --timeout S            wait at most S seconds to connect and for each reply\n"
@@ -81,7 +82,8 @@ static void usage(FILE *f)
         "a bin body (\"bin\":true), or one that is not UTF-8, is base64 with \"enc\":\"base64\".\n"
         "\n"
         "Examples\n"
-        "  export GW_URL=wss://localhost:8443/ws GW_TOKEN=$(gw_token --user alice)\n"
+        "  export GW_URL=wss://localhost:8443/ws GW_CA=$GW_HOME/data/tls/ca.pem\n"
+        "  export GW_TOKEN=$(gw_token --user alice --secret-file $GW_HOME/data/token-secret)\n"
         "  gw_cli join lobby && gw_cli send lobby hello everyone\n"
         "  gw_cli tail lobby                        # unread, then live; Ctrl-C stops\n"
         "  gw_cli --json tail lobby | jq -r .body   # JSON lines for scripts\n"
@@ -310,10 +312,11 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
         {0, 0, 0, 0},
     };
     cli_opts *o = &c->o;
-    const char *env_url = getenv("GW_URL");
+    const char *env_url = getenv("GW_URL"), *env_ca = getenv("GW_CA");
     uint64_t v;
     int opt, li = 0;
     o->url = env_url && *env_url ? env_url : DEFAULT_URL;
+    o->ca_file = env_ca && *env_ca ? env_ca : NULL;
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
     o->retry_ms = DEFAULT_RETRY_MS;
     while ((opt = getopt_long(argc, argv, "h", opts, &li)) != -1) {
@@ -324,7 +327,11 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
         case O_TOKEN: a->token = optarg; break;
         case O_TOKEN_FILE: a->token_file = optarg; break;
         case O_CA: o->ca_file = optarg; break;
-        case O_INSECURE: o->insecure = true; break;
+        case O_INSECURE:
+            o->insecure = true;
+            if (o->ca_file == env_ca) /* --insecure on the command line wins over $GW_CA */
+                o->ca_file = NULL;
+            break;
         case O_JSON: o->json = true; break;
         case O_TIMEOUT:
             if (parse_seconds("timeout", optarg, 0.1, 3600, &o->timeout_ms))

@@ -4,8 +4,8 @@
 # gateway suites again on PostgreSQL (a server the suite starts itself; the cluster tests
 # run there, and Patroni over etcd fails the database over by itself), the nginx load
 # balancer config in front of gateway nodes and the Patroni and etcd configs (tests/deploy/),
-# then the web demo's browser tests (tests/browser/) against the normal build, then a
-# bounded fuzz run.
+# every printed example of the docs (tests/docs/), then the web demo's browser tests
+# (tests/browser/) against the normal build, then a bounded fuzz run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
 
@@ -163,6 +163,16 @@ log="$work/js.log"
    --test-reporter=tap test/) 2>&1 | tee "$log"
 count_summary clients/js "$log" "${PIPESTATUS[0]}" \
   's/^# pass ([0-9]+)$/\1/p' 's/^# fail ([0-9]+)$/\1/p'
+# Every printed example of README.md and docs/ (API, CLIENT, DEPLOY, PROTOCOL's JSON
+# transcript), run as printed against a fresh tools/run.sh (port 8443) in a temporary
+# home, from a folder outside the repository (tests/docs/run_examples.py). Its
+# "doc-examples: N ran, N passed, N failed, N skipped" line joins the counts above.
+section "tests/docs/run_examples.py"
+log="$work/doc-examples.log"
+timeout -k 10 600 /usr/bin/python3 "$root/tests/docs/run_examples.py" "$root" 2>&1 | tee "$log"
+count_summary tests/docs "$log" "${PIPESTATUS[0]}" \
+  's/^doc-examples: [0-9]+ ran, ([0-9]+) passed, [0-9]+ failed, [0-9]+ skipped$/\1/p' \
+  's/^doc-examples: [0-9]+ ran, [0-9]+ passed, ([0-9]+) failed, [0-9]+ skipped$/\1/p'
 # The web demo in a real browser (tests/browser/): Debian's chromium driven by
 # playwright-core against build/gw, with node's test runner, one file at a time and
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.

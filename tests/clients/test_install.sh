@@ -24,14 +24,14 @@ else
 fi
 missing=""
 for f in lib/libgwc.a lib/libgw_proto.a include/gw/gwc.h include/gw/proto.h \
-         lib/pkgconfig/gwc.pc bin/gw bin/gw_cli bin/gw_token; do
+         lib/pkgconfig/gwc.pc bin/gw bin/gw_cli bin/gw_token bin/gw_load bin/gw_crash; do
   [ -e "$prefix/$f" ] || missing="$missing $f"
 done
 [ -z "$missing" ] && ok "it installs the library, headers, gwc.pc and the programs" \
                   || fail "installed files missing:$missing"
 
 # The example exactly as docs/CLIENT.md prints it.
-sed -n '/^<!-- example: hello_gw.c/,/^<!-- end of example -->/p' "$root/docs/CLIENT.md" |
+sed -n '/^<!-- example: file hello_gw.c/,/^<!-- end of example -->/p' "$root/docs/CLIENT.md" |
   sed '1,2d;$d' | sed '$d' > "$tmp/hello_gw.c"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 if [ -s "$tmp/hello_gw.c" ] &&

@@ -170,7 +170,10 @@ class Doc:
         for entry in os.listdir(REPO):
             if entry not in ("data", ".git"):
                 os.symlink(os.path.join(REPO, entry), os.path.join(self.home, entry))
-        self.env = dict(os.environ, GW_HOME=self.home)
+        # A user of its own: what an example installs in $HOME goes with the doc's folder.
+        self.user = os.path.join(self.tmp, "user")
+        os.makedirs(self.user)
+        self.env = dict(os.environ, GW_HOME=self.home, HOME=self.user)
         for k in ("GW_PORT", "GW_DATA", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
             self.env.pop(k, None)
         self.state = os.path.join(self.tmp, "state.sh")
@@ -193,7 +196,7 @@ class Doc:
 
     def stop_gateway(self):
         if self.gw:
-            stop_group(self.gw.pid)
+            stop_group(self.gw.pid, self.gw)
             self.gw = None
 
     def sh(self, text):
@@ -217,7 +220,7 @@ class Doc:
             try:
                 rc = p.wait(BLOCK_TIMEOUT)
             except subprocess.TimeoutExpired:
-                stop_group(p.pid)
+                stop_group(p.pid, p)
                 rc = f"timeout after {BLOCK_TIMEOUT} s"
         time.sleep(0.2)  # what its background processes print at once
         return rc, open(out_path, errors="replace").read()
@@ -228,21 +231,40 @@ class Doc:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def stop_group(pgid):
+def group_alive(pgid):
+    """Whether a process of the group is still running (zombies, which a container's
+    first process may never reap, do not count)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def stop_group(pgid, proc=None):
+    """SIGTERM to the group, then SIGKILL after 10 s; proc, its leader, is reaped."""
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return
     for _ in range(100):
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if proc:
+            proc.poll()
+        if not group_alive(pgid):
             return
         time.sleep(0.1)
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    if proc:
+        proc.wait()
 
 
 def wait_healthy(port, seconds, proc=None):
@@ -327,7 +349,7 @@ def run_doc(name):
                 continue
             counts["ran"] += 1
             failure, output = None, ""
-            if mark == "transcript":
+            if mark.startswith("transcript"):
                 try:
                     failure = asyncio.run(transcript(doc, b["text"]))
                 except Exception as e:  # what the session did wrong, as a failure

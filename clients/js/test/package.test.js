@@ -61,7 +61,7 @@ test("the README's install command, then its example app, in a folder outside th
   const readme = readFileSync(join(repo, 'README.md'), 'utf8');
   const install = readme.split('<!-- install: gw-client')[1].split('```sh\n')[1].split('```')[0].trim();
   assert.match(install, /^npm install .*npm pack .* ws$/, install);
-  const example = readme.split('<!-- example: gw-client')[1].split('<!-- end of example -->')[0].split('```js\n')[1].split('```')[0];
+  const example = readme.split('<!-- example: file app.mjs')[1].split('<!-- end of example -->')[0].split('```js\n')[1].split('```')[0];
 
   const app = join(dir, 'app');
   const packs = join(dir, 'packs'); // the README's /tmp
