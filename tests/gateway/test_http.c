@@ -84,9 +84,8 @@ Test(http, every_status_line_has_its_reason_phrase, .timeout = 60)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *out = ask(cases[i].request);
-        cr_expect(starts(out, cases[i].line),
-                  "case %zu: expected %.*s, got: %.80s", i, (int)strlen(cases[i].line) - 2,
-                  cases[i].line, out);
+        cr_expect(starts(out, cases[i].line), "case %zu: expected %.*s, got: %.80s", i,
+                  (int)strlen(cases[i].line) - 2, cases[i].line, out);
         free(out);
     }
 }
@@ -114,7 +113,8 @@ Test(http, an_answer_that_says_close_closes_the_connection, .timeout = 60)
      * answer says close, and the request sent behind it is not answered. */
     bool closed;
     char *out = ask_to_end("PUT /api/v1/groups/g/members/ann HTTP/1.1\r\nHost: t\r\n" AUTH "\r\n"
-                    "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &closed);
+                           "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n",
+                           &closed);
     cr_assert(starts(out, "HTTP/1.1 201 Created\r\n"), "%s", out);
     cr_assert(strstr(out, "\r\nconnection: close\r\n"), "%s", out);
     cr_assert(closed, "the gateway closed the connection after an answer that says close");
@@ -132,13 +132,16 @@ Test(http, a_request_that_says_close_is_answered_then_closed, .timeout = 60)
     start(NULL);
     bool closed;
     char *out = ask_to_end("GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-                    "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &closed);
+                           "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n",
+                           &closed);
     cr_assert(starts(out, "HTTP/1.1 200 OK\r\n"), "%s", out);
     cr_assert(closed, "closed after the answer");
     cr_assert_eq(responses(out), 1, "nothing after close is answered: %s", out);
     free(out);
     /* Keep-alive is the default: two requests on one connection, both answered, open. */
-    out = ask_to_end("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n", &closed);
+    out = ask_to_end(
+        "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\n\r\n",
+        &closed);
     cr_assert_eq(responses(out), 2, "%s", out);
     cr_assert_not(closed, "a keep-alive connection stays open");
     free(out);
@@ -151,12 +154,14 @@ Test(http, a_declared_body_over_the_limit_gets_413_before_any_of_it_is_read, .ti
     /* Only the headers are sent: the answer cannot have waited for the body. */
     bool closed;
     char *out = ask_to_end("POST /api/v1/groups/g/messages HTTP/1.1\r\nHost: t\r\n" AUTH
-                    "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n", &closed);
+                           "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n",
+                           &closed);
     cr_assert(starts(out, "HTTP/1.1 413 Content Too Large\r\n"), "%s", out);
     cr_assert(strstr(out, "\"error\":\"too_large\""), "%s", out);
     cr_assert(strstr(out, "\r\nconnection: close\r\n") && closed, "%s", out);
     free(out);
-    out = ask_to_end("POST /demo/login HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n", &closed);
+    out = ask_to_end("POST /demo/login HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000\r\n\r\n",
+                     &closed);
     cr_assert(starts(out, "HTTP/1.1 413 Content Too Large\r\n") && closed, "%s", out);
     free(out);
     /* A body within the limit is read and stored as before. */
