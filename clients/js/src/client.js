@@ -135,6 +135,9 @@ export class GwClient extends EventTarget {
 
   /** Sign out: close for good (no reconnect). */
   stop() {
+    // Once is enough: a `state` listener that stops the client on any state (its own
+    // 'stopped' included) must not loop.
+    if (this.stopped && this.state === 'stopped') return;
     this.stopped = true;
     clearTimeout(this.retryTimer);
     this.flushAcks(this.openGid ? [this.openGid] : [], 'leave');

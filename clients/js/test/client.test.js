@@ -291,6 +291,18 @@ test("a certificate that is not trusted: reason 'tls' with the error's text, eac
 
 // ---- what members see of each other: reads, receipts, presence, typing ----------------
 
+test('stop() from a state listener stops once (its own stopped event does not stop it again)', async () => {
+  const { client } = await online([]);
+  const states = [];
+  client.addEventListener('state', (e) => {
+    states.push(e.detail.state);
+    client.stop();
+  });
+  client.stop();
+  client.stop();
+  assert.deepEqual(states, ['stopped']);
+});
+
 test('reads: cumulative, batched like acks, counted for unread, sent again when the gateway lost them', async () => {
   const { client, ws } = await online([{ gid: 'g', last_mid: 10, ack: 4, unread: 6 }]);
   assert.equal(client.groupList()[0].read, null, 'no read sent yet: unread counts from the ack');
