@@ -8,31 +8,15 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, rmSync, lstatSync, realpathSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname, relative, isAbsolute } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync, writeFileSync, existsSync, lstatSync, realpathSync, readdirSync } from 'node:fs';
+import { join, relative, isAbsolute } from 'node:path';
+import { build, repo, until, startGateway } from './fixture.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const repo = join(here, '..', '..', '..');
-const build = process.env.GW_BUILD || join(repo, 'build');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what, cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-const dir = mkdtempSync(join(tmpdir(), 'gw-js-pkg-'));
-const data = join(dir, 'data');
-const gw = spawn(join(build, 'gw'), ['--listen', '127.0.0.1', '--port', '0',
-  '--port-file', join(dir, 'port'), '--data', data], { stdio: 'ignore' });
+const gw = startGateway('gw-js-pkg-', [], { tls: true });
+const { dir, data } = gw;
 after(() => {
-  gw.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
+  gw.stop();
 });
 
 const inside = (parent, p) => {
@@ -100,7 +84,7 @@ test("the README's install command, then its example app, in a folder outside th
   writeFileSync(join(app, 'app.mjs'), example);
   await until('the gateway to listen', () => existsSync(join(dir, 'port')) && readFileSync(join(dir, 'port'), 'utf8').trim());
   const port = readFileSync(join(dir, 'port'), 'utf8').trim();
-  const token = execFileSync(join(build, 'tools', 'gw_token'), ['--user', 'alice', '--secret-file', join(data, 'token-secret')]).toString().trim();
+  const token = gw.token('alice');
   const env = { ...process.env, GW_URL: `wss://localhost:${port}/ws`, GW_TOKEN: token, NODE_EXTRA_CA_CERTS: join(data, 'tls', 'cert.pem') };
   delete env.NODE_OPTIONS; // the test runner's own
   const out = await run(process.execPath, ['app.mjs'], { cwd: app, env, timeout: 20000 });

@@ -8,45 +8,24 @@
 // GW_BUILD names the build folder (default: ../../build from this package).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { GwClient } from '../src/index.js';
+import { build, sleep, until, startGateway } from './fixture.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const build = process.env.GW_BUILD || join(here, '..', '..', '..', 'build');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 const KEEP = 5;
-const dir = mkdtempSync(join(tmpdir(), 'gw-js-retain-'));
-const gw = spawn(join(build, 'gw'), ['--insecure', '--listen', '127.0.0.1', '--port', '0',
-  '--port-file', join(dir, 'port'), '--data', join(dir, 'data'), '--retain-messages', String(KEEP)], { stdio: 'ignore' });
+const gw = startGateway('gw-js-retain-', ['--retain-messages', String(KEEP)]);
+const { dir, data } = gw;
 const clients = new Set();
 after(() => {
   for (const c of clients) c.stop();
-  gw.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
+  gw.stop();
 });
 
-async function url() {
-  await until('the gateway to listen', () => existsSync(join(dir, 'port')) && readFileSync(join(dir, 'port'), 'utf8').trim());
-  return `ws://127.0.0.1:${readFileSync(join(dir, 'port'), 'utf8').trim()}/ws`;
-}
+const url = () => gw.url();
 
-function token(uid) {
-  return execFileSync(join(build, 'tools', 'gw_token'), ['--user', uid, '--secret-file', join(dir, 'data', 'token-secret')]).toString().trim();
-}
+const token = (uid) => gw.token(uid);
 
 async function signIn(uid) {
   const c = new GwClient({ url: await url(), getToken: async () => token(uid), WebSocketImpl: WebSocket });

@@ -6,43 +6,25 @@
 // trust is fixed. GW_BUILD names the build folder (default: ../../build from this package).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { GwClient } from '../src/index.js';
+import { build, until, startGateway } from './fixture.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const build = process.env.GW_BUILD || join(here, '..', '..', '..', 'build');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what, cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-const dir = mkdtempSync(join(tmpdir(), 'gw-js-tls-'));
-const data = join(dir, 'data');
-const gw = spawn(join(build, 'gw'), ['--listen', '127.0.0.1', '--port', '0',
-  '--port-file', join(dir, 'port'), '--data', data], { stdio: 'ignore' });
+const gw = startGateway('gw-js-tls-', [], { tls: true });
+const { dir, data } = gw;
 const clients = []; // stopped at the end whatever happened: a failed test must not keep retrying
 after(() => {
   for (const c of clients) c.stop();
-  gw.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
+  gw.stop();
 });
 
-async function url() {
-  await until('the gateway to listen', () => existsSync(join(dir, 'port')) && readFileSync(join(dir, 'port'), 'utf8').trim());
-  return `wss://127.0.0.1:${readFileSync(join(dir, 'port'), 'utf8').trim()}/ws`;
-}
+const url = () => gw.url();
 
-const token = (uid) => execFileSync(join(build, 'tools', 'gw_token'), ['--user', uid, '--secret-file', join(data, 'token-secret')]).toString().trim();
+const token = (uid) => gw.token(uid);
 
 /** A client whose sockets trust what trust.ca holds (nothing: node's default roots). */
 function client(address, trust) {
