@@ -20,6 +20,8 @@
 #define SWEEP_US (1000 * LWS_US_PER_MS)
 #define STOP_GRACE_MS 5000
 #define TRIM_EVERY_SWEEPS 10
+/* The loop's recent longest iteration is the longest of the last 10-20 s. */
+#define LAG_WINDOW_SWEEPS 10
 
 static gw_server *server_of(struct lws *wsi)
 {
@@ -152,7 +154,7 @@ static void trim_heap(gw_server *srv)
 {
 #ifdef __GLIBC__
     /* One thread trims every thread's heap (malloc_trim walks all of glibc's arenas). */
-    if (srv->m.thread == 0 && ++srv->sweeps % TRIM_EVERY_SWEEPS == 0)
+    if (srv->m.thread == 0 && srv->sweeps % TRIM_EVERY_SWEEPS == 0)
         malloc_trim(0);
 #else
     (void)srv;
@@ -162,10 +164,13 @@ static void trim_heap(gw_server *srv)
 static void on_sweep_timer(lws_sorted_usec_list_t *sul)
 {
     gw_server *srv = lws_container_of(sul, gw_server, sul_sweep);
+    srv->sweeps++;
     gw_sessions_sweep(srv->m.sessions, gw_mono_ms());
     trim_heap(srv);
     gw_groups_sweep(srv->m.groups);
     gw_stats_tick(srv);
+    if (srv->sweeps % LAG_WINDOW_SWEEPS == 0)
+        gw_looplag_tick(srv->lag);
     check_stop(srv);
     lws_sul_schedule(srv->ctx, 0, &srv->sul_sweep, on_sweep_timer, SWEEP_US);
 }
@@ -331,7 +336,7 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_process *proc, unsig
                           .keys = proc->keys,
                           .wake = gw_server_wake,
                           .wake_ud = srv};
-    if (gw_modules_init(&srv->m, &md) != 0)
+    if (gw_modules_init(&srv->m, &md) != 0 || !(srv->lag = gw_looplag_new(loop)))
         goto fail;
     void *loops[1] = {loop};
     info.foreign_loops = loops;
@@ -402,6 +407,7 @@ void gw_server_free(gw_server *srv)
     }
     struct ev_loop *loop = srv->m.loop;
     /* The modules' timers stop while the loop is there. */
+    gw_looplag_free(srv->lag);
     gw_modules_release(&srv->m);
     if (loop) {
         ev_run(loop, EVRUN_NOWAIT); /* what the context's teardown left to the loop */

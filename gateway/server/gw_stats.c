@@ -73,6 +73,46 @@ static void summary(table *t, const char *key_p50, const char *key_p99, const ch
 #define G(group, key, prom, help, v) add(t, group, key, prom, "gauge", help, (double)(v), true)
 #define R(group, key, v) add(t, group, key, NULL, NULL, NULL, (v), false)
 
+/* The service threads' loops (gw_looplag.c): how long an iteration kept a thread from
+ * polling. JSON: loop.iterations, loop.stall_max_ms (the longest since the start, of any
+ * thread), loop.stall_recent_ms (the last 10-20 s), loop.over_1ms and over_10ms
+ * (iterations that long or longer); Prometheus: the histogram gw_loop_iteration_seconds
+ * and the two gauges. */
+static void loop_figures(table *t, const gw_figs *all)
+{
+    /* Labels and keys are kept by pointer in the table: literals. */
+    static const char *const le[GW_LAG_BUCKETS] = {"0.0001", "0.00025", "0.0005", "0.001",
+                                                   "0.002",  "0.005",   "0.01",   "0.025",
+                                                   "0.05",   "0.1",     "0.25",   "+Inf"};
+    const gw_lag_figs *l = &all->n.lag;
+    C("loop", "iterations", NULL, NULL, l->iterations);
+    add(t, "loop", "stall_max_ms", "gw_loop_stall_max_seconds", "gauge",
+        "The longest loop iteration of any service thread since the start (callbacks between "
+        "two polls)",
+        (double)all->loop_max_us / 1e6, false);
+    add(t, "loop", "stall_recent_ms", "gw_loop_stall_recent_seconds", "gauge",
+        "The longest loop iteration of any service thread in the last 10 to 20 s",
+        (double)all->loop_recent_max_us / 1e6, false);
+    uint64_t over_1ms = 0, over_10ms = 0, cum = 0;
+    for (size_t b = 0; b < GW_LAG_BUCKETS; b++) {
+        uint64_t bound = gw_looplag_bound_us(b);
+        if (bound == 0 || bound > 1000)
+            over_1ms += l->le[b];
+        if (bound == 0 || bound > 10000)
+            over_10ms += l->le[b];
+        cum += l->le[b];
+        add_label(t, NULL, NULL, "gw_loop_iteration_seconds_bucket", "histogram",
+                  b == 0 ? "Service threads' loop iterations by busy time (poll to poll)" : NULL,
+                  "le", le[b], (double)cum);
+    }
+    add(t, NULL, NULL, "gw_loop_iteration_seconds_sum", "histogram", NULL, (double)l->busy_us / 1e6,
+        false);
+    add(t, NULL, NULL, "gw_loop_iteration_seconds_count", "histogram", NULL, (double)l->iterations,
+        true);
+    C("loop", "over_1ms", NULL, NULL, over_1ms);
+    C("loop", "over_10ms", NULL, NULL, over_10ms);
+}
+
 void gw_stats_tick(gw_server *srv)
 {
     gw_samples *x = &srv->samples;
@@ -117,6 +157,7 @@ static void thread_figs(gw_server *srv, gw_figs *f)
     gw_registry_figures(gw_groups_registry(m->groups), &f->users, &f->groups_online,
                         &f->lag_members, &f->lag_total, &f->lag_max);
     f->holes = gw_deliver_holes(gw_groups_deliver(m->groups));
+    gw_looplag_figures(srv->lag, &f->n.lag, &f->loop_max_us, &f->loop_recent_max_us);
     uint64_t fq_in, fq_overflows;
     if (m->feed)
         gw_feed_figures(m->feed, &fq_in, &f->feed_dropped, &fq_overflows);
@@ -143,6 +184,10 @@ static void figs_add(gw_figs *sum, const gw_figs *f)
     sum->lag_total += f->lag_total;
     if (f->lag_max > sum->lag_max)
         sum->lag_max = f->lag_max;
+    if (f->loop_max_us > sum->loop_max_us)
+        sum->loop_max_us = f->loop_max_us;
+    if (f->loop_recent_max_us > sum->loop_recent_max_us)
+        sum->loop_recent_max_us = f->loop_recent_max_us;
     sum->holes += f->holes;
     sum->feed_dropped += f->feed_dropped;
     sum->r_sends += f->r_sends;
@@ -559,6 +604,7 @@ static void snapshot(gw_server *srv, table *t)
       all.lag_total);
     G("lag", "max", "gw_member_ack_lag_max_messages", "Largest last_mid - ack of an online member",
       all.lag_max);
+    loop_figures(t, &all);
 }
 
 char *gw_stats_json(gw_server *srv)
@@ -578,8 +624,9 @@ char *gw_stats_json(gw_server *srv)
                 json_object_set_new(root, f->group, obj);
             }
         }
-        /* The store's latency quantiles read better in ms in JSON. */
-        double v = strstr(f->key, "_ms") && f->label ? f->v * 1000.0 : f->v;
+        /* Durations (seconds for Prometheus) read better in ms in JSON: the store's
+         * latency quantiles, the loop's stalls. */
+        double v = strstr(f->key, "_ms") && !f->integer ? f->v * 1000.0 : f->v;
         json_object_set_new(obj, f->key,
                             f->str       ? json_string(f->str)
                             : f->integer ? json_integer((json_int_t)v)
@@ -604,7 +651,12 @@ char *gw_stats_prometheus(gw_server *srv, size_t *len)
         if (!x->prom)
             continue;
         if (x->help && strcmp(x->prom, typed) != 0) {
-            fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", x->prom, x->help, x->prom, x->type);
+            /* A histogram's family is its name without _bucket. */
+            int n = (int)strlen(x->prom);
+            if (strcmp(x->type, "histogram") == 0 && n > 7)
+                n -= 7;
+            fprintf(f, "# HELP %.*s %s\n# TYPE %.*s %s\n", n, x->prom, x->help, n, x->prom,
+                    x->type);
             typed = x->prom;
         }
         /* Every sample names the node (--node: letters, digits and ._:- only, so it needs

@@ -49,6 +49,33 @@ int gw_modules_init(gw_modules *m, const gw_modules_deps *d);
 /* After the sessions are gone, while the loop is still there. */
 void gw_modules_release(gw_modules *m);
 
+/* ---- the event loop's own lag (gw_looplag.c) --------------------------------------------- */
+
+/* Buckets of an iteration's busy time: up to 0.1, 0.25, 0.5, 1, 2, 5, 10, 25, 50, 100 and
+ * 250 ms, and over (gw_looplag_bound_us). */
+#define GW_LAG_BUCKETS 12
+
+/* A loop's iterations: counts only (added up over the threads). */
+typedef struct gw_lag_figs {
+    uint64_t iterations;
+    uint64_t busy_us;            /* their busy time, summed */
+    uint64_t le[GW_LAG_BUCKETS]; /* iterations per bucket (not cumulative) */
+} gw_lag_figs;
+
+/* Times every iteration of loop from its poll's return to its next poll. Owned by the
+ * caller; freed while the loop is still there. */
+typedef struct gw_looplag gw_looplag;
+gw_looplag *gw_looplag_new(struct ev_loop *loop);
+void gw_looplag_free(gw_looplag *l);
+/* A window of the recent maximum ends (called every few seconds). */
+void gw_looplag_tick(gw_looplag *l);
+/* The counts, the longest iteration since the start, and the longest of the last two
+ * windows (µs). */
+void gw_looplag_figures(const gw_looplag *l, gw_lag_figs *f, uint64_t *max_us,
+                        uint64_t *recent_max_us);
+/* A bucket's upper bound in µs (0 for the last: +Inf). */
+uint64_t gw_looplag_bound_us(size_t bucket);
+
 /* ---- figures (gw_stats.c) ------------------------------------------------------------------ */
 
 /* A sample of the counters that have a rate in /stats. */
@@ -72,7 +99,9 @@ typedef struct gw_figs {
         gw_groups_figs groups;
         gw_cluster_figs cluster;
         gw_app_figs app;
+        gw_lag_figs lag;
     } n;
+    uint64_t loop_max_us, loop_recent_max_us; /* the largest over the threads */
     uint64_t sessions, authenticated, users, groups_online;
     uint64_t lag_members, lag_total, lag_max;
     uint64_t holes, feed_dropped;
@@ -101,6 +130,7 @@ struct gw_server {
     SSL_CTX *client_ssl_ctx; /* given to libwebsockets, which makes no client connection */
     int port;                /* bound (the process's listener) */
     gw_samples samples;      /* gw_stats.c */
+    gw_looplag *lag;         /* the loop's iterations, timed */
     uint64_t figs_answered;  /* gw_stats.c: the request for figures answered last */
 
     lws_sorted_usec_list_t sul_sweep; /* once a second */

@@ -153,6 +153,12 @@ Test(ops, stats_and_metrics_count_a_known_workload, .fini = teardown, .timeout =
     cr_assert_eq(fig(j, "store", "reads"), 5, "a user's groups 4 times, 1 page");
     cr_assert_gt(figf(j, "store", "read_p99_ms"), 0);
     cr_assert_gt(figf(j, "store", "messages_per_commit"), 0);
+    /* The loop's own lag: every iteration timed, the longest ones kept. */
+    cr_assert_gt(fig(j, "loop", "iterations"), 20, "a session's requests take iterations");
+    cr_assert_leq(fig(j, "loop", "over_10ms"), fig(j, "loop", "over_1ms"));
+    cr_assert_leq(fig(j, "loop", "over_1ms"), fig(j, "loop", "iterations"));
+    cr_assert_gt(figf(j, "loop", "stall_max_ms"), 0);
+    cr_assert_leq(figf(j, "loop", "stall_recent_ms"), figf(j, "loop", "stall_max_ms"));
     json_decref(j);
 
     metrics_check("gw_messages_stored=10 gw_sends_total=10 gw_deliveries_total=10 "
