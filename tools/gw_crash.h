@@ -35,6 +35,9 @@ bool cmd_done(bool *ok);
 /* Checks what the database at url holds of gid against what the senders saw confirmed
  * (confirmed[s][cid] = mid, cids below next_cid[s]); prints its figures and returns the
  * number of problems, or -1 if the database could not be read. */
+/* The stored acks of uids[0..n) in group gid (acks[i] left as it is for a uid that is not
+ * a member): 0, or -1 if the database could not be read. */
+int db_acks(const char *url, const char *gid, const char *const *uids, int n, uint64_t *acks);
 long db_check(const char *url, const char *gid, int senders, uint64_t *const *confirmed,
               const uint64_t *next_cid);
 

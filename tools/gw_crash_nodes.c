@@ -266,6 +266,27 @@ bool cmd_done(bool *ok)
  * cid is stored under its confirmed mid, in gw.msgs and in gw.sends. Prints its figures;
  * returns the number of problems, or -1 if the database could not be read.
  */
+int db_acks(const char *url, const char *gid, const char *const *uids, int n, uint64_t *acks)
+{
+    PGconn *db = PQconnectdb(url);
+    int rc = -1;
+    if (PQstatus(db) == CONNECTION_OK) {
+        const char *params[1] = {gid};
+        PGresult *r = PQexecParams(db, "SELECT uid, ack FROM gw.members WHERE gid = $1", 1, NULL,
+                                   params, NULL, NULL, 0);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+            for (int row = 0; row < PQntuples(r); row++)
+                for (int i = 0; i < n; i++)
+                    if (strcmp(PQgetvalue(r, row, 0), uids[i]) == 0)
+                        acks[i] = strtoull(PQgetvalue(r, row, 1), NULL, 10);
+            rc = 0;
+        }
+        PQclear(r);
+    }
+    PQfinish(db);
+    return rc;
+}
+
 long db_check(const char *url, const char *gid, int senders, uint64_t *const *confirmed,
               const uint64_t *next_cid)
 {

@@ -420,12 +420,15 @@ w3() {
   echo "to libwebsockets-test-server (no storage, no acks, one frame per message), pinned the"
   echo "same way: the latency of the stack and the load generator alone."
   echo
-  echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "The gateway's own loop (/stats loop, read at the end of each run): its longest"
+  echo "iteration (poll to poll), and the share of iterations of 1 ms or more."
+  echo
+  echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | loop stall max ms | iterations >= 1 ms |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server")
   for frac in 25 50 75; do
     rate=$(awk -v m="$max" -v f="$frac" 'BEGIN{printf "%.0f", m / 100 * f / 100}')
-    declare -A w3a=() w3b=() w3c=() w3d=()
+    declare -A w3a=() w3b=() w3c=() w3d=() w3e=() w3f=()
     for ((r = 0; r < runs; r++)); do
       for k in gw1 gwns lws; do
         BENCH_PIN=1 start_kind "$k" || { say "w3 $frac% $k: did not start"; stop_srv; continue; }
@@ -434,6 +437,12 @@ w3() {
         # shellcheck disable=SC2046
         out=$(PROF=$p LOAD_PIN=0 gwload "w3 $k $frac" $(target "$k") --sessions 100 \
               --group-size 100 --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
+        if [ "$k" != lws ]; then
+          local st
+          st=$(stats || true)
+          w3e[$k]+=" $(jget loop.stall_max_ms <<<"$st" 2>/dev/null || echo nan)"
+          w3f[$k]+=" $(python3 -c 'import json,sys; l=json.load(sys.stdin)["loop"]; print(100.0*l["over_1ms"]/max(1,l["iterations"]))' <<<"$st" 2>/dev/null || echo nan)"
+        fi
         stop_srv
         w3a[$k]+=" $(field "$out" deliveries_per_s)" w3b[$k]+=" $(field "$out" latency_us.p50)"
         w3c[$k]+=" $(field "$out" latency_us.p99)" w3d[$k]+=" $(field "$out" latency_us.p999)"
@@ -442,12 +451,14 @@ w3() {
     done
     for k in gw1 gwns lws; do
       # shellcheck disable=SC2086
-      row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f |\n' "$frac" "${w3name[$k]}" "$rate" \
+      row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f | %s | %s |\n' "$frac" "${w3name[$k]}" "$rate" \
         "$(med ${w3a[$k]:-})" "$(awk -v v="$(med ${w3b[$k]:-})" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med ${w3c[$k]:-})" 'BEGIN{print v/1000}')" \
-        "$(awk -v v="$(med ${w3d[$k]:-})" 'BEGIN{print v/1000}')"
+        "$(awk -v v="$(med ${w3d[$k]:-})" 'BEGIN{print v/1000}')" \
+        "$([ "$k" = lws ] && echo - || fmt 2 "$(med ${w3e[$k]:-})")" \
+        "$([ "$k" = lws ] && echo - || echo "$(fmt 3 "$(med ${w3f[$k]:-})")%")"
     done
-    unset w3a w3b w3c w3d
+    unset w3a w3b w3c w3d w3e w3f
   done
   prof_print
 }
