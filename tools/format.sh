@@ -10,15 +10,16 @@ if [ -z "$fmt" ]; then
 fi
 mapfile -t files < <(git ls-files '*.c' '*.h')
 if [ "${1:-}" = "--check" ]; then
-  bad=0
-  for f in "${files[@]}"; do
-    if ! "$fmt" --style=file "$f" | cmp -s - "$f"; then
-      echo "format: $f differs from .clang-format (tools/format.sh fixes it)"
-      bad=$((bad + 1))
-    fi
+  # clang-format's own check (--dry-run --Werror names every place that differs), a few
+  # dozen files a process and one process a core: a process per file took 25-45 s.
+  mapfile -t differ < <(printf '%s\0' "${files[@]}" |
+    xargs -0 -n 25 -P "$(nproc)" "$fmt" --style=file --dry-run --Werror 2>&1 |
+    sed -nE 's/^([^: ]+\.[ch]):[0-9]+:[0-9]+: error: .*/\1/p' | sort -u)
+  for f in ${differ[@]+"${differ[@]}"}; do
+    echo "format: $f differs from .clang-format (tools/format.sh fixes it)"
   done
-  echo "format: ${#files[@]} files checked, $bad differ"
-  [ "$bad" -eq 0 ]
+  echo "format: ${#files[@]} files checked, ${#differ[@]} differ"
+  [ "${#differ[@]}" -eq 0 ]
 else
   "$fmt" --style=file -i "${files[@]}"
 fi
