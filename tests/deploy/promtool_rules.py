@@ -216,6 +216,21 @@ CASES = {
             ("none dropped", "0x12", "10m", None),
         ],
     },
+    "GwLoopStalls": {
+        "metric": "gw_loop_stall_recent_seconds",
+        "cases": [
+            ("250 ms stalls from 2m", "0.001 0.002 0.25x10", "10m", {
+                "summary": "gw node {node}: event loop iterations of 250ms",
+                "description": "Node {node} ({instance}) has had a loop iteration of 100 ms or "
+                               "more in every window of the last five minutes: its sessions wait "
+                               "that long for pushes and replies. Look at its CPU (another process "
+                               "on its cores, too few --threads for its sessions), at "
+                               "gw_loop_iteration_seconds, and at what it was asked to do then "
+                               "(large pages, many sign-ins at once)."}),
+            ("exactly 100 ms throughout", "0.1x12", "10m", None),
+            ("250 ms from 7m: not for five minutes yet", "0.002x6 0.25x5", "10m", None),
+        ],
+    },
 }
 
 
