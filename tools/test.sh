@@ -4,9 +4,9 @@
 # gateway suites again on PostgreSQL (a server the suite starts itself; the cluster tests
 # run there, and Patroni over etcd fails the database over by itself), the nginx load
 # balancer config in front of gateway nodes and the Patroni and etcd configs (tests/deploy/),
-# every printed example of the docs (tests/docs/) and a bounded fuzz run (both beside the
-# PostgreSQL passes), then the web demo's browser tests (tests/browser/) against the
-# normal build.
+# every printed example of the docs (tests/docs/, beside the PostgreSQL passes), then the
+# web demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz
+# run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
 
@@ -90,16 +90,13 @@ for build in build build-asan; do
   done
 done
 
-# Two suites that need no PostgreSQL run beside the PostgreSQL passes below, which mostly
-# wait (failovers, restarts, kills) with the cores idle: the bounded fuzz run (tests/fuzz/,
-# libFuzzer, 10 s a target: fuzz_session, the slowest, still runs thousands of inputs after
-# its seeds; a longer run is `tools/fuzz.sh SECONDS`, docs/RELIABILITY.md) and every
-# printed example of README.md and docs/ (API, CLIENT, DEPLOY, PROTOCOL's JSON transcript)
-# run as printed against a fresh tools/run.sh (port 8443) in a temporary home, from a
-# folder outside the repository (tests/docs/run_examples.py). Each writes its log, shown
-# and counted after those passes.
-"$root/tools/fuzz.sh" 10 > "$work/fuzz.log" 2>&1 &
-fuzz_pid=$!
+# Every printed example of README.md and docs/ (API, CLIENT, DEPLOY, PROTOCOL's JSON
+# transcript), run as printed against a fresh tools/run.sh (port 8443) in a temporary
+# home, from a folder outside the repository (tests/docs/run_examples.py): beside the
+# PostgreSQL passes below, which mostly wait (failovers, restarts, kills) with the cores
+# idle, as it mostly waits too (a gateway's start, curl, node). Its log is shown and
+# counted after those passes. (The fuzz run, which keeps a core busy, is not run beside
+# them: their timing-bound tests would pay for it.)
 timeout -k 10 600 /usr/bin/python3 "$root/tests/docs/run_examples.py" "$root" \
   > "$work/doc-examples.log" 2>&1 &
 docs_pid=$!
@@ -131,14 +128,8 @@ else
   echo "tests: could not start PostgreSQL for the suite's second pass"
   failed=$((failed + 1)); status=1
 fi
-# What ran beside them. Their "fuzz: N passed, N failed" and "doc-examples: N ran, N
-# passed, N failed, N skipped" lines join the counts above.
-wait "$fuzz_pid"
-rc=$?
-section "tools/fuzz.sh (10 s per target, ran beside the PostgreSQL passes)"
-cat "$work/fuzz.log"
-count_summary tools/fuzz.sh "$work/fuzz.log" "$rc" \
-  's/^fuzz: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^fuzz: [0-9]+ passed, ([0-9]+) failed$/\1/p'
+# What ran beside them: its "doc-examples: N ran, N passed, N failed, N skipped" line
+# joins the counts above.
 wait "$docs_pid"
 rc=$?
 section "tests/docs/run_examples.py (ran beside the PostgreSQL passes)"
@@ -203,6 +194,14 @@ log="$work/browser.log"
 count_summary tests/browser "$log" "${PIPESTATUS[0]}" \
   's/^# pass ([0-9]+)$/\1/p' 's/^# fail ([0-9]+)$/\1/p'
 echo "tests: browser screenshots in tests/browser/screenshots/"
+
+# Bounded fuzzing of the decoders and the token check (tests/fuzz/, libFuzzer): each
+# target counts as one test. 10 s each (fuzz_session, the slowest, still runs thousands of
+# inputs after its seeds); a longer run is `tools/fuzz.sh SECONDS` (docs/RELIABILITY.md).
+section "tools/fuzz.sh (10 s per target)"
+"$root/tools/fuzz.sh" 10 2>&1 | tee "$work/fuzz.log"
+count_summary tools/fuzz.sh "$work/fuzz.log" "${PIPESTATUS[0]}" \
+  's/^fuzz: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^fuzz: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 
 [ "$failed" -eq 0 ] || status=1
 echo "tests: the run took ${SECONDS} s"

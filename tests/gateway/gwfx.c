@@ -516,6 +516,21 @@ char *gwfx_raw_http(gwfx *f, const char *request, int answers, int timeout_ms, b
     return out;
 }
 
+char *gwfx_wait_health(gwfx *f, int want)
+{
+    char *body = NULL;
+    for (int i = 0; i < 300; i++) {
+        int status = 0;
+        free(body);
+        body = gwfx_http(f, "/healthz", NULL, &status);
+        if (status == want)
+            return body;
+        usleep(100 * 1000);
+    }
+    cr_assert_fail("/healthz did not answer %d in 30 s: %s", want, body);
+    return body;
+}
+
 char *gwfx_http(gwfx *f, const char *path, const char *post_body, int *status)
 {
     return gwfx_call(f, post_body ? "POST" : "GET", path, NULL, post_body, status);

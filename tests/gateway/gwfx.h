@@ -146,6 +146,9 @@ char *gwfx_api(gwfx *f, const char *method, const char *path, const char *body, 
  * limit) or timeout_ms passes; returns what came (malloc'd, NUL-terminated) and whether
  * the gateway closed the connection. */
 char *gwfx_raw_http(gwfx *f, const char *request, int answers, int timeout_ms, bool *closed);
+/* Polls GET /healthz until it answers want (30 s at most: asserted); returns its body
+ * (malloc'd). */
+char *gwfx_wait_health(gwfx *f, int want);
 /* GET /metrics (200 asserted), with the node label that every sample carries taken out
  * (and asserted on each): tests look samples up as "name" or "name{label=\"v\"}". */
 char *gwfx_metrics(gwfx *f);

@@ -35,22 +35,6 @@ static pr_slice sl(const char *s)
     return (pr_slice){(const uint8_t *)s, strlen(s)};
 }
 
-/* Waits (bounded) for /healthz to answer want; returns the last body. */
-static char *wait_health(gwfx *f, int want)
-{
-    char *body = NULL;
-    for (int i = 0; i < 300; i++) {
-        int status = 0;
-        free(body);
-        body = gwfx_http(f, "/healthz", NULL, &status);
-        if (status == want)
-            return body;
-        usleep(100 * 1000);
-    }
-    cr_assert_fail("/healthz did not answer %d in 30 s: %s", want, body);
-    return body;
-}
-
 Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
 {
     pgfx_need(PGFX_ONLY);
@@ -59,7 +43,7 @@ Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
     pgfx_server_stop(&db);
     gwfx *f = &fa;
     gwfx_start_on(f, url, NULL);
-    char *body = wait_health(f, 503);
+    char *body = gwfx_wait_health(f, 503);
     cr_assert(strstr(body, "cannot connect to the database"), "/healthz: %s", body);
     free(body);
     int status = 0;
@@ -81,7 +65,7 @@ Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
     cr_assert_eq(code, 4013, "closed with %d", code);
 
     pgfx_server_restart(&db);
-    free(wait_health(f, 200));
+    free(gwfx_wait_health(f, 200));
     k = gwfx_login(f, "alice", NULL);
     gwfx_join(k, "room");
     cr_assert_eq(gwfx_send_msg(k, "room", "c1", "hello"), 1);
@@ -114,11 +98,11 @@ Test(database, away_under_open_sessions_then_back, .timeout = 120)
     ev = gwfx_request(k, &sb, PR_EV_ERR);
     cr_assert(gwfx_slice_is(ev.err_name, "unavailable"), "pull: %.*s", (int)ev.err_name.n,
               ev.err_name.p);
-    char *body = wait_health(f, 503);
+    char *body = gwfx_wait_health(f, 503);
     free(body);
 
     pgfx_server_restart(&db);
-    free(wait_health(f, 200));
+    free(gwfx_wait_health(f, 200));
     /* The same session, still open: the resend is stored once, after c1. */
     sb.size = 0;
     pr_enc_send(&sb, 4, sl("room"), sl("c2"), (pr_body){sl("two"), false});

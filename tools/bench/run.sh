@@ -140,6 +140,32 @@ stats() {
   [ -z "${BENCH_TLS:-}" ] || s=https
   curl -sk --max-time 5 "$s://127.0.0.1:$SRV_PORT/stats"
 }
+metrics() {
+  local s=http
+  [ -z "${BENCH_TLS:-}" ] || s=https
+  curl -sk --max-time 5 "$s://127.0.0.1:$SRV_PORT/metrics"
+}
+# loop_window BEFORE < AFTER: from two scrapes of the gateway's gw_loop_iteration_seconds,
+# the iterations between them: "LONGEST_MS PERCENT_OVER_1MS", the longest as the upper
+# bound of the highest bucket that grew (inf past the last).
+loop_window() {
+  python3 -c '
+import re, sys
+def hist(text):
+    h = {}
+    for m in re.finditer(r"^gw_loop_iteration_seconds_bucket\{[^}]*le=\"([^\"]+)\"\} (\S+)$", text, re.M):
+        h[m.group(1)] = float(m.group(2))
+    return h
+a, b = hist(open(sys.argv[1]).read()), hist(sys.stdin.read())
+les = sorted(b, key=lambda le: float(le))
+d = {le: b[le] - a.get(le, 0) for le in les}
+total = d["+Inf"]
+longest = next((le for le, prev in zip(reversed(les), list(reversed(les))[1:] + [None])
+                if d[le] > (d[prev] if prev else 0)), None)
+over = total - d.get("0.001", 0)
+print(("inf" if longest == "+Inf" else "%g" % (float(longest) * 1000)) if longest else "0",
+      "%.3f" % (100.0 * over / total if total else 0))' "$1"
+}
 # start_gwt THREADS [FLAGS...]: the gateway with --threads THREADS (what /stats says is
 # checked) and FLAGS; BENCH_STORE_URL, BENCH_TLS, BENCH_PIN as for start_gw.
 start_gwt() {
@@ -420,10 +446,11 @@ w3() {
   echo "to libwebsockets-test-server (no storage, no acks, one frame per message), pinned the"
   echo "same way: the latency of the stack and the load generator alone."
   echo
-  echo "The gateway's own loop (/stats loop, read at the end of each run): its longest"
-  echo "iteration (poll to poll), and the share of iterations of 1 ms or more."
+  echo "The gateway's own loop (its histogram gw_loop_iteration_seconds, read 2 s into the run,"
+  echo "after the sessions' set-up, and at its end): the longest iteration between the two, as"
+  echo "the upper bound of its bucket (poll to poll), and the share of iterations of 1 ms or more."
   echo
-  echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | loop stall max ms | iterations >= 1 ms |"
+  echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | longest iteration, ms (up to) | iterations >= 1 ms |"
   echo "|---|---|---|---|---|---|---|---|---|"
   declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server")
   for frac in 25 50 75; do
@@ -434,14 +461,16 @@ w3() {
         BENCH_PIN=1 start_kind "$k" || { say "w3 $frac% $k: did not start"; stop_srv; continue; }
         p=
         [ "$r $k $frac" != "0 gw1 50" ] || { prof_for w3 "W3, 50% load, sync on, 1 thread, pinned"; p=$prof_file; }
+        # The loop's histogram once the sessions are set up (2 s in), and at the end.
+        [ "$k" = lws ] || { sleep 2; metrics > "$BENCH_WORK/lag0" 2>/dev/null; } &
         # shellcheck disable=SC2046
         out=$(PROF=$p LOAD_PIN=0 gwload "w3 $k $frac" $(target "$k") --sessions 100 \
               --group-size 100 --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
+        wait
         if [ "$k" != lws ]; then
-          local st
-          st=$(stats || true)
-          w3e[$k]+=" $(jget loop.stall_max_ms <<<"$st" 2>/dev/null || echo nan)"
-          w3f[$k]+=" $(python3 -c 'import json,sys; l=json.load(sys.stdin)["loop"]; print(100.0*l["over_1ms"]/max(1,l["iterations"]))' <<<"$st" 2>/dev/null || echo nan)"
+          local lag
+          lag=$(metrics | loop_window "$BENCH_WORK/lag0" 2>/dev/null || echo "nan nan")
+          w3e[$k]+=" ${lag% *}" w3f[$k]+=" ${lag#* }"
         fi
         stop_srv
         w3a[$k]+=" $(field "$out" deliveries_per_s)" w3b[$k]+=" $(field "$out" latency_us.p50)"
