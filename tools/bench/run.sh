@@ -462,11 +462,15 @@ w3() {
         p=
         [ "$r $k $frac" != "0 gw1 50" ] || { prof_for w3 "W3, 50% load, sync on, 1 thread, pinned"; p=$prof_file; }
         # The loop's histogram once the sessions are set up (2 s in), and at the end.
-        [ "$k" = lws ] || { sleep 2; metrics > "$BENCH_WORK/lag0" 2>/dev/null; } &
+        local snap=
+        if [ "$k" != lws ]; then
+          { sleep 2; metrics > "$BENCH_WORK/lag0" 2>/dev/null; } &
+          snap=$!
+        fi
         # shellcheck disable=SC2046
         out=$(PROF=$p LOAD_PIN=0 gwload "w3 $k $frac" $(target "$k") --sessions 100 \
               --group-size 100 --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
-        wait
+        [ -z "$snap" ] || wait "$snap" # that one only: the server is a child too
         if [ "$k" != lws ]; then
           local lag
           lag=$(metrics | loop_window "$BENCH_WORK/lag0" 2>/dev/null || echo "nan nan")
