@@ -12,9 +12,16 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* Upper bounds of the histogram's buckets, in µs (the last, +Inf, is implied). */
-static const uint64_t bounds_us[GW_LAG_BUCKETS - 1] = {100,   250,   500,   1000,   2000,  5000,
-                                                       10000, 25000, 50000, 100000, 250000};
+/* The histogram's buckets: upper bounds in µs, and the same in seconds as Prometheus'
+ * le labels (literals: the figures' table keeps the pointers). The last is +Inf. */
+static const struct {
+    uint64_t us;
+    const char *le;
+} buckets[GW_LAG_BUCKETS] = {
+    {100, "0.0001"}, {250, "0.00025"}, {500, "0.0005"},  {1000, "0.001"},
+    {2000, "0.002"}, {5000, "0.005"},  {10000, "0.01"},  {25000, "0.025"},
+    {50000, "0.05"}, {100000, "0.1"},  {250000, "0.25"}, {0, "+Inf"},
+};
 
 struct gw_looplag {
     ev_check check;
@@ -51,7 +58,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
     uint64_t us = (now_ns() - l->polled_ns) / 1000;
     l->polled_ns = 0;
     size_t b = 0;
-    while (b < GW_LAG_BUCKETS - 1 && us > bounds_us[b])
+    while (b < GW_LAG_BUCKETS - 1 && us > buckets[b].us)
         b++;
     l->figs.le[b]++;
     l->figs.iterations++;
@@ -108,5 +115,10 @@ void gw_looplag_figures(const gw_looplag *l, gw_lag_figs *f, uint64_t *max_us,
 
 uint64_t gw_looplag_bound_us(size_t bucket)
 {
-    return bucket < GW_LAG_BUCKETS - 1 ? bounds_us[bucket] : 0;
+    return bucket < GW_LAG_BUCKETS ? buckets[bucket].us : 0;
+}
+
+const char *gw_looplag_bound_label(size_t bucket)
+{
+    return bucket < GW_LAG_BUCKETS ? buckets[bucket].le : "+Inf";
 }

@@ -80,10 +80,6 @@ static void summary(table *t, const char *key_p50, const char *key_p99, const ch
  * and the two gauges. */
 static void loop_figures(table *t, const gw_figs *all)
 {
-    /* Labels and keys are kept by pointer in the table: literals. */
-    static const char *const le[GW_LAG_BUCKETS] = {"0.0001", "0.00025", "0.0005", "0.001",
-                                                   "0.002",  "0.005",   "0.01",   "0.025",
-                                                   "0.05",   "0.1",     "0.25",   "+Inf"};
     const gw_lag_figs *l = &all->n.lag;
     C("loop", "iterations", NULL, NULL, l->iterations);
     add(t, "loop", "stall_max_ms", "gw_loop_stall_max_seconds", "gauge",
@@ -103,7 +99,7 @@ static void loop_figures(table *t, const gw_figs *all)
         cum += l->le[b];
         add_label(t, NULL, NULL, "gw_loop_iteration_seconds_bucket", "histogram",
                   b == 0 ? "Service threads' loop iterations by busy time (poll to poll)" : NULL,
-                  "le", le[b], (double)cum);
+                  "le", gw_looplag_bound_label(b), (double)cum);
     }
     add(t, NULL, NULL, "gw_loop_iteration_seconds_sum", "histogram", NULL, (double)l->busy_us / 1e6,
         false);

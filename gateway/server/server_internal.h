@@ -75,6 +75,8 @@ void gw_looplag_figures(const gw_looplag *l, gw_lag_figs *f, uint64_t *max_us,
                         uint64_t *recent_max_us);
 /* A bucket's upper bound in µs (0 for the last: +Inf). */
 uint64_t gw_looplag_bound_us(size_t bucket);
+/* The same bound as Prometheus' le label ("0.001", ..., "+Inf"; a literal). */
+const char *gw_looplag_bound_label(size_t bucket);
 
 /* ---- figures (gw_stats.c) ------------------------------------------------------------------ */
 
