@@ -280,6 +280,12 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_process *proc, unsig
     srv->proc = proc;
     memcpy(srv->protocols, protocols, sizeof(protocols));
     srv->protocols[0].per_session_data_size = gw_http_pss_size();
+    /* tx_packet_size: without it libwebsockets sends at most rx_buffer_size (1 KiB) per
+     * send() and keeps the rest of a frame for the next writeable, so a batch frame of five
+     * 200-byte messages took two sends and a poll round trip between them. A whole frame
+     * per send() (the kernel takes what fits; libwebsockets keeps only the remainder). */
+    for (size_t i = 1; srv->protocols[i].name; i++)
+        srv->protocols[i].tx_packet_size = cfg->max_frame + 16; /* + the frame's header */
 
     /* No libwebsockets validity timers (a hang-up time of 0 turns them off): the sweep
      * pings and hangs up instead, see session/gw_sess.c. */

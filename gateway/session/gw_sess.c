@@ -28,11 +28,15 @@ gw_sessions *gw_sessions_new(const gw_config *cfg, st_store *store, struct ev_lo
     all->boot_id = boot_id;
     all->sends = gw_limit_make(cfg->rate_sends, cfg->rate_burst_s);
     all->bytes = gw_limit_make((double)cfg->rate_bytes, cfg->rate_burst_s);
+    gw_out_start(all);
     return all;
 }
 
 void gw_sessions_free(gw_sessions *all)
 {
+    if (!all)
+        return;
+    gw_out_stop(all);
     free(all); /* sessions are freed by libwebsockets' CLOSED, before this */
 }
 
@@ -186,6 +190,8 @@ static void close_now(gw_sess *s, int code, const char *reason)
     gw_info("session %s%s%s closing: %d %s", gw_sess_name(s),
             s->signin == GW_SIGNIN_DONE ? " user " : "", gw_sess_uid(s) ? s->id.uid : "", code,
             reason);
+    if (s->pause) /* read on, so the close does not end in a reset (gw_sess_pause) */
+        gw_sess_pause(s, s->pause, false);
     lws_callback_on_writable(s->wsi);
     /* A peer that never lets the socket drain would never see WRITEABLE: drop it then. */
     lws_set_timeout(s->wsi, PENDING_TIMEOUT_CLOSE_SEND, CLOSE_WAIT_S);
@@ -207,6 +213,11 @@ static void close_slow(gw_sess *s, const char *reason)
 void gw_sess_pause(gw_sess *s, enum gw_pause why, bool on)
 {
     gw_sessions *all = s->all;
+    /* A closing session reads on and drops what it reads (gw_sess_rx): closing a socket
+     * with unread input ends in a reset, which loses the close frame and what was
+     * queued before it on the client's side. */
+    if (on && s->close_code)
+        return;
     unsigned was = s->pause;
     s->pause = on ? was | why : was & ~(unsigned)why;
     if (!s->wsi || !was == !s->pause)

@@ -2,19 +2,30 @@
  * What a session sends: its outbound queue of replies and pushes waiting for the socket,
  * written as batch frames (a MessagePack array of up to 256 messages within the frame
  * limit) when the socket can take more; pushes past the cap become one coalesced `notify`
- * per group (slow consumers); a ping or the close when their turn comes. Only
- * gw_out_writeable calls lws_write, from LWS_CALLBACK_SERVER_WRITEABLE.
+ * per group (slow consumers); a ping or the close when their turn comes.
+ *
+ * Writing: a session given something to send joins the thread's flush list, and just
+ * before the loop polls again (an ev_prepare) each one in it is written straight to its
+ * socket, when libwebsockets holds nothing unsent for it. So everything an iteration
+ * produced for a session (a commit's messages, the replies to a read's requests) leaves
+ * as one frame in one send(), without a round trip through the poller for POLLOUT. What
+ * cannot go that way (a ping, the close, more than a few frames, a socket that did not
+ * take the last one whole) waits for libwebsockets' SERVER_WRITEABLE, gw_out_writeable.
  */
 #include "sess_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <utlist.h>
 
 /* Messages written in one batch frame at most; the frame also stays within max_frame. */
 #define BATCH_MAX 256
 /* A client is owed its replies, so they are never refused; but reading from a session
  * pauses while more than this many max_frame's worth of replies wait to be written. */
 #define REPLY_FRAMES 4
+/* Frames written at once before the poll; a session with more waits for WRITEABLE, so one
+ * busy session does not hold up the others' turn. */
+#define FLUSH_FRAMES 4
 
 /* The frame being written: LWS_PRE bytes of room, then the frame. A service thread writes
  * one frame at a time, so one buffer per thread serves all its sessions. */
@@ -50,9 +61,45 @@ static void notify_clear(gw_outq *o)
     }
 }
 
+static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents);
+
+void gw_out_start(gw_sessions *all)
+{
+    if (!all->loop)
+        return; /* no loop (the fuzz target): everything waits for WRITEABLE */
+    ev_prepare_init(&all->flush_w, flush_cb);
+    all->flush_w.data = all;
+    ev_prepare_start(all->loop, &all->flush_w);
+    ev_unref(all->loop); /* the flush alone does not keep the loop running */
+}
+
+void gw_out_stop(gw_sessions *all)
+{
+    if (!all->loop)
+        return;
+    ev_ref(all->loop);
+    ev_prepare_stop(all->loop, &all->flush_w);
+}
+
+/* The session has something new to write: before the next poll, or at WRITEABLE. */
+static void want_write(gw_sess *s)
+{
+    gw_sessions *all = s->all;
+    if (!all->loop) {
+        lws_callback_on_writable(s->wsi);
+        return;
+    }
+    if (s->out.to_flush)
+        return;
+    s->out.to_flush = true;
+    DL_APPEND2(all->flush, s, out.flush_prev, out.flush_next);
+}
+
 void gw_out_release(gw_sess *s)
 {
     gw_outq *o = &s->out;
+    if (o->to_flush)
+        DL_DELETE2(s->all->flush, s, out.flush_prev, out.flush_next);
     for (size_t i = 0; i < o->len; i++)
         gw_buf_unref(o->q[(o->head + i) % o->cap].buf);
     free(o->q);
@@ -127,7 +174,7 @@ static void enqueue(gw_sess *s, gw_buf *b, bool push)
         gw_buf_unref(b);
         return;
     }
-    lws_callback_on_writable(s->wsi);
+    want_write(s);
     if (!push)
         reply_flow(s);
 }
@@ -202,7 +249,7 @@ void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid)
         return;
     /* Goes out once what is queued before it has (as a slow consumer's notifies do). */
     notify_add(&s->out, gid, last_mid);
-    lws_callback_on_writable(s->wsi);
+    want_write(s);
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -271,33 +318,22 @@ static size_t take_queued(gw_sess *s, uint8_t **out)
     return len;
 }
 
-int gw_out_writeable(gw_sess *s)
+/* Writes one frame: the ping if one is due, else queued messages, else the pending
+ * notifies. Returns -1 when the socket failed. */
+static int write_frame(gw_sess *s)
 {
     gw_sessions *all = s->all;
     gw_outq *o = &s->out;
-    /* What was queued before the close goes out first (nothing is queued after it): a
-     * client that pipelined requests reads the answers to them, the errors that spent its
-     * budget among them, before the close. gw_sess_close's timeout bounds the wait. */
-    if (s->close_code && !o->len) {
-        lws_close_reason(s->wsi, (enum lws_close_status)s->close_code,
-                         (unsigned char *)(s->close_reason ? s->close_reason : ""),
-                         s->close_reason ? strlen(s->close_reason) : 0);
-        return -1;
-    }
     uint8_t *out = NULL;
     size_t len = 0;
-    if (o->ping_due) { /* one write per writeable: the ping now, the queue next time */
+    if (o->ping_due) {
         o->ping_due = false;
         /* Not empty: libwebsockets 4.1 does not report an empty pong to the protocol. */
         uint8_t *p = frame_room(1);
         if (!p)
             return -1;
         p[0] = 'p';
-        if (lws_write(s->wsi, p, 1, LWS_WRITE_PING) < 1)
-            return -1;
-        if (o->len || o->notify)
-            lws_callback_on_writable(s->wsi);
-        return 0;
+        return lws_write(s->wsi, p, 1, LWS_WRITE_PING) < 1 ? -1 : 0;
     }
     if (o->len) {
         len = take_queued(s, &out);
@@ -328,10 +364,59 @@ int gw_out_writeable(gw_sess *s)
     if (len) {
         all->figs.frames_out++;
         all->figs.bytes_out += len;
+        /* libwebsockets keeps what the socket did not take and sends it first. */
         if (lws_write(s->wsi, out, len, kind) < (int)len)
             return -1;
     }
-    if (o->len || o->notify || s->close_code)
+    return 0;
+}
+
+/* Before the poll: each session in the flush list is written now if its socket holds
+ * nothing unsent; what is left waits for WRITEABLE. */
+static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    gw_sessions *all = w->data;
+    gw_sess *s;
+    while ((s = all->flush)) {
+        DL_DELETE2(all->flush, s, out.flush_prev, out.flush_next);
+        s->out.to_flush = false;
+        if (!s->wsi)
+            continue;
+        /* The close goes after what is queued, at WRITEABLE (gw_out_writeable). */
+        for (int n = 0; n < FLUSH_FRAMES && !s->close_code && gw_out_pending(s) &&
+                        !lws_partial_buffered(s->wsi);
+             n++) {
+            if (write_frame(s) != 0) {
+                /* The socket failed: libwebsockets closes it (CLOSED frees the session). */
+                lws_set_timeout(s->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+                break;
+            }
+        }
+        if (s->wsi && (gw_out_pending(s) || s->close_code || s->out.ping_due))
+            lws_callback_on_writable(s->wsi);
+        if (s->pause & GW_PAUSE_REPLIES)
+            reply_flow(s);
+    }
+}
+
+int gw_out_writeable(gw_sess *s)
+{
+    gw_outq *o = &s->out;
+    /* What was queued before the close goes out first (nothing is queued after it): a
+     * client that pipelined requests reads the answers to them, the errors that spent its
+     * budget among them, before the close. gw_sess_close's timeout bounds the wait. */
+    if (s->close_code && !o->len) {
+        lws_close_reason(s->wsi, (enum lws_close_status)s->close_code,
+                         (unsigned char *)(s->close_reason ? s->close_reason : ""),
+                         s->close_reason ? strlen(s->close_reason) : 0);
+        return -1;
+    }
+    /* One frame per writeable (the ping now, the queue next time). */
+    if (write_frame(s) != 0)
+        return -1;
+    if (o->len || o->notify || o->ping_due || s->close_code)
         lws_callback_on_writable(s->wsi);
     if (s->pause & GW_PAUSE_REPLIES)
         reply_flow(s);

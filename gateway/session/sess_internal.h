@@ -30,13 +30,15 @@ typedef struct gw_notify {
 typedef struct gw_outq {
     gw_qitem *q;
     size_t head, len, cap;
-    size_t pushes;            /* pushes in the ring */
-    size_t push_bytes;        /* ... and their bytes */
-    size_t reply_bytes;       /* bytes of replies in the ring: reading pauses past a budget */
-    bool slow;                /* over the push cap: pushes become notify entries */
-    uint64_t slow_since;      /* monotonic ms */
-    gw_notify *notify;        /* coalesced notify per group while slow */
-    bool ping_due;            /* a WebSocket ping goes out at the next writeable */
+    size_t pushes;       /* pushes in the ring */
+    size_t push_bytes;   /* ... and their bytes */
+    size_t reply_bytes;  /* bytes of replies in the ring: reading pauses past a budget */
+    bool slow;           /* over the push cap: pushes become notify entries */
+    uint64_t slow_since; /* monotonic ms */
+    gw_notify *notify;   /* coalesced notify per group while slow */
+    bool ping_due;       /* a WebSocket ping goes out at the next writeable */
+    bool to_flush;       /* in gw_sessions' flush list (DL through flush_prev/next) */
+    struct gw_sess *flush_prev, *flush_next;
     uint64_t backed_up_since; /* monotonic ms since replies were over the budget (0: not) */
 } gw_outq;
 
@@ -119,6 +121,8 @@ struct gw_sessions {
     gw_limit sends, bytes; /* per session: --rate-sends, --rate-bytes */
     gw_sess *all;          /* DL through prev/next */
     gw_sess *paused;       /* DL through paused_prev/next */
+    gw_sess *flush;        /* DL through out.flush_prev/next: written before the next poll */
+    ev_prepare flush_w;    /* ... by gw_sess_out.c's flush (started when there is a loop) */
     unsigned n;
     uint64_t boot_id; /* in session ids, so they differ across restarts */
     uint64_t next_sid;
@@ -141,6 +145,9 @@ void gw_out_ping(gw_sess *s);
 bool gw_out_pending(const gw_sess *s);
 /* gw_sess_out.c: frees what is queued (the session is going). */
 void gw_out_release(gw_sess *s);
+/* gw_sess_out.c: starts / stops the writing before each poll (gw_sessions_new, _free). */
+void gw_out_start(gw_sessions *all);
+void gw_out_stop(gw_sessions *all);
 
 /* gw_sess_rate.c: fills a new session's buckets / cancels its pending resume. */
 void gw_throttle_init(gw_sess *s);

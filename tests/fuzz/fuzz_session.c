@@ -161,6 +161,13 @@ int lws_send_pipe_choked(struct lws *wsi)
     return slot_of(wsi)->choked;
 }
 
+/* Asked only before writing outside WRITEABLE, which needs a loop: never here. */
+int lws_partial_buffered(struct lws *wsi)
+{
+    CHECK(!"lws_partial_buffered without a loop");
+    return slot_of(wsi)->choked;
+}
+
 int lws_rx_flow_control(struct lws *wsi, int enable)
 {
     struct slot *sl = slot_of(wsi);

@@ -16,6 +16,9 @@
 #   prof_start FILE PID / prof_stop / prof_top FILE
 #                               perf record -e cpu-clock -g of PID into FILE, stopped by
 #                               SIGINT (bounded; bench_cleanup stops it too); its top symbols
+#   sysc_start FILE PID / sysc_stop / sysc_per FILE DELIVERIES
+#                               perf stat's count of PID's system calls (tracepoints: all,
+#                               the sending ones, the polling ones) into FILE; per delivery
 #   bench_install               the Debian packages, npm packages and build run.sh needs,
 #                               installed only when missing
 # With BENCH_PIN=CPUS every server started runs under taskset -c CPUS (the pid measured is
@@ -35,6 +38,7 @@ bench_next_port=$((20000 + RANDOM % 10000))
 bench_cleanup() {
   local p
   prof_stop
+  sysc_stop
   for p in "${BENCH_PIDS[@]}"; do
     kill -TERM "$p" 2>/dev/null || true
   done
@@ -265,6 +269,35 @@ prof_top() {
   perf report --stdio --no-children -g none -F overhead,dso,sym --percent-limit 1.5 \
     -i "$1" 2>/dev/null | grep -v '^#' | grep '%' | sed -E 's/ +$//; s/^(.{150}).*/\1.../' |
     head -15 || true
+}
+
+# sysc_start FILE PID: counts PID's system calls (every thread's) until sysc_stop. Counting
+# tracepoints costs little next to perf record; the run it counts is still kept apart from
+# the timed ones.
+sysc_events=raw_syscalls:sys_enter
+for e in sendto sendmsg write writev epoll_wait epoll_ctl; do sysc_events+=",syscalls:sys_enter_$e"; done
+sysc_start() {
+  perf stat -x, -e "$sysc_events" -p "$2" -o "$1" >"$1.log" 2>&1 &
+  echo $! >"$BENCH_WORK/sysc.pid"
+  sleep 0.3
+}
+sysc_stop() {
+  local p
+  [ -n "$BENCH_WORK" ] && [ -s "$BENCH_WORK/sysc.pid" ] || return 0
+  p=$(cat "$BENCH_WORK/sysc.pid")
+  rm -f "$BENCH_WORK/sysc.pid"
+  kill -INT "$p" 2>/dev/null || true
+  bench_reap "$p" 100
+}
+# sysc_per FILE DELIVERIES: "ALL SENDS POLLS", system calls per delivery (sends: sendto,
+# sendmsg, write, writev; polls: epoll_wait, epoll_ctl); "nan nan nan" without figures.
+sysc_per() {
+  awk -F, -v d="$2" '
+    $3 == "raw_syscalls:sys_enter" {all = $1; seen = 1}
+    $3 ~ /sys_enter_(sendto|sendmsg|write|writev)$/ {send += $1}
+    $3 ~ /sys_enter_epoll_(wait|ctl)$/ {poll += $1}
+    END {if (seen && d > 0) printf "%.3f %.3f %.3f\n", all / d, send / d, poll / d
+         else print "nan nan nan"}' "$1" 2>/dev/null || echo "nan nan nan"
 }
 
 # rss_kib PID

@@ -25,7 +25,8 @@
 #   w1 fan-out: one sender flat out, groups of 100, 1,000, 10,000: deliveries/s and per
 #      server CPU second, the gateway with 1 and with 2 threads. Peers:
 #      libwebsockets-test-server (lws-mirror-protocol), a Node.js `ws` broadcast server,
-#      nginx + nchan.
+#      nginx + nchan; then one more run each of the gateway (1 thread) and nchan with the
+#      system calls per delivery counted (perf stat).
 #   w2 durable sends (sync on) at 1, 64, 1,024 senders one send in flight, and 1 sender
 #      with 8 in flight; messages per fsync; peer db_bench.
 #   w3 send-to-deliver latency at 25/50/75% of w1's 1-thread maximum for a group of 100,
@@ -100,8 +101,10 @@ gwload() {
   shift
   [ -z "${LOAD_PIN:-}" ] || pin=(taskset -c "$LOAD_PIN")
   [ -z "${PROF:-}" ] || prof_start "$PROF" "$SRV_PID"
+  [ -z "${SYSC:-}" ] || sysc_start "$SYSC" "$SRV_PID"
   out=$(timeout 600 ${pin[@]+"${pin[@]}"} "$load" --json "$@" 2>"$BENCH_WORK/load.err") || rc=$?
   [ -z "${PROF:-}" ] || prof_stop
+  [ -z "${SYSC:-}" ] || sysc_stop
   out=$(grep '^{' <<<"$out" | tail -1 || true)
   if [ "$rc" -ne 0 ]; then
     say "$tag: gw_load exited $rc: $(grep -v '^gw_load: [0-9]* s:' "$BENCH_WORK/load.err" | tail -2 | tr '\n' ' ')"
@@ -210,7 +213,7 @@ prof_print() {
 }
 
 # ---- W1: fan-out ----------------------------------------------------------------------
-declare -A W1_D W1_C W1_LU W1_SU
+declare -A W1_D W1_C W1_LU W1_SU W1_SYS
 if [ ${#w1_sizes[@]} -eq 0 ]; then
   w1_sizes=(100 1000 10000)
   [ -z "$quick" ] || w1_sizes=(100 1000)
@@ -255,6 +258,17 @@ w1() {
         say "w1 $m members, $k, run $((r + 1)): ${d:-failed} deliveries/s"
       done
     done
+    # One more run each of the gateway (1 thread) and nchan with their system calls
+    # counted, apart from the timed runs: what a delivery costs the kernel.
+    for k in gw1 nchan; do
+      start_kind "$k" || { say "w1 $m members, $k: did not start"; stop_srv; continue; }
+      # shellcheck disable=SC2046
+      out=$(SYSC="$BENCH_WORK/sysc" gwload "w1sys $k $m" $(target "$k") --sessions "$m" \
+            --group-size "$m" --senders 1 --seconds "$secs" --sources "$(sources_for "$m")")
+      stop_srv
+      W1_SYS[$k,$m]=$(sysc_per "$BENCH_WORK/sysc" "$(field "$out" deliveries)")
+      say "w1 $m members, $k, system calls per delivery (all, sends, polls): ${W1_SYS[$k,$m]}"
+    done
     for k in "${w1_kinds[@]}"; do
       # shellcheck disable=SC2086
       W1_D[$k,$m]=$(med ${dl[$k]:-}) W1_C[$k,$m]=$(med ${cl[$k]:-})
@@ -281,6 +295,19 @@ w1() {
       esac
       row '| %d | %s | %.0f | %.0f | %s | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
         "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "$r2" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}"
+    done
+  done
+  echo
+  echo "System calls per delivery, the server's (every thread), counted by perf stat in one more"
+  echo "run of each (sends: sendto, sendmsg, write, writev; polls: epoll_wait, epoll_ctl):"
+  echo
+  echo "| members | server | system calls per delivery | sends per delivery | polls per delivery |"
+  echo "|---|---|---|---|---|"
+  for m in "${w1_sizes[@]}"; do
+    for k in gw1 nchan; do
+      local a b c
+      read -r a b c <<<"${W1_SYS[$k,$m]:-nan nan nan}"
+      row '| %d | %s | %s | %s | %s |\n' "$m" "${name[$k]}" "$a" "$b" "$c"
     done
   done
   prof_print
