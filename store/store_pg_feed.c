@@ -380,6 +380,7 @@ static void *feed_main(void *arg)
 {
     pg_feed *f = arg;
     int backoff = 1000;
+    pthread_setname_np(pthread_self(), "gw-feed");
     while (!atomic_load(&f->stop)) {
         if (!f->conn) {
             if (!connect_listen(f)) {

@@ -14,6 +14,7 @@
 #include "store_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -205,6 +206,7 @@ void *st_thread_main(void *arg)
     st_store *s = arg;
     st_op *ops;
     bool idle;
+    pthread_setname_np(pthread_self(), "gw-store"); /* in top -H, perf and gdb */
     while ((ops = take(s, &idle)) != NULL || idle) {
         bool writable = st_recover(s);
         if (ops) {

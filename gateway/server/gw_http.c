@@ -13,8 +13,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <utlist.h>
 
 #define LOGIN_BODY_MAX 4096
+/* How often the requests waiting for the other threads' figures are looked at for their
+ * time limit (gw_stats_ready's), while there are any. */
+#define STATS_CHECK_S 0.02
 #define DEMO_TOKEN_TTL_S (24 * 3600)
 
 typedef struct http_pss {
@@ -25,6 +29,13 @@ typedef struct http_pss {
     bool api_body;  /* ... whose body is still coming: not answered before it is in */
     bool api_close; /* ... a POST or PUT without Content-Length: see gw_http_callback */
     gw_api_conn req;
+    /* /stats or /metrics, answered once the other threads' figures are in (gw_stats.c):
+     * in the server's stats_wait list until then. */
+    enum { STATS_NONE, STATS_JSON, STATS_PROM } stats;
+    bool stats_waiting;
+    uint64_t stats_want, stats_asked_ms;
+    struct lws *wsi;
+    struct http_pss *stats_prev, *stats_next;
 } http_pss;
 
 size_t gw_http_pss_size(void)
@@ -216,6 +227,79 @@ static int api_answer(struct lws *wsi, http_pss *ps)
     return rc;
 }
 
+/* ---- /stats and /metrics ------------------------------------------------------------- */
+
+static int stats_answer(gw_server *srv, struct lws *wsi, http_pss *ps)
+{
+    bool json = ps->stats == STATS_JSON;
+    ps->stats = STATS_NONE; /* before the answer: completing it may start the next request */
+    size_t n = 0;
+    char *s = json ? gw_stats_json(srv) : gw_stats_prometheus(srv, &n);
+    if (s && json)
+        n = strlen(s);
+    int rc = s ? respond(wsi, HTTP_STATUS_OK,
+                         json ? "application/json" : "text/plain; version=0.0.4", s, n)
+               : -1;
+    free(s);
+    return rc;
+}
+
+static void stats_unwait(gw_server *srv, http_pss *ps)
+{
+    DL_DELETE2(srv->stats_wait, ps, stats_prev, stats_next);
+    ps->stats_waiting = false;
+    if (!srv->stats_wait)
+        ev_timer_stop(srv->m.loop, &srv->stats_timer);
+}
+
+/* Asks the other threads for their figures and answers when they are in: at once with
+ * one thread, else at a writeable callback that gw_http_wake or the timer asks for. */
+static int stats_begin(gw_server *srv, struct lws *wsi, http_pss *ps, bool json)
+{
+    ps->stats = json ? STATS_JSON : STATS_PROM;
+    ps->wsi = wsi;
+    ps->stats_want = gw_stats_ask(srv);
+    ps->stats_asked_ms = gw_mono_ms();
+    if (!srv->m.loop || gw_stats_ready(srv, ps->stats_want, ps->stats_asked_ms))
+        return stats_answer(srv, wsi, ps);
+    ps->stats_waiting = true;
+    DL_APPEND2(srv->stats_wait, ps, stats_prev, stats_next);
+    if (!ev_is_active(&srv->stats_timer))
+        ev_timer_start(srv->m.loop, &srv->stats_timer);
+    return 0;
+}
+
+void gw_http_wake(gw_server *srv)
+{
+    http_pss *ps, *tmp;
+    DL_FOREACH_SAFE2(srv->stats_wait, ps, tmp, stats_next)
+    {
+        if (gw_stats_ready(srv, ps->stats_want, ps->stats_asked_ms)) {
+            stats_unwait(srv, ps);
+            lws_callback_on_writable(ps->wsi);
+        }
+    }
+}
+
+static void stats_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    gw_http_wake(w->data);
+}
+
+void gw_http_start(gw_server *srv)
+{
+    ev_timer_init(&srv->stats_timer, stats_timer_cb, STATS_CHECK_S, STATS_CHECK_S);
+    srv->stats_timer.data = srv;
+}
+
+void gw_http_stop(gw_server *srv)
+{
+    if (srv->m.loop)
+        ev_timer_stop(srv->m.loop, &srv->stats_timer);
+}
+
 static const char *mime_of(const char *path)
 {
     static const struct {
@@ -325,19 +409,8 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         }
         if (strcmp(path, "/healthz") == 0)
             return healthz(srv, wsi);
-        if (strcmp(path, "/stats") == 0) {
-            char *s = gw_stats_json(srv);
-            int rc = s ? respond(wsi, HTTP_STATUS_OK, "application/json", s, strlen(s)) : -1;
-            free(s);
-            return rc;
-        }
-        if (strcmp(path, "/metrics") == 0) {
-            size_t n = 0;
-            char *s = gw_stats_prometheus(srv, &n);
-            int rc = s ? respond(wsi, HTTP_STATUS_OK, "text/plain; version=0.0.4", s, n) : -1;
-            free(s);
-            return rc;
-        }
+        if (strcmp(path, "/stats") == 0 || strcmp(path, "/metrics") == 0)
+            return stats_begin(srv, wsi, ps, path[1] == 's');
         return static_file(srv, wsi, path);
     }
     case LWS_CALLBACK_HTTP_BODY:
@@ -360,8 +433,12 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_HTTP_WRITEABLE:
         if (ps && ps->api)
             return api_answer(wsi, ps);
+        if (ps && ps->stats)
+            return ps->stats_waiting ? 0 : stats_answer(srv, wsi, ps);
         return lws_callback_http_dummy(wsi, reason, user, in, len);
     case LWS_CALLBACK_CLOSED_HTTP:
+        if (ps && ps->stats_waiting)
+            stats_unwait(srv, ps);
         if (ps && ps->api) {
             gw_api_release(&ps->req);
             ps->api = false;

@@ -9,6 +9,7 @@
 #include "server_internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 void gw_process_free(gw_process *p)
@@ -88,12 +89,15 @@ static void run_one(gw_process *p, unsigned i)
 {
     gw_server_run(p->srv[i]);
     gw_listen_thread_done(p->listener, i);
-    gw_board_stopped(p->board, i);
+    gw_board_stopped(p, i);
 }
 
 static void *thread_main(void *ud)
 {
     runner *r = ud;
+    char name[16];
+    snprintf(name, sizeof(name), "gw-t%u", r->index + 1); /* the log's t2, t3... */
+    pthread_setname_np(pthread_self(), name);
     gw_log_set_thread(r->index);
     run_one(r->p, r->index);
     return NULL;

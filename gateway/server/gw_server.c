@@ -62,6 +62,7 @@ static void drain(gw_server *srv)
     gw_feed_drain(m->feed, gw_cluster_apply, m->cluster);
     gw_sessions_store_calm(m->sessions);
     gw_stats_serve(srv); /* another thread may want the figures */
+    gw_http_wake(srv);   /* ... and this one's /stats may have them now */
 }
 
 /* ---- shutdown ----------------------------------------------------------------------- */
@@ -344,6 +345,7 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_process *proc, unsig
                           .wake_ud = srv};
     if (gw_modules_init(&srv->m, &md) != 0 || !(srv->lag = gw_looplag_new(loop)))
         goto fail;
+    gw_http_start(srv);
     void *loops[1] = {loop};
     info.foreign_loops = loops;
     info.options |= LWS_SERVER_OPTION_LIBEV;
@@ -413,6 +415,7 @@ void gw_server_free(gw_server *srv)
     }
     struct ev_loop *loop = srv->m.loop;
     /* The modules' timers stop while the loop is there. */
+    gw_http_stop(srv);
     gw_looplag_free(srv->lag);
     gw_modules_release(&srv->m);
     if (loop) {

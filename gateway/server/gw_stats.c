@@ -193,15 +193,15 @@ static void figs_add(gw_figs *sum, const gw_figs *f)
 
 /* ---- the board: the threads' figures for each other ------------------------------------- */
 
-/* How long a thread that renders /stats waits for the others' figures. */
+/* How long a request for /stats waits for the other threads' figures at most. */
 #define FIGURES_WAIT_MS 100
 
 struct gw_board {
     unsigned n;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     uint64_t wanted;                   /* the latest request for figures (under mu) */
     uint64_t answered[GW_THREADS_MAX]; /* the request each thread's figures answer */
+    uint64_t waits[GW_THREADS_MAX];    /* the request a thread waits for (0: none) */
     bool stopped[GW_THREADS_MAX];      /* its run has returned: it answers no more */
     gw_figs figs[GW_THREADS_MAX];      /* under mu */
 };
@@ -213,7 +213,6 @@ gw_board *gw_board_new(unsigned threads)
         return NULL;
     b->n = threads;
     pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->cv, NULL);
     return b;
 }
 
@@ -221,17 +220,46 @@ void gw_board_free(gw_board *b)
 {
     if (!b)
         return;
-    pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
 
-void gw_board_stopped(gw_board *b, unsigned thread)
+static bool all_answered(gw_board *b, unsigned self, uint64_t want)
 {
+    for (unsigned i = 0; i < b->n; i++)
+        if (i != self && !b->stopped[i] && b->answered[i] < want)
+            return false;
+    return true;
+}
+
+/* Under mu, after a thread answered or stopped: the threads whose request is now
+ * answered in full, to be woken (a bit each), and no longer waiting. */
+static unsigned to_wake(gw_board *b)
+{
+    unsigned mask = 0;
+    for (unsigned i = 0; i < b->n; i++)
+        if (b->waits[i] && all_answered(b, i, b->waits[i])) {
+            b->waits[i] = 0;
+            mask |= 1u << i;
+        }
+    return mask;
+}
+
+static void wake(gw_process *p, unsigned mask)
+{
+    for (unsigned i = 0; i < p->n; i++)
+        if ((mask & 1u << i) && p->srv[i])
+            gw_server_wake(p->srv[i]);
+}
+
+void gw_board_stopped(gw_process *p, unsigned thread)
+{
+    gw_board *b = p->board;
     pthread_mutex_lock(&b->mu);
     b->stopped[thread] = true;
-    pthread_cond_broadcast(&b->cv);
+    unsigned mask = to_wake(b);
     pthread_mutex_unlock(&b->mu);
+    wake(p, mask);
 }
 
 /* Under mu: publishes f as thread i's answer to the latest request. */
@@ -239,7 +267,6 @@ static void publish(gw_board *b, unsigned i, const gw_figs *f)
 {
     b->figs[i] = *f;
     b->answered[i] = b->wanted;
-    pthread_cond_broadcast(&b->cv);
 }
 
 void gw_stats_serve(gw_server *srv)
@@ -257,20 +284,52 @@ void gw_stats_serve(gw_server *srv)
     thread_figs(srv, &f);
     pthread_mutex_lock(&b->mu);
     publish(b, me, &f);
+    unsigned mask = to_wake(b);
     pthread_mutex_unlock(&b->mu);
+    wake(srv->proc, mask);
 }
 
-static bool all_answered(gw_board *b, unsigned self, uint64_t want)
+/* The figures are asked for and rendered apart, so the thread that renders them never
+ * waits for the others (a thread busy for a while would hold it up: a stall of its own
+ * loop). gw_http.c asks, answers other requests meanwhile, and renders once
+ * gw_stats_ready says so: every other thread answered (each wakes it with its answer's
+ * last), or FIGURES_WAIT_MS passed (one that did not answer is counted with its last
+ * answer). */
+uint64_t gw_stats_ask(gw_server *srv)
 {
-    for (unsigned i = 0; i < b->n; i++)
-        if (i != self && !b->stopped[i] && b->answered[i] < want)
-            return false;
-    return true;
+    gw_process *p = srv->proc;
+    if (!p || p->n < 2)
+        return 0;
+    unsigned me = srv->m.thread;
+    gw_board *b = p->board;
+    gw_figs f;
+    thread_figs(srv, &f);
+    pthread_mutex_lock(&b->mu);
+    uint64_t want = ++b->wanted;
+    /* Answer for this thread too: another thread may be waiting for it at this moment. */
+    publish(b, me, &f);
+    b->waits[me] = want;
+    unsigned mask = to_wake(b) & ~(1u << me); /* this thread is awake */
+    pthread_mutex_unlock(&b->mu);
+    wake(p, mask);
+    for (unsigned i = 0; i < p->n; i++)
+        if (i != me && p->srv[i])
+            gw_server_wake(p->srv[i]);
+    return want;
 }
 
-/* Adds the other threads' figures into *all (which holds this thread's): each is asked
- * for them and answers from its loop (gw_stats_serve); one that does not within 100 ms
- * is counted with its last answer. */
+bool gw_stats_ready(gw_server *srv, uint64_t want, uint64_t asked_ms)
+{
+    gw_process *p = srv->proc;
+    if (!want || !p || gw_mono_ms() - asked_ms >= FIGURES_WAIT_MS)
+        return true;
+    pthread_mutex_lock(&p->board->mu);
+    bool ready = all_answered(p->board, srv->m.thread, want);
+    pthread_mutex_unlock(&p->board->mu);
+    return ready;
+}
+
+/* Adds the other threads' latest answers into *all (which holds this thread's). */
 static void gather(gw_server *srv, gw_figs *all)
 {
     gw_process *p = srv->proc;
@@ -279,22 +338,6 @@ static void gather(gw_server *srv, gw_figs *all)
         return;
     gw_board *b = p->board;
     pthread_mutex_lock(&b->mu);
-    uint64_t want = ++b->wanted;
-    /* Answer for this thread too: another thread may be waiting for it at this moment. */
-    publish(b, me, all);
-    pthread_mutex_unlock(&b->mu);
-    for (unsigned i = 0; i < p->n; i++)
-        if (i != me && p->srv[i])
-            gw_server_wake(p->srv[i]);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += FIGURES_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-    pthread_mutex_lock(&b->mu);
-    while (!all_answered(b, me, want))
-        if (pthread_cond_timedwait(&b->cv, &b->mu, &until) == ETIMEDOUT)
-            break;
     for (unsigned i = 0; i < p->n; i++)
         if (i != me)
             figs_add(all, &b->figs[i]);

@@ -115,8 +115,8 @@ typedef struct gw_figs {
 typedef struct gw_board gw_board;
 gw_board *gw_board_new(unsigned threads);
 void gw_board_free(gw_board *b);
-/* Thread `thread` answers no more (its run returned). */
-void gw_board_stopped(gw_board *b, unsigned thread);
+/* Thread `thread` answers no more (its run returned): a thread waiting for it is woken. */
+void gw_board_stopped(gw_process *p, unsigned thread);
 
 /* ---- the server of one service thread (gw_server.c) --------------------------------------- */
 
@@ -128,12 +128,14 @@ struct gw_server {
     gw_process *proc;
     struct lws_protocols protocols[GW_PROTOCOLS];
     struct lws_context *ctx;
-    struct lws_vhost *vhost; /* its one vhost: adopts the connections handed to it */
-    SSL_CTX *client_ssl_ctx; /* given to libwebsockets, which makes no client connection */
-    int port;                /* bound (the process's listener) */
-    gw_samples samples;      /* gw_stats.c */
-    gw_looplag *lag;         /* the loop's iterations, timed */
-    uint64_t figs_answered;  /* gw_stats.c: the request for figures answered last */
+    struct lws_vhost *vhost;     /* its one vhost: adopts the connections handed to it */
+    SSL_CTX *client_ssl_ctx;     /* given to libwebsockets, which makes no client connection */
+    int port;                    /* bound (the process's listener) */
+    gw_samples samples;          /* gw_stats.c */
+    gw_looplag *lag;             /* the loop's iterations, timed */
+    uint64_t figs_answered;      /* gw_stats.c: the request for figures answered last */
+    struct http_pss *stats_wait; /* gw_http.c: /stats and /metrics waiting for figures */
+    ev_timer stats_timer;        /* ... their time limit, while there are any */
 
     lws_sorted_usec_list_t sul_sweep; /* once a second */
     unsigned sweeps;                  /* sweeps so far (the heap trim's cadence) */
@@ -181,6 +183,11 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
                      size_t len);
 /* Bytes of per-connection state gw_http_callback needs. */
 size_t gw_http_pss_size(void);
+/* The server's loop is there / is about to go: the timer of /stats' wait. */
+void gw_http_start(gw_server *srv);
+void gw_http_stop(gw_server *srv);
+/* At each wake-up: /stats and /metrics requests whose figures are in are answered. */
+void gw_http_wake(gw_server *srv);
 
 /* ---- figures (gw_stats.c) ------------------------------------------------------------------- */
 
@@ -188,8 +195,15 @@ size_t gw_http_pss_size(void);
 void gw_stats_tick(gw_server *srv);
 /* From a thread's loop at each wake-up: answers a request for its figures. */
 void gw_stats_serve(gw_server *srv);
-/* /stats as JSON, and /metrics as Prometheus text, over every thread; malloc'd, the
- * caller frees. */
+/* Asks the other service threads for their figures, at once (they answer from their
+ * loops and the last to answer wakes this one); returns the request's number (0: there
+ * are no others). */
+uint64_t gw_stats_ask(gw_server *srv);
+/* True once request `want` (asked at monotonic asked_ms) is answered by every other
+ * thread, or its wait (100 ms) is over: the figures can be rendered. */
+bool gw_stats_ready(gw_server *srv, uint64_t want, uint64_t asked_ms);
+/* /stats as JSON, and /metrics as Prometheus text, over every thread (the others' latest
+ * answers: ask first); malloc'd, the caller frees. Never waits. */
 char *gw_stats_json(gw_server *srv);
 char *gw_stats_prometheus(gw_server *srv, size_t *len);
 
