@@ -250,13 +250,13 @@ static const struct lws_protocols protocols[GW_PROTOCOLS] = {
     {"http", http_callback, 0, 0, 0, NULL, 0},
     /* rx_buffer_size: libwebsockets keeps a buffer this big per session for the whole
      * session, and hands a larger message over in pieces of it (gw_sess_rx joins them).
-     * 1 KiB holds a typical request whole and keeps an idle session's memory small:
-     * with 64 KiB, the pages it touched cost 6 KiB of RSS per idle session. 512 bytes
-     * saved 576 bytes of RSS per idle session but raised the server's CPU per delivery
-     * from 1.1 to 1.6-2.0 us (200 sessions, 2 senders flat out, 200-byte bodies). */
-    {"gw.v1", ws_callback, sizeof(pss), 1024, 0, NULL, 0},
+     * 512 bytes holds a typical request whole (a send of a 200-byte body is about 260)
+     * and keeps an idle session's memory small: 1 KiB cost 500 bytes more RSS per idle
+     * session, 64 KiB 6 KiB. It used to bound each send() too, which made 512 cost CPU
+     * per delivery; tx_packet_size (gw_server_new) now sets that apart. */
+    {"gw.v1", ws_callback, sizeof(pss), 512, 0, NULL, 0},
     /* The same messages as JSON text, for any WebSocket tool (docs/PROTOCOL.md). */
-    {GW_PROTO_JSON, ws_callback, sizeof(pss), 1024, 0, NULL, 0},
+    {GW_PROTO_JSON, ws_callback, sizeof(pss), 512, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -281,8 +281,8 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_process *proc, unsig
     srv->proc = proc;
     memcpy(srv->protocols, protocols, sizeof(protocols));
     srv->protocols[0].per_session_data_size = gw_http_pss_size();
-    /* tx_packet_size: without it libwebsockets sends at most rx_buffer_size (1 KiB) per
-     * send() and keeps the rest of a frame for the next writeable, so a batch frame of five
+    /* tx_packet_size: without it libwebsockets sends at most rx_buffer_size (512 bytes) per
+     * send() and keeps the rest of a frame for the next writeable, so a batch frame of three
      * 200-byte messages took two sends and a poll round trip between them. A whole frame
      * per send() (the kernel takes what fits; libwebsockets keeps only the remainder). */
     for (size_t i = 1; srv->protocols[i].name; i++)
