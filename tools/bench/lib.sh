@@ -255,15 +255,18 @@ prof_start() {
   echo $! >"$BENCH_WORK/perf.pid"
   sleep 0.3 # attached before the load starts
 }
-# prof_stop: SIGINT (perf writes its file and exits), at most 30 s, then KILL.
-prof_stop() {
+# perf_stop PIDFILE TENTHS: SIGINT to the perf whose pid is in $BENCH_WORK/PIDFILE (perf
+# writes its file and exits), at most TENTHS tenths of a second, then KILL.
+perf_stop() {
   local p
-  [ -n "$BENCH_WORK" ] && [ -s "$BENCH_WORK/perf.pid" ] || return 0
-  p=$(cat "$BENCH_WORK/perf.pid")
-  rm -f "$BENCH_WORK/perf.pid"
+  [ -n "$BENCH_WORK" ] && [ -s "$BENCH_WORK/$1" ] || return 0
+  p=$(cat "$BENCH_WORK/$1")
+  rm -f "$BENCH_WORK/$1"
   kill -INT "$p" 2>/dev/null || true
-  bench_reap "$p" 300
+  bench_reap "$p" "$2"
 }
+# prof_stop: at most 30 s (writing a long recording takes a while).
+prof_stop() { perf_stop perf.pid 300; }
 # prof_top FILE: the flat top list (share of samples, object, symbol), 1.5% and more.
 prof_top() {
   perf report --stdio --no-children -g none -F overhead,dso,sym --percent-limit 1.5 \
@@ -281,14 +284,7 @@ sysc_start() {
   echo $! >"$BENCH_WORK/sysc.pid"
   sleep 0.3
 }
-sysc_stop() {
-  local p
-  [ -n "$BENCH_WORK" ] && [ -s "$BENCH_WORK/sysc.pid" ] || return 0
-  p=$(cat "$BENCH_WORK/sysc.pid")
-  rm -f "$BENCH_WORK/sysc.pid"
-  kill -INT "$p" 2>/dev/null || true
-  bench_reap "$p" 100
-}
+sysc_stop() { perf_stop sysc.pid 100; }
 # sysc_per FILE DELIVERIES: "ALL SENDS POLLS", system calls per delivery (sends: sendto,
 # sendmsg, write, writev; polls: epoll_wait, epoll_ctl); "nan nan nan" without figures.
 sysc_per() {
