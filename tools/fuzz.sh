@@ -4,7 +4,7 @@
 # real store in a temp folder, no sockets) and the cluster's change feed payloads
 # (fuzz_announce) and the JSON form of the protocol (fuzz_json), each for N seconds (default 60), from a seed corpus of valid inputs,
 # after replaying every saved regression input. Exits non-zero on
-# any crash, and keeps the crashing input in tests/fuzz/regressions/<target>/ to be
+# any crash (targets run as many at once as there are cores), and keeps the crashing input in tests/fuzz/regressions/<target>/ to be
 # committed as a test.
 #   tools/fuzz.sh [SECONDS]
 set -uo pipefail
@@ -38,15 +38,17 @@ printf '{"t":"ack","acks":{"g":3,"h":4}}' > "$work/fuzz_json/ack"
 printf '[{"t":"ping"},{"t":"pull","gid":"g","after":0,"limit":5},null,true,-1,1.5]' > "$work/fuzz_json/batch"
 printf '{"t":"watch","rid":3,"gid":"g","mids":[1,2]}' > "$work/fuzz_json/watch"
 
-passed=0 failed=0
-for t in fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce fuzz_json; do
-  reg="$root/tests/fuzz/regressions/$t"
+# fuzz_one TARGET: replays its regressions, then fuzzes it; its lines go to $work/TARGET.out
+# and its status is the result (0: passed).
+fuzz_one() {
+  local t=$1 reg="$root/tests/fuzz/regressions/$1" runs
+  exec >"$work/$t.out" 2>&1
   if compgen -G "$reg/*" >/dev/null; then
     if "$build/tests/fuzz/$t" "$reg"/* >"$work/$t-reg.log" 2>&1; then
       echo "fuzz: $t: regressions replayed: ok"
     else
       echo "fuzz: $t: a saved regression input fails again:"; tail -30 "$work/$t-reg.log"
-      failed=$((failed + 1)); continue
+      return 1
     fi
   fi
   mkdir -p "$reg"
@@ -54,11 +56,29 @@ for t in fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce fuzz_json; d
         -artifact_prefix="$reg/" -print_final_stats=1 "$work/$t" >"$work/$t.log" 2>&1); then
     runs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$work/$t.log" | grep -Eo '[0-9]+$')
     echo "fuzz: $t: ${runs:-?} inputs in ${secs} s, no crash"
-    passed=$((passed + 1))
   else
     echo "fuzz: $t: CRASH (input saved in $reg/):"; tail -40 "$work/$t.log"
-    failed=$((failed + 1))
+    return 1
   fi
+}
+
+# As many targets at once as there are cores (each fuzzer is one process on one core),
+# their lines printed in the targets' order.
+targets=(fuzz_req fuzz_events fuzz_token fuzz_session fuzz_announce fuzz_json)
+at_once=$(nproc)
+passed=0 failed=0
+for ((i = 0; i < ${#targets[@]}; i += at_once)); do
+  pids=()
+  for t in "${targets[@]:i:at_once}"; do
+    fuzz_one "$t" &
+    pids+=($!)
+  done
+  j=0
+  for t in "${targets[@]:i:at_once}"; do
+    if wait "${pids[j]}"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    cat "$work/$t.out"
+    j=$((j + 1))
+  done
 done
 echo "fuzz: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
