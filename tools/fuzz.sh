@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Bounded fuzzing with libFuzzer (clang): the request decoder, the server-event decoder,
 # the token check, whole requests through the gateway's session path (fuzz_session: a
-# real store in a temp folder, no sockets) and the cluster's change feed payloads
-# (fuzz_announce) and the JSON form of the protocol (fuzz_json), each for N seconds (default 60), from a seed corpus of valid inputs,
-# after replaying every saved regression input. Exits non-zero on
-# any crash (targets run as many at once as there are cores), and keeps the crashing input in tests/fuzz/regressions/<target>/ to be
+# real store in a temp folder, no sockets), the cluster's change feed payloads
+# (fuzz_announce) and the JSON form of the protocol (fuzz_json). Each target replays
+# every saved regression input, then runs for N seconds (default 60) from a seed corpus
+# of valid inputs; as many targets run at once as there are cores. Exits non-zero on any
+# crash, and keeps the crashing input in tests/fuzz/regressions/<target>/ to be
 # committed as a test.
 #   tools/fuzz.sh [SECONDS]
 set -uo pipefail
