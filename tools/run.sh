@@ -5,7 +5,8 @@
 # https://localhost:8443/ and the server API at /api/v1/ (docs/API.md) with a key made in
 # DATA/api-key on first start (and a secret for the unread webhook in
 # DATA/webhook-secret, for --webhook-url).
-# Installs what is missing and builds first (tools/setup.sh).
+# Installs what is missing and builds first (tools/setup.sh): only what it runs and what
+# the README has a user run beside it (gw, gw_cli, gw_token); tools/test.sh builds the rest.
 #
 #   tools/run.sh [--install-ca] [GW FLAGS...]
 #
@@ -16,7 +17,9 @@
 #   GW_DATA        the data folder (default $GW_HOME/data, GW_HOME being this repository)
 #
 # Stop it with Ctrl-C or SIGTERM: it confirms what is in flight, flushes acks, then exits.
-set -euo pipefail
+set -Eeuo pipefail
+# A failing step says which command failed and how; the command's own error is above it.
+trap 'rc=$?; echo "run: failed (exit $rc): line $LINENO: $BASH_COMMAND" >&2' ERR
 root=$(cd "$(dirname "$0")/.." && pwd)
 install_ca=0
 if [ "${1:-}" = "--install-ca" ]; then
@@ -26,7 +29,7 @@ elif [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
   sed -n '2,19p' "$0"
   exit 0
 fi
-"$root/tools/setup.sh"
+"$root/tools/setup.sh" --target gw --target gw_cli --target gw_token
 port=${GW_PORT:-8443}
 data=${GW_DATA:-$root/data}
 # The port and the data folder the gateway will really use: a --port or --data among the

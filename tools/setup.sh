@@ -1,11 +1,36 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the gateway needs (only those missing), then configures
-# and builds. Idempotent: a second run installs nothing and rebuilds incrementally.
+# Installs the Debian packages the gateway needs (only those missing: apt-get update, then
+# apt-get install of exactly those), the npm packages of clients/js, web-demo and
+# tests/browser (npm ci, when their lock file changed), then configures and builds.
+# Idempotent: a second run installs nothing and rebuilds incrementally.
 #
-#   tools/setup.sh            normal build in build/
-#   tools/setup.sh --asan     also the sanitizer build (ASan + UBSan) in build-asan/
-#   tools/setup.sh --no-build only install packages
-set -euo pipefail
+#   tools/setup.sh              everything (the gateway, tools, tests) in build/
+#   tools/setup.sh --asan       also the sanitizer build (ASan + UBSan) in build-asan/
+#   tools/setup.sh --target T   only target T in build/ (repeatable; tools/run.sh builds
+#                               gw and the CLI tools the README names)
+#   tools/setup.sh --no-build   only install packages
+set -Eeuo pipefail
+
+# A failing step says which, with the command and its exit code; its own error is above
+# (apt-get, npm and cmake print theirs on stderr, which is never hidden here).
+step="starting"
+trap 'rc=$?; echo "setup: failed while $step (exit $rc): line $LINENO: $BASH_COMMAND" >&2' ERR
+
+build_asan=0
+do_build=1
+targets=()
+while (($#)); do
+  case "$1" in
+    --asan) build_asan=1 ;;
+    --no-build) do_build=0 ;;
+    --target)
+      [ -n "${2:-}" ] || { echo "setup: --target needs a target name" >&2; exit 2; }
+      targets+=("$2"); shift ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "setup: unknown option $1 (tools/setup.sh --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
 
 # The repository itself, symbolic links resolved: the build folder is configured for it
 # (tests/docs/run_examples.py runs run.sh from a folder of links to it).
@@ -52,8 +77,11 @@ packages+=(prometheus python3-yaml)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 
+step="asking dpkg which packages are installed"
 # One dpkg-query for them all (tools/run.sh runs this at every start).
-installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null |
+# dpkg-query exits 1 when it knows none or only some of them (a fresh machine), having
+# printed those it knows: that is an answer here, not a failure.
+installed=$({ dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true; } |
             awk '$NF == "installed" && $(NF-1) == "ok" {print $1}')
 missing=()
 for p in "${packages[@]}"; do
@@ -64,7 +92,9 @@ if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
+  step="updating apt's package lists (apt-get update)"
   $sudo apt-get update -q
+  step="installing the missing packages (apt-get install)"
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
@@ -80,26 +110,22 @@ for dir in clients/js web-demo tests/browser; do
   sum=$(sha256sum "$lock" | cut -d' ' -f1)
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] && continue
   echo "setup: npm ci in $dir"
-  (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error) || exit 1
+  step="installing $dir's npm packages (npm ci in $root/$dir)"
+  (cd "$root/$dir" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$sum" > "$stamp"
 done
 
-build_asan=0
-do_build=1
-for a in "$@"; do
-  case "$a" in
-    --asan) build_asan=1 ;;
-    --no-build) do_build=0 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "setup: unknown option $a" >&2; exit 2 ;;
-  esac
-done
 ((do_build)) || exit 0
-
 jobs=$(nproc)
+step="configuring build/ (cmake)"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$root/build" -j "$jobs"
+step="building ${targets[*]:-everything} in build/"
+build_args=()
+for t in "${targets[@]}"; do build_args+=(--target "$t"); done
+cmake --build "$root/build" -j "$jobs" "${build_args[@]}"
 if ((build_asan)); then
+  step="configuring build-asan/ (cmake)"
   cmake -S "$root" -B "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DGW_SANITIZE=ON >/dev/null
+  step="building build-asan/"
   cmake --build "$root/build-asan" -j "$jobs"
 fi

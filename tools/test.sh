@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing (tools/setup.sh), builds the normal and the
-# sanitizer (ASan + UBSan) builds, runs every Criterion test binary in both, the store and
+# sanitizer (ASan + UBSan) builds, checks setup.sh itself on machines that lack packages
+# (tests/setup/), runs every Criterion test binary in both, the store and
 # gateway suites again on PostgreSQL (a server the suite starts itself; the cluster tests
 # run there, and Patroni over etcd fails the database over by itself), the nginx load
 # balancer config in front of gateway nodes and the Patroni and etcd configs (tests/deploy/),
@@ -13,7 +14,13 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export LC_ALL=C # Criterion's summary lines are parsed by CI
 
-"$root/tools/setup.sh" --asan || { echo "tests: setup or build failed"; exit 1; }
+# setup.sh names the step that failed and the command, with the command's own error above.
+"$root/tools/setup.sh" --asan || {
+  rc=$?
+  echo "tests: tools/setup.sh --asan failed (exit $rc): see its last lines above"
+  echo "tests: 0 passed, 1 failed"
+  exit 1
+}
 
 # RocksDB and libstdc++ are not instrumented; their start-up allocations are not leaks of
 # ours, but a leak in our code is still reported and fails the run.
@@ -82,6 +89,14 @@ if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failed=$((
 # above, call loops inside one folder of at most 4 files, includes of lower faces only).
 section "layers"
 if python3 "$root/tools/layers.py" "$root/build"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+
+# tools/setup.sh on the machines CI is not: one with none of its packages, some, all,
+# and one where apt-get fails (stand-ins for dpkg-query, apt-get and npm on the PATH).
+section "tests/setup/test_setup.sh"
+log="$work/setup-test.log"
+timeout -k 10 120 "$root/tests/setup/test_setup.sh" 2>&1 | tee "$log"
+count_summary tests/setup "$log" "${PIPESTATUS[0]}" \
+  's/^setup-test: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^setup-test: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 
 for build in build build-asan; do
   for bin in "$root/$build"/tests/test_*; do
