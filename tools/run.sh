@@ -5,8 +5,9 @@
 # https://localhost:8443/ and the server API at /api/v1/ (docs/API.md) with a key made in
 # DATA/api-key on first start (and a secret for the unread webhook in
 # DATA/webhook-secret, for --webhook-url).
-# Installs what is missing and builds first (tools/setup.sh): only what it runs and what
-# the README has a user run beside it (gw, gw_cli, gw_token); tools/test.sh builds the rest.
+# Installs what is missing and builds first (tools/setup.sh --run): only what it runs and
+# what the README has a user run beside it (gw, gw_cli, gw_token, the page's npm
+# packages); tools/test.sh builds and installs the rest.
 #
 #   tools/run.sh [--install-ca] [GW FLAGS...]
 #
@@ -26,10 +27,10 @@ if [ "${1:-}" = "--install-ca" ]; then
   install_ca=1
   shift
 elif [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,19p' "$0"
+  sed -n '2,/^set /{/^#/p}' "$0"
   exit 0
 fi
-"$root/tools/setup.sh" --target gw --target gw_cli --target gw_token
+"$root/tools/setup.sh" --run
 port=${GW_PORT:-8443}
 data=${GW_DATA:-$root/data}
 # The port and the data folder the gateway will really use: a --port or --data among the

@@ -6,8 +6,9 @@
 #
 #   tools/setup.sh              everything (the gateway, tools, tests) in build/
 #   tools/setup.sh --asan       also the sanitizer build (ASan + UBSan) in build-asan/
-#   tools/setup.sh --target T   only target T in build/ (repeatable; tools/run.sh builds
-#                               gw and the CLI tools the README names)
+#   tools/setup.sh --target T   only target T in build/ (repeatable)
+#   tools/setup.sh --run        only what tools/run.sh runs: gw, the CLI tools the README
+#                               names (gw_cli, gw_token) and the page's npm packages
 #   tools/setup.sh --no-build   only install packages
 set -Eeuo pipefail
 
@@ -19,6 +20,7 @@ trap 'rc=$?; echo "setup: failed while $step (exit $rc): line $LINENO: $BASH_COM
 build_asan=0
 do_build=1
 targets=()
+npm_dirs=(clients/js web-demo tests/browser)
 while (($#)); do
   case "$1" in
     --asan) build_asan=1 ;;
@@ -26,7 +28,8 @@ while (($#)); do
     --target)
       [ -n "${2:-}" ] || { echo "setup: --target needs a target name" >&2; exit 2; }
       targets+=("$2"); shift ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --run) targets+=(gw gw_cli gw_token); npm_dirs=(web-demo) ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     *) echo "setup: unknown option $1 (tools/setup.sh --help)" >&2; exit 2 ;;
   esac
   shift
@@ -103,7 +106,7 @@ fi
 # (web-demo/node_modules, served to the browser by the gateway: MessagePack and the
 # client package, a link to clients/js) and playwright-core for tests/browser. Skipped when node_modules was installed from this very lock file (a
 # stamp holds its checksum: file times are too coarse to tell a fresh clone apart).
-for dir in clients/js web-demo tests/browser; do
+for dir in "${npm_dirs[@]}"; do
   lock="$root/$dir/package-lock.json"
   [ -f "$lock" ] || continue
   stamp="$root/$dir/node_modules/.gw-installed-from"
