@@ -36,9 +36,11 @@
 # script's restarts when it dies (as systemd's Restart=always would), all on 127.0.0.1 and
 # as the postgres user, in DIR:
 #   tools/pg_server.sh ha-up DIR                    starts them, waits for a leader and a
-#                                                   streaming synchronous replica; prints
-#                                                   the multi-host URL on its first line
-#   tools/pg_server.sh ha-url DIR [DBNAME]          that URL (target_session_attrs=read-write)
+#                                                   streaming synchronous replica, makes
+#                                                   the database gw; prints its multi-host
+#                                                   URL on its first line
+#   tools/pg_server.sh ha-url DIR [DBNAME]          that URL (target_session_attrs=read-write;
+#                                                   DBNAME defaults to gw)
 #   tools/pg_server.sh ha-status DIR                a line per member: name, role (leader,
 #                                                   sync_standby, replica) and state
 #   tools/pg_server.sh ha-wait DIR [SECONDS]        until a leader and a sync_standby
@@ -57,7 +59,11 @@
 # a server to start, promote or become synchronous; 120 s for a base backup).
 # PG_MAX_CONNECTIONS (default 200) is the server's max_connections at start; a standby
 # needs at least its primary's.
-set -euo pipefail
+set -Eeuo pipefail
+# A command that ends the script says so: which, where and its exit code (its own error is
+# above). Only the script's own shell speaks: a subshell's failure reaches it as its own.
+trap 'err=$?; [ "$BASHPID" != $$ ] ||
+  echo "pg_server.sh: failed (exit $err): line $LINENO: $BASH_COMMAND" >&2' ERR
 
 bindir=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 as_pg() {
@@ -356,12 +362,16 @@ ha_up() { # DIR
     [ "$i" = 1 ] && sleep 2 # the first bootstraps; the second then copies it
   done
   ha_wait "$dir" 120 >/dev/null || { ha_status "$dir" >&2; tail -n 20 "$dir"/pg*/patroni.log >&2; exit 1; }
+  # The gateway's database, as deploy/'s connection string names it (Patroni's initdb
+  # makes only `postgres`); the commit waits for the synchronous standby, up by now.
+  PGCONNECT_TIMEOUT=5 "$bindir/psql" -X -q -v ON_ERROR_STOP=1 -d "$(ha_url "$dir" postgres)" \
+    -c "CREATE DATABASE gw" >/dev/null
   ha_url "$dir"
 }
 
-ha_url() { # DIR [DB]
+ha_url() { # DIR [DB]: DB defaults to gw, the database ha-up makes
   ha_env "$1"
-  echo "postgresql://gw@127.0.0.1:$PG_PORT1,127.0.0.1:$PG_PORT2/${2:-postgres}?target_session_attrs=read-write"
+  echo "postgresql://gw@127.0.0.1:$PG_PORT1,127.0.0.1:$PG_PORT2/${2:-gw}?target_session_attrs=read-write"
 }
 
 # The cluster as Patroni's DCS has it (GET /cluster of whichever member answers): a line

@@ -20,7 +20,7 @@
 # Stop it with Ctrl-C or SIGTERM: it confirms what is in flight, flushes acks, then exits.
 set -Eeuo pipefail
 # A failing step says which command failed and how; the command's own error is above it.
-trap 'rc=$?; echo "run: failed (exit $rc): line $LINENO: $BASH_COMMAND" >&2' ERR
+trap 'err=$?; [ "$BASHPID" != $$ ] || echo "run: failed (exit $err): line $LINENO: $BASH_COMMAND" >&2' ERR
 root=$(cd "$(dirname "$0")/.." && pwd)
 install_ca=0
 if [ "${1:-}" = "--install-ca" ]; then

@@ -13,9 +13,11 @@
 set -Eeuo pipefail
 
 # A failing step says which, with the command and its exit code; its own error is above
-# (apt-get, npm and cmake print theirs on stderr, which is never hidden here).
+# (apt-get, npm and cmake print theirs on stderr, which is never hidden here). Only the
+# script's own shell speaks: in a subshell the failure reaches it as the subshell's.
 step="starting"
-trap 'rc=$?; echo "setup: failed while $step (exit $rc): line $LINENO: $BASH_COMMAND" >&2' ERR
+trap 'err=$?; [ "$BASHPID" != $$ ] ||
+  echo "setup: failed while $step (exit $err): line $LINENO: $BASH_COMMAND" >&2' ERR
 
 build_asan=0
 do_build=1

@@ -55,7 +55,11 @@
 # Servers bind 127.0.0.1 only; everything started (perf too) is stopped on exit and on
 # Ctrl-C; every gw_load run is bounded (timeout 600 s).
 # shellcheck disable=SC2119 # stop_srv: its argument is optional
-set -euo pipefail
+set -Eeuo pipefail
+# A command that ends the script says so: which, where and its exit code (its own error is
+# above). Only the script's own shell speaks: a subshell's failure reaches it as its own.
+trap 'err=$?; [ "$BASHPID" != $$ ] ||
+  echo "run.sh: failed (exit $err): line $LINENO: $BASH_COMMAND" >&2' ERR
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tools/bench/lib.sh"
@@ -75,7 +79,7 @@ while [ $# -gt 0 ]; do
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
     w1|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
-    -h|--help) sed -n '2,/^set -e/{/^#/p}' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
