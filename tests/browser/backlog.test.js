@@ -35,6 +35,7 @@ test(`away while ${N} messages are sent: unread ${N} without a pull, then pages 
   assert.equal(c0.out.pull || 0, 0, 'no pull before the group is opened');
   assert.equal(c0.in.page || 0, 0, 'no page received before the group is opened');
   assert.equal(await carol.page.locator('#msg-list li.msg').count(), 0);
+  assert.equal(await B.badgeOf(carol.page, 'backlog'), String(N), 'the count as a badge');
   await B.shot(carol.page, 'groups-unread-phone.png');
 
   // Opening it: pages arrive, each acked, and every message shows once, in order.
@@ -58,6 +59,7 @@ test(`away while ${N} messages are sent: unread ${N} without a pull, then pages 
   assert.ok(pageAcks.length >= Math.ceil(N / 100), `each page acked (${pageAcks.length} ack frames)`);
   assert.equal(Math.max(...c1.ackLog.map((a) => a.acks.backlog || 0)), N, 'acked up to the last one');
   await B.shot(carol.page, 'backlog-phone.png');
+  assert.equal((await B.chatInfo(carol.page, assert)).text, `${N} messages · ${N} loaded`);
 
   // The view opened at her first unread message: what was on screen is read, the rest
   // still counts as unread. She scrolls to the end: all read (sent at once: more than
@@ -79,6 +81,7 @@ test(`away while ${N} messages are sent: unread ${N} without a pull, then pages 
   await B.waitOnline(carol.page);
   await carol.page.waitForSelector('#group-list li[data-gid="backlog"]', { state: 'attached' });
   assert.equal(await B.unreadOf(carol.page, 'backlog'), 0, 'unread 0 after reload');
+  assert.equal(await B.badgeOf(carol.page, 'backlog'), null, 'nothing unread: no badge (not "0")');
   const c2 = await B.counters(carol.page);
   assert.equal((c2.out.enter || 0) + (c2.out.pull || 0), 0);
   B.assertNoErrors(assert, carol, alice);

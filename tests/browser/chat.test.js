@@ -61,6 +61,7 @@ test('two users chat in one group: each side shows the same mids, in order', asy
     a.map((m) => [m.from, m.text]),
     script.map(([who, text]) => [who.label, text]),
   );
+  for (const p of [alice, bob]) assert.equal((await B.chatInfo(p.page, assert)).text, '5 messages · 5 loaded');
   await B.shot(alice.page, 'chat-desktop.png');
   await B.shot(bob.page, 'chat-phone.png');
   // Phone width: nothing wider than the screen.
@@ -164,6 +165,7 @@ test('several tabs of one user: acks are shared, joins show up in the other tab'
   await B.waitOnline(tab2.page);
   await tab2.page.waitForSelector('#group-list li[data-gid="lobby"]', { state: 'attached' });
   assert.equal(await B.unreadOf(tab2.page, 'lobby'), 0);
+  assert.equal(await B.badgeOf(tab2.page, 'lobby'), null, 'nothing unread: no badge');
   // Creating a group in tab 2 (joining a new name) shows it in tab 1 as well.
   await B.joinGroup(tab2.page, 'alice-notes');
   await alice.page.waitForSelector('#group-list li[data-gid="alice-notes"]', { state: 'attached' });

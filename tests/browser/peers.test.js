@@ -1,6 +1,7 @@
 // What members see of each other, on the demo page: who is online in the open group,
 // "bob is typing…" (gone after its ttl), "Seen by bob" under one's own message once bob
-// has it on screen (and not before), and unread counted from what was seen.
+// has it on screen (and not before), only under the last of one's messages he has
+// reached, and unread counted from what was seen (a badge only when there is any).
 //
 // The gateway pushes receipts every 300 ms here (--receipt-push-ms; 1000 by default) so
 // that the waits stay short; the rest is as deployed.
@@ -41,6 +42,25 @@ async function seenLine(page, text) {
     const seen = li && li.querySelector('.seen');
     return seen ? seen.textContent : '';
   }, text);
+}
+
+/** Wait until the "seen by" lines under these messages (text -> line) are as given. */
+async function waitSeen(page, want) {
+  try {
+    await page.waitForFunction((w) => {
+      const line = (t) => {
+        const li = [...document.querySelectorAll('#msg-list li.msg')].find((x) => x.querySelector('.body').textContent === t);
+        const seen = li && li.querySelector('.seen');
+        return seen ? seen.textContent : '';
+      };
+      return Object.entries(w).every(([t, l]) => (Array.isArray(l) ? l.includes(line(t)) : line(t) === l));
+    }, want);
+  } catch (e) {
+    const got = {};
+    for (const t of Object.keys(want)) got[t] = await seenLine(page, t);
+    e.message += `\nthe lines: ${JSON.stringify(got)}`;
+    throw e;
+  }
 }
 
 async function waitStored(page, text) {
@@ -91,6 +111,8 @@ test('alice sees her message seen by bob once he has it on screen, and not befor
   await B.typeMessage(alice.page, 'when you are back');
   await waitStored(alice.page, 'when you are back');
   await bob.page.waitForSelector('#group-list li[data-gid="peers"][data-unread="1"]', { state: 'attached' });
+  assert.equal(await B.badgeOf(bob.page, 'peers'), '1', 'the unread count shows as a badge');
+  assert.equal(await B.badgeOf(bob.page, 'elsewhere'), null, 'no badge where nothing is unread (not "0")');
   await alice.page.waitForTimeout(2500); // longer than a read batch, the store's flush and a push
   assert.equal(await seenLine(alice.page, 'when you are back'), '', 'not seen while bob is elsewhere');
   assert.equal(await seenLine(alice.page, 'are you there?'), 'Seen by bob');
@@ -99,10 +121,10 @@ test('alice sees her message seen by bob once he has it on screen, and not befor
   await B.openGroup(bob.page, 'peers');
   await waitStored(bob.page, 'when you are back');
   await bob.page.waitForSelector('#group-list li[data-gid="peers"][data-unread="0"]', { state: 'attached' });
-  await alice.page.waitForFunction(() => {
-    const li = [...document.querySelectorAll('#msg-list li.msg.own')].find((x) => x.querySelector('.body').textContent === 'when you are back');
-    return li && li.querySelector('.seen') && li.querySelector('.seen').textContent === 'Seen by bob';
-  });
+  assert.equal(await B.badgeOf(bob.page, 'peers'), null, 'read: the badge goes');
+  // "Seen by bob" moves to the last of alice's messages he has reached: it no longer
+  // stands under the one before.
+  await waitSeen(alice.page, { 'are you there?': '', 'when you are back': 'Seen by bob' });
   // The gateway agrees: bob's read is stored (a reload counts nothing unread).
   await bob.page.reload();
   await B.waitOnline(bob.page);
@@ -114,6 +136,37 @@ test('alice sees her message seen by bob once he has it on screen, and not befor
   const overflow = await bob.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `no horizontal overflow at phone width (${overflow}px)`);
   B.assertNoErrors(assert, ...people);
+});
+
+test('with three in a group, each reader stands once: under the last of alice\'s messages it has reached', async () => {
+  const carol = await B.newPerson(browser, { label: 'carol', viewport: B.DESKTOP });
+  people.push(carol);
+  await B.signIn(carol, gw.origin, 'carol');
+  await B.joinGroup(carol.page, 'trio');
+  await B.joinGroup(bob.page, 'trio');
+  await B.joinGroup(alice.page, 'trio');
+  // Bob and carol have the group open while alice writes two messages: both read them.
+  for (const t of ['one', 'two']) {
+    await B.typeMessage(alice.page, t);
+    for (const p of [alice, bob, carol]) await waitStored(p.page, t);
+  }
+  const readTo = (p, mid) => p.page.waitForFunction((m) => window.gw.client.groups.get('trio').read >= m, mid);
+  await readTo(bob, 2);
+  // Bob looks at another group; alice's third message is read by carol only.
+  await B.openGroup(bob.page, 'peers');
+  await B.typeMessage(alice.page, 'three');
+  await waitStored(carol.page, 'three');
+  await readTo(carol, 3);
+  await waitSeen(alice.page, { one: '', two: 'Seen by bob', three: 'Seen by carol' });
+  await B.shot(alice.page, 'peers-seen-cursors-desktop.png');
+  // Bob comes back and reads it: he moves from "two" to "three".
+  await B.openGroup(bob.page, 'trio');
+  await waitStored(bob.page, 'three');
+  await waitSeen(alice.page, { one: '', two: '', three: ['Seen by bob, carol', 'Seen by carol, bob'] });
+  for (const p of [alice, bob]) await B.openGroup(p.page, 'peers'); // where the next test expects them
+  B.assertNoErrors(assert, ...people);
+  await carol.context.close();
+  people.pop();
 });
 
 test('bob signs out: alice no longer sees him online', async () => {

@@ -51,6 +51,7 @@ async function waitKept(p) {
   const want = Array.from({ length: KEEP }, (_, i) => N - KEEP + 1 + i);
   assert.deepEqual(shown.map((m) => m.mid), want, `${p.label}: exactly the last ${KEEP} (mids ${want[0]}..${N}), dense`);
   assert.deepEqual(shown.map((m) => m.text), want.map((mid) => `kept or not ${mid}`));
+  assert.equal((await B.chatInfo(p.page, assert)).text, `${KEEP} messages · ${KEEP} loaded`);
 }
 
 test(`a group that keeps its last ${KEEP} messages: older ones show as no longer kept`, async () => {
@@ -83,6 +84,9 @@ test(`a group that keeps its last ${KEEP} messages: older ones show as no longer
   // Alice held all of them before they were deleted: her view still starts at mid 1.
   assert.deepEqual((await B.shownMessages(alice.page)).map((m) => m.mid), Array.from({ length: N }, (_, i) => i + 1));
   await waitTop(alice, { state: 'start', text: `This is the start of #${GID}.` });
+  // Her header counts what she shows: the group's messages from the oldest she holds,
+  // not only the kept ones (it said "5 messages · 20 loaded").
+  assert.equal((await B.chatInfo(alice.page, assert)).text, `${N} messages · ${N} loaded`);
 
   // Carol comes back: only what is kept counts as unread; opening the group enters
   // after her ack, below the horizon: the first page starts at it.

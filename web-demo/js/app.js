@@ -82,19 +82,25 @@ function toast(text) {
   setTimeout(() => t.remove(), 5000);
 }
 
-/** Who has seen one of the user's messages, as its line under it says: names in a small
- * group (the receipts list them), a count in a large one. `me` is left out: the sender
- * reads its own messages too. myCursor: the user's own read (or ack) as the gateway has
- * it, to take the user out of a large group's count. */
-function seenText(r, me, myCursor) {
+/** The line under one of the user's messages: who has seen it and not the user's next
+ * message (`later`, the receipts of the next of the user's messages after it, if known).
+ * As chat apps do, each reader stands once, under the last of the user's messages it
+ * has reached (its read cursor): reads are cumulative, so whoever read a later message
+ * read this one too, and is said there. Names in a small group (the receipts list
+ * them), a count in a large one. `me` is left out: the sender reads its own messages
+ * too. myCursor: the user's own read (or ack) as the gateway has it, to take the user
+ * out of a large group's count. */
+function seenText(r, later, me, myCursor) {
   if (!r) return '';
-  if (r.readers) {
-    const others = r.readers.filter((u) => u !== me);
+  if (r.readers && (!later || later.readers)) {
+    const further = new Set(later ? later.readers : []);
+    const others = r.readers.filter((u) => u !== me && !further.has(u));
     if (!others.length) return '';
     if (others.length <= 3) return `Seen by ${others.join(', ')}`;
     return `Seen by ${others.slice(0, 2).join(', ')} and ${others.length - 2} others`;
   }
-  const n = r.read - (myCursor >= r.mid ? 1 : 0);
+  const count = (x) => x.read - (myCursor >= x.mid ? 1 : 0);
+  const n = count(r) - (later ? count(later) : 0);
   return n > 0 ? `Seen by ${n}` : '';
 }
 
@@ -117,6 +123,7 @@ class MessageList {
     this.list = list;
     this.scroller = scroller;
     this.nodes = new Map(); // key -> {el, sort, e}: e the entry last drawn
+    this.unsent = new Map(); // key -> state of the shown entries without a mid (the user's, not stored yet)
     this.order = []; // sort values, in DOM order
     this.seenOf = seenOf; // mid -> the "seen by" line of an own message ('' for none)
     // What the user does to a message: retry(cid), discard(cid), and edit(mid, text) and
@@ -145,6 +152,7 @@ class MessageList {
     this.onScreen.clear();
     this.list.replaceChildren();
     this.nodes.clear();
+    this.unsent.clear();
     this.order = [];
   }
 
@@ -168,9 +176,12 @@ class MessageList {
     this.onScreen.delete(n.el);
     n.el.remove();
     this.nodes.delete(key);
+    this.unsent.delete(key);
   }
 
   upsert(e) {
+    if (e.mid) this.unsent.delete(e.key);
+    else this.unsent.set(e.key, e.state);
     const old = this.nodes.get(e.key);
     if (old) {
       old.e = e;
@@ -367,10 +378,22 @@ class MessageList {
     );
   }
 
-  /** The "seen by" line of one of the user's messages, when its receipts changed. */
-  setSeen(mid, text) {
-    const n = this.nodes.get('m' + mid);
-    if (n && n.el.classList.contains('own')) this.showSeen(n.el, text);
+  /** The "seen by" lines of the user's messages, when receipts changed: one message's
+   * receipts move the line under the user's message before it too (a reader that
+   * reached the later one goes from there to here). */
+  refreshSeen() {
+    for (const n of this.nodes.values()) {
+      if (n.e.own && n.e.state === 'stored') this.showSeen(n.el, this.seenOf(n.e.mid));
+    }
+  }
+
+  /** The mid of the next of the user's stored messages after mid, or null. */
+  nextOwn(mid) {
+    for (let i = this.indexFor(mid) + 1; i < this.order.length; i++) {
+      const n = this.nodes.get('m' + this.order[i]); // pending ones (no mid) are not found
+      if (n && n.e.own && n.e.state === 'stored') return n.e.mid;
+    }
+    return null;
   }
 
   showSeen(li, text) {
@@ -410,6 +433,20 @@ class MessageList {
   firstSort() {
     return this.order.length ? this.order[0] : Infinity;
   }
+
+  /** The lowest mid shown (null when no stored message is). */
+  firstMid() {
+    const n = this.order.length ? this.nodes.get('m' + this.order[0]) : null;
+    return n ? n.e.mid : null;
+  }
+
+  /** How many messages are shown: stored ones, and the user's not stored yet (pending,
+   * or refused), which have no mid. */
+  counts() {
+    let failed = 0;
+    for (const state of this.unsent.values()) if (state === 'failed') failed++;
+    return { stored: this.order.length - this.unsent.size, sending: this.unsent.size - failed, failed };
+  }
 }
 
 class App {
@@ -431,6 +468,7 @@ class App {
     });
     this.onScreenQueued = false;
     this.countdown = null;
+    this.wasOnline = false;
     this.bindStatic();
     const s = loadSession();
     if (s) this.startSession(s.user, s.token);
@@ -474,6 +512,7 @@ class App {
 
   startSession(user, token) {
     this.user = user;
+    this.wasOnline = false; // this session has been online: a lost connection is 'reconnecting'
     let current = token;
     $('signin').hidden = true;
     $('app').hidden = false;
@@ -494,7 +533,8 @@ class App {
     });
     this.client = client;
     window.gw = { client, app: this }; // for the browser tests and the curious
-    client.addEventListener('state', (e) => this.renderConn(e.detail));
+    client.addEventListener('state', () => this.renderConn());
+    client.addEventListener('store', () => this.renderConn());
     client.addEventListener('groups', () => this.renderGroups());
     client.addEventListener('view', (e) => this.renderView(e.detail));
     client.addEventListener('notice', (e) => this.notice(e.detail));
@@ -506,7 +546,7 @@ class App {
     });
     client.addEventListener('auth', (e) => this.signOut(`Please sign in again: ${e.detail.reason}.`));
     client.addEventListener('receipts', (e) => {
-      if (e.detail.gid === this.gid) this.messages.setSeen(e.detail.mid, this.seenOf(e.detail.mid));
+      if (e.detail.gid === this.gid) this.messages.refreshSeen();
     });
     client.addEventListener('presence', (e) => {
       if (e.detail.gid === this.gid) this.renderPresence();
@@ -616,25 +656,48 @@ class App {
 
   // ---- connection -----------------------------------------------------------------------
 
-  renderConn({ state, reason, retryAt }) {
+  /** The pill in the top bar: the connection, and while online what the user's sends
+   * say of the gateway's store. Once this session has been online, a lost connection is
+   * "reconnecting…" (the client retries by itself with its backoff; the reason and the
+   * next try follow), not a bare "offline": nothing needs doing, and messages wait. */
+  renderConn() {
+    const client = this.client;
+    if (!client) return;
+    const { state, reason, retryAt, storeState } = client;
+    if (state === 'online') this.wasOnline = true;
     const conn = $('conn');
     conn.dataset.state = state;
+    // The store, only while online ('ok' otherwise): waiting sends are what it is about.
+    if (state === 'online' && storeState !== 'ok') conn.dataset.store = storeState;
+    else delete conn.dataset.store;
     clearInterval(this.countdown);
     const text = $('conn-text');
     $('conn-retry').hidden = state !== 'offline';
     this.renderPresence(); // not known while offline; subscribed again once online
-    if (state === 'online') text.textContent = 'online';
-    else if (state === 'connecting') text.textContent = 'connecting…';
+    conn.title = reason || state;
+    if (state === 'online' && storeState === 'unavailable') {
+      // The gateway refused a send with `unavailable`: its store (its database, or its
+      // disk) does not take writes now. The client sends it again until it does.
+      text.textContent = 'online · waiting for the database';
+      conn.title = 'The gateway cannot store messages right now (its database is away); yours are sent again until it can.';
+    } else if (state === 'online' && storeState === 'slow') {
+      // A send unanswered for a few seconds on a live connection: the gateway confirms
+      // only what is stored, so it is most likely waiting for its store; the protocol
+      // does not say, so neither does the page.
+      text.textContent = 'online · not confirmed yet';
+      conn.title = 'A message sent a few seconds ago has not been confirmed yet: the gateway confirms a message once it is stored.';
+    } else if (state === 'online') text.textContent = 'online';
+    else if (state === 'connecting') text.textContent = this.wasOnline ? 'reconnecting…' : 'connecting…';
     else if (state === 'stopped') text.textContent = 'signed out';
     else {
       const tick = () => {
         const s = Math.max(0, Math.ceil((retryAt - Date.now()) / 1000));
-        text.textContent = `offline${reason ? ' (' + reason + ')' : ''}, retry in ${s} s`;
+        const why = reason ? ` (${reason})` : '';
+        text.textContent = this.wasOnline ? `reconnecting…${why} · next try in ${s} s` : `offline${why}, retry in ${s} s`;
       };
       tick();
       this.countdown = setInterval(tick, 500);
     }
-    conn.title = reason || state;
   }
 
   notice({ kind, code, msg }) {
@@ -659,12 +722,16 @@ class App {
       const name = document.createElement('span');
       name.className = 'name';
       name.textContent = g.gid;
-      const badge = document.createElement('span');
-      badge.className = 'badge';
-      badge.dataset.count = String(g.unread);
-      badge.textContent = String(g.unread);
-      badge.title = g.unread ? `${g.unread} unread of ${g.lastMid}` : `${g.lastMid} messages, none unread`;
-      b.append(name, badge);
+      b.append(name);
+      // A count only when there is something unread: a "0" on every read group is noise.
+      if (g.unread > 0) {
+        const badge = document.createElement('span');
+        badge.className = 'badge';
+        badge.dataset.count = String(g.unread);
+        badge.textContent = String(g.unread);
+        badge.title = `${g.unread} unread of ${g.lastMid}`;
+        b.append(badge);
+      } else b.title = `${g.lastMid} messages, none unread`;
       li.append(b);
       return li;
     });
@@ -786,14 +853,20 @@ class App {
       const to = Math.min(Math.max(...all), meta.w);
       if (to > 0) this.client.markRead(this.gid, to);
     }
-    this.client.watch(this.gid, own);
+    // Also the user's next message below the screen: the line under the last one on
+    // screen leaves out whoever reached that one (seenText).
+    const below = own.length ? this.messages.nextOwn(Math.max(...own)) : null;
+    this.client.watch(this.gid, below ? [...own, below] : own);
   }
 
   seenOf(mid) {
     const g = this.client && this.client.groups.get(this.gid);
     if (!g) return '';
     const mine = g.read !== null ? g.read : g.ack; // a user that never sent a read counts by its ack
-    return seenText(this.client.receiptsOf(this.gid, mid), this.user, mine);
+    const next = this.messages.nextOwn(mid);
+    // Not known yet (not watched, or its answer on the way): nobody is taken out.
+    const later = next ? this.client.receiptsOf(this.gid, next) : undefined;
+    return seenText(this.client.receiptsOf(this.gid, mid), later, this.user, mine);
   }
 
   renderPresence() {
@@ -846,12 +919,20 @@ class App {
     if (text) older.prepend(document.createTextNode(text));
   }
 
+  /** "20 messages · 20 loaded", and the user's messages not stored yet apart ("1
+   * sending"): those have no mid, so they are not among the group's messages yet, and
+   * counting them as loaded made "7 messages · 8 loaded". The group's messages are
+   * those from its horizon (older ones were deleted by its retention) to its last mid,
+   * or from the oldest this view still holds when it got them before they were deleted:
+   * every stored message shown is one of them, so loaded is never more. */
   renderChatInfo(meta = this.client && this.gid ? this.client.viewMeta(this.gid) : null) {
     if (!meta) return;
-    const shown = this.messages.order.length;
-    // Kept messages: those below the group's horizon were deleted by its retention.
-    const kept = Math.max(0, meta.lastMid - (meta.firstMid || 1) + 1);
-    const parts = [`${kept} messages`, `${shown} loaded`];
+    const { stored, sending, failed } = this.messages.counts();
+    const from = Math.min(meta.firstMid || 1, this.messages.firstMid() || Infinity);
+    const total = Math.max(0, meta.lastMid - from + 1);
+    const parts = [`${total} ${total === 1 ? 'message' : 'messages'}`, `${stored} loaded`];
+    if (sending) parts.push(`${sending} sending`);
+    if (failed) parts.push(`${failed} not sent`);
     if (meta.catchingUp) parts.push('pulling…');
     $('chat-info').textContent = parts.join(' · ');
   }

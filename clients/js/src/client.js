@@ -11,6 +11,9 @@
 //   'state'  {state, attempt, retryAt, reason, error?}  connection: connecting | online | offline | stopped;
 //                                                 reason 'tls' (node): the gateway's certificate was
 //                                                 refused, error its text (retried like the rest)
+//   'store'  {state}                              what the user's sends say of the gateway's store:
+//                                                 ok | unavailable (refused: it cannot store now) |
+//                                                 slow (one unanswered for 3 s); sends.js
 //   'groups' {}                                  the group list, counts or membership changed
 //   'view'   {gid, reset, upserts, removes, meta} the messages of a group with a view changed
 //   'notice' {kind, code, msg, gid}               something the user should be told (an error)
@@ -91,8 +94,10 @@ export class GwClient extends EventTarget {
     this.maxBody = 65536;
     this.groups = new Map(); // gid -> Group
     this.openGid = null;
-    this.pending = new Map(); // cid -> {cid, gid, body, state, seq, tries, code}
+    this.pending = new Map(); // cid -> {cid, gid, body, state, seq, tries, code, sentAt, refused}
     this.sendSeq = 0;
+    this.storeState = 'ok'; // what the pending sends say of the gateway's store (sends.js)
+    this.lateTimer = null;
     // Edits and recalls on their way (versions.js): seq -> {seq, frame, tries, resolve, reject}.
     this.changes = new Map();
     this.changeSeq = 0;
@@ -209,6 +214,7 @@ export class GwClient extends EventTarget {
   resetInFlight() {
     this.rejectInFlight();
     this.rids.clear();
+    this.resetSends();
     for (const g of this.groups.values()) {
       if (!g.view) continue;
       g.view.fwdRid = null;
@@ -233,7 +239,13 @@ export class GwClient extends EventTarget {
     // event says nothing: there it is a lost connection like any other.
     const tls = code === 1006 ? tlsFailure(error) : null;
     if (tls) return this.scheduleReconnect('tls', tls);
-    const why = code === 1001 ? 'gateway restarting' : code === 1006 ? 'connection lost' : `closed (${code}${reason ? ': ' + reason : ''})`;
+    // 4013: the gateway could not read the user's groups at `hello` (its database is
+    // away, docs/PROTOCOL.md, Store trouble): retried with the backoff like the rest.
+    const why =
+      code === 1001 ? 'gateway restarting'
+      : code === 1006 ? 'connection lost'
+      : code === 4013 ? 'gateway waiting for its database'
+      : `closed (${code}${reason ? ': ' + reason : ''})`;
     this.scheduleReconnect(why);
   }
 
@@ -260,6 +272,7 @@ export class GwClient extends EventTarget {
     this.state = state;
     this.reason = reason;
     this.error = error;
+    this.checkStore(); // only online does it say anything
     const detail = { state, reason, attempt: this.attempt, retryAt: this.retryAt };
     if (error !== undefined) detail.error = error;
     this.dispatchEvent(new CustomEvent('state', { detail }));

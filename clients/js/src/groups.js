@@ -124,6 +124,7 @@ export const groupMethods = {
     this.forgetPeers(gid);
     this.dropChanges(gid);
     for (const [cid, p] of this.pending) if (p.gid === gid) this.pending.delete(cid);
+    this.checkStore();
     this.markGroups();
     this.markView(gid, { reset: true });
   },

@@ -145,10 +145,18 @@ export interface ViewMeta {
 
 export type ConnectionState = 'connecting' | 'online' | 'offline' | 'stopped';
 
+/** What the user's messages on their way say of the gateway's store, while online:
+ * 'unavailable' while one is sent again after the gateway refused it with `unavailable`
+ * (it cannot store now: a database down or failing over, a full disk), 'slow' while one
+ * has had no answer for 3 s on a connection that is up (the store is slow or stuck, or
+ * the path to the gateway is: the protocol does not tell which), else 'ok' (also
+ * whenever not online). */
+export type StoreState = 'ok' | 'unavailable' | 'slow';
+
 export interface StateDetail {
   state: ConnectionState;
   /** Why, in words: '' (connecting, online), 'connection lost', 'gateway restarting',
-   * 'closed (CODE: REASON)', 'connect timeout', 'cannot get a token: ...', 'signed out',
+   * 'gateway waiting for its database' (4013), 'closed (CODE: REASON)', 'connect timeout', 'cannot get a token: ...', 'signed out',
    * ...; or, offline, 'tls': the gateway's certificate was not accepted, or the TLS
    * handshake failed (node's `ws` only: a browser tells nothing, so there it is
    * 'connection lost'). Retried with the backoff like the others (trust fixed, it
@@ -181,6 +189,8 @@ export interface NoticeDetail {
 export interface GwClientEventMap {
   /** The connection changed. */
   state: CustomEvent<StateDetail>;
+  /** What the user's pending sends say of the gateway's store changed (storeState). */
+  store: CustomEvent<{ state: StoreState }>;
   /** The group list, an unread count or a membership changed. */
   groups: CustomEvent<Record<string, never>>;
   /** A join of this page was answered: the group is in the list now. */
@@ -236,6 +246,9 @@ export declare class GwClient extends EventTarget {
   readonly reason: string;
   /** The last state's error (StateDetail.error): set while reason is 'tls'. */
   readonly error: string | undefined;
+  /** What the user's pending sends say of the gateway's store (a 'store' event when it
+   * changes). */
+  readonly storeState: StoreState;
   /** From the welcome (null before the first one). */
   readonly uid: string | null;
   /** The session id the gateway gave (null before the first welcome). */

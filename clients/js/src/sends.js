@@ -2,10 +2,17 @@
 // on its prototype; `this` is the client): pending until `sent` gives them a mid, sent
 // again with the same cid after a reconnect or a busy gateway, failed when refused.
 
-import { asInt } from './util.js';
+import { asInt, now } from './util.js';
 
 const SEND_RETRY_CODES = new Set(['overloaded', 'unavailable', 'internal', 'rate_limited']);
 const SEND_MAX_RETRIES = 5;
+// A send that the gateway has not answered this long, on a connection that is up, is
+// late. The gateway answers `sent` once its store has committed the message (a few ms),
+// so a late one says the store is slow or stuck (a database failing over: a commit in
+// flight can hang for ~10 s before the gateway gives up on that connection), or else
+// the path to the gateway is (the pings find that out). The page is told it is late,
+// not why: the protocol has no signal for it.
+export const SEND_LATE_MS = 3000;
 
 /** A client message id: random, so that it is unique per user across tabs and reloads
  * (the gateway remembers (uid, cid) for idempotent sends), and made only of characters
@@ -25,7 +32,9 @@ export const sendMethods = {
   send(gid, text) {
     const size = new TextEncoder().encode(text).length;
     if (size > this.maxBody) throw new Error(`message too long: ${size} bytes, at most ${this.maxBody}`);
-    const p = { cid: makeCid(), gid, body: text, state: 'pending', seq: ++this.sendSeq, tries: 0, code: null };
+    // sentAt: when it went out on this connection (0: not in flight); refused: the code
+    // of the last refusal it is being sent again after (storeState reads both).
+    const p = { cid: makeCid(), gid, body: text, state: 'pending', seq: ++this.sendSeq, tries: 0, code: null, sentAt: 0, refused: null };
     this.pending.set(p.cid, p);
     this.markView(gid, { upserts: [this.pendingEntry(p)] });
     if (this.state === 'online') this.transmitSend(p);
@@ -39,8 +48,10 @@ export const sendMethods = {
     p.state = 'pending';
     p.code = null;
     p.tries = 0;
+    p.refused = null;
     this.markView(p.gid, { upserts: [this.pendingEntry(p)] });
     if (this.state === 'online') this.transmitSend(p);
+    this.checkStore();
   },
 
   discard(cid) {
@@ -48,13 +59,55 @@ export const sendMethods = {
     if (!p || p.state !== 'failed') return;
     this.pending.delete(cid);
     this.markView(p.gid, { removes: ['p' + cid] });
+    this.checkStore();
   },
 
   // ---- sending internals -------------------------------------------------------------
 
   transmitSend(p) {
     p.tries++;
-    this.request({ t: 'send', gid: p.gid, cid: p.cid, body: p.body }, { kind: 'send', gid: p.gid, cid: p.cid });
+    const rid = this.request({ t: 'send', gid: p.gid, cid: p.cid, body: p.body }, { kind: 'send', gid: p.gid, cid: p.cid });
+    p.sentAt = rid === null ? 0 : now();
+    this.checkStore();
+  },
+
+  /** What the user's messages on their way say of the gateway's store, kept in
+   * storeState and reported as a 'store' event when it changes: 'unavailable' while one
+   * is being sent again after the gateway refused it with `unavailable` (it cannot store
+   * now: docs/PROTOCOL.md, Store trouble; a database down or failing over, a full disk),
+   * 'slow' while one sent on this connection has had no answer for SEND_LATE_MS, else
+   * 'ok'. Only while online: offline, the connection is what the page tells. Computed
+   * from the pending sends each time one changes (and when the next one becomes late),
+   * so it cannot stick: it is 'ok' again once they are stored, or have failed. Edits and
+   * recalls are not counted: a message on its way is what the person waits for. */
+  checkStore() {
+    clearTimeout(this.lateTimer);
+    this.lateTimer = null;
+    let state = 'ok';
+    let nextLate = Infinity;
+    if (this.state === 'online') {
+      const t = now();
+      for (const p of this.pending.values()) {
+        if (p.state !== 'pending') continue;
+        if (p.refused === 'unavailable') state = 'unavailable';
+        else if (p.sentAt && t - p.sentAt >= SEND_LATE_MS) {
+          if (state === 'ok') state = 'slow';
+        } else if (p.sentAt) nextLate = Math.min(nextLate, p.sentAt + SEND_LATE_MS);
+      }
+    }
+    if (nextLate !== Infinity) this.lateTimer = setTimeout(() => this.checkStore(), nextLate - now() + 1);
+    if (state === this.storeState) return;
+    this.storeState = state;
+    this.dispatchEvent(new CustomEvent('store', { detail: { state } }));
+  },
+
+  /** The connection is gone: nothing is in flight, and what the old one was refused is
+   * not known of the next (resent after its welcome, each answered afresh). */
+  resetSends() {
+    for (const p of this.pending.values()) {
+      p.sentAt = 0;
+      p.refused = null;
+    }
   },
 
   // ---- incoming ----------------------------------------------------------------------
@@ -65,6 +118,7 @@ export const sendMethods = {
     const mid = asInt(m.mid);
     const p = this.pending.get(cid);
     this.pending.delete(cid);
+    if (p) this.checkStore();
     const g = this.groups.get(gid);
     if (!g) return;
     g.lastMid = Math.max(g.lastMid, mid);
@@ -84,8 +138,11 @@ export const sendMethods = {
   onSendErr(cid, code) {
     const p = this.pending.get(cid);
     if (!p) return false;
+    p.sentAt = 0; // answered
     if (SEND_RETRY_CODES.has(code) && p.tries < SEND_MAX_RETRIES) {
       // The gateway is busy, stopping or cannot store now: the same cid again, later.
+      p.refused = code;
+      this.checkStore();
       setTimeout(() => {
         if (this.pending.get(p.cid) === p && p.state === 'pending' && this.state === 'online') this.transmitSend(p);
       }, 500 * 2 ** p.tries);
@@ -93,6 +150,8 @@ export const sendMethods = {
     }
     p.state = 'failed';
     p.code = code;
+    p.refused = null;
+    this.checkStore();
     this.markView(p.gid, { upserts: [this.pendingEntry(p)] });
     return false;
   },

@@ -289,6 +289,53 @@ test("a certificate that is not trusted: reason 'tls' with the error's text, eac
   client.stop();
 });
 
+test('store state: a send refused with unavailable says so until it is stored; one unanswered for 3 s is slow', async () => {
+  const { client, ws } = await online([{ gid: 'g', last_mid: 0, ack: 0, unread: 0 }]);
+  enter(client, ws, 'g', 0, []);
+  const seen = [];
+  client.addEventListener('store', (e) => seen.push(e.detail.state));
+  // The store is away: the gateway refuses the send; it is sent again later (same cid).
+  const cid = client.send('g', 'during the failover');
+  const [s1] = ws.take('send');
+  assert.equal(client.storeState, 'ok', 'just sent: not late yet');
+  ws.push({ t: 'err', rid: s1.rid, gid: 'g', code: 'unavailable', msg: 'the store cannot take writes now' });
+  assert.equal(client.storeState, 'unavailable');
+  await sleep(1100); // the first resend comes after 1 s
+  const [s2] = ws.take('send');
+  assert.equal(s2.cid, cid, 'sent again with the same cid');
+  assert.equal(client.storeState, 'unavailable', 'still, while the resend has no answer');
+  ws.push({ t: 'sent', rid: s2.rid, gid: 'g', cid, mid: 1, ts: 5 });
+  assert.equal(client.storeState, 'ok', 'stored: the store is back');
+  // A send with no answer at all (a commit stuck in a database that went away): slow
+  // after 3 s, ok once it is answered.
+  const cid2 = client.send('g', 'stuck');
+  const [s3] = ws.take('send');
+  await sleep(2500);
+  assert.equal(client.storeState, 'ok', 'not late after 2.5 s');
+  await sleep(700);
+  assert.equal(client.storeState, 'slow', 'late after 3 s');
+  ws.push({ t: 'sent', rid: s3.rid, gid: 'g', cid: cid2, mid: 2, ts: 6 });
+  assert.equal(client.storeState, 'ok');
+  assert.deepEqual(seen, ['unavailable', 'ok', 'slow', 'ok']);
+  // Offline it says nothing of the store (the connection is what to tell); the pending
+  // send is not late on the next connection before it has been sent on it.
+  client.send('g', 'refused then cut off');
+  const [s4] = ws.take('send');
+  ws.push({ t: 'err', rid: s4.rid, gid: 'g', code: 'unavailable', msg: '' });
+  assert.equal(client.storeState, 'unavailable');
+  ws.drop(1006);
+  assert.equal(client.storeState, 'ok');
+  client.stop();
+});
+
+test('closed with 4013 (the gateway cannot read its database at hello): offline, reconnecting, with that reason', async () => {
+  const { client, ws } = await online([]);
+  ws.drop(4013);
+  assert.deepEqual([client.state, client.reason], ['offline', 'gateway waiting for its database']);
+  assert.ok(client.retryAt > Date.now(), 'a reconnect is scheduled');
+  client.stop();
+});
+
 // ---- what members see of each other: reads, receipts, presence, typing ----------------
 
 test('stop() from a state listener stops once (its own stopped event does not stop it again)', async () => {

@@ -1,5 +1,5 @@
 // Compiled (not run) by test/types.test.js: the declarations say what the code does.
-import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor, type MessageVersion, type StoredMessage } from 'gw-client';
+import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor, type MessageVersion, type StoredMessage, type StoreState } from 'gw-client';
 
 const client = new GwClient({ url: 'ws://127.0.0.1:8443/ws', getToken: async () => 'token' });
 client.addEventListener('view', (ev) => {
@@ -12,6 +12,11 @@ client.addEventListener('state', (ev) => {
   const why: string = ev.detail.reason === 'tls' ? `TLS: ${ev.detail.error ?? ''}` : ev.detail.reason;
   const last: string | undefined = client.error;
   console.log(why, last);
+});
+client.addEventListener('store', (ev) => {
+  // The gateway cannot store now, or a send is late: the page can say so.
+  const s: StoreState = ev.detail.state;
+  console.log(s === 'ok' ? '' : s, client.storeState);
 });
 client.start();
 client.join('lobby');

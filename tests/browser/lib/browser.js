@@ -131,6 +131,32 @@ export async function unreadOf(page, gid) {
   return v === null ? null : Number(v);
 }
 
+/** The unread badge of a group in the list: its text, or null when it has none. */
+export async function badgeOf(page, gid) {
+  return page.evaluate((g) => {
+    const b = document.querySelector(`#group-list li[data-gid="${g}"] .badge`);
+    return b ? b.textContent : null;
+  }, gid);
+}
+
+/** The connection pill's text. */
+export async function connText(page) {
+  return page.textContent('#conn-text');
+}
+
+/** The open group's header line ("12 messages · 12 loaded · 1 sending"), read into
+ * numbers; and checked: what is loaded is never more than the group's messages. */
+export async function chatInfo(page, assert) {
+  const text = await page.textContent('#chat-info');
+  const n = (what) => {
+    const m = new RegExp(`(\\d+) ${what}`).exec(text);
+    return m ? Number(m[1]) : 0;
+  };
+  const info = { text, messages: n('message'), loaded: n('loaded'), sending: n('sending'), failed: n('not sent') };
+  if (assert) assert.ok(info.loaded <= info.messages, `loaded within the group's messages: "${text}"`);
+  return info;
+}
+
 /** Send n messages from the page's client without typing (bulk), as fast as it goes. */
 export async function sendMany(page, gid, texts) {
   await page.evaluate(
