@@ -5,8 +5,8 @@
 # gateway suites again on PostgreSQL (a server the suite starts itself; the cluster tests
 # run there, and Patroni over etcd fails the database over by itself), the nginx load
 # balancer config in front of gateway nodes and the Patroni and etcd configs (tests/deploy/),
-# every printed example of the docs (tests/docs/, beside the PostgreSQL passes), then the
-# web demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz
+# every printed example of the docs and of clients/js/README.md (tests/docs/, beside the
+# PostgreSQL passes), then the web demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz
 # run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
@@ -105,8 +105,8 @@ for build in build build-asan; do
   done
 done
 
-# Every printed example of README.md and docs/ (API, CLIENT, DEPLOY, PROTOCOL's JSON
-# transcript), run as printed against a fresh tools/run.sh (port 8443) in a temporary
+# Every printed example of README.md, docs/ (API, CLIENT, DEPLOY, PROTOCOL's JSON
+# transcript) and clients/js/README.md, run as printed against a fresh tools/run.sh (port 8443) in a temporary
 # home, from a folder outside the repository (tests/docs/run_examples.py): beside the
 # PostgreSQL passes below, which mostly wait (failovers, restarts, kills) with the cores
 # idle, as it mostly waits too (a gateway's start, curl, node). Its log is shown and

@@ -1,8 +1,12 @@
 #!/usr/bin/python3
 """Every printed example, run as printed: the fenced code blocks of README.md, docs/API.md,
-docs/CLIENT.md, docs/DEPLOY.md and docs/PROTOCOL.md.
+docs/CLIENT.md, docs/DEPLOY.md, docs/PROTOCOL.md and clients/js/README.md (the JS
+package's own, which ships in its tarball).
 
   /usr/bin/python3 tests/docs/run_examples.py [REPO] [DOC...]
+
+DOC: paths under REPO (e.g. docs/API.md clients/js/README.md) to run only those docs, in
+that order; all of the above when none are named.
 
 For each doc, the runner makes a home of its own (GW_HOME: a temporary folder with the
 repository's folders linked in and a fresh, empty data/), starts $GW_HOME/tools/run.sh
@@ -48,7 +52,7 @@ import time
 REPO = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(__file__), "..", ".."))
 DOCS = sys.argv[2:] or ["README.md", "docs/API.md", "docs/CLIENT.md", "docs/DEPLOY.md",
-                        "docs/PROTOCOL.md"]
+                        "docs/PROTOCOL.md", "clients/js/README.md"]
 PORT = 8443
 BLOCK_TIMEOUT = 240  # s: an npm install or a C build fits
 # Values made at run time: compared by type only.

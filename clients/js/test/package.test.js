@@ -56,13 +56,13 @@ test("the README's install command, then its example app, in a folder outside th
   await run('npm', ['init', '-y'], { cwd: app, env: npmEnv, timeout: 20000 });
   await run('bash', ['-euc', install.replaceAll('/tmp', packs)], { cwd: app, env: npmEnv, timeout: 60000 });
 
-  // The tarball: src/ with its declarations and package.json; nothing of the tests.
+  // The tarball: src/ with its declarations, package.json and the README; nothing of the tests.
   const tarballs = readdirSync(packs);
   assert.equal(tarballs.length, 1, tarballs.join(' '));
   assert.match(tarballs[0], /^gw-client-\d+\.\d+\.\d+\.tgz$/);
   const files = execFileSync('tar', ['tzf', join(packs, tarballs[0])]).toString().trim().split('\n').sort();
-  assert.ok(files.includes('package/src/index.d.ts') && files.includes('package/src/index.js') && files.includes('package/package.json'), files.join(' '));
-  assert.deepEqual(files.filter((f) => !f.startsWith('package/src/') && f !== 'package/package.json'), [], 'only src/ and package.json');
+  assert.ok(files.includes('package/src/index.d.ts') && files.includes('package/src/index.js') && files.includes('package/package.json') && files.includes('package/README.md'), files.join(' '));
+  assert.deepEqual(files.filter((f) => !f.startsWith('package/src/') && f !== 'package/package.json' && f !== 'package/README.md'), [], 'only src/, package.json and README.md');
   assert.deepEqual(files.filter((f) => /test/.test(f)), []);
 
   // Installed as a copy, with its dependency, and nothing pointing back at the checkout.
