@@ -6,8 +6,8 @@
 # run there, and Patroni over etcd fails the database over by itself), the nginx load
 # balancer config in front of gateway nodes and the Patroni and etcd configs (tests/deploy/),
 # every printed example of the docs and of clients/js/README.md (tests/docs/, beside the
-# PostgreSQL passes), then the web demo's browser tests (tests/browser/) against the normal build, then a bounded fuzz
-# run.
+# PostgreSQL passes), then the web demo's browser tests (tests/browser/) against the
+# normal build, then a bounded fuzz run.
 # Ends with one line "tests: N passed, N failed"; exits non-zero if anything failed.
 set -uo pipefail
 
