@@ -408,7 +408,20 @@ int pr_validate(const uint8_t *frame, size_t len, const pr_limits *lim, pr_error
  * caller frees), *out_n its length. 0, or PR_E_BAD_FRAME. */
 int pr_json_from_msgpack(const uint8_t *p, size_t n, char **out, size_t *out_n);
 /* JSON text (an object or an array) appended to out as MessagePack. 0, or PR_E_BAD_FRAME
- * (not JSON, duplicate keys, nested too deep, a bad base64 object). */
+ * (not JSON, duplicate keys, nested too deep, a bad base64 object) with err, when not
+ * NULL, saying which (pr_json_why for what jansson refused). */
+int pr_msgpack_from_json_err(const char *p, size_t n, msgpack_sbuffer *out, pr_error *err);
+/* The same without the why. */
 int pr_msgpack_from_json(const char *p, size_t n, msgpack_sbuffer *out);
+
+/* Why jansson refused a text (json_loadb's error), in words for whoever sent it, `what`
+ * being "the body" or "the frame": "<what> has a \u0000 (NUL) character in a string, which
+ * is not allowed (line L, column C)", or "<what> is not valid JSON at line L, column C:
+ * <jansson's error>". The one wording for every JSON the gateway reads (the API's bodies,
+ * the JSON subprotocol's frames). Printable ASCII only: jansson quotes the text near the
+ * error, which may be any bytes. Written into out (n bytes, NUL-terminated, cut short to
+ * fit; the place comes first so that a cut leaves it). */
+struct json_error_t; /* jansson's json_error_t */
+void pr_json_why(const struct json_error_t *e, const char *what, char *out, size_t n);
 
 #endif

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,15 +177,59 @@ static int pack(msgpack_packer *pk, json_t *j, int depth)
     return -1;
 }
 
-int pr_msgpack_from_json(const char *p, size_t n, msgpack_sbuffer *out)
+void pr_json_why(const json_error_t *e, const char *what, char *out, size_t n)
 {
-    json_error_t err;
-    json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &err);
-    if (!j)
+    if (!n)
+        return;
+    int k;
+    /* jansson's own words for it ("\u0000 is not allowed without JSON_ALLOW_NUL") name a
+     * flag of its API, which means nothing to whoever sent the text. */
+    if (json_error_code(e) == json_error_null_character)
+        k = snprintf(out, n,
+                     "%s has a \\u0000 (NUL) character in a string, which is not allowed "
+                     "(line %d, column %d)",
+                     what, e->line, e->column);
+    else
+        k = snprintf(out, n, "%s is not valid JSON at line %d, column %d: %s", what, e->line,
+                     e->column, e->text);
+    /* What jansson quotes may be cut in the middle of a UTF-8 character, or not be UTF-8
+     * at all: an answer's JSON (jansson again) would refuse it. */
+    size_t len = k < 0 ? 0 : (size_t)k < n ? (size_t)k : n - 1;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] > 0x7e)
+            out[i] = '?';
+    out[len] = 0;
+}
+
+int pr_msgpack_from_json_err(const char *p, size_t n, msgpack_sbuffer *out, pr_error *err)
+{
+    pr_error none;
+    if (!err)
+        err = &none;
+    err->code = PR_E_BAD_FRAME;
+    json_error_t jerr;
+    json_t *j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!j) {
+        pr_json_why(&jerr, "the frame", err->msg, sizeof(err->msg));
         return PR_E_BAD_FRAME;
+    }
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    int rc = (json_is_object(j) || json_is_array(j)) && pack(&pk, j, 0) == 0 ? 0 : PR_E_BAD_FRAME;
+    int rc = PR_E_BAD_FRAME;
+    if (!json_is_object(j) && !json_is_array(j))
+        snprintf(err->msg, sizeof(err->msg), "the frame must be a JSON object or array");
+    else if (pack(&pk, j, 0) != 0)
+        snprintf(err->msg, sizeof(err->msg),
+                 "a bad {\"base64\"} body, or JSON nested deeper than %d", DEPTH_MAX);
+    else
+        rc = 0;
     json_decref(j);
+    if (rc == 0)
+        err->code = PR_OK, err->msg[0] = 0;
     return rc;
+}
+
+int pr_msgpack_from_json(const char *p, size_t n, msgpack_sbuffer *out)
+{
+    return pr_msgpack_from_json_err(p, n, out, NULL);
 }

@@ -55,7 +55,7 @@ int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len
     if (rc != ST_OK && rc != ST_EDOWN) {
         set_err(errmsg, errmsg_len, "store", why);
         core_destroy(s);
-        return rc == ST_ENOMEM ? rc : ST_EIO;
+        return rc == ST_ENOMEM || rc == ST_EBUSY ? rc : ST_EIO;
     }
     atomic_store(&s->writable, true);
     if (rc == ST_EDOWN) {

@@ -59,6 +59,9 @@ enum st_err {
     ST_EGONE = -9,      /* EDIT: the message was recalled: nothing of it is left to edit */
     ST_ESTALE = -10,    /* EDIT: the version asked for is not the next one (another edit
                          * came first) */
+    ST_EBUSY = -11,     /* st_open: the folder is in use: another store has it open (RocksDB
+                         * locks its folder to one process; errmsg names the process when
+                         * it can) */
 };
 
 /* st_submit's answer for a read answered at once on the caller's thread. */
@@ -196,7 +199,9 @@ typedef struct st_store st_store;
  * store copies what it needs from *o. A database that cannot be reached now is not an
  * error: the store opens in the failing state and connects when it can (on_event tells).
  * A folder that cannot be opened, a malformed URL or a database whose schema is newer
- * than this build's are errors: *out is NULL and errmsg (if not NULL) holds a reason. */
+ * than this build's are errors: *out is NULL and errmsg (if not NULL) holds a reason.
+ * Returns 0, ST_EBUSY (a folder another process, or another store of this one, holds),
+ * ST_ENOMEM, or ST_EIO for any other failure. */
 int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len);
 
 /* This store's origin: a random number per open that names it to the other gateways of a

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static const char *const cf_names[RK_CF_COUNT] = {
@@ -160,6 +161,54 @@ static bool has_cf(rk *r, const char *name)
     return found;
 }
 
+/* The process that holds the folder's LOCK file, on which RocksDB takes a POSIX lock for
+ * as long as it has the folder open: its pid as /proc/locks lists it, or 0 (none listed:
+ * gone by now, or no /proc). Only read: opening LOCK to ask fcntl would, once closed,
+ * drop this process's own lock on it if another store of this process holds it. */
+static long lock_holder(const char *path)
+{
+    char lock[4200];
+    struct stat st;
+    snprintf(lock, sizeof(lock), "%s/LOCK", path);
+    FILE *f = stat(lock, &st) == 0 ? fopen("/proc/locks", "r") : NULL;
+    if (!f)
+        return 0;
+    /* "1: POSIX  ADVISORY  WRITE 1234 fe:00:10953106 0 EOF": pid, device (hex), inode.
+     * A waiter's line ("1: -> POSIX ...") does not match. */
+    char line[256];
+    long pid = 0;
+    while (!pid && fgets(line, sizeof(line), f)) {
+        long p;
+        unsigned maj, min;
+        unsigned long long ino;
+        if (sscanf(line, "%*d: POSIX %*s %*s %ld %x:%x:%llu", &p, &maj, &min, &ino) == 4 &&
+            maj == major(st.st_dev) && min == minor(st.st_dev) && ino == st.st_ino)
+            pid = p;
+    }
+    fclose(f);
+    return pid;
+}
+
+/* Why db_open failed, when it is because the folder is in use (RocksDB's words for it,
+ * "While lock file: ...: Resource temporarily unavailable" or "lock hold by current
+ * process", name no cause a reader would act on): ST_EBUSY with why naming the holder,
+ * else ST_EIO with RocksDB's error as it is. */
+static int open_failure(const char *path, const char *err, char *why, size_t why_len)
+{
+    long pid = lock_holder(path);
+    if (!pid && !strstr(err, "lock file") && !strstr(err, "lock hold")) {
+        set_why(why, why_len, "cannot open database", err);
+        return ST_EIO;
+    }
+    if (pid == (long)getpid())
+        snprintf(why, why_len, "this process has %s open already", path);
+    else if (pid)
+        snprintf(why, why_len, "process %ld has %s open", pid, path);
+    else
+        snprintf(why, why_len, "another process has %s open (RocksDB: %s)", path, err);
+    return ST_EBUSY;
+}
+
 static int rk_open(const st_options *o, void **be, char *why, size_t why_len)
 {
     *be = NULL;
@@ -187,10 +236,15 @@ static int rk_open(const st_options *o, void **be, char *why, size_t why_len)
     r->wb = rocksdb_writebatch_wi_create(0, 1);
     char err[512];
     bool had_swept = r->path && has_cf(r, "unread_swept");
-    if (!r->path || db_open(r, &r->rw, false, err, sizeof(err)) != ST_OK) {
-        set_why(why, why_len, "cannot open database", r->path ? err : "out of memory");
+    if (!r->path) {
+        set_why(why, why_len, "out of memory", NULL);
         rk_close(r);
-        return ST_EIO;
+        return ST_ENOMEM;
+    }
+    if (db_open(r, &r->rw, false, err, sizeof(err)) != ST_OK) {
+        int rc = open_failure(r->path, err, why, why_len);
+        rk_close(r);
+        return rc;
     }
     if (!had_swept && rk_unread_mark_all(r, err, sizeof(err)) != ST_OK) {
         set_why(why, why_len, "cannot add the unread webhook's marks", err);

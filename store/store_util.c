@@ -80,6 +80,7 @@ const char *st_strerror(int err)
     case ST_ENOMSG: return "no such message";
     case ST_EGONE: return "the message was recalled";
     case ST_ESTALE: return "not the next version of the message";
+    case ST_EBUSY: return "in use by another process";
     default: return "unknown error";
     }
 }

@@ -98,6 +98,11 @@ void gw_api_fail(gw_api_conn *c, unsigned status, const char *code, const char *
 void gw_api_fail_store(gw_api_conn *c, int rc, const char *what);
 /* The id in [p, p + n) copied into out (PR_MAX_ID + 1 bytes); false if it is not an id. */
 bool gw_api_take_id(const char *p, size_t n, char *out);
+/* The request's body as a JSON object (the caller owns it), or NULL with a 400 bad_frame
+ * answered that says what is wrong: nothing sent, what jansson refused and where
+ * (pr_json_why: a \u0000, malformed JSON), or JSON of another kind than an object of
+ * `shape` ("{from, cid, body}"). Every API body is read through it. */
+json_t *gw_api_body_object(gw_api_conn *c, const char *shape);
 
 /* The requests that need the store, each answered from its completion. */
 void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid);

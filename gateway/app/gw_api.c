@@ -282,6 +282,14 @@ static int authorized(gw_api_keys *a, struct lws *wsi)
     return which;
 }
 
+void gw_api_refuse(gw_api_conn *c, struct lws *wsi, unsigned status, const char *code,
+                   const char *msg)
+{
+    memset(c, 0, sizeof(*c));
+    c->wsi = wsi;
+    gw_api_fail(c, status, code, NULL, msg);
+}
+
 /* Does the request need its body to start: a POST, or the PUT of a message (an edit)? */
 static bool routes_after_body(const gw_api_conn *c)
 {
@@ -298,7 +306,9 @@ int gw_api_begin(gw_app *app, gw_api_conn *c, struct lws *wsi, const char *path,
     snprintf(c->path, sizeof(c->path), "%s", path);
     snprintf(c->method, sizeof(c->method), "%s", method);
     if (strlen(path) >= sizeof(c->path)) {
-        gw_api_fail(c, 414, "bad_field", NULL, "the path is too long");
+        char why[64];
+        snprintf(why, sizeof(why), "the path is too long: at most %zu bytes", sizeof(c->path) - 1);
+        gw_api_fail(c, 414, "bad_field", NULL, why);
         return 0;
     }
     gw_api_keys *a = app->d.keys;
@@ -369,6 +379,24 @@ int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len)
     memcpy(c->body + c->body_n, in, len);
     c->body_n += len;
     return 0;
+}
+
+json_t *gw_api_body_object(gw_api_conn *c, const char *shape)
+{
+    char why[200];
+    json_error_t jerr;
+    json_t *req = c->body_n ? json_loadb(c->body, c->body_n, 0, &jerr) : NULL;
+    if (json_is_object(req))
+        return req;
+    if (!c->body_n)
+        snprintf(why, sizeof(why), "the body is empty: send a JSON object %s", shape);
+    else if (!req)
+        pr_json_why(&jerr, "the body", why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "the body must be a JSON object %s", shape);
+    json_decref(req);
+    gw_api_fail(c, 400, "bad_frame", NULL, why);
+    return NULL;
 }
 
 void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi)

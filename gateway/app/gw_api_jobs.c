@@ -137,13 +137,9 @@ static const api_kind post_kind = {"the message was not stored", message_stored,
 
 void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid)
 {
-    json_error_t jerr;
-    json_t *req = json_loadb(c->body, c->body_n, 0, &jerr);
-    if (!json_is_object(req)) {
-        json_decref(req);
-        gw_api_fail(c, 400, "bad_frame", NULL, "the body must be a JSON object {from, cid, body}");
+    json_t *req = gw_api_body_object(c, "{from, cid, body}");
+    if (!req)
         return;
-    }
     json_t *from = json_object_get(req, "from"), *cid = json_object_get(req, "cid"),
            *body = json_object_get(req, "body");
     /* The first thing wrong, named: status, code, field, message. */
@@ -600,16 +596,12 @@ void gw_api_retention(gw_app *a, gw_api_conn *c, const char *gid, bool set)
 {
     st_retain r = {0};
     if (set) {
-        json_t *req = json_loadb(c->body ? c->body : "", c->body_n, 0, NULL);
+        json_t *req = gw_api_body_object(c, "{messages?, days?, seconds?, until_acked?, cap?}");
         json_t *acked = json_object_get(req, "until_acked");
-        bool ok = json_is_object(req);
-        if (!ok)
-            gw_api_fail(c, 400, "bad_frame", NULL,
-                        "the body must be a JSON object {messages?, days?, seconds?, "
-                        "until_acked?, cap?}");
-        else if (json_object_get(req, "days") && json_object_get(req, "seconds"))
+        bool ok = req != NULL; /* else answered */
+        if (ok && json_object_get(req, "days") && json_object_get(req, "seconds"))
             ok = false, gw_api_fail(c, 400, "bad_field", "seconds", "days or seconds, not both");
-        else if (acked && !json_is_boolean(acked) && !json_is_null(acked))
+        else if (ok && acked && !json_is_boolean(acked) && !json_is_null(acked))
             ok = false, gw_api_fail(c, 400, "bad_field", "until_acked",
                                     "until_acked: true, false or null (the gateway's default)");
         ok = ok && limit_of(c, req, "messages", 1000000000000ull, 1, &r.messages) &&

@@ -106,6 +106,10 @@ bool gw_api_path(const char *path);
 /* LWS_CALLBACK_HTTP of an API path: checks the key; starts a request that takes no body
  * (a POST starts at gw_api_body_done). 1 for a POST (its body follows), else 0. */
 int gw_api_begin(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *path, const char *method);
+/* A request that server/ refuses before the API looks at it (its URL is too long): c
+ * answers the API's error (status, code, msg; no field), to be written as any answer. */
+void gw_api_refuse(gw_api_conn *c, struct lws *wsi, unsigned status, const char *code,
+                   const char *msg);
 /* At the headers, a body declared longer than a request may take: answers 413 (unless
  * already answered) and returns true, so that none of it is read and the connection is
  * closed after the answer. */

@@ -255,22 +255,20 @@ void gw_api_edit(gw_app *a, gw_api_conn *c, const char *gid, uint64_t mid, bool 
     uint64_t ver = 0;
     json_t *req = NULL;
     if (!recall) {
-        req = json_loadb(c->body ? c->body : "", c->body_n, 0, NULL);
+        if (!(req = gw_api_body_object(c, "{body, ver?}")))
+            return;
         json_t *b = json_object_get(req, "body"), *v = json_object_get(req, "ver");
         const char *field = NULL, *why = NULL;
         unsigned status = 400;
-        if (!json_is_object(req))
-            why = "the body must be a JSON object {body, ver?}";
-        else if (!json_is_string(b))
+        if (!json_is_string(b))
             field = "body", why = "body: a string";
         else if (json_string_length(b) > a->d.cfg->max_body)
             status = 413, field = "body", why = "body: more bytes than the gateway's max_body";
         else if (v && (!json_is_integer(v) || json_integer_value(v) < 1))
             field = "ver", why = "ver: the version to make, a whole number from 1";
         if (why) {
-            const char *code = status == 413 ? "too_large" : field ? "bad_field" : "bad_frame";
             json_decref(req);
-            gw_api_fail(c, status, code, field, why);
+            gw_api_fail(c, status, status == 413 ? "too_large" : "bad_field", field, why);
             return;
         }
         body.data = (pr_slice){(const uint8_t *)json_string_value(b), json_string_length(b)};

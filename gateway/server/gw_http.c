@@ -16,6 +16,10 @@
 #include <utlist.h>
 
 #define LOGIN_BODY_MAX 4096
+/* The longest URL the gateway serves: its path and query, as libwebsockets holds them
+ * (`%` escapes decoded); a longer one is answered 414 (docs/API.md). Nothing here needs
+ * a tenth of it: an id is at most 64 bytes, a file's path 511. */
+#define URL_MAX 2048
 /* How often the requests waiting for the other threads' figures are looked at for their
  * time limit (gw_stats_ready's), while there are any. */
 #define STATS_CHECK_S 0.02
@@ -41,6 +45,49 @@ typedef struct http_pss {
 size_t gw_http_pss_size(void)
 {
     return sizeof(http_pss);
+}
+
+/* libwebsockets 4.1 reads a request's headers into one buffer per connection
+ * (max_http_header_data, 4 KiB by default), and a request whose headers overflow it is
+ * closed there and then: no callback, no status, the client sees an empty reply. So the
+ * URL is held to URL_MAX + 1 bytes a part (the path; each &-separated part of the query):
+ * libwebsockets cuts a longer part there and skips the rest of the request line (the
+ * HTTP version with it: the request is taken as HTTP/1.0), and the request reaches
+ * LWS_CALLBACK_HTTP with a URL over URL_MAX, answered 414. A path or a query part of any
+ * length costs at most URL_MAX + 1 bytes of the buffer that way. A bigger buffer would not
+ * do it: every connection holds one while it sends its headers (a burst of handshakes, a
+ * slow client), and a longer URL would overflow it still. What is still closed unanswered
+ * (libwebsockets 4.1 has no hook there): a query of several parts, each under the limit,
+ * that with the other headers is over 4 KiB, or of more parts than libwebsockets notes
+ * (94 fragments for the headers and the query's parts together). */
+static const struct lws_token_limits url_limits = {
+    .token_limit = {
+        [WSI_TOKEN_GET_URI] = URL_MAX + 1,
+        [WSI_TOKEN_POST_URI] = URL_MAX + 1,
+        [WSI_TOKEN_OPTIONS_URI] = URL_MAX + 1,
+        [WSI_TOKEN_PUT_URI] = URL_MAX + 1,
+        [WSI_TOKEN_PATCH_URI] = URL_MAX + 1,
+        [WSI_TOKEN_DELETE_URI] = URL_MAX + 1,
+        [WSI_TOKEN_CONNECT] = URL_MAX + 1,
+        [WSI_TOKEN_HEAD_URI] = URL_MAX + 1,
+        /* 0, every other header: no limit of its own, the buffer's */
+    }};
+
+const struct lws_token_limits *gw_http_token_limits(void)
+{
+    return &url_limits;
+}
+
+/* Is the request's URL (path, '?', query) over URL_MAX? A part that libwebsockets cut at
+ * URL_MAX + 1 (above) makes it so. */
+static bool url_too_long(struct lws *wsi)
+{
+    char *uri;
+    int uri_n;
+    if (lws_http_get_uri_and_method(wsi, &uri, &uri_n) < 0)
+        return false;
+    int args = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
+    return (size_t)uri_n + (args ? 1 + (size_t)args : 0) > URL_MAX;
 }
 
 /* The reason phrase of each status the gateway answers with. libwebsockets 4.1 writes
@@ -185,6 +232,11 @@ static int demo_login(gw_server *srv, struct lws *wsi, http_pss *ps)
     ps->body[ps->n] = 0;
     json_error_t jerr;
     json_t *req = json_loads(ps->body, 0, &jerr);
+    if (!req && ps->n) {
+        char why[200];
+        pr_json_why(&jerr, "the body", why, sizeof(why));
+        return respond_json(wsi, HTTP_STATUS_BAD_REQUEST, json_pack("{s:s}", "error", why));
+    }
     const char *user = req ? json_string_value(json_object_get(req, "user")) : NULL;
     if (!user || !pr_id_valid((pr_slice){(const uint8_t *)user, strlen(user)})) {
         json_decref(req);
@@ -323,6 +375,27 @@ static const char *mime_of(const char *path)
     return "application/octet-stream";
 }
 
+/* 414 for a URL over URL_MAX: the API's JSON error under /api/v1/, plain text elsewhere
+ * (a page, a WebSocket upgrade). The connection closes after it: a body, if the request
+ * has one, is not read. */
+static int refuse_url(struct lws *wsi, http_pss *ps, const char *path)
+{
+    char why[96];
+    snprintf(why, sizeof(why), "the URL is too long: its path and query, at most %d bytes",
+             URL_MAX);
+    if (!path || !gw_api_path(path)) {
+        char text[100];
+        int n = snprintf(text, sizeof(text), "%s\n", why);
+        return respond_ex(wsi, HTTP_STATUS_REQ_URI_TOO_LONG, "text/plain; charset=utf-8", text,
+                          (size_t)n, true);
+    }
+    gw_api_refuse(&ps->req, wsi, HTTP_STATUS_REQ_URI_TOO_LONG, "bad_field", why);
+    ps->api = true;
+    ps->api_body = false;
+    ps->api_close = true;
+    return api_answer(wsi, ps);
+}
+
 /* A file under web_root, or 404. Paths are checked character by character: no "..", no
  * hidden files, nothing but [A-Za-z0-9._/@-] (@ for npm scopes under node_modules). */
 static int static_file(gw_server *srv, struct lws *wsi, const char *uri)
@@ -360,9 +433,15 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
         /* Made once per vhost, on protocol 0: the moment to tune the server's SSL_CTX. */
         return gw_tls_tune(user);
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        /* A WebSocket upgrade's URL is held to the same limit (refuse_url returns -1: the
+         * connection closes once the answer is out). */
+        return url_too_long(wsi) ? refuse_url(wsi, ps, NULL) : 0;
     case LWS_CALLBACK_HTTP: {
         const char *path = in;
         bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+        if (url_too_long(wsi))
+            return refuse_url(wsi, ps, path);
         if (gw_api_path(path)) {
             const char *method = post                                              ? "POST"
                                  : lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI)    ? "PUT"

@@ -126,9 +126,15 @@ int main(int argc, char **argv)
     so.change_ud = gw_process_feeds(proc);
     st_store *store = NULL;
     char err[1024];
-    if (st_open(&so, &store, err, sizeof(err)) != 0) {
+    int rc = st_open(&so, &store, err, sizeof(err));
+    if (rc != 0) {
         /* A URL may hold a password: the store's message says where without it. */
-        if (cfg.store_url)
+        if (rc == ST_EBUSY)
+            /* RocksDB's folder is one process's: what to do is the gateway's to say. */
+            gw_err("the data folder %s is in use by another gateway (%s): stop that gateway "
+                   "first, or start this one with another --data folder",
+                   cfg.data, err);
+        else if (cfg.store_url)
             gw_err("%s", err);
         else
             gw_err("%s (%s)", err, store_path);

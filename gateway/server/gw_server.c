@@ -309,6 +309,8 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_process *proc, unsig
      * time; a connection that sends nothing at all is closed after the same time. */
     info.timeout_secs = cfg->handshake_timeout_s;
     info.timeout_secs_ah_idle = cfg->handshake_timeout_s;
+    /* The header buffer stays libwebsockets' 4 KiB: a long URL is cut to fit instead. */
+    info.token_limits = gw_http_token_limits();
     if (!cfg->insecure) {
         info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
         info.ssl_cert_filepath = cfg->cert;

@@ -183,6 +183,9 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
                      size_t len);
 /* Bytes of per-connection state gw_http_callback needs. */
 size_t gw_http_pss_size(void);
+/* The context's token_limits: the URL's, so that a URL of any length is answered 414
+ * (gw_http.c says why). Static: it outlives every context. */
+const struct lws_token_limits *gw_http_token_limits(void);
 /* The server's loop is there / is about to go: the timer of /stats' wait. */
 void gw_http_start(gw_server *srv);
 void gw_http_stop(gw_server *srv);

@@ -240,8 +240,9 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     bool wrong_kind = s->rx_text != s->json;
-    bool bad_json =
-        !wrong_kind && s->json && pr_msgpack_from_json((const char *)msg, msg_n, &sb) != 0;
+    pr_error jerr;
+    bool bad_json = !wrong_kind && s->json &&
+                    pr_msgpack_from_json_err((const char *)msg, msg_n, &sb, &jerr) != 0;
     if ((wrong_kind || bad_json) && s->signin == GW_SIGNIN_NONE) {
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
     } else if (wrong_kind) {
@@ -250,8 +251,7 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
                               : "binary frames only: send MessagePack",
                       (pr_slice){0});
     } else if (bad_json) {
-        gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME,
-                      "not a JSON object or array (or a bad {\"base64\"} body)", (pr_slice){0});
+        gw_sess_error(s, PR_NO_RID, PR_E_BAD_FRAME, jerr.msg, (pr_slice){0});
     } else if (s->json) {
         reqs_frame(s, (const uint8_t *)sb.data, sb.size);
     } else {

@@ -363,3 +363,43 @@ Test(api, requests_without_a_length_leave_the_connection_usable, .timeout = 60)
     pclose(p);
     cr_assert_str_eq(out, "201 201 201 ", "each answered at once: %s", out);
 }
+
+Test(api, a_body_jansson_refuses_is_refused_for_what_is_wrong_with_it, .timeout = 60)
+{
+    start_api(&f, NULL);
+    free(call(&f, "PUT", "/api/v1/groups/g/members/alice", NULL, 201));
+    /* A JSON object with \u0000 in a string: jansson takes none without JSON_ALLOW_NUL.
+     * The answer names the NUL (escaped again in the answer's JSON: \\u0000) and where. */
+    static const struct {
+        const char *method, *path, *body;
+    } nul[] = {
+        {"POST", "/api/v1/groups/g/messages",
+         "{\"from\":\"a\",\"cid\":\"x\",\"body\":\"a\\u0000b\"}"},
+        {"PUT", "/api/v1/groups/g/messages/1", "{\"body\":\"a\\u0000b\"}"},
+        {"PUT", "/api/v1/groups/g/retention", "{\"messages\":1,\"x\":\"\\u0000\"}"},
+    };
+    for (size_t i = 0; i < sizeof(nul) / sizeof(nul[0]); i++) {
+        char *b = call(&f, nul[i].method, nul[i].path, nul[i].body, 400);
+        cr_assert(has(b, "\"error\":\"bad_frame\""), "%s %s: %s", nul[i].method, nul[i].path, b);
+        cr_assert(has(b, "\\\\u0000") && has(b, "NUL") && has(b, "line 1, column "), "%s: %s",
+                  nul[i].path, b);
+        cr_assert(!has(b, "must be a JSON object"), "it is one: %s", b);
+        free(b);
+    }
+    /* JSON that is malformed: jansson's own words, and where. */
+    char *b = call(&f, "POST", "/api/v1/groups/g/messages", "{\"from\":\"a\",\"cid\":}", 400);
+    cr_assert(has(b, "\"error\":\"bad_frame\"") && has(b, "not valid JSON") &&
+                  has(b, "line 1, column 19"),
+              "%s", b);
+    free(b);
+    b = call(&f, "PUT", "/api/v1/groups/g/retention", "{\"messages\":1", 400);
+    cr_assert(has(b, "not valid JSON") && has(b, "line 1"), "%s", b);
+    free(b);
+    /* Valid JSON of another kind: what it must be. */
+    b = call(&f, "POST", "/api/v1/groups/g/messages", "[1]", 400);
+    cr_assert(has(b, "\"error\":\"bad_frame\"") && has(b, "must be a JSON object"), "%s", b);
+    free(b);
+    b = call(&f, "GET", "/api/v1/groups/g/messages", NULL, 200);
+    cr_assert(has(b, "\"last_mid\":0"), "nothing was stored: %s", b);
+    free(b);
+}

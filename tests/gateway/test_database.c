@@ -4,7 +4,8 @@
  * open sessions (they stay open, writes and reads get `unavailable`, and a resend with
  * the same cid is stored once), and two gateways appending to one group of one database.
  * Each test that stops the database runs a server of its own; they run in the suite's
- * PostgreSQL pass only.
+ * PostgreSQL pass only. On RocksDB, whose folder is one process's, a second gateway on a
+ * data folder in use is refused with what to do.
  */
 #include "gwfx.h"
 #include "pgfx.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,4 +188,32 @@ Test(database, two_gateways_append_to_one_group, .timeout = 120)
     }
     cr_assert_eq(from_b, N);
     msgpack_sbuffer_destroy(&sb);
+}
+
+Test(database, a_second_gateway_on_a_data_folder_in_use_says_so_and_what_to_do, .timeout = 60)
+{
+    gwfx_rocksdb_only("RocksDB keeps its folder to one process; PostgreSQL takes many gateways");
+    gwfx_start(&fa, NULL);
+    char data[300], cmd[1200];
+    snprintf(data, sizeof(data), "%s/data", fa.dir);
+    /* timeout: were it to start, it would run on. */
+    snprintf(cmd, sizeof(cmd),
+             "GW_SECRET=%s timeout 20 %s --listen 127.0.0.1 --port 0 --data %s --insecure "
+             "--log-level 3 2>&1",
+             GWFX_SECRET, GW_BINARY, data);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = 0;
+    int status = pclose(p);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exits 1 (%d): %s", status, out);
+    char holder[32];
+    snprintf(holder, sizeof(holder), "process %d ", (int)fa.pid);
+    cr_assert(strstr(out, "in use by another gateway") && strstr(out, holder),
+              "says another gateway (by its pid) holds it: %s", out);
+    cr_assert(strstr(out, data) && strstr(out, "stop that gateway") && strstr(out, "--data"),
+              "names the folder and what to do: %s", out);
+    cr_assert_null(strstr(out, "Resource temporarily unavailable"), "%s", out);
+    cr_assert(gwfx_alive(&fa), "the first gateway runs on");
 }

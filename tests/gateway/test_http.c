@@ -174,3 +174,73 @@ Test(http, a_declared_body_over_the_limit_gets_413_before_any_of_it_is_read, .ti
     cr_assert(starts(out, "HTTP/1.1 200 OK\r\n"), "%s", out);
     free(out);
 }
+
+/* A GET of prefix, n bytes of 'a', then suffix, with the API key. */
+static char *long_get(const char *prefix, size_t n, const char *suffix, const char *headers)
+{
+    size_t len = strlen(prefix) + n + strlen(suffix) + strlen(headers) + 256;
+    char *req = malloc(len);
+    cr_assert_not_null(req);
+    int k = snprintf(req, len, "GET %s", prefix);
+    memset(req + k, 'a', n);
+    snprintf(req + k + n, len - (size_t)k - n, "%s HTTP/1.1\r\nHost: t\r\n" AUTH "%s\r\n", suffix,
+             headers);
+    return req;
+}
+
+Test(http, a_url_over_the_limit_gets_414_however_long_it_is, .timeout = 60)
+{
+    start(NULL);
+    free(ask("PUT /api/v1/groups/g/members/ann HTTP/1.1\r\nHost: t\r\n" AUTH
+             "Content-Length: 0\r\n\r\n"));
+    /* Over the limit (2,048 bytes of path and query), within libwebsockets' header buffer
+     * (4 KiB) and far past it: a path, a query, a page, a WebSocket upgrade. */
+    static const struct {
+        const char *prefix, *suffix, *headers;
+        size_t n;
+        bool api;
+    } cases[] = {
+        {"/api/v1/groups/", "/messages", "", 3000, true},
+        {"/api/v1/groups/", "/messages", "", 5000, true},
+        {"/api/v1/groups/g/messages?after=", "", "", 5000, true},
+        {"/api/v1/groups/g/messages?limit=1&x=", "&y=1", "", 100000, true},
+        {"/", "", "", 5000, false},
+        {"/ws?", "",
+         "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+         "Sec-WebSocket-Protocol: gw.v1\r\n",
+         5000, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *req = long_get(cases[i].prefix, cases[i].n, cases[i].suffix, cases[i].headers);
+        bool closed;
+        char *out = ask_to_end(req, &closed);
+        /* A request line cut short is taken as HTTP/1.0 by libwebsockets: either version. */
+        cr_expect(starts(out, "HTTP/1.") && starts(out + 8, " 414 URI Too Long\r\n"),
+                  "case %zu (%zu bytes): %.300s", i, cases[i].n, out);
+        if (cases[i].api)
+            cr_expect(strstr(out, "\"error\":\"bad_field\"") && strstr(out, "2048"),
+                      "case %zu: the API's JSON error, naming the limit: %.500s", i, out);
+        else
+            cr_expect(strstr(out, "text/plain") && strstr(out, "2048"), "case %zu: %.500s", i, out);
+        cr_expect(closed, "case %zu: closed after the 414", i);
+        free(out);
+        free(req);
+    }
+    /* At the limit it is served; one byte more is not. */
+    const char *page = "/api/v1/groups/g/messages?limit=1&pad=";
+    char *req = long_get(page, 2048 - strlen(page), "", "");
+    char *out = ask(req);
+    cr_assert(starts(out, "HTTP/1.1 200 OK\r\n"), "2,048 bytes: %.300s", out);
+    free(out);
+    free(req);
+    req = long_get(page, 2049 - strlen(page), "", "");
+    out = ask(req);
+    cr_assert(starts(out, "HTTP/1.1 414 URI Too Long\r\n"), "2,049 bytes: %.300s", out);
+    free(out);
+    free(req);
+    /* The gateway goes on serving. */
+    out = ask("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert(starts(out, "HTTP/1.1 200 OK\r\n"), "%s", out);
+    free(out);
+}

@@ -242,3 +242,32 @@ Test(json, a_json_session_gets_the_protocols_errors_and_limits)
     cr_assert_eq(d.ws.close_code, 4001);
     jclose(&d);
 }
+
+Test(json, a_frame_jansson_refuses_is_refused_for_what_is_wrong_with_it)
+{
+    jconn c;
+    jlogin(&c, "dora");
+    jsend(&c, "{\"t\":\"join\",\"rid\":2,\"gid\":\"nul\"}");
+    json_decref(jexpect(&c, "joined"));
+    /* A JSON object with \u0000 in a string (jansson takes none): said so, and where. */
+    jsend(&c, "{\"t\":\"send\",\"rid\":3,\"gid\":\"nul\",\"cid\":\"n1\",\"body\":\"a\\u0000b\"}");
+    json_t *e = jexpect(&c, "err");
+    cr_assert_str_eq(sval(e, "code"), "bad_frame");
+    const char *msg = sval(e, "msg");
+    cr_assert(strstr(msg, "\\u0000") && strstr(msg, "NUL") && strstr(msg, "line 1, column "), "%s",
+              msg);
+    json_decref(e);
+    /* Malformed JSON: jansson's words and where. */
+    jsend(&c, "{\"t\":\"join\",\"gid\":}");
+    e = jexpect(&c, "err");
+    msg = sval(e, "msg");
+    cr_assert_str_eq(sval(e, "code"), "bad_frame");
+    cr_assert(strstr(msg, "not valid JSON") && strstr(msg, "line 1, column 19"), "%s", msg);
+    json_decref(e);
+    /* Nothing was stored, and the session goes on. */
+    jsend(&c, "{\"t\":\"send\",\"rid\":4,\"gid\":\"nul\",\"cid\":\"n2\",\"body\":\"ok\"}");
+    e = jexpect(&c, "sent");
+    cr_assert_eq(ival(e, "mid"), 1);
+    json_decref(e);
+    jclose(&c);
+}
