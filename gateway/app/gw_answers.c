@@ -1,8 +1,10 @@
 /*
  * How an answer is said (app_internal.h): what the store's codes mean to a client (a
  * protocol error of a session's request) and to an application (an HTTP status of the
- * API's), and an API connection's answer. Called from the requests' files; calls none of
- * them.
+ * API's), and an API connection's answer, with the 400 of a body that is not the JSON
+ * object a request takes. Called from the requests' files; calls none of them. (Here, not
+ * in gw_api.c, so that the session path's files that answer the API too, as gw_edit.c,
+ * link without the API's libwebsockets side: tests/fuzz/fuzz_session.c needs that.)
  */
 #include "app_internal.h"
 
@@ -62,6 +64,24 @@ void gw_api_fail(gw_api_conn *c, unsigned status, const char *code, const char *
     if (field)
         json_object_set_new(o, "field", json_string(field));
     gw_api_answer(c, status, o);
+}
+
+json_t *gw_api_body_object(gw_api_conn *c, const char *shape)
+{
+    char why[200];
+    json_error_t jerr;
+    json_t *req = c->body_n ? json_loadb(c->body, c->body_n, 0, &jerr) : NULL;
+    if (json_is_object(req))
+        return req;
+    if (!c->body_n)
+        snprintf(why, sizeof(why), "the body is empty: send a JSON object %s", shape);
+    else if (!req)
+        pr_json_why(&jerr, "the body", why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "the body must be a JSON object %s", shape);
+    json_decref(req);
+    gw_api_fail(c, 400, "bad_frame", NULL, why);
+    return NULL;
 }
 
 void gw_api_fail_store(gw_api_conn *c, int rc, const char *what)

@@ -381,24 +381,6 @@ int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len)
     return 0;
 }
 
-json_t *gw_api_body_object(gw_api_conn *c, const char *shape)
-{
-    char why[200];
-    json_error_t jerr;
-    json_t *req = c->body_n ? json_loadb(c->body, c->body_n, 0, &jerr) : NULL;
-    if (json_is_object(req))
-        return req;
-    if (!c->body_n)
-        snprintf(why, sizeof(why), "the body is empty: send a JSON object %s", shape);
-    else if (!req)
-        pr_json_why(&jerr, "the body", why, sizeof(why));
-    else
-        snprintf(why, sizeof(why), "the body must be a JSON object %s", shape);
-    json_decref(req);
-    gw_api_fail(c, 400, "bad_frame", NULL, why);
-    return NULL;
-}
-
 void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi)
 {
     /* Only a POST, a message's PUT and a retention's wait for their body; the others started at
