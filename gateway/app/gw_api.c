@@ -290,6 +290,11 @@ void gw_api_refuse(gw_api_conn *c, struct lws *wsi, unsigned status, const char 
     gw_api_fail(c, status, code, NULL, msg);
 }
 
+bool gw_api_answered(const gw_api_conn *c)
+{
+    return c->answered;
+}
+
 /* Does the request need its body to start: a POST, or the PUT of a message (an edit)? */
 static bool routes_after_body(const gw_api_conn *c)
 {

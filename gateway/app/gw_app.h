@@ -117,6 +117,9 @@ bool gw_api_body_refused(gw_app *a, gw_api_conn *c, uint64_t declared);
 /* LWS_CALLBACK_HTTP_BODY and _COMPLETION. */
 int gw_api_body(gw_app *a, gw_api_conn *c, const void *in, size_t len);
 void gw_api_body_done(gw_app *a, gw_api_conn *c, struct lws *wsi);
+/* True once the request has its answer (it may have been known at the headers: a bad
+ * key, a path that is not there), whether or not its body is in. */
+bool gw_api_answered(const gw_api_conn *c);
 /* The answer, once there is one: its status, JSON text (malloc'd) and, for a 429, the
  * seconds to wait (its retry_ms rounded up; else 0). */
 bool gw_api_ready(const gw_api_conn *c, unsigned *status, char **json, unsigned *retry_s);

@@ -1,5 +1,6 @@
 #include "gw_core.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -40,6 +41,9 @@ enum {
     O_RATE_CONNS,
     O_RATE_BURST,
     O_HANDSHAKE_TIMEOUT,
+    O_CONNS_PER_ADDR,
+    O_BODY_TIMEOUT,
+    O_DEMO_ANY_ADDRESS,
     O_LOG_LEVEL,
     O_HELP,
     O_STORE,
@@ -123,10 +127,22 @@ static const struct option options[] = {
     {"rate-conns", required_argument, 0, O_RATE_CONNS},
     {"rate-burst", required_argument, 0, O_RATE_BURST},
     {"handshake-timeout", required_argument, 0, O_HANDSHAKE_TIMEOUT},
+    {"conns-per-address", required_argument, 0, O_CONNS_PER_ADDR},
+    {"body-timeout", required_argument, 0, O_BODY_TIMEOUT},
+    {"demo-any-address", no_argument, 0, O_DEMO_ANY_ADDRESS},
     {"log-level", required_argument, 0, O_LOG_LEVEL},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
+
+/* 127.0.0.0/8 or localhost: only this machine reaches it. */
+static bool listen_is_loopback(const char *addr)
+{
+    struct in_addr a;
+    if (strcmp(addr, "localhost") == 0)
+        return true;
+    return inet_pton(AF_INET, addr, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
 
 static void help(void)
 {
@@ -174,7 +190,10 @@ static void help(void)
         "Identity\n"
         "  --secret-file PATH   HS256 token secret (or env GW_SECRET); default: DIR/token-secret,\n"
         "                       created with random bytes on first start\n"
-        "  --demo               POST /demo/login issues a token for any name (insecure)\n"
+        "  --demo               POST /demo/login issues a token for any name (insecure);\n"
+        "                       only with a loopback --listen (127.x, localhost)\n"
+        "  --demo-any-address   ... or on any --listen address: anyone who reaches it can\n"
+        "                       sign in as anyone\n"
         "  --api-key-file PATH  turn the server API on (/api/v1/, docs/API.md): its keys,\n"
         "                       one a line, at least 16 characters; requests send\n"
         "                       Authorization: Bearer KEY\n"
@@ -226,6 +245,8 @@ static void help(void)
         "  --hello-timeout S    close sessions that send no hello (default 10)\n"
         "  --handshake-timeout S  close connections whose TLS handshake and HTTP request or\n"
         "                       WebSocket upgrade take longer (default 10)\n"
+        "  --body-timeout S     an HTTP request's body must be in S seconds after its\n"
+        "                       headers, however it trickles in; else 408 (default 30)\n"
         "  --error-budget N     bad requests in a burst before closing with 1008 (default 20)\n"
         "  --ping S             ping idle sessions after S, close after 2*S (default 30)\n"
         "  --inflight-max N     writes in flight per session before reading it pauses\n"
@@ -238,6 +259,10 @@ static void help(void)
         "                       closed at once (default 1000; behind a proxy every client\n"
         "                       has the proxy's address: raise it, or 0)\n"
         "  --rate-burst S       each limit allows bursts of S seconds' worth (default 10)\n"
+        "  --conns-per-address N  connections open at once from one source address; more\n"
+        "                       are closed at accept (default 256; 0 = no cap; behind a\n"
+        "                       proxy every client has the proxy's address: 0 there, and\n"
+        "                       let the proxy cap each client, docs/DEPLOY.md)\n"
         "Logging\n"
         "  --log-level N        0 error, 1 warn, 2 info (default), 3 debug\n"
         "  --test-load-stall-ms N  tests only: a service thread stops for N ms when a read of\n"
@@ -331,6 +356,10 @@ static void defaults(gw_config *c)
     c->rate_conns = 1000;
     c->rate_burst_s = 10;
     c->handshake_timeout_s = 10;
+    /* A household or an office behind one NAT, each person with a few tabs, fits; one
+     * address holding the descriptors of the whole process does not. */
+    c->conns_per_addr = 256;
+    c->body_timeout_s = 30;
     c->store_high = 20000;
     c->store_overload = 200000;
     c->log_level = 2;
@@ -507,6 +536,13 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_HANDSHAKE_TIMEOUT:
             rc = number(name, optarg, 1, 3600, &v), c->handshake_timeout_s = (unsigned)v;
             break;
+        case O_CONNS_PER_ADDR:
+            rc = number(name, optarg, 0, 1000000, &v), c->conns_per_addr = (unsigned)v;
+            break;
+        case O_BODY_TIMEOUT:
+            rc = number(name, optarg, 1, 3600, &v), c->body_timeout_s = (unsigned)v;
+            break;
+        case O_DEMO_ANY_ADDRESS: c->demo_any_address = true; break;
         case O_LOG_LEVEL: rc = number(name, optarg, 0, 3, &v), c->log_level = (int)v; break;
         case O_HELP: help(); return 1;
         default: fprintf(stderr, "gw: see --help\n"); return -1;
@@ -541,6 +577,14 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         return -1;
     }
     gw_config_set_node(c, node, c->port);
+    if (c->demo && !c->demo_any_address && !listen_is_loopback(c->listen)) {
+        fprintf(stderr,
+                "gw: --demo gives a token to anyone who asks, and --listen %s is not a "
+                "loopback address: add --demo-any-address to do it anyway, or listen on "
+                "127.0.0.1\n",
+                c->listen);
+        return -1;
+    }
     if (c->page_default > c->page_max) {
         fprintf(stderr, "gw: --page-default %u is above --page-max %u\n", c->page_default,
                 c->page_max);

@@ -104,18 +104,21 @@ typedef struct gw_config {
     unsigned page_default; /* enter/pull without limit */
     unsigned page_max;     /* larger limits are clamped */
     unsigned hello_timeout_s;
-    unsigned error_budget;        /* bad requests tolerated in a burst before closing with 1008 */
-    unsigned ping_s;              /* idle sessions are pinged after this, closed after twice it */
-    unsigned inflight_max;        /* store writes in flight per session before its reads pause */
-    unsigned rate_sends;          /* `send`s per second per session (0: no limit) */
-    size_t rate_bytes;            /* bytes per second a session may send (0: no limit) */
-    unsigned rate_conns;          /* new connections per second per source address (0: no limit) */
-    unsigned rate_burst_s;        /* each rate's bucket holds this many seconds' worth */
-    unsigned handshake_timeout_s; /* TLS handshake and HTTP request (or upgrade) must finish */
-    size_t store_high;            /* writer queue length that pauses reading from senders */
-    size_t store_overload;        /* writer queue length past which writes get `overloaded` */
-    int log_level;                /* 0 error .. 3 debug */
-    unsigned test_load_stall_ms;  /* tests only: a thread stalls when a user's groups come in */
+    unsigned error_budget;   /* bad requests tolerated in a burst before closing with 1008 */
+    unsigned ping_s;         /* idle sessions are pinged after this, closed after twice it */
+    unsigned inflight_max;   /* store writes in flight per session before its reads pause */
+    unsigned rate_sends;     /* `send`s per second per session (0: no limit) */
+    size_t rate_bytes;       /* bytes per second a session may send (0: no limit) */
+    unsigned rate_conns;     /* new connections per second per source address (0: no limit) */
+    unsigned rate_burst_s;   /* each rate's bucket holds this many seconds' worth */
+    unsigned conns_per_addr; /* connections open at once per source address (0: no cap) */
+    unsigned body_timeout_s; /* an HTTP request's body must be in this long after its headers */
+    unsigned handshake_timeout_s;     /* TLS handshake and HTTP request (or upgrade) must finish */
+    bool demo_any_address;            /* --demo on a --listen address that is not loopback */
+    size_t store_high;                /* writer queue length that pauses reading from senders */
+    size_t store_overload;            /* writer queue length past which writes get `overloaded` */
+    int log_level;                    /* 0 error .. 3 debug */
+    unsigned test_load_stall_ms;      /* tests only: a thread stalls when a user's groups come in */
     unsigned test_drop_announcements; /* tests only: st_options.test_drop_announcements */
     char node[72];                    /* --node, or listen:port (the bound port, once known) */
     bool node_given;                  /* --node was given */

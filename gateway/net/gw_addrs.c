@@ -48,8 +48,7 @@ size_t gw_addrs_count(const gw_addrs *t)
     return t->used;
 }
 
-/* The address as a 16-byte key; false for families that have none. */
-static bool key_of(const struct sockaddr *sa, socklen_t len, uint8_t key[16])
+bool gw_addr_key(const struct sockaddr *sa, socklen_t len, uint8_t key[16])
 {
     memset(key, 0, 16);
     if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
@@ -87,7 +86,7 @@ static size_t hash(const gw_addrs *t, const uint8_t key[16])
 bool gw_addrs_admit(gw_addrs *t, const struct sockaddr *sa, socklen_t len, uint64_t now_ms)
 {
     uint8_t key[16];
-    if (!key_of(sa, len, key))
+    if (!gw_addr_key(sa, len, key))
         return true;
     size_t h = hash(t, key);
     slot *found = NULL, *victim = NULL;

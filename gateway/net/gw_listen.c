@@ -21,12 +21,12 @@
 
 /* One service thread as the listener sees it. */
 typedef struct listen_thread {
-    void (*adopt)(void *ud, int fd); /* the accepting thread's: takes a connection at once */
-    void (*wake)(void *ud);          /* another's: wakes its loop to take what it was handed */
+    void (*adopt)(void *ud, gw_accepted c); /* the accepting thread's: takes one at once */
+    void (*wake)(void *ud); /* another's: wakes its loop to take what it was handed */
     void *ud;
     /* Connections handed to it and not taken yet: under mu. */
     pthread_mutex_t mu;
-    int *handed;
+    gw_accepted *handed;
     size_t n_handed, cap_handed;
     bool refusing; /* its run is over: nothing more is handed to it */
 } listen_thread;
@@ -45,6 +45,13 @@ struct gw_listen {
 };
 
 static void on_readable(struct ev_loop *loop, ev_io *w, int revents);
+
+/* A connection no thread takes: closed, and its address's count goes down. */
+static void drop(gw_listen *l, gw_accepted c)
+{
+    close(c.fd);
+    gw_conns_release(l->conns, c.held);
+}
 
 static int bind_to(const char *addr, int port, int *bound)
 {
@@ -103,7 +110,7 @@ int gw_listen_port(const gw_listen *l)
     return l->port;
 }
 
-void gw_listen_attach(gw_listen *l, unsigned thread, void (*adopt)(void *ud, int fd),
+void gw_listen_attach(gw_listen *l, unsigned thread, void (*adopt)(void *ud, gw_accepted c),
                       void (*wake)(void *ud), void *ud)
 {
     l->t[thread].adopt = adopt;
@@ -128,7 +135,7 @@ void gw_listen_free(gw_listen *l)
     gw_listen_close(l);
     for (unsigned i = 0; i < GW_THREADS_MAX; i++) {
         for (size_t k = 0; k < l->t[i].n_handed; k++)
-            close(l->t[i].handed[k]);
+            drop(l, l->t[i].handed[k]);
         free(l->t[i].handed);
         pthread_mutex_destroy(&l->t[i].mu);
     }
@@ -137,16 +144,16 @@ void gw_listen_free(gw_listen *l)
 
 /* ---- connections handed over ------------------------------------------------------------ */
 
-/* Queues fd for `thread` and wakes it. False when out of memory or the thread has
- * stopped (the caller closes fd). */
-static bool hand(gw_listen *l, unsigned thread, int fd)
+/* Queues c for `thread` and wakes it. False when out of memory or the thread has
+ * stopped (the caller drops c). */
+static bool hand(gw_listen *l, unsigned thread, gw_accepted c)
 {
     listen_thread *t = &l->t[thread];
     pthread_mutex_lock(&t->mu);
     bool ok = !t->refusing;
     if (ok && t->n_handed == t->cap_handed) {
         size_t ncap = t->cap_handed ? 2 * t->cap_handed : 64;
-        int *nf = realloc(t->handed, ncap * sizeof(*nf));
+        gw_accepted *nf = realloc(t->handed, ncap * sizeof(*nf));
         if (nf) {
             t->handed = nf;
             t->cap_handed = ncap;
@@ -155,14 +162,14 @@ static bool hand(gw_listen *l, unsigned thread, int fd)
         }
     }
     if (ok)
-        t->handed[t->n_handed++] = fd;
+        t->handed[t->n_handed++] = c;
     pthread_mutex_unlock(&t->mu);
     if (ok && t->wake)
         t->wake(t->ud);
     return ok;
 }
 
-size_t gw_listen_take(gw_listen *l, unsigned thread, int *fds, size_t max)
+size_t gw_listen_take(gw_listen *l, unsigned thread, gw_accepted *out, size_t max)
 {
     listen_thread *t = &l->t[thread];
     pthread_mutex_lock(&t->mu);
@@ -171,8 +178,8 @@ size_t gw_listen_take(gw_listen *l, unsigned thread, int *fds, size_t max)
         pthread_mutex_unlock(&t->mu);
         return 0;
     }
-    memcpy(fds, t->handed, n * sizeof(*fds));
-    memmove(t->handed, t->handed + n, (t->n_handed - n) * sizeof(*fds));
+    memcpy(out, t->handed, n * sizeof(*out));
+    memmove(t->handed, t->handed + n, (t->n_handed - n) * sizeof(*out));
     t->n_handed -= n;
     pthread_mutex_unlock(&t->mu);
     return n;
@@ -185,7 +192,7 @@ void gw_listen_thread_done(gw_listen *l, unsigned thread)
     pthread_mutex_lock(&t->mu);
     t->refusing = true;
     for (size_t k = 0; k < t->n_handed; k++)
-        close(t->handed[k]);
+        drop(l, t->handed[k]);
     t->n_handed = 0;
     pthread_mutex_unlock(&t->mu);
 }
@@ -237,14 +244,15 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
          * peer's delayed ack (40 ms a round trip). */
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (!gw_conns_admit(l->conns, (const struct sockaddr *)&sa, sa_n)) {
+        gw_accepted c = {.fd = fd};
+        if (gw_conns_admit(l->conns, (const struct sockaddr *)&sa, sa_n, &c.held) != 0) {
             close(fd);
             continue;
         }
         unsigned to = l->next++ % l->threads;
         if (to == 0 && l->t[0].adopt)
-            l->t[0].adopt(l->t[0].ud, fd);
-        else if (to == 0 || !hand(l, to, fd))
-            close(fd);
+            l->t[0].adopt(l->t[0].ud, c);
+        else if (to == 0 || !hand(l, to, c))
+            drop(l, c);
     }
 }

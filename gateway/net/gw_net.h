@@ -50,20 +50,34 @@ uint64_t gw_bucket_wait_ms(gw_bucket *b, const gw_limit *l, double want, uint64_
 
 /* ---- new connections per source address (gw_conns.c) ---------------------------------- */
 
-/* One table for the process, whichever thread accepts (under its own lock): a limit per
- * source address, --rate-conns a second with --rate-burst seconds' worth of room. */
+/* One table for the process, whichever thread accepts or closes (under its own lock): per
+ * source address, a limit of --rate-conns new connections a second with --rate-burst
+ * seconds' worth of room, and a cap of --conns-per-address open at once. */
 typedef struct gw_conns gw_conns;
+/* An address's share of the open connections: each connection counted holds one, from
+ * gw_conns_admit until it is closed (gw_conns_release). */
+typedef struct gw_conn_addr gw_conn_addr;
+
+enum {
+    GW_CONNS_RATE = -1, /* over --rate-conns */
+    GW_CONNS_HELD = -2, /* the address holds --conns-per-address open connections already */
+};
 
 /* seed randomises the table's hash (whoever connects picks the addresses). NULL if out
  * of memory. */
 gw_conns *gw_conns_new(const gw_config *cfg, uint64_t seed);
 void gw_conns_free(gw_conns *c); /* NULL is a no-op */
-/* A connection just accepted from sa: true to take it, false to refuse it (over
- * --rate-conns; refusals are logged once a second at most, with their count). */
-bool gw_conns_admit(gw_conns *c, const struct sockaddr *sa, socklen_t len);
-/* Figures: source addresses in the table now (at most 4096), connections refused. */
+/* A connection just accepted from sa: 0 to take it, with *held its share of the
+ * address's count (NULL when not counted) for gw_conns_release when it closes; or
+ * GW_CONNS_* to refuse it (logged once a second at most, with the count). */
+int gw_conns_admit(gw_conns *c, const struct sockaddr *sa, socklen_t len, gw_conn_addr **held);
+/* The connection that held it is closed (any thread). NULL is a no-op. */
+void gw_conns_release(gw_conns *c, gw_conn_addr *held);
+/* Figures: source addresses in the rate's table now (at most 4096), connections refused
+ * over the rate, and over the cap of open ones. */
 size_t gw_conns_addresses(gw_conns *c);
 uint64_t gw_conns_refused(gw_conns *c);
+uint64_t gw_conns_refused_held(gw_conns *c);
 
 /* ---- the listening socket (gw_listen.c) ----------------------------------------------- */
 
@@ -78,10 +92,17 @@ uint64_t gw_conns_refused(gw_conns *c);
  * a second gw started on a port in use still fails to start ("address in use").
  *
  * What libwebsockets' listener did before its accept is done here, before a byte is read:
- * the connection rate per source address (gw_conns). Stopping closes the socket
- * (gw_listen_close), so that a load balancer tries the next node at once.
+ * the connection rate and the cap of open connections per source address (gw_conns). Stopping
+ * closes the socket (gw_listen_close), so that a load balancer tries the next node at once.
  */
 typedef struct gw_listen gw_listen;
+
+/* A connection accepted and admitted: its socket and its share of its address's count of
+ * open connections, released (gw_conns_release) when it closes. */
+typedef struct gw_accepted {
+    int fd;
+    gw_conn_addr *held;
+} gw_accepted;
 
 /* Binds addr:port (port 0: any free one) and accepts on loop for `threads` service
  * threads, admitting through conns. NULL when the address cannot be had (logged). */
@@ -92,10 +113,10 @@ int gw_listen_port(const gw_listen *l);
 /* What thread `thread` does with its connections: the accepting thread (0) adopts each at
  * once (adopt); another is woken (wake, from the accepting thread) and takes them with
  * gw_listen_take on its own thread. */
-void gw_listen_attach(gw_listen *l, unsigned thread, void (*adopt)(void *ud, int fd),
+void gw_listen_attach(gw_listen *l, unsigned thread, void (*adopt)(void *ud, gw_accepted c),
                       void (*wake)(void *ud), void *ud);
 /* Takes up to max of the connections handed to `thread`, oldest first. */
-size_t gw_listen_take(gw_listen *l, unsigned thread, int *fds, size_t max);
+size_t gw_listen_take(gw_listen *l, unsigned thread, gw_accepted *out, size_t max);
 /* `thread`'s run is over: what was handed to it and not taken is closed now, and nothing
  * more is handed to it. */
 void gw_listen_thread_done(gw_listen *l, unsigned thread);

@@ -23,6 +23,9 @@ void gw_addrs_free(gw_addrs *t);
  * IPv4 addresses count one by one; IPv6 ones by their /64 (one host usually holds a whole
  * /64). Other families are always accepted. */
 bool gw_addrs_admit(gw_addrs *t, const struct sockaddr *sa, socklen_t len, uint64_t now_ms);
+/* sa as a 16-byte key (IPv4 as ::ffff:a.b.c.d, IPv6 as its /64); false for families
+ * that have none. */
+bool gw_addr_key(const struct sockaddr *sa, socklen_t len, uint8_t key[16]);
 /* Addresses the table holds now (a gauge for /stats). */
 size_t gw_addrs_count(const gw_addrs *t);
 

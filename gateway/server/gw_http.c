@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <utlist.h>
@@ -24,6 +25,11 @@
  * time limit (gw_stats_ready's), while there are any. */
 #define STATS_CHECK_S 0.02
 #define DEMO_TOKEN_TTL_S (24 * 3600)
+/* After an answer given before the request's body was read (401, 404, 413, ...), the body
+ * is still read, and dropped, for this long at most: closing with unread input would make
+ * the kernel reset the connection, and the client would lose the answer (nginx's
+ * lingering_time). Between two pieces of it, libwebsockets' own limit, --handshake-timeout. */
+#define LINGER_MS 30000
 
 typedef struct http_pss {
     char body[LOGIN_BODY_MAX + 1]; /* POST body being received */
@@ -32,6 +38,15 @@ typedef struct http_pss {
     bool api;       /* an API request: its state is in `req` */
     bool api_body;  /* ... whose body is still coming: not answered before it is in */
     bool api_close; /* ... a POST or PUT without Content-Length: see gw_http_callback */
+    /* The body declared in Content-Length is still coming (libwebsockets reads it before
+     * the next request): it must be in by body_deadline_ms. */
+    bool body_pending;
+    uint64_t body_deadline_ms;
+    /* Answered already (with Connection: close): the rest of the body is read and dropped
+     * until drain_until_ms, then the connection closes. */
+    bool draining;
+    bool half_closed; /* ... once the answer was out, the client was told the end (FIN) */
+    uint64_t drain_until_ms;
     gw_api_conn req;
     /* /stats or /metrics, answered once the other threads' figures are in (gw_stats.c):
      * in the server's stats_wait list until then. */
@@ -104,6 +119,7 @@ static const char *reason_phrase(unsigned status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 410: return "Gone";
     case 413: return "Content Too Large";
@@ -141,6 +157,23 @@ static int fix_status_line(unsigned status, uint8_t *start, uint8_t **p, const u
     return 0;
 }
 
+/* The answer is all out while the client's body is still coming: tell the client that is
+ * all (a TLS close_notify, then FIN: it reads the end of the answer at once), and read on
+ * (nginx's lingering close). Closing instead, with its body unread, would make the kernel
+ * reset the connection, and a reset drops the answer if the client has not read it yet. */
+static void half_close(struct lws *wsi, http_pss *ps)
+{
+    if (lws_partial_buffered(wsi)) { /* the rest of the answer first: at HTTP_WRITEABLE */
+        lws_callback_on_writable(wsi);
+        return;
+    }
+    ps->half_closed = true;
+    SSL *ssl = lws_get_ssl(wsi);
+    if (ssl)
+        SSL_shutdown(ssl);
+    shutdown(lws_get_socket_fd(wsi), SHUT_WR);
+}
+
 /* Sends a whole small response. With close, it says `Connection: close` and closes the
  * connection once the answer is out (RFC 9112, 9.6), for requests whose body it did not
  * or could not read. A 429 says when to try again (retry_s, at least 1); a 503 says 5 s,
@@ -149,6 +182,7 @@ static int fix_status_line(unsigned status, uint8_t *start, uint8_t **p, const u
 static int respond_full(struct lws *wsi, unsigned status, const char *type, const char *body,
                         size_t len, bool close, unsigned retry_s)
 {
+    http_pss *ps = lws_wsi_user(wsi);
     size_t room = LWS_PRE + 1024 + len;
     uint8_t *buf = malloc(room);
     if (!buf)
@@ -172,6 +206,15 @@ static int respond_full(struct lws *wsi, unsigned status, const char *type, cons
     memcpy(start, body, len);
     if (lws_write(wsi, start, len, LWS_WRITE_HTTP_FINAL) != (int)len)
         goto out;
+    if (close && ps && ps->body_pending) {
+        /* The client may still be sending its body: read and drop it, and close when it
+         * is in (or at drain_until_ms), so that the answer is not lost to a reset. */
+        ps->draining = true;
+        ps->drain_until_ms = gw_mono_ms() + LINGER_MS;
+        half_close(wsi, ps);
+        rc = 0;
+        goto out;
+    }
     /* Closing: libwebsockets sends what it still holds of the answer first. */
     rc = close || lws_http_transaction_completed(wsi) ? -1 : 0;
 out:
@@ -216,10 +259,16 @@ static int healthz(gw_server *srv, struct lws *wsi)
     if (srv->stopping)
         return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "stopping\n");
     if (!st_writable(srv->m.store)) {
-        char why[512], body[600];
+        /* The detail (which on PostgreSQL names the host, port, database and user) goes
+         * to the log, once a minute at most; whoever can reach /healthz reads only this. */
+        char why[512];
         st_write_error(srv->m.store, why, sizeof(why));
-        snprintf(body, sizeof(body), "store does not accept writes: %s\n", why);
-        return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, body);
+        uint64_t now = gw_mono_ms();
+        if (!srv->healthz_logged_ms || now - srv->healthz_logged_ms >= 60000) {
+            srv->healthz_logged_ms = now;
+            gw_warn("/healthz: 503, the store does not accept writes: %s", why);
+        }
+        return respond_text(wsi, HTTP_STATUS_SERVICE_UNAVAILABLE, "store unavailable\n");
     }
     return respond_text(wsi, HTTP_STATUS_OK, "ok\n");
 }
@@ -375,6 +424,9 @@ static const char *mime_of(const char *path)
     return "application/octet-stream";
 }
 
+static int refuse(struct lws *wsi, http_pss *ps, const char *path, unsigned status,
+                  const char *code, const char *why);
+
 /* 414 for a URL over URL_MAX: the API's JSON error under /api/v1/, plain text elsewhere
  * (a page, a WebSocket upgrade). The connection closes after it: a body, if the request
  * has one, is not read. */
@@ -383,17 +435,7 @@ static int refuse_url(struct lws *wsi, http_pss *ps, const char *path)
     char why[96];
     snprintf(why, sizeof(why), "the URL is too long: its path and query, at most %d bytes",
              URL_MAX);
-    if (!path || !gw_api_path(path)) {
-        char text[100];
-        int n = snprintf(text, sizeof(text), "%s\n", why);
-        return respond_ex(wsi, HTTP_STATUS_REQ_URI_TOO_LONG, "text/plain; charset=utf-8", text,
-                          (size_t)n, true);
-    }
-    gw_api_refuse(&ps->req, wsi, HTTP_STATUS_REQ_URI_TOO_LONG, "bad_field", why);
-    ps->api = true;
-    ps->api_body = false;
-    ps->api_close = true;
-    return api_answer(wsi, ps);
+    return refuse(wsi, ps, path, HTTP_STATUS_REQ_URI_TOO_LONG, "bad_field", why);
 }
 
 /* A file under web_root, or 404. Paths are checked character by character: no "..", no
@@ -421,6 +463,57 @@ static int static_file(gw_server *srv, struct lws *wsi, const char *uri)
     return 0;
 }
 
+/* The request's Content-Length: 0 and *n for one header of digits only, 1 for none
+ * (*n = 0), -1 for two of them or one that is not a plain number. Two that disagree let a
+ * proxy in front take the body for another length than the gateway, and the rest for a
+ * request of its own (request smuggling): such a request is refused, as nginx does. */
+static int content_length(struct lws *wsi, uint64_t *n)
+{
+    char cl[24];
+    *n = 0;
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0)
+        return 1;
+    int len = lws_hdr_copy_fragment(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH, 0);
+    if (len <= 0 || len > 19 || lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH, 1) > 0)
+        return -1;
+    for (int i = 0; i < len; i++)
+        if (cl[i] < '0' || cl[i] > '9')
+            return -1;
+    *n = strtoull(cl, NULL, 10);
+    return 0;
+}
+
+/* A refusal before the body is read (the API's JSON error under /api/v1/, plain text
+ * elsewhere), with Connection: close: the body, if one is coming, is drained
+ * (respond_full). */
+static int refuse(struct lws *wsi, http_pss *ps, const char *path, unsigned status,
+                  const char *code, const char *why)
+{
+    if (!path || !gw_api_path(path)) {
+        char text[160];
+        int n = snprintf(text, sizeof(text), "%s\n", why);
+        return respond_ex(wsi, status, "text/plain; charset=utf-8", text, (size_t)n, true);
+    }
+    if (ps->api)
+        gw_api_release(&ps->req);
+    gw_api_refuse(&ps->req, wsi, status, code, why);
+    ps->api = true;
+    ps->api_body = false;
+    ps->api_close = true;
+    return api_answer(wsi, ps);
+}
+
+/* A piece of a body came after its deadline (--body-timeout): 408, and the connection
+ * closes at once, its body unread (the client is the slow one). */
+static int body_late(gw_server *srv, struct lws *wsi, http_pss *ps, const char *path)
+{
+    char why[96];
+    snprintf(why, sizeof(why), "the request body did not come within --body-timeout %u s",
+             srv->m.cfg.body_timeout_s);
+    ps->body_pending = false;
+    return refuse(wsi, ps, ps->api ? "/api/v1/" : path, 408, "timeout", why);
+}
+
 int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                      size_t len)
 {
@@ -440,27 +533,38 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
     case LWS_CALLBACK_HTTP: {
         const char *path = in;
         bool post = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0;
+        bool put = lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI) > 0;
+        uint64_t declared;
+        int cl = content_length(wsi, &declared);
+        ps->body_pending = declared > 0;
+        ps->body_deadline_ms = gw_mono_ms() + 1000ull * srv->m.cfg.body_timeout_s;
+        if (cl < 0) { /* its length is in doubt: closed at once, nothing of it read */
+            ps->body_pending = false;
+            return refuse(wsi, ps, path, HTTP_STATUS_BAD_REQUEST, "bad_field",
+                          "one Content-Length header, of digits only");
+        }
         if (url_too_long(wsi))
             return refuse_url(wsi, ps, path);
         if (gw_api_path(path)) {
             const char *method = post                                              ? "POST"
-                                 : lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI)    ? "PUT"
+                                 : put                                             ? "PUT"
                                  : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) ? "DELETE"
                                  : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI)    ? "GET"
                                                                                    : "OTHER";
             /* A request with a body is answered once the body is in, whatever the method
-             * (an answer before it would leave its bytes to the next request). */
-            char cl[24] = "";
-            lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH);
+             * (an answer before it would leave its bytes to the next request), unless the
+             * answer is known at the headers: then at once, with Connection: close. */
             ps->api = true;
-            ps->api_body = atoll(cl) > 0;
+            ps->api_body = declared > 0;
             /* libwebsockets 4.1 takes a POST or PUT without Content-Length to have a body
              * of up to 100 MiB, and would swallow the next request on the connection as
              * that body: such a request is answered with Connection: close. */
-            ps->api_close = !cl[0] && (post || lws_hdr_total_length(wsi, WSI_TOKEN_PUT_URI));
+            ps->api_close = cl == 1 && (post || put);
             gw_api_begin(srv->m.app, &ps->req, wsi, path, method);
-            if (gw_api_body_refused(srv->m.app, &ps->req, strtoull(cl, NULL, 10))) {
-                /* 413 at once: none of the body is read, and the connection closes. */
+            /* 413 at once when the body is declared too long; 401, 404, 429 and the like as
+             * soon as they are known: none of the body is used, and the connection closes. */
+            if (gw_api_body_refused(srv->m.app, &ps->req, declared) ||
+                (ps->api_body && gw_api_answered(&ps->req))) {
                 ps->api_body = false;
                 ps->api_close = true;
                 return api_answer(wsi, ps);
@@ -470,22 +574,20 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
             gw_api_body_done(srv->m.app, &ps->req, wsi); /* a POST without one */
             return api_answer(wsi, ps);
         }
-        if (post) {
-            char cl[24] = "";
-            lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH);
-            if (strcmp(path, "/demo/login") == 0 && srv->m.cfg.demo) {
-                if (strtoull(cl, NULL, 10) > LOGIN_BODY_MAX)
-                    return respond_json_ex(wsi, HTTP_STATUS_REQ_ENTITY_TOO_LARGE,
-                                           json_pack("{s:s}", "error", "body too large"), true);
-                ps->n = 0;
-                ps->too_long = false;
-                return 0; /* the body follows */
-            }
-            /* Its body is not read: the connection closes after the answer, else the
-             * body's bytes would be taken for the next request. */
-            return respond_ex(wsi, HTTP_STATUS_NOT_FOUND, "text/plain; charset=utf-8",
-                              "not found\n", 10, true);
+        if (post && strcmp(path, "/demo/login") == 0 && srv->m.cfg.demo) {
+            if (declared > LOGIN_BODY_MAX)
+                return respond_json_ex(wsi, HTTP_STATUS_REQ_ENTITY_TOO_LARGE,
+                                       json_pack("{s:s}", "error", "body too large"), true);
+            ps->n = 0;
+            ps->too_long = false;
+            return 0; /* the body follows */
         }
+        /* Nothing else takes a body: its bytes would be taken for the next request. */
+        if (post || ps->body_pending)
+            return respond_ex(wsi, post || put ? HTTP_STATUS_NOT_FOUND : HTTP_STATUS_BAD_REQUEST,
+                              "text/plain; charset=utf-8",
+                              post || put ? "not found\n" : "no request body is taken here\n",
+                              post || put ? 10 : 30, true);
         if (strcmp(path, "/healthz") == 0)
             return healthz(srv, wsi);
         if (strcmp(path, "/stats") == 0 || strcmp(path, "/metrics") == 0)
@@ -493,6 +595,10 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         return static_file(srv, wsi, path);
     }
     case LWS_CALLBACK_HTTP_BODY:
+        if (ps->draining) /* answered: dropped, for LINGER_MS at most */
+            return gw_mono_ms() > ps->drain_until_ms ? -1 : 0;
+        if (gw_mono_ms() > ps->body_deadline_ms)
+            return body_late(srv, wsi, ps, "/");
         if (ps->api)
             return gw_api_body(srv->m.app, &ps->req, in, len);
         if (ps->n + len > LOGIN_BODY_MAX) {
@@ -503,6 +609,9 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         ps->n += len;
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+        ps->body_pending = false;
+        if (ps->draining) /* all of it read: the connection closes without a reset */
+            return -1;
         if (ps->api) {
             ps->api_body = false;
             gw_api_body_done(srv->m.app, &ps->req, wsi);
@@ -510,6 +619,11 @@ int gw_http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *us
         }
         return demo_login(srv, wsi, ps);
     case LWS_CALLBACK_HTTP_WRITEABLE:
+        if (ps && ps->draining) {
+            if (!ps->half_closed)
+                half_close(wsi, ps);
+            return 0;
+        }
         if (ps && ps->api)
             return api_answer(wsi, ps);
         if (ps && ps->stats)

@@ -6,14 +6,17 @@
  */
 #include "server_internal.h"
 
+#include <errno.h>
 #include <ev.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,27 +31,62 @@ static gw_server *server_of(struct lws *wsi)
     return lws_context_user(lws_get_context(wsi));
 }
 
-void gw_server_adopt(void *ud, int fd)
+static gw_conns *conns_of(gw_server *srv)
+{
+    return srv->proc ? srv->proc->conns : NULL;
+}
+
+/* Did the peer go before the connection was taken: reset it, or closed it without a
+ * byte? (A load balancer's health check, a port scan.) Such a connection is not worth
+ * a warning, and libwebsockets would refuse it anyway. */
+static bool gone_already(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) != 1)
+        return false;
+    if (p.revents & (POLLERR | POLLHUP))
+        return true;
+    char b;
+    return (p.revents & POLLRDHUP) && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+void gw_server_adopt(void *ud, gw_accepted c)
 {
     gw_server *srv = ud;
-    if (srv->stopping) {
-        close(fd);
+    if (srv->stopping || gone_already(c.fd)) {
+        if (!srv->stopping)
+            gw_dbg("a connection went away before it was taken (closed or reset at once)");
+        close(c.fd);
+        gw_conns_release(conns_of(srv), c.held);
         return;
     }
-    /* As if its own listener had accepted it: TLS, then HTTP or the upgrade. */
-    if (!lws_adopt_socket_vhost(srv->vhost, fd)) /* it closed fd */
-        gw_warn("a new connection could not be taken (out of memory?)");
+    /* As if its own listener had accepted it: TLS, then HTTP or the upgrade. Its share of
+     * its address's count goes with it, released when libwebsockets frees it
+     * (WSI_DESTROY, http_callback). */
+    errno = 0;
+    struct lws *wsi = lws_adopt_socket_vhost(srv->vhost, c.fd);
+    if (!wsi) { /* it closed fd */
+        int err = errno;
+        gw_conns_release(conns_of(srv), c.held);
+        if (err == ENOMEM)
+            gw_warn("a new connection could not be taken: out of memory");
+        else
+            gw_dbg("a new connection could not be taken (%s): the peer went away?",
+                   err ? strerror(err) : "libwebsockets refused it");
+        return;
+    }
+    lws_set_opaque_user_data(wsi, c.held);
 }
 
 /* Connections the first thread accepted for this one (net/gw_listen.c). */
 static void adopt_handed(gw_server *srv)
 {
-    int fds[64];
+    gw_accepted cs[64];
     size_t n;
     gw_listen *l = srv->proc ? srv->proc->listener : NULL;
-    while (l && (n = gw_listen_take(l, srv->m.thread, fds, 64)) > 0)
+    while (l && (n = gw_listen_take(l, srv->m.thread, cs, 64)) > 0)
         for (size_t i = 0; i < n; i++)
-            gw_server_adopt(srv, fds[i]);
+            gw_server_adopt(srv, cs[i]);
 }
 
 /* The store's completions, in commit order; then the other threads' and nodes' changes
@@ -241,6 +279,11 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
 static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                          size_t len)
 {
+    /* Every connection ends here, HTTP or WebSocket: its address holds one fewer. */
+    if (reason == LWS_CALLBACK_WSI_DESTROY) {
+        gw_conns_release(conns_of(server_of(wsi)), lws_get_opaque_user_data(wsi));
+        lws_set_opaque_user_data(wsi, NULL);
+    }
     return gw_http_callback(wsi, reason, user, in, len);
 }
 

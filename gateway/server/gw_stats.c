@@ -485,11 +485,13 @@ static void snapshot(gw_server *srv, table *t)
         {"sends", ns->rate_sends_refused},
         {"bytes", ns->rate_bytes_refused},
         {"connections", p ? gw_conns_refused(p->conns) : 0}, /* the process's table */
+        {"connections_open", p ? gw_conns_refused_held(p->conns) : 0},
     };
     for (size_t i = 0; i < sizeof(limited) / sizeof(limited[0]); i++)
         add_label(t, "rate_limits", limited[i].key, "gw_rate_limited_total", "counter",
                   "Sends refused with rate_limited (by the send or the byte rate) and "
-                  "connections refused (per source address)",
+                  "connections refused (per source address: over the rate, or over the "
+                  "cap of open ones)",
                   "limit", limited[i].key, (double)limited[i].n);
     C("rate_limits", "byte_pauses", "gw_rate_byte_pauses_total",
       "Frames that overdrew a session's byte rate (reading paused until paid)",

@@ -135,6 +135,7 @@ struct gw_server {
     gw_looplag *lag;             /* the loop's iterations, timed */
     uint64_t figs_answered;      /* gw_stats.c: the request for figures answered last */
     struct http_pss *stats_wait; /* gw_http.c: /stats and /metrics waiting for figures */
+    uint64_t healthz_logged_ms;  /* gw_http.c: when /healthz last logged the store's error */
     ev_timer stats_timer;        /* ... their time limit, while there are any */
 
     lws_sorted_usec_list_t sul_sweep; /* once a second */
@@ -152,7 +153,7 @@ int gw_server_new(const gw_config *cfg, st_store *store, gw_process *proc, unsig
 /* Names the node after the port bound (unless --node named it) in logs and figures. */
 void gw_server_name(gw_server *srv, int port);
 /* A connection accepted for srv: adopted by its context, or closed when stopping. */
-void gw_server_adopt(void *srv, int fd);
+void gw_server_adopt(void *srv, gw_accepted c);
 /* Wakes srv's loop, from any thread (lws_cancel_service). */
 void gw_server_wake(void *srv);
 /* Serves until a signal asks it to stop; then closes sessions with 1001, flushes acks

@@ -28,6 +28,10 @@
 #include <utlist.h>
 
 #define WAIT_FRAMES 4 /* bytes of waiting frames, in max_frame's, before reading pauses */
+/* The largest message before a hello: a token is at most 8 KiB (docs/PROTOCOL.md), and the
+ * hello's other fields are a few bytes. Nothing larger is held, joined or parsed for a
+ * client that has not shown a token. */
+#define HELLO_FRAME_MAX (GW_HELLO_TOKEN_MAX + 2048)
 
 static void flow(gw_sess *s)
 {
@@ -183,6 +187,15 @@ void gw_reqs_release(gw_sess *s)
 
 /* ---- receive ------------------------------------------------------------------------- */
 
+/* Does the JSON text begin with an object (after white space)? */
+static bool json_object_first(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+        i++;
+    return i < n && p[i] == '{';
+}
+
 int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, bool binary)
 {
     gw_sessions *all = s->all;
@@ -197,16 +210,23 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
      * were already on their way are still taken (the layer above lets only those in). */
     if (s->close_code && s->close_code != LWS_CLOSE_STATUS_GOINGAWAY)
         return 0;
-    if (s->rx_discard || s->rx_n + len > all->cfg->max_frame) {
+    /* Every piece is paid for from the byte rate as it comes, not once the message is
+     * whole: a message sent in many pieces costs what it is. */
+    gw_throttle_bytes(s, len, first);
+    bool hello_due = s->signin == GW_SIGNIN_NONE;
+    size_t limit = hello_due ? HELLO_FRAME_MAX : all->cfg->max_frame;
+    if (s->rx_discard || s->rx_n + len > limit) {
         /* Over the limit: drop the message and close with 1009 once it has been read to
          * its end, so the close frame is the next thing the client reads (closing while
          * it still writes can end in a reset that hides the code). A message that goes on
          * far past the limit is cut off at once. */
         s->rx_discard += len + (s->rx_discard ? 0 : s->rx_n);
         s->rx_n = 0;
-        if (final || s->rx_discard > 16 * all->cfg->max_frame) {
+        if (final || s->rx_discard > 16 * limit) {
             all->figs.errors[-PR_E_TOO_LARGE]++;
-            gw_sess_close(s, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE, "frame over the size limit");
+            gw_sess_close(s, LWS_CLOSE_STATUS_MESSAGE_TOO_LARGE,
+                          hello_due ? "frame over the size limit (a hello is at most 10 KiB)"
+                                    : "frame over the size limit");
         }
         return 0;
     }
@@ -235,14 +255,15 @@ int gw_sess_rx(gw_sess *s, const void *in, size_t len, bool first, bool final, b
         msg_n = s->rx_n;
     }
     all->figs.frames_in++;
-    gw_throttle_frame(s, msg_n);
-    /* A JSON session's frame becomes MessagePack here, and takes the one path from there. */
+    /* A JSON session's frame becomes MessagePack here, and takes the one path from there.
+     * Before a hello, only a JSON object is parsed: anything else cannot be one. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     bool wrong_kind = s->rx_text != s->json;
     pr_error jerr;
     bool bad_json = !wrong_kind && s->json &&
-                    pr_msgpack_from_json_err((const char *)msg, msg_n, &sb, &jerr) != 0;
+                    ((hello_due && !json_object_first(msg, msg_n)) ||
+                     pr_msgpack_from_json_err((const char *)msg, msg_n, &sb, &jerr) != 0);
     if ((wrong_kind || bad_json) && s->signin == GW_SIGNIN_NONE) {
         gw_sess_close(s, 4001, "unauthorized: the first message must be a valid hello");
     } else if (wrong_kind) {

@@ -1,9 +1,10 @@
 /*
  * A session's rate limits as the gateway applies them (the buckets themselves are net/'s
  * gw_rate.c):
- *   - bytes per session: every frame received is paid for from the session's byte bucket;
- *     a frame that leaves it in debt pauses reading until the debt is paid (the client is
- *     slowed at the TCP level, nothing is refused), except a `send`, which is refused;
+ *   - bytes per session: every piece of a frame received is paid for from the session's
+ *     byte bucket as it comes; one that leaves it in debt pauses reading until the debt is
+ *     paid (the client is slowed at the TCP level, nothing is refused), and a `send` whose
+ *     frame overdrew it is refused;
  *   - sends per session: a `send` with no token left is refused with `rate_limited` and
  *     `retry_ms`, and the session's socket is not read for that long, so a client that
  *     pipelines sends gets one refusal per pause, not one per frame.
@@ -69,11 +70,14 @@ static void pause_for(gw_sess *s, uint64_t ms)
     gw_sess_pause(s, GW_PAUSE_RATE, true);
 }
 
-void gw_throttle_frame(gw_sess *s, size_t len)
+void gw_throttle_bytes(gw_sess *s, size_t len, bool first)
 {
     gw_sessions *all = s->all;
-    s->rate.frame_len = len;
-    s->rate.frame_over_bytes = false;
+    if (first) {
+        s->rate.frame_len = 0;
+        s->rate.frame_over_bytes = false;
+    }
+    s->rate.frame_len += len;
     if (!all->cfg->rate_bytes)
         return;
     uint64_t now = gw_mono_ms();

@@ -33,7 +33,8 @@ struct lws;
 
 /* ---- tokens (gw_auth.c): an HS256 JWT signed with the server's secret (libjwt) -------- */
 
-#define GW_AUTH_MAX_GROUPS 256 /* entries of a `groups` claim */
+#define GW_AUTH_MAX_GROUPS 256  /* entries of a `groups` claim */
+#define GW_HELLO_TOKEN_MAX 8192 /* bytes of a token: a longer one is refused unread */
 
 /* What a valid token says. Owned by the caller; free with gw_identity_release. */
 typedef struct gw_identity {

@@ -64,8 +64,8 @@ typedef struct gw_srate {
     gw_bucket sends, bytes;
     uint64_t until;        /* monotonic ms: reading is paused until then */
     ev_timer timer;        /* resumes reading at `until` (libev: see gw_sess_rate.c) */
-    size_t frame_len;      /* the frame being handled ... */
-    bool frame_over_bytes; /* ... and whether it overdrew the byte bucket */
+    size_t frame_len;      /* the frame being received or handled ... */
+    bool frame_over_bytes; /* ... and whether a piece of it overdrew the byte bucket */
 } gw_srate;
 
 /* Why reading a session is paused: each reason is set and cleared by its part, and the
@@ -152,8 +152,8 @@ void gw_out_stop(gw_sessions *all);
 /* gw_sess_rate.c: fills a new session's buckets / cancels its pending resume. */
 void gw_throttle_init(gw_sess *s);
 void gw_throttle_release(gw_sess *s);
-/* gw_sess_rate.c: a complete frame of len bytes arrived: pays for it (pausing reading
- * while in debt). */
-void gw_throttle_frame(gw_sess *s, size_t len);
+/* gw_sess_rate.c: a piece of len bytes of a frame arrived (first: the frame's first):
+ * pays for it (pausing reading while in debt). */
+void gw_throttle_bytes(gw_sess *s, size_t len, bool first);
 
 #endif

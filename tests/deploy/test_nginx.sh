@@ -94,9 +94,9 @@ start_node() { # NAME [FLAGS...]
   mkdir -p "$tmp/$name"
   local extra=()
   ((node_flag)) && extra=(--node "$name")
-  # --rate-conns 0: behind nginx every client has nginx's address (deploy/nginx/gw.conf).
+  # --rate-conns 0 --conns-per-address 0: behind nginx every client has nginx's address (deploy/nginx/gw.conf).
   "$gw" --listen 127.0.0.1 --port 0 --port-file "$tmp/$name/port" --data "$tmp/$name" \
-    --store "$store" --secret-file "$secret" --rate-conns 0 --log-level 1 "${extra[@]}" "$@" \
+    --store "$store" --secret-file "$secret" --rate-conns 0 --conns-per-address 0 --log-level 1 "${extra[@]}" "$@" \
     >"$tmp/$name/log" 2>&1 &
   pids+=($!)
   if ! wait_for 20 test -s "$tmp/$name/port"; then

@@ -87,6 +87,19 @@ static void session_seeds(const char *dir)
     frame(&sc, FS_FRAME, 0, 0, &sb);
     put(dir, "one-user", &sc);
 
+    /* Before hello: a message over the 10 KiB a hello may take, in two pieces (closed
+     * 1009), on another slot a JSON array as a first text frame (4001), then a hello. */
+    static char big[12000];
+    memset(big, 'x', sizeof(big));
+    msgpack_sbuffer_write(&sb, big, sizeof(big));
+    frame(&sc, FS_SPLIT, 2, 3, &sb);
+    msgpack_sbuffer_write(&sb, "[{},{}]", 7);
+    frame(&sc, FS_TEXT, 3, 0, &sb);
+    step(&sc, FS_WRITE, 2, 0);
+    step(&sc, FS_WRITE, 3, 0);
+    step(&sc, FS_HELLO, 1, 1);
+    put(dir, "before-hello", &sc);
+
     /* One user joining three groups at once (joins pipelined, as a client does at start),
      * a send to each, its group list. */
     step(&sc, FS_HELLO, 1, 0);

@@ -632,3 +632,16 @@ long long gwfx_stat(gwfx *f, const char *group, const char *key)
     free(body);
     return n;
 }
+
+bool gwfx_log_has(gwfx *f, const char *needle)
+{
+    char path[300], line[4096];
+    snprintf(path, sizeof(path), "%s/gw.log", f->dir);
+    FILE *l = fopen(path, "r");
+    bool found = false;
+    while (l && !found && fgets(line, sizeof(line), l))
+        found = strstr(line, needle) != NULL;
+    if (l)
+        fclose(l);
+    return found;
+}

@@ -77,6 +77,8 @@ void gwfx_cleanup(gwfx *f);
     TestSuite(suite, .init = suite##_setup, .fini = suite##_teardown, .timeout = secs)
 /* True if the gateway process is still alive. */
 bool gwfx_alive(gwfx *f);
+/* True if the gateway's log (gw.log in its folder) has a line containing needle. */
+bool gwfx_log_has(gwfx *f, const char *needle);
 /* The gateway's resident memory in KiB (from /proc). */
 long gwfx_rss_kib(gwfx *f);
 

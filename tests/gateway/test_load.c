@@ -79,14 +79,15 @@ static void run_load(void)
     json_decref(j);
 }
 
-/* Flat-out senders are over the default send rate by design (see test_rate.c). And the
+/* Flat-out senders are over the default send rate by design (see test_rate.c), and 302
+ * sessions from one address over the default cap of open connections (test_exposed.c). And the
  * sessions' queues are long enough for the whole run: with a service thread per core the
  * gateway can push faster than the one load generator reads while another test shares
  * the cores, and a session more than 1,024 pushes behind would rightly be switched to
  * notify (test_slow.c), which is not what this test is about. */
 static const char *const unlimited[] = {
-    "--rate-sends", "0", "--rate-bytes", "0", "--queue-cap", "200000", "--queue-bytes",
-    "268435456",    NULL};
+    "--rate-sends",  "0",         "--rate-bytes",        "0", "--queue-cap", "200000",
+    "--queue-bytes", "268435456", "--conns-per-address", "0", NULL};
 
 Test(load, three_seconds_of_fan_out, .fini = teardown, .timeout = 180)
 {

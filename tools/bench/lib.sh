@@ -149,7 +149,7 @@ start_gw() {
   bench_spawn "$BENCH_WORK/$name.log" "${GW_BIN:-$bench_root/build/gw}" $insecure \
     --listen 127.0.0.1 --port 0 --port-file "$BENCH_WORK/$name/port" \
     --data "$BENCH_WORK/$name/data" --log-level 1 --rate-sends 0 --rate-bytes 0 \
-    --rate-conns 0 ${store[@]+"${store[@]}"} "$@"
+    --rate-conns 0 --conns-per-address 0 ${store[@]+"${store[@]}"} "$@"
   local i
   for ((i = 0; i < 150; i++)); do
     [ -s "$BENCH_WORK/$name/port" ] && break

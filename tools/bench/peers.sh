@@ -81,7 +81,7 @@ start_gw_keep() {
   rm -f "$BENCH_WORK/$name/port"
   bench_spawn "$BENCH_WORK/$name.log" "$root/build/gw" --insecure --listen 127.0.0.1 --port 0 \
     --port-file "$BENCH_WORK/$name/port" --data "$BENCH_WORK/$name/data" --log-level 1 \
-    --rate-sends 0 --rate-bytes 0 --rate-conns 0 --threads 1
+    --rate-sends 0 --rate-bytes 0 --rate-conns 0 --conns-per-address 0 --threads 1
   local i
   for ((i = 0; i < 300; i++)); do
     [ -s "$BENCH_WORK/$name/port" ] && break
