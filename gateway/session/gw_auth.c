@@ -1,5 +1,6 @@
 #include "gw_session.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <jwt.h>
 #include <stdlib.h>
@@ -96,8 +97,17 @@ int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t n
         *why = "token expired";
         goto out;
     }
+    /* A token issued before its user's sign-out is refused (groups/: the not-before); one
+     * that does not say when it was issued cannot show it was not. */
+    errno = 0;
+    long iat = jwt_get_grant_int(jwt, "iat");
+    if (errno != ENOENT && iat <= 0) {
+        *why = "token issue time (iat) is not a positive number";
+        goto out;
+    }
     strcpy(id->uid, sub);
     id->exp = exp;
+    id->iat = errno == ENOENT ? 0 : iat;
     char *groups = jwt_get_grants_json(jwt, "groups");
     if (groups) {
         int grc = set_groups(id, groups, why);
