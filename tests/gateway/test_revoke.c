@@ -81,17 +81,28 @@ static void start(void)
     gwfx_start(&f, args);
 }
 
+/* uid signs in with a token of a minute ago and joins a group; then the API's DELETE of
+ * path_of (with uid in it) removes it (its session closed with 4003). The seconds just before and
+ * after. */
+static void removed(const char *uid, const char *path_of, long *before, long *after)
+{
+    *before = (long)time(NULL);
+    gwc_conn *k = NULL;
+    cr_assert_eq(hello_with(uid, *before - 60, &k, NULL), 0);
+    gwfx_join(k, "team");
+    char path[128];
+    snprintf(path, sizeof(path), path_of, uid);
+    char *b = gwfx_api(&f, "DELETE", path, NULL, 200);
+    free(b);
+    cr_assert_eq(gwfx_closed(k), 4003);
+    *after = (long)time(NULL);
+}
+
 Test(revoke, a_signed_out_users_old_tokens_are_refused_and_a_new_one_signs_in)
 {
     start();
-    long before = (long)time(NULL);
-    gwc_conn *k = NULL;
-    cr_assert_eq(hello_with("carol", before - 60, &k, NULL), 0);
-    gwfx_join(k, "team");
-    char *b = gwfx_api(&f, "DELETE", "/api/v1/users/carol/sessions", NULL, 200);
-    free(b);
-    cr_assert_eq(gwfx_closed(k), 4003);
-    long after = (long)time(NULL);
+    long before, after;
+    removed("carol", "/api/v1/users/%s/sessions", &before, &after);
     cr_assert_eq(hello_with("carol", before - 60, NULL, NULL), 4001, "the token it had");
     cr_assert_eq(hello_with("carol", before, NULL, NULL), 4001,
                  "a token of the sign-out's own second (or before)");
@@ -123,14 +134,8 @@ Test(revoke, a_token_without_iat_is_refused_only_once_the_user_was_signed_out)
 Test(revoke, an_erased_users_token_is_refused_and_a_new_one_starts_afresh)
 {
     start();
-    long before = (long)time(NULL);
-    gwc_conn *k = NULL;
-    cr_assert_eq(hello_with("mallory", before - 60, &k, NULL), 0);
-    gwfx_join(k, "team");
-    char *b = gwfx_api(&f, "DELETE", "/api/v1/users/mallory", NULL, 200);
-    free(b);
-    cr_assert_eq(gwfx_closed(k), 4003);
-    long after = (long)time(NULL);
+    long before, after;
+    removed("mallory", "/api/v1/users/%s", &before, &after);
     cr_assert_eq(hello_with("mallory", before - 60, NULL, NULL), 4001);
     size_t groups = 1;
     cr_assert_eq(hello_with("mallory", after + 1, NULL, &groups), 0);
