@@ -105,6 +105,10 @@ int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t n
         *why = "token issue time (iat) is not a positive number";
         goto out;
     }
+    if (iat > now + GW_AUTH_IAT_SKEW) { /* else it would outlive every sign-out before it */
+        *why = "token issue time (iat) is in the future";
+        goto out;
+    }
     strcpy(id->uid, sub);
     id->exp = exp;
     id->iat = errno == ENOENT ? 0 : iat;

@@ -34,6 +34,7 @@ struct lws;
 /* ---- tokens (gw_auth.c): an HS256 JWT signed with the server's secret (libjwt) -------- */
 
 #define GW_AUTH_MAX_GROUPS 256 /* entries of a `groups` claim */
+#define GW_AUTH_IAT_SKEW 60    /* seconds an `iat` may be ahead of this clock */
 
 /* What a valid token says. Owned by the caller; free with gw_identity_release. */
 typedef struct gw_identity {
@@ -48,7 +49,8 @@ typedef struct gw_identity {
 /*
  * Verifies token against secret at time now (Unix seconds): the algorithm must be HS256
  * (none and every other algorithm are refused), the signature must match, `sub` must be a
- * valid id, `exp` must be present and in the future, `iat`, if present, a positive number,
+ * valid id, `exp` must be present and in the future, `iat`, if present, a positive number
+ * at most GW_AUTH_IAT_SKEW ahead of now,
  * and `groups`, if present, an array of valid ids. Returns 0 and fills *id, or -1 with a short
  * reason in why (never the token).
  */

@@ -8,7 +8,6 @@
 #include "gwfx.h"
 
 #include <criterion/criterion.h>
-#include <jwt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,32 +23,14 @@ static void teardown(void)
 
 TestSuite(revoke, .fini = teardown, .timeout = 90);
 
-#define NO_IAT (-1)
-
-/* A token for uid issued at iat (NO_IAT: without the claim), an hour to live. */
-static char *token_issued(const char *uid, long iat)
-{
-    jwt_t *jwt = NULL;
-    cr_assert_eq(jwt_new(&jwt), 0);
-    cr_assert_eq(jwt_add_grant(jwt, "sub", uid), 0);
-    cr_assert_eq(jwt_add_grant_int(jwt, "exp", (long)time(NULL) + 3600), 0);
-    if (iat != NO_IAT)
-        cr_assert_eq(jwt_add_grant_int(jwt, "iat", iat), 0);
-    cr_assert_eq(jwt_set_alg(jwt, JWT_ALG_HS256, (const unsigned char *)GWFX_SECRET,
-                             (int)strlen(GWFX_SECRET)),
-                 0);
-    char *tok = jwt_encode_str(jwt);
-    jwt_free(jwt);
-    cr_assert_not_null(tok);
-    return tok;
-}
+#define NO_IAT GWFX_NO_IAT
 
 /* A hello with the token on a new connection: 0 when welcomed (the connection is kept in
  * *kept if asked, else closed; the welcome's groups counted in *groups if asked), else the
  * code the gateway closed it with. */
 static int hello_with(const char *uid, long iat, gwc_conn **kept, size_t *groups)
 {
-    char *tok = token_issued(uid, iat);
+    char *tok = gwfx_token_issued(uid, iat);
     gwc_conn *k = gwfx_connect_raw(&f);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -129,6 +110,8 @@ Test(revoke, a_token_without_iat_is_refused_only_once_the_user_was_signed_out)
     cr_assert_eq(gwfx_closed(k), 4003);
     cr_assert_eq(hello_with("dave", NO_IAT, NULL, NULL), 4001);
     cr_assert_eq(hello_with("erin", NO_IAT, NULL, NULL), 0, "another user's tokens are untouched");
+    cr_assert_eq(hello_with("erin", (long)time(NULL) + 3600, NULL, NULL), 4001,
+                 "a token issued in the future would outlive every sign-out before it");
 }
 
 Test(revoke, an_erased_users_token_is_refused_and_a_new_one_starts_afresh)
