@@ -46,6 +46,7 @@ function client(getToken) {
 }
 
 test('signed out (4003): getToken is asked with refresh: true and the new token signs in', async () => {
+  await gw.url(); // the gateway listens: its secret is written
   const asked = [];
   const first = gw.token('ivy');
   let second = null;
@@ -70,6 +71,7 @@ test('signed out (4003): getToken is asked with refresh: true and the new token 
 });
 
 test('signed out (4003) and given the same token: the client stops and never says it again', async () => {
+  await gw.url();
   const tok = gw.token('jay');
   const asked = [];
   const c = await client(async ({ refresh }) => {
