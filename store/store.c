@@ -170,7 +170,7 @@ static void reset_outputs(st_op *op)
     if (op->kind != ST_OP_EDIT) /* an edit's mid and ver are its inputs */
         op->mid = op->ver = 0;
     op->ver_asked_ = op->ver; /* ver is an output too: a batch applied again asks the same */
-    op->ts = op->last_mid = op->first_mid = op->ack = op->read = 0;
+    op->ts = op->last_mid = op->first_mid = op->ack = op->read = op->not_before = 0;
     op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
     op->page = NULL;
@@ -376,6 +376,24 @@ int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_use
     for (size_t i = 0; rc == 0 && i < st_groups_count(op.groups); i++)
         rc = cb(ud, st_groups_at(op.groups, i));
     st_groups_free(op.groups);
+    return rc;
+}
+
+int st_signout_sync(st_store *s, st_id uid, uint64_t *not_before)
+{
+    st_op op = {.kind = ST_OP_SIGNOUT, .uid = uid};
+    int rc = submit_wait(s, &op);
+    if (not_before)
+        *not_before = op.not_before;
+    return rc;
+}
+
+int st_read_not_before(st_store *s, st_id uid, uint64_t *not_before)
+{
+    st_op op = {.kind = ST_OP_READ_GROUPS, .uid = uid};
+    int rc = submit_wait(s, &op);
+    st_groups_free(op.groups);
+    *not_before = rc == 0 ? op.not_before : 0;
     return rc;
 }
 

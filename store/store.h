@@ -239,13 +239,15 @@ enum st_op_kind {
                        * (open_groups, or the op's `create`) */
     ST_OP_LEAVE,      /* remove the membership */
     ST_OP_ACKS,       /* apply a batch of cumulative acks and reads */
-    ST_OP_SIGNOUT,    /* announce that uid's sessions end, on every gateway (changes no
-                       * table; PostgreSQL: the other gateways hear ST_CH_SIGNOUT) */
+    ST_OP_SIGNOUT,    /* uid's sessions end, on every gateway (PostgreSQL: the other
+                       * gateways hear ST_CH_SIGNOUT), and uid's not-before moves to the
+                       * commit's second (below: Revocation) -> not_before */
     ST_OP_SEEN,       /* users were online until seen[i].ms: their last_seen moves there
                        * (never back) */
     /* Reads: they see every write committed before they were submitted. */
     ST_OP_READ_PAGE,    /* a page of gid's messages: dir, from, limit, max_bytes -> page */
-    ST_OP_READ_GROUPS,  /* the groups of uid with their unread counts -> groups */
+    ST_OP_READ_GROUPS,  /* the groups of uid with their unread counts -> groups, and uid's
+                         * not-before (Revocation) -> not_before, from the same snapshot */
     ST_OP_READ_GROUP,   /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
     ST_OP_READ_MEMBERS, /* a page of gid's members in uid order after uid, at most limit ->
                          * members (see st_read_members) */
@@ -276,7 +278,8 @@ enum st_op_kind {
                        * sent becomes a tombstone (record: the caller's tombstone of uid), as
                        * a recall makes -> applied: messages erased (not recalled before);
                        * list: the groups it was a member of (gid). One transaction; the
-                       * other gateways hear the leaves and a sign-out of uid */
+                       * other gateways hear the leaves and a sign-out of uid. Its
+                       * not-before moves like a sign-out's and stays (Revocation) */
     ST_OP_DELETE_GROUP, /* gid goes with all of it: its messages, memberships (and their
                          * cursors), (uid, cid) rows and marks -> applied: its last mid;
                          * list: its members (each item's text is a uid; in no promised
@@ -290,6 +293,15 @@ enum st_op_kind {
                    * groups looked at whose horizon is past 1 (lo: first_mid, hi: last_mid),
                    * st_list_after/st_list_more to go on */
 };
+
+/*
+ * Revocation. Each user may have a not-before, a time in Unix seconds (0: none): the
+ * gateway refuses a token issued (`iat`) at or before it, and a token without `iat`
+ * while there is one (docs/API.md, Revoking a user). A sign-out and an erasure move it
+ * to their commit's second, never back. It is kept for good, erasure included: it is
+ * the one row an erased user leaves (the uid and 8 bytes), and without it a token still
+ * unexpired would sign the erased user in again.
+ */
 
 /*
  * Retention. Each group has a horizon, first_mid: its messages below it are gone (deleted
@@ -441,19 +453,21 @@ struct st_op {
     bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
     void *ud;             /* in: for the caller */
 
-    int result;         /* out: 0 or ST_E* */
-    uint64_t mid;       /* out: APPEND, the message's mid (the first one if duplicate); in:
-                         * EDIT, the message's */
-    uint64_t ts;        /* out: APPEND, server time in ms assigned at commit; EDIT, when the
-                         * version was made */
-    uint64_t ver;       /* in: EDIT, the version to make (the stored one + 1; 0: the next,
-                         * whichever it is); out: the version stored */
-    bool duplicate;     /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
-                         * version was made before with this record (or recalled before) */
-    uint64_t last_mid;  /* out: APPEND (after it), JOIN, READ_GROUP */
-    uint64_t first_mid; /* out: JOIN, READ_GROUP: the group's horizon (Retention) */
-    uint64_t ack;       /* out: JOIN, the member's ack; READ_GROUP with uid */
-    uint64_t read;      /* out: READ_GROUP with uid, the member's read, when has_read */
+    int result;          /* out: 0 or ST_E* */
+    uint64_t mid;        /* out: APPEND, the message's mid (the first one if duplicate); in:
+                          * EDIT, the message's */
+    uint64_t ts;         /* out: APPEND, server time in ms assigned at commit; EDIT, when the
+                          * version was made */
+    uint64_t ver;        /* in: EDIT, the version to make (the stored one + 1; 0: the next,
+                          * whichever it is); out: the version stored */
+    bool duplicate;      /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
+                          * version was made before with this record (or recalled before) */
+    uint64_t last_mid;   /* out: APPEND (after it), JOIN, READ_GROUP */
+    uint64_t first_mid;  /* out: JOIN, READ_GROUP: the group's horizon (Retention) */
+    uint64_t not_before; /* out: READ_GROUPS, uid's not-before; SIGNOUT, ERASE_USER, the one
+                          * written (Unix seconds; 0: none) */
+    uint64_t ack;        /* out: JOIN, the member's ack; READ_GROUP with uid */
+    uint64_t read;       /* out: READ_GROUP with uid, the member's read, when has_read */
     bool has_read;
     bool created;        /* out: JOIN created the group */
     bool joined;         /* out: JOIN made a new membership (false: was already a member) */
@@ -524,6 +538,11 @@ typedef struct st_user_group {
  * cb returns non-zero to stop; that value is returned. */
 int st_read_user_groups(st_store *s, st_id uid, int (*cb)(void *ud, const st_user_group *g),
                         void *ud);
+
+/* Revocation: uid's sessions end and its not-before moves to the commit's second (in
+ * *not_before, NULL: not wanted); uid's not-before as stored (0: none). */
+int st_signout_sync(st_store *s, st_id uid, uint64_t *not_before);
+int st_read_not_before(st_store *s, st_id uid, uint64_t *not_before);
 
 size_t st_groups_count(const st_groups *g);
 const st_user_group *st_groups_at(const st_groups *g, size_t i);

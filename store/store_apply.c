@@ -188,7 +188,10 @@ int st_apply(st_store *s, st_op *op, uint64_t now)
     case ST_OP_JOIN: return apply_join(s, op, now);
     case ST_OP_LEAVE: return apply_leave(s, op);
     case ST_OP_ACKS: return apply_acks(s, op);
-    case ST_OP_SIGNOUT: return ST_OK; /* only announced (store_pg_events.c) */
+    case ST_OP_SIGNOUT: /* and announced (store_pg_events.c) */
+        op->not_before = now / 1000;
+        s->be_ops->put_not_before(s->be, op->uid, op->not_before);
+        return ST_OK;
     case ST_OP_SEEN: return apply_seen(s, op);
     case ST_OP_EDIT: return apply_edit(s, op, now);
     default: return ST_EINVAL;

@@ -101,6 +101,9 @@ typedef struct st_backend {
     /* uid's last_seen moves to ms, if that is later (a blind write: the backend keeps the
      * greater). */
     void (*put_seen)(void *be, st_id uid, uint64_t ms);
+    /* uid's not-before (store.h, Revocation) moves to secs, if that is later (a blind
+     * write, the same way). */
+    void (*put_not_before)(void *be, st_id uid, uint64_t secs);
     /* 0 (committed), ST_EIO (failed: the store starts failing), ST_EAGAIN. */
     int (*commit)(void *be, char *why, size_t why_len);
     void (*rollback)(void *be);

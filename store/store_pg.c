@@ -89,7 +89,8 @@ static void rows_clear(pg *p)
         free(r);
     }
     p->n_msgs = 0;
-    p->n_seen = 0;
+    p->seen.n = p->nbf.n = 0;
+    p->seen.lost = p->nbf.lost = false;
 }
 
 /* Every row the ops may read, by key. False: out of memory. */
@@ -362,18 +363,31 @@ static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const voi
     p->msgs[p->n_msgs++] = (pg_msg){gid, mid, ts, rec, n};
 }
 
+static void times_add(pg_times *t, st_id uid, uint64_t at)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        st_seen *nv = realloc(t->v, cap * sizeof(*nv));
+        if (!nv) {
+            t->lost = true;
+            return;
+        }
+        t->v = nv;
+        t->cap = cap;
+    }
+    t->v[t->n++] = (st_seen){uid, at};
+}
+
+/* A last_seen lost only tells wrong when a user was last online: it may go. */
 static void pg_put_seen(void *be, st_id uid, uint64_t ms)
 {
-    pg *p = be;
-    if (p->n_seen == p->cap_seen) {
-        size_t cap = p->cap_seen ? p->cap_seen * 2 : 16;
-        st_seen *ns = realloc(p->seen, cap * sizeof(*ns));
-        if (!ns)
-            return; /* a last_seen lost: it only tells when a user was last online */
-        p->seen = ns;
-        p->cap_seen = cap;
-    }
-    p->seen[p->n_seen++] = (st_seen){uid, ms};
+    times_add(&((pg *)be)->seen, uid, ms);
+}
+
+/* A not-before lost would leave a token unrevoked: the batch fails (send_times). */
+static void pg_put_not_before(void *be, st_id uid, uint64_t secs)
+{
+    times_add(&((pg *)be)->nbf, uid, secs);
 }
 
 /* ---- round trip 2: write and commit --------------------------------------------------- */
@@ -461,31 +475,32 @@ static int by_uid(const void *x, const void *y)
     return st_id_cmp(((const st_seen *)x)->uid, ((const st_seen *)y)->uid);
 }
 
-/* The batch's last_seen moves, one row a user (the latest), in uid order. */
-static int send_seen(pg *p, int *n_stmts)
+/* The batch's moves of users' times (last_seen, not-before), one row a user (the latest),
+ * in uid order. */
+static int send_times(pg *p, pg_times *t, enum pg_stmt stmt, int *n_stmts)
 {
-    if (!p->n_seen)
+    if (!t->n)
         return ST_OK;
-    qsort(p->seen, p->n_seen, sizeof(*p->seen), by_uid);
+    qsort(t->v, t->n, sizeof(*t->v), by_uid);
     size_t n = 0;
-    for (size_t i = 0; i < p->n_seen; i++) {
-        if (n && st_id_cmp(p->seen[n - 1].uid, p->seen[i].uid) == 0) {
-            if (p->seen[i].ms > p->seen[n - 1].ms)
-                p->seen[n - 1].ms = p->seen[i].ms;
+    for (size_t i = 0; i < t->n; i++) {
+        if (n && st_id_cmp(t->v[n - 1].uid, t->v[i].uid) == 0) {
+            if (t->v[i].ms > t->v[n - 1].ms)
+                t->v[n - 1].ms = t->v[i].ms;
             continue;
         }
-        p->seen[n++] = p->seen[i];
+        t->v[n++] = t->v[i];
     }
-    p->n_seen = n;
+    t->n = n;
     pg_buf a[2] = {{0}};
     pg_arr_begin(&a[0], PG_OID_TEXT, n);
     pg_arr_begin(&a[1], PG_OID_INT8, n);
     for (size_t i = 0; i < n; i++) {
-        pg_arr_bytes(&a[0], p->seen[i].uid.p, p->seen[i].uid.n);
-        pg_arr_int8(&a[1], p->seen[i].ms);
+        pg_arr_bytes(&a[0], t->v[i].uid.p, t->v[i].uid.n);
+        pg_arr_int8(&a[1], t->v[i].ms);
     }
     pg_buf *params[2] = {&a[0], &a[1]};
-    int rc = pg_send(p, PG_UPS_SEEN, params, 2);
+    int rc = pg_send(p, stmt, params, 2);
     pg_buf_free(&a[0]);
     pg_buf_free(&a[1]);
     if (rc == ST_OK)
@@ -708,7 +723,9 @@ static int pg_commit(void *be, char *why, size_t why_len)
     if (rc == ST_OK)
         rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
     if (rc == ST_OK)
-        rc = send_seen(p, &n);
+        rc = send_times(p, &p->seen, PG_UPS_SEEN, &n);
+    if (rc == ST_OK)
+        rc = p->nbf.lost ? ST_ENOMEM : send_times(p, &p->nbf, PG_UPS_NBF, &n);
     if (rc == ST_OK)
         rc = pg_versions_send(p, &n);
     if (rc == ST_OK)
@@ -788,7 +805,8 @@ static void pg_close(void *be)
         pg_buf_free(&p->late[i]);
     free(p->late);
     free(p->msgs);
-    free(p->seen);
+    free(p->seen.v);
+    free(p->nbf.v);
     free(p->url);
     free(p->kw);
     free(p->val);
@@ -1022,6 +1040,7 @@ const st_backend st_pg_backend = {
     .get_msg = pg_get_msg,
     .put_version = pg_put_version,
     .put_seen = pg_put_seen,
+    .put_not_before = pg_put_not_before,
     .commit = pg_commit,
     .rollback = pg_rollback,
     .read = pg_read,

@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 6 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 7 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -64,6 +64,13 @@ typedef struct pg_announce {
 
 typedef struct pg_feed pg_feed;
 
+/* Users' times a batch moves forward (st_seen: a uid and a time). */
+typedef struct pg_times {
+    st_seen *v;
+    size_t n, cap;
+    bool lost; /* one could not be kept (out of memory) */
+} pg_times;
+
 typedef struct pg {
     char *url;        /* as given (may hold a password: never logged) */
     char **kw, **val; /* the connection's parameters: defaults, then the URL */
@@ -73,8 +80,8 @@ typedef struct pg {
     PGconn *conn;  /* NULL: not connected */
     pg_row *rows;  /* the batch's rows, by key */
     pg_msg *msgs;  /* the batch's new messages */
-    st_seen *seen; /* the batch's last_seen moves (uids borrowed from their ops) */
-    size_t n_seen, cap_seen;
+    pg_times seen; /* the batch's last_seen moves (uids borrowed from their ops) */
+    pg_times nbf;  /* ... and not-before moves (store.h, Revocation), in seconds */
     bool in_tx;    /* the batch's transaction is open on conn */
     bool fast;     /* the batch took its rows from the cache (store_pg_cache.c) */
     pg_row *cache; /* groups and memberships as this connection last saw them, by key */
@@ -157,6 +164,7 @@ enum pg_stmt {
     PG_UNSWEPT,
     PG_UPS_SEEN,
     PG_READ_SEEN,
+    PG_UPS_NBF,
     PG_SIGNAL,
     PG_READ_MSGS,
     PG_UPD_MSGS,

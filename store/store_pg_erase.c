@@ -6,8 +6,9 @@
  * sign-out) are then announced after the commit, as messages are:
  *   - a person's (store.h, ST_OP_ERASE_USER): its (uid, cid) rows deleted, the messages
  *     they named made tombstones (a recall's version), its memberships and last_seen
- *     deleted. The tombstones are not announced one by one (a user may have sent a
- *     million messages): pages show them;
+ *     deleted, its not-before moved to the erasure's second (kept: store.h, Revocation). The
+ * tombstones are not announced one by one (a user may have sent a million messages): pages show
+ * them;
  *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, (uid, cid) rows (a scan:
  *     gw.sends has no index on gid) and swept mark deleted with its row.
  */
@@ -150,6 +151,7 @@ int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     }
     op->applied = (size_t)pg_get_int8(r, 0, 0);
     op->ts = now;
+    op->not_before = now / 1000;
     op->result = ids_into(op->list, r, 1, true);
     PQclear(r);
     if (op->result == ST_OK)

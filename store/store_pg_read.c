@@ -48,7 +48,10 @@ static int groups_of(const PGresult *r, st_op *op)
 {
     if (!(op->groups = st_groups_new()))
         return ST_ENOMEM;
+    op->not_before = PQntuples(r) && !PQgetisnull(r, 0, 5) ? pg_get_int8(r, 0, 5) : 0;
     for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetisnull(r, i, 0))
+            continue;                         /* the user, with no group */
         uint64_t read = pg_get_int8(r, i, 3); /* -1: none */
         int rc =
             st_groups_add(op->groups, pg_get_id(r, i, 0), pg_get_int8(r, i, 4),

@@ -34,6 +34,9 @@
  *   groups.first_mid                              the horizon: messages below it are gone
  *   groups.keep_msgs, keep_ms, cap_msgs, acked    the group's own retention (store.h)
  *   an index on sends (gid, mid)                  a trim deletes its (uid, cid) rows
+ * Version 7 adds revocation (store.h, Revocation):
+ *   revoked (uid, not_before)                     a user's not-before (Unix seconds), kept
+ *                                                 for good
  * An older database is brought up to date at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
@@ -120,6 +123,11 @@ static const char schema_v6[] =
     " ADD COLUMN cap_msgs bigint NOT NULL DEFAULT 0, ADD COLUMN acked smallint NOT NULL DEFAULT 0;"
     "CREATE INDEX sends_gid_mid ON gw.sends (gid, mid);"
     "INSERT INTO gw.schema_version VALUES (6, (extract(epoch from now()) * 1000)::bigint);";
+
+/* Version 7: revocation, a user's not-before (store.h). */
+static const char schema_v7[] =
+    "CREATE TABLE gw.revoked (uid text COLLATE \"C\" PRIMARY KEY, not_before bigint NOT NULL);"
+    "INSERT INTO gw.schema_version VALUES (7, (extract(epoch from now()) * 1000)::bigint);";
 
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
@@ -255,7 +263,7 @@ static int schema(pg *p, char *why, size_t why_len)
                    NULL, why, why_len) ||
              !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len) ||
              !exec(p, schema_v4, NULL, why, why_len) || !exec(p, schema_v5, NULL, why, why_len) ||
-             !exec(p, schema_v6, NULL, why, why_len))) {
+             !exec(p, schema_v6, NULL, why, why_len) || !exec(p, schema_v7, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -272,6 +280,7 @@ static int schema(pg *p, char *why, size_t why_len)
             (version < 4 && !exec(p, schema_v4, NULL, why, why_len)) ||
             (version < 5 && !exec(p, schema_v5, NULL, why, why_len)) ||
             (version < 6 && !exec(p, schema_v6, NULL, why, why_len)) ||
+            (version < 7 && !exec(p, schema_v7, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;

@@ -75,8 +75,12 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                     " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::bytea[])",
     [PG_PAGE_AFTER] = PAGE_SQL(">", "ASC"),
     [PG_PAGE_BEFORE] = PAGE_SQL("<", "DESC"),
-    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read, g.first_mid FROM gw.members m"
-                       " JOIN gw.groups g ON g.gid = m.gid WHERE m.uid = $1::text",
+    /* A user's groups and its not-before (NULL: none), from one snapshot: one row at least,
+     * a NULL gid when it has no group. */
+    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read, g.first_mid, r.not_before"
+                       " FROM (SELECT $1::text AS uid) u LEFT JOIN gw.revoked r ON r.uid = u.uid"
+                       " LEFT JOIN (gw.members m JOIN gw.groups g ON g.gid = m.gid)"
+                       " ON m.uid = u.uid",
     [PG_GROUP] = "SELECT g.last_mid, m.ack, m.read, g.first_mid, g.keep_msgs, g.keep_ms,"
                  " g.cap_msgs, g.acked::int8 FROM gw.groups g LEFT JOIN gw.members m"
                  " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
@@ -161,6 +165,11 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                     " ON CONFLICT (uid) DO UPDATE SET last_seen_ms ="
                     " greatest(u.last_seen_ms, excluded.last_seen_ms)",
     [PG_READ_SEEN] = "SELECT uid, last_seen_ms FROM gw.users WHERE uid = ANY($1::text[])",
+    /* A not-before only moves forward, the same way. */
+    [PG_UPS_NBF] = "INSERT INTO gw.revoked AS r (uid, not_before)"
+                   " SELECT * FROM unnest($1::text[], $2::int8[])"
+                   " ON CONFLICT (uid) DO UPDATE SET not_before ="
+                   " greatest(r.not_before, excluded.not_before)",
     /* A signal (store.h): a NOTIFY in a transaction of its own with nothing else in it,
      * whose commit need not wait for the WAL's flush. */
     [PG_SIGNAL] = "SELECT pg_notify('gw_feed', $1::text)"
@@ -188,6 +197,9 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                  " RETURNING 1),"
                  " l AS (DELETE FROM gw.members WHERE uid = $1::text RETURNING gid),"
                  " u AS (DELETE FROM gw.users WHERE uid = $1::text RETURNING 1),"
+                 " n AS (INSERT INTO gw.revoked AS r (uid, not_before) VALUES ($1::text,"
+                 " $3::int8 / 1000) ON CONFLICT (uid) DO UPDATE SET not_before ="
+                 " greatest(r.not_before, excluded.not_before) RETURNING 1),"
                  " g AS (INSERT INTO gw.changes (body) SELECT $4::text || string_agg(E'\\nl ' ||"
                  " gid || ' ' || $1::text, '' ORDER BY gid) FROM l HAVING count(*) > 0 RETURNING 1)"
                  " SELECT (SELECT count(*) FROM e)::int8,"
@@ -273,6 +285,7 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_SWEPT] = "gw_swept",
     [PG_UNSWEPT] = "gw_unswept",
     [PG_UPS_SEEN] = "gw_ups_seen",
+    [PG_UPS_NBF] = "gw_ups_nbf",
     [PG_READ_SEEN] = "gw_read_seen",
     [PG_SIGNAL] = "gw_signal",
     [PG_READ_MSGS] = "gw_read_msgs",

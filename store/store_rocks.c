@@ -32,8 +32,8 @@
 #include <unistd.h>
 
 static const char *const cf_names[RK_CF_COUNT] = {
-    "default", "groups",     "members",      "user_groups",  "msgs",
-    "sends",   "unread_log", "unread_swept", "unread_tells", "users",
+    "default",    "groups",       "members",      "user_groups", "msgs",    "sends",
+    "unread_log", "unread_swept", "unread_tells", "users",       "revoked",
 };
 
 static void set_why(char *why, size_t len, const char *what, const char *detail)
@@ -341,15 +341,26 @@ static void rk_put_member(void *be, st_id gid, st_id uid, const st_member_row *m
     put(be, RK_CF_MEMBERS, &k, v, m->has_read ? RK_MEMBER_VAL_READ : RK_MEMBER_VAL);
 }
 
-static void rk_put_seen(void *be, st_id uid, uint64_t ms)
+/* A user's time that only moves forward (last_seen, not-before). */
+static void put_later(void *be, enum rk_cf cf, st_id uid, uint64_t t)
 {
     rk_key k;
     char v[8];
     rk_key_id(&k, uid);
-    if (get(be, RK_CF_USERS, &k, v, sizeof(v), NULL) == 1 && st_get_be64(v) >= ms)
+    if (get(be, cf, &k, v, sizeof(v), NULL) == 1 && st_get_be64(v) >= t)
         return;
-    st_put_be64(v, ms);
-    put(be, RK_CF_USERS, &k, v, sizeof(v));
+    st_put_be64(v, t);
+    put(be, cf, &k, v, sizeof(v));
+}
+
+static void rk_put_seen(void *be, st_id uid, uint64_t ms)
+{
+    put_later(be, RK_CF_USERS, uid, ms);
+}
+
+void rk_put_not_before(void *be, st_id uid, uint64_t secs)
+{
+    put_later(be, RK_CF_REVOKED, uid, secs);
 }
 
 static void rk_add_member(void *be, st_id gid, st_id uid, const st_member_row *m)
@@ -673,6 +684,7 @@ const st_backend st_rocks_backend = {
     .get_msg = rk_get_msg,
     .put_version = rk_put_version,
     .put_seen = rk_put_seen,
+    .put_not_before = rk_put_not_before,
     .commit = rk_commit,
     .rollback = rk_rollback,
     .read = rk_read,

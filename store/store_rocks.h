@@ -23,6 +23,8 @@ enum rk_cf {
     RK_CF_UNREAD_SWEPT, /* gid -> be64(mid): looked at up to there */
     RK_CF_UNREAD_TELLS, /* id -> be64(owner), be64(made_ms), sent (1 byte), the event */
     RK_CF_USERS,        /* uid -> be64(last_seen) */
+    RK_CF_REVOKED,      /* uid -> be64(not_before): kept for good (store.h, Revocation); a
+                         * folder of an older release gets it, empty, at its first open */
     RK_CF_COUNT,
 };
 
@@ -116,6 +118,8 @@ int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row);
 /* A membership's two rows (members and user_groups) out, in the batch (st_backend.del_member). */
 void rk_del_member(void *be, st_id gid, st_id uid);
 void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m);
+/* uid's not-before moves to secs if later (store_internal.h, put_not_before). */
+void rk_put_not_before(void *be, st_id uid, uint64_t secs);
 /* ST_OP_ERASE_USER and ST_OP_DELETE_GROUP into the batch (store_rocks_erase.c). */
 int rk_erase_user(rk *r, st_op *op, uint64_t now);
 int rk_delete_group(rk *r, st_op *op);

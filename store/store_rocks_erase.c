@@ -95,6 +95,10 @@ int rk_erase_user(rk *r, st_op *op, uint64_t now)
         rc = each(r, RK_CF_USER_GROUPS, &prefix, erase_member, op);
     if (rc == ST_OK)
         rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USERS], prefix.b, prefix.n);
+    if (rc == ST_OK) { /* what revokes the erased user's tokens: it stays */
+        op->not_before = now / 1000;
+        rk_put_not_before(r, op->uid, op->not_before);
+    }
     return rc; /* rk_unread writes the batch, or clears it */
 }
 

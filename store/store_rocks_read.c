@@ -174,7 +174,13 @@ static int read_groups(reader *rd, st_op *op)
                                 m.has_read)) != ST_OK)
             break;
     }
-    return iter_done(it, rc);
+    rc = iter_done(it, rc);
+    char v[8];
+    int got = rc == ST_OK ? get_row(rd, RK_CF_REVOKED, &lo, v, sizeof(v)) : 0;
+    if (got < 0)
+        return got;
+    op->not_before = got == 1 ? st_get_be64(v) : 0;
+    return rc;
 }
 
 /*

@@ -209,6 +209,20 @@ static int load_token(const char *arg, const char *file, char **out)
     return CLI_EXIT_OK;
 }
 
+int cli_token_again(cli *c)
+{
+    char *fresh = NULL;
+    if (!c->o.token_file || load_token(NULL, c->o.token_file, &fresh) != CLI_EXIT_OK)
+        return -1;
+    if (strcmp(fresh, c->token) == 0) {
+        free(fresh);
+        return -1; /* the same token would be refused the same way */
+    }
+    free(c->token);
+    c->token = fresh;
+    return 0;
+}
+
 /* True if path holds a PEM certificate: libwebsockets only logs a file it cannot use. */
 static bool has_pem_certificate(const char *path)
 {
@@ -474,6 +488,7 @@ static int run(int argc, char **argv, cli *c)
         return rc;
     if ((rc = load_token(a.token, a.token_file, &c->token)))
         return rc;
+    c->o.token_file = a.token_file;
     gwc_options go = {.ca_file = c->o.ca_file, .insecure = c->o.insecure};
     if (!(c->ctx = gwc_ctx_new(&go))) {
         cli_err("cannot set up the client (TLS settings or memory)");

@@ -45,6 +45,7 @@ typedef struct cli_opts {
     uint32_t limit;         /* pull: page size (0: the server's default) */
     bool all;               /* pull: page until more is false */
     bool ack;               /* pull: ack what was printed */
+    const char *token_file; /* read again for a new token after a sign-out (NULL: none) */
 } cli_opts;
 
 /* One client: options, the token, and the current connection. */
@@ -74,6 +75,9 @@ int cli_open_or_say(cli *c);
 /* After a lost connection: says so, then signs in again with backoff until it works, a
  * fatal failure, cli_stop, or `until` (ms, cli_now_ms clock). Returns 0 or -1 (said why). */
 int cli_reopen(cli *c, const char *what, int64_t until);
+/* The application's new token, after a sign-out or a refusal: --token-file read again.
+ * 0 when it holds a token other than c->token (now in it), else -1 (quietly). */
+int cli_token_again(cli *c);
 /* Why c->k closed, in words (a static buffer). */
 const char *cli_close_reason(const cli *c);
 /* Finds gid in c->welcome; true and *g if the user is a member. */

@@ -2,9 +2,12 @@
  * gw_cli_conn: one signed-in connection to the gateway, opened again after a loss.
  *
  * Every wait is bounded by the --timeout (connect, welcome, each reply); reconnecting is
- * bounded by --retry. A refused token is never retried: the same token would be refused
- * again. The server's close reason is not available from gwc, so an unauthorized close is
- * explained with what can be read from the token itself (expired, or not a JWT).
+ * bounded by --retry. A refused token is never retried, nor the token of a session the
+ * application signed out (4003): the same token would be refused again (docs/API.md,
+ * Revoking a user). Then --token-file, if given, is read again: a new token there is the
+ * application's answer, else gw_cli stops. The server's close reason is not available from gwc, so
+ * an unauthorized close is explained with what can be read from the token itself (expired, or not a
+ * JWT).
  */
 #include "gw_cli.h"
 
@@ -118,10 +121,11 @@ const char *cli_close_reason(const cli *c)
         break;
     case 1009: what = "a frame over the size limit (1009)"; break;
     case 4001: what = "unauthorized (4001)"; break;
+    case 4003: what = "signed out by the application (4003)"; break;
     default: what = "the connection closed"; break;
     }
     const char *detail = gwc_last_error(c->k);
-    if (code > 1001 && code != 1008 && code != 1009 && code != 4001)
+    if (code > 1001 && code != 1008 && code != 1009 && code != 4001 && code != 4003)
         snprintf(buf, sizeof(buf), "%s with code %d", what, code);
     else
         snprintf(buf, sizeof(buf), "%s", what);
@@ -204,8 +208,23 @@ int cli_open_or_say(cli *c)
     return -1;
 }
 
+/* The token is spent (signed out, or refused): a new one from the application, or stop. */
+static int token_spent(cli *c, const char *what)
+{
+    if (cli_token_again(c) == 0) {
+        cli_err("%s; a new token from %s", what, c->o.token_file);
+        return 0;
+    }
+    cli_err("%s; not reconnecting with the same token (%s)", what,
+            c->o.token_file ? "--token-file holds no new one"
+                            : "give a new one: --token-file F is read again after a sign-out");
+    return -1;
+}
+
 int cli_reopen(cli *c, const char *what, int64_t until)
 {
+    if (c->k && gwc_close_code(c->k) == 4003 && token_spent(c, what) != 0)
+        return -1;
     cli_err("%s; reconnecting to %s", what, c->o.url);
     int backoff = BACKOFF_FIRST_MS;
     int64_t since = cli_now_ms();
@@ -218,6 +237,8 @@ int cli_reopen(cli *c, const char *what, int64_t until)
                     (double)(cli_now_ms() - since) / 1000.0);
             return 0;
         }
+        if (rc == OPEN_FATAL && c->k && gwc_close_code(c->k) == 4001 && token_spent(c, c->why) == 0)
+            continue; /* at once: the new token is not the network's trouble */
         if (rc == OPEN_FATAL) {
             cli_err("%s", c->why);
             return -1;

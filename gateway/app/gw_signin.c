@@ -76,7 +76,14 @@ static void attached(void *ud, gw_seat *seat, int rc)
     gw_app *a = ud;
     gw_sess *s = seat->sess;
     app_sess *as = gw_sess_ext(s);
-    if (rc != 0) {
+    if (rc == GW_REVOKED) {
+        /* As a bad token is (docs/PROTOCOL.md, hello): the client must get a new one. */
+        gw_sess_set_signin(s, GW_SIGNIN_NONE);
+        a->figs.auth_failures++;
+        gw_info("session %s: the token of %s is revoked (issued before its sign-out)",
+                gw_sess_name(s), gw_sess_identity(s)->uid);
+        gw_sess_close(s, 4001, "unauthorized: token revoked (issued before the user's sign-out)");
+    } else if (rc != 0) {
         gw_sess_set_signin(s, GW_SIGNIN_NONE);
         gw_err("session %s: cannot load the groups of user %s: %s", gw_sess_name(s),
                gw_sess_identity(s)->uid, st_strerror(rc));

@@ -44,6 +44,8 @@ struct gw_user {
     bool stale;              /* another thread or node changed its memberships during the load:
                               * read again */
     bool rereading;          /* such a read is under way (gw_sync.c) */
+    uint64_t not_before;     /* Unix seconds: tokens issued at or before it are refused (read
+                              * with its groups; moved by a sign-out heard here); 0: none */
     UT_hash_handle hh;       /* in the registry's users, by uid */
 };
 

@@ -86,11 +86,16 @@ struct gw_seat {
     gw_seat *prev, *next; /* the user's sessions, or its waiters while loading */
 };
 
-/* Told when a seat's user is signed in (rc 0) or could not be loaded (rc ST_E*). */
+/* Told when a seat's user is signed in (rc 0), could not be loaded (rc ST_E*), or its
+ * token is revoked (GW_REVOKED: the seat is not signed in). */
 typedef void (*gw_attached_fn)(void *ud, gw_seat *seat, int rc);
+#define GW_REVOKED 2
 
 /* Signs s in as uid in seat: at once when the user is here, else once its groups are
- * read (done runs then, and may also run before this returns). */
+ * read (done runs then, and may also run before this returns). Revocation
+ * (docs/API.md): the user's not-before comes with its groups (the same store read), and
+ * a session whose token (gw_sess_identity) was issued at or before it, or does not say
+ * when it was issued while there is one, is refused. */
 void gw_registry_attach(gw_registry *reg, gw_seat *seat, gw_sess *s, const char *uid,
                         gw_attached_fn done, void *ud);
 /* Detaches a closing session's seat (or stops its wait); the user goes with its last. */
@@ -150,7 +155,9 @@ void gw_registry_change(gw_registry *reg, const st_change *ch);
  * after GW_TYPING_TTL_MS); how many sessions. */
 #define GW_TYPING_TTL_MS 5000
 unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid);
-/* Closes every session of uid here with 4003 (signed out by the application); how many. */
+/* Closes every session of uid here with 4003 (signed out by the application); how many.
+ * Its not-before here moves to now, so a hello meanwhile (no read: the user is here) is
+ * held to it too (the store's is the commit's second: nodes' clocks agree within one). */
 unsigned gw_registry_sign_out(gw_registry *reg, const char *uid);
 /* uid's sessions on this thread. */
 unsigned gw_registry_sessions_of(gw_registry *reg, const char *uid);

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <utlist.h>
 
@@ -175,6 +176,9 @@ static void member_remove(gw_registry *reg, gw_user *u, const char *gid)
 unsigned gw_registry_sign_out(gw_registry *reg, const char *uid)
 {
     gw_user *u = gw_user_find(reg, uid);
+    uint64_t now = (uint64_t)time(NULL);
+    if (u && u->not_before < now)
+        u->not_before = now;
     unsigned n = 0;
     for (gw_seat *s = u ? u->sessions : NULL; s; s = s->next, n++)
         gw_sess_close(s->sess, GW_CLOSE_SIGNED_OUT, "signed out by the application");
@@ -211,6 +215,15 @@ static void user_free(gw_registry *reg, gw_user *u)
     }
     HASH_DEL(reg->users, u);
     free(u);
+}
+
+/* Was the seat's token issued at or before its user's not-before (or does it not say,
+ * while there is one)? iat <= not_before: a token of the sign-out's own second is refused,
+ * since the second cannot tell which came first. */
+static bool revoked(const gw_user *u, const gw_seat *s)
+{
+    int64_t iat = gw_sess_identity(s->sess)->iat;
+    return u->not_before && (iat <= 0 || (uint64_t)iat <= u->not_before);
 }
 
 static void attach(gw_registry *reg, gw_user *u, gw_seat *s)
@@ -280,6 +293,8 @@ static void loaded(gw_job *j)
             gw_member_read(m, g->read, g->has_read, read, has_read);
         gw_registry_horizon(reg, gid, g->first_mid);
     }
+    if (rc == 0 && op->not_before > u->not_before)
+        u->not_before = op->not_before;
     st_groups_free(op->groups);
     free(l);
     u->loading = false;
@@ -288,9 +303,10 @@ static void loaded(gw_job *j)
         gw_seat *s = u->waiters;
         DL_DELETE(u->waiters, s);
         s->loading = NULL;
-        if (rc == 0)
+        int one = rc == 0 && revoked(u, s) ? GW_REVOKED : rc;
+        if (one == 0)
             attach(reg, u, s);
-        reg->attached(reg->attached_ud, s, rc);
+        reg->attached(reg->attached_ud, s, one);
     }
     if (u->n_sessions == 0) {
         user_free(reg, u); /* failed, or every waiter went meanwhile */
@@ -308,6 +324,10 @@ void gw_registry_attach(gw_registry *reg, gw_seat *s, gw_sess *sess, const char 
     s->sess = sess;
     gw_user *u = gw_user_find(reg, uid);
     if (u && !u->loading) {
+        if (revoked(u, s)) {
+            done(ud, s, GW_REVOKED);
+            return;
+        }
         attach(reg, u, s);
         done(ud, s, 0);
         return;

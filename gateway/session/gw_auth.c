@@ -1,12 +1,12 @@
 #include "gw_session.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <jwt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define MAX_TOKEN 8192
 
 void gw_identity_release(gw_identity *id)
 {
@@ -57,12 +57,12 @@ int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t n
                   const char **why)
 {
     memset(id, 0, sizeof(*id));
-    if (token.n == 0 || token.n > MAX_TOKEN) {
+    if (token.n == 0 || token.n > GW_HELLO_TOKEN_MAX) {
         *why = "token missing or too long";
         return -1;
     }
     /* libjwt wants a C string. */
-    char buf[MAX_TOKEN + 1];
+    char buf[GW_HELLO_TOKEN_MAX + 1];
     memcpy(buf, token.p, token.n);
     buf[token.n] = 0;
     if (memchr(buf, 0, token.n)) {
@@ -96,8 +96,21 @@ int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t n
         *why = "token expired";
         goto out;
     }
+    /* A token issued before its user's sign-out is refused (groups/: the not-before); one
+     * that does not say when it was issued cannot show it was not. */
+    errno = 0;
+    long iat = jwt_get_grant_int(jwt, "iat");
+    if (errno != ENOENT && iat <= 0) {
+        *why = "token issue time (iat) is not a positive number";
+        goto out;
+    }
+    if (iat > now + GW_AUTH_IAT_SKEW) { /* else it would outlive every sign-out before it */
+        *why = "token issue time (iat) is in the future";
+        goto out;
+    }
     strcpy(id->uid, sub);
     id->exp = exp;
+    id->iat = errno == ENOENT ? 0 : iat;
     char *groups = jwt_get_grants_json(jwt, "groups");
     if (groups) {
         int grc = set_groups(id, groups, why);

@@ -34,12 +34,15 @@ struct lws;
 /* ---- tokens (gw_auth.c): an HS256 JWT signed with the server's secret (libjwt) -------- */
 
 #define GW_AUTH_MAX_GROUPS 256  /* entries of a `groups` claim */
+#define GW_AUTH_IAT_SKEW 60     /* seconds an `iat` may be ahead of this clock */
 #define GW_HELLO_TOKEN_MAX 8192 /* bytes of a token: a longer one is refused unread */
 
 /* What a valid token says. Owned by the caller; free with gw_identity_release. */
 typedef struct gw_identity {
     char uid[PR_MAX_ID + 1];
     int64_t exp;   /* Unix seconds */
+    int64_t iat;   /* Unix seconds: when it was issued; 0 when it does not say (then a
+                    * user's not-before refuses it: groups/, gw_registry_attach) */
     char **groups; /* the `groups` claim: the only groups this user may join; NULL = any */
     size_t n_groups;
 } gw_identity;
@@ -47,14 +50,17 @@ typedef struct gw_identity {
 /*
  * Verifies token against secret at time now (Unix seconds): the algorithm must be HS256
  * (none and every other algorithm are refused), the signature must match, `sub` must be a
- * valid id, `exp` must be present and in the future, and `groups`, if present, an array of
- * valid ids. Returns 0 and fills *id, or -1 with a short reason in why (never the token).
+ * valid id, `exp` must be present and in the future, `iat`, if present, a positive number
+ * at most GW_AUTH_IAT_SKEW ahead of now,
+ * and `groups`, if present, an array of valid ids. Returns 0 and fills *id, or -1 with a short
+ * reason in why (never the token).
  */
 int gw_auth_check(const void *secret, size_t secret_n, pr_slice token, int64_t now, gw_identity *id,
                   const char **why);
 void gw_identity_release(gw_identity *id);
 
-/* Mints an HS256 token for uid expiring at exp (demo login). *out is malloc'd. 0 or -1. */
+/* Mints an HS256 token for uid expiring at exp, issued (iat) now (demo login). *out is
+ * malloc'd. 0 or -1. */
 int gw_auth_mint(const void *secret, size_t secret_n, const char *uid, int64_t exp, char **out);
 
 /* True if the identity may join gid (no groups claim, or gid listed in it). */

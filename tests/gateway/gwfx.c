@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <jwt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -259,6 +260,23 @@ char *gwfx_token(const char *uid)
     int rc = gwc_token_mint(GWFX_SECRET, strlen(GWFX_SECRET), uid, (int64_t)time(NULL) + 3600, NULL,
                             0, false, &tok);
     cr_assert_eq(rc, 0, "token: %s", gwc_strerror(rc));
+    return tok;
+}
+
+char *gwfx_token_issued(const char *uid, long iat)
+{
+    jwt_t *jwt = NULL;
+    cr_assert_eq(jwt_new(&jwt), 0);
+    cr_assert_eq(jwt_add_grant(jwt, "sub", uid), 0);
+    cr_assert_eq(jwt_add_grant_int(jwt, "exp", (long)time(NULL) + 3600), 0);
+    if (iat != GWFX_NO_IAT)
+        cr_assert_eq(jwt_add_grant_int(jwt, "iat", iat), 0);
+    cr_assert_eq(jwt_set_alg(jwt, JWT_ALG_HS256, (const unsigned char *)GWFX_SECRET,
+                             (int)strlen(GWFX_SECRET)),
+                 0);
+    char *tok = jwt_encode_str(jwt);
+    jwt_free(jwt);
+    cr_assert_not_null(tok);
     return tok;
 }
 

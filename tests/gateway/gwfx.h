@@ -88,6 +88,9 @@ struct st_store *gwfx_open_store(gwfx *f);
 
 /* A token for uid valid for an hour (malloc'd). */
 char *gwfx_token(const char *uid);
+/* The same issued at iat (Unix seconds; GWFX_NO_IAT: without the claim): revocation's. */
+#define GWFX_NO_IAT (-1)
+char *gwfx_token_issued(const char *uid, long iat);
 
 /* Connects a raw session (no hello). */
 gwc_conn *gwfx_connect_raw(gwfx *f);

@@ -749,6 +749,69 @@ Test(cli, tail_resumes_after_a_crash_and_prints_each_message_once, .fini = stop)
     free(err);
 }
 
+/* Writes a token for uid issued at iat into path. */
+static void token_file(const char *path, const char *uid, long iat)
+{
+    char *t = gwfx_token_issued(uid, iat);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fprintf(fp, "%s\n", t);
+    fclose(fp);
+    free(t);
+}
+
+/* A session signed out by the application (4003) is never opened again with the same
+ * token (docs/API.md, Revoking a user): gw_cli reads --token-file again, goes on with the
+ * new token it holds, and stops when it holds the same one. */
+Test(cli, a_sign_out_stops_tail_unless_the_token_file_holds_a_new_token, .fini = stop)
+{
+    const char *const extra[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start(&f, extra);
+    gwc_conn *bob = gwfx_login(&f, "bob", NULL);
+    gwfx_join(bob, "live");
+    cli_ok(tok("alice"), NULL, "join", "live", NULL);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/token", f.dir);
+
+    /* The file holds the token the session had: tail stops, and says why. */
+    token_file(path, "alice", (long)time(NULL) - 60);
+    cli_run tail;
+    spawn(&tail, NULL, NULL, "--token-file", path, "--json", "--retry", "30", "tail", "live",
+          "--count", "10", NULL);
+    send_n(bob, 1, 1);
+    wait_lines(&tail, 1);
+    free(gwfx_api(&f, "DELETE", "/api/v1/users/alice/sessions", NULL, 200));
+    cr_assert_eq(finish(&tail, 20000), 1);
+    char *err = slurp(tail.err);
+    cr_assert(strstr(err, "signed out by the application (4003)"), "%s", err);
+    cr_assert(strstr(err, "not reconnecting with the same token"), "%s", err);
+    cr_assert_null(strstr(err, "reconnected"), "%s", err);
+    free(err);
+
+    /* A new token in the file (issued after the sign-out to come): tail goes on with it
+     * and prints every message once. */
+    cli_ok(tok("carol"), NULL, "join", "live", NULL);
+    token_file(path, "carol", (long)time(NULL) - 60);
+    spawn(&tail, NULL, NULL, "--token-file", path, "--json", "--retry", "30", "tail", "live",
+          "--count", "3", NULL);
+    send_n(bob, 2, 2);
+    wait_lines(&tail, 1);
+    token_file(path, "carol", (long)time(NULL) + 2);
+    free(gwfx_api(&f, "DELETE", "/api/v1/users/carol/sessions", NULL, 200));
+    send_n(bob, 3, 4);
+    cr_assert_eq(finish(&tail, 20000), 0, "tail failed: %s", slurp(tail.err));
+    err = slurp(tail.err);
+    char *out = slurp(tail.out);
+    cr_assert(strstr(err, "a new token from"), "%s", err);
+    cr_assert(strstr(err, "reconnected after 1 attempt"), "%s", err);
+    json_t *got = json_lines(out);
+    cr_assert_eq(json_array_size(got), 3, "%s", out);
+    cr_assert_eq(jint(json_array_get(got, 2), "mid"), 4);
+    json_decref(got);
+    free(out);
+    free(err);
+}
+
 /* ---- the ack rule (tools/ackrule.h), as a unit ----------------------------------------- */
 
 #define MS 1000000LL /* ackrule's times are nanoseconds */

@@ -453,7 +453,7 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
     st_close(s);
     /* Back to what version 1 was: exactly the schema of the release before. */
     pgfx_scalar(url, "DROP TABLE gw.changes, gw.changes_pruned; DROP SEQUENCE gw.changes_seq;"
-                     "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users;"
+                     "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users, gw.revoked;"
                      "ALTER TABLE gw.members DROP COLUMN read;"
                      "ALTER TABLE gw.msgs DROP COLUMN ver, DROP COLUMN ets, DROP COLUMN recalled;"
                      "ALTER TABLE gw.groups DROP COLUMN first_mid, DROP COLUMN keep_msgs,"
@@ -462,7 +462,7 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
                      "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
-    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 6);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 7);
     cr_assert_eq(pgfx_scalar(url, "SELECT mid FROM gw.unread_swept WHERE gid = 'g'"), 3,
                  "its groups are marked swept up to their last message");
     cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,

@@ -314,7 +314,7 @@ Test(unread, a_store_from_before_marks_its_groups_swept)
     st_close(s);
     s = NULL;
     if (pgfx_on()) {
-        pgfx_scalar(dir, "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users;"
+        pgfx_scalar(dir, "DROP TABLE gw.unread_swept, gw.unread_tells, gw.users, gw.revoked;"
                          "ALTER TABLE gw.members DROP COLUMN read;"
                          "ALTER TABLE gw.msgs DROP COLUMN ver, DROP COLUMN ets,"
                          " DROP COLUMN recalled;"
@@ -355,7 +355,7 @@ Test(unread, a_store_from_before_marks_its_groups_swept)
     }
     s = open_unread(dir);
     if (pgfx_on())
-        cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 6);
+        cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 7);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("old"), &last), 0);
     cr_assert_eq(last, 4, "the messages are kept");

@@ -2,7 +2,7 @@
  * the RocksDB folder and the PostgreSQL dump that the build of issue 21's release made
  * (tests/fixtures/make.sh says how, and what is in them). Opened by this build, the groups,
  * members, acks and messages are there; members have no read until they send one; a read
- * and a last_seen written now stay across a reopen. */
+ * a last_seen and a not-before written now stay across a reopen. */
 #include "fixture.h"
 #include "pgfx.h"
 
@@ -65,7 +65,7 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     restore();
     s = fx_open(where, true);
     if (fx_is_url(where))
-        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 6);
+        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 7);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("team"), &last), 0);
     cr_assert_eq(last, 5);
@@ -94,6 +94,12 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     uint64_t ver = 0;
     cr_assert_eq(st_edit_sync(s, st_id_str("team"), 2, &ver, false, "edited", 6, NULL, NULL), 0);
     cr_assert_eq(ver, 1);
+    /* Revocation, which the release had not: none until a sign-out. */
+    uint64_t nbf = 1, set = 0;
+    cr_assert_eq(st_read_not_before(s, st_id_str("carol"), &nbf), 0);
+    cr_assert_eq(nbf, 0);
+    cr_assert_eq(st_signout_sync(s, st_id_str("carol"), &set), 0);
+    cr_assert_gt(set, 0);
     st_close(s);
     s = fx_open(where, true);
     cr_assert_eq(st_read_page(s, st_id_str("team"), ST_AFTER, 0, 10, &p), 0);
@@ -109,4 +115,6 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     op = (st_op){.kind = ST_OP_READ_SEEN, .seen = &seen, .n_seen = 1};
     fx_submit_wait(s, &op);
     cr_assert_eq(seen.ms, 1234);
+    cr_assert_eq(st_read_not_before(s, st_id_str("carol"), &nbf), 0);
+    cr_assert_eq(nbf, set);
 }

@@ -523,7 +523,9 @@ class App {
       url: wsUrl(),
       // The token of this tab; when the gateway refuses it (expired, or a gateway with
       // another secret), demo mode gives a fresh one for the same name.
-      getToken: async ({ refresh }) => {
+      getToken: async ({ refresh, signedOut }) => {
+        // Signed out by the application (4003): the user is out, back to the sign-in form.
+        if (signedOut) throw new Error('you were signed out');
         if (refresh) {
           current = await demoLogin(user);
           saveSession({ user, token: current });

@@ -17,7 +17,8 @@
 //   'groups' {}                                  the group list, counts or membership changed
 //   'view'   {gid, reset, upserts, removes, meta} the messages of a group with a view changed
 //   'notice' {kind, code, msg, gid}               something the user should be told (an error)
-//   'auth'   {reason}                             the token was refused and cannot be renewed
+//   'auth'   {reason}                             the token was refused, or its session signed out by
+//                                                 the application (4003), and no new one came
 //   'joined' {gid}                                a join of this page was answered
 //   'receipts' {gid, mid, delivered, read, of, readers?}  a receipts reply, or a watched message's push
 //   'cursors' {gid, cursors}                      members of a watched small group moved
@@ -59,11 +60,15 @@ import { nothingDirty, batchingMethods } from './batching.js';
 export { isValidId, bodyText } from './util.js';
 export { makeCid } from './sends.js';
 
+const SIGNED_OUT = 'signed out by the application'; // close 4003 (docs/API.md)
+
 export class GwClient extends EventTarget {
   /**
    * @param {object} o
    * @param {string} o.url             ws:// or wss:// URL of /ws
-   * @param {(opts:{refresh:boolean}) => Promise<string>} o.getToken  a token; refresh: the last was refused
+   * @param {(opts:{refresh:boolean, signedOut:boolean}) => Promise<string>} o.getToken  a token; refresh:
+   *   the last was refused, or (signedOut) its session signed out by the application (4003): a new one, or throw (or give none, or the
+   *   same) to stop: the client never says hello with a spent token again
    * @param {typeof WebSocket} [o.WebSocketImpl]
    */
   constructor({ url, getToken, WebSocketImpl = globalThis.WebSocket }) {
@@ -86,6 +91,9 @@ export class GwClient extends EventTarget {
     });
     this.onlineSince = 0;
     this.tokenRefusals = 0;
+    this.token = null; // the token of the last hello
+    this.spentToken = null; // refused, or its session signed out: never said again
+    this.spentReason = '';
     // From `welcome`.
     this.uid = null;
     this.sid = null;
@@ -134,6 +142,7 @@ export class GwClient extends EventTarget {
   start() {
     if (!this.stopped) return;
     this.stopped = false;
+    if (!this.channel) this.channel = openTabChannel(this); // closed by a stop before
     this.attempt = 0;
     this.connect();
   }
@@ -141,8 +150,9 @@ export class GwClient extends EventTarget {
   /** Sign out: close for good (no reconnect). */
   stop() {
     // Once is enough: a `state` listener that stops the client on any state (its own
-    // 'stopped' included) must not loop.
-    if (this.stopped && this.state === 'stopped') return;
+    // 'stopped' included) must not loop. But what the client holds goes in any case (a
+    // client stopped by a refused token still held it): a Node process exits by itself.
+    if (this.stopped && this.state === 'stopped') return this.release();
     this.stopped = true;
     clearTimeout(this.retryTimer);
     this.flushAcks(this.openGid ? [this.openGid] : [], 'leave');
@@ -150,7 +160,20 @@ export class GwClient extends EventTarget {
     this.stopPeers();
     this.stopChanges();
     this.teardown(1000, 'signed out');
+    this.release();
     this.setState('stopped', 'signed out');
+  }
+
+  /** Everything that would keep a process alive: the tab channel (a MessagePort in Node)
+   * and every timer. start() opens the channel again. */
+  release() {
+    for (const t of ['retryTimer', 'connectTimer', 'lateTimer', 'readTimer']) {
+      clearTimeout(this[t]);
+      this[t] = null;
+    }
+    this.pinger.stop();
+    this.stopPeers();
+    for (const g of this.groups.values()) if (g.view) clearTimeout(g.view.ackTimer);
     if (this.channel) this.channel.close();
     this.channel = null;
   }
@@ -169,12 +192,21 @@ export class GwClient extends EventTarget {
     this.setState('connecting', '');
     let token;
     try {
-      token = await this.getToken({ refresh: this.tokenRefusals > 0 });
+      token = await this.getToken({
+        refresh: this.tokenRefusals > 0,
+        signedOut: this.tokenRefusals > 0 && this.spentReason === SIGNED_OUT,
+      });
     } catch (e) {
       if (this.tokenRefusals > 0) return this.authFailed(String(e.message || e));
       return this.scheduleReconnect('cannot get a token: ' + (e.message || e));
     }
     if (this.stopped) return;
+    // A spent token would be refused again (docs/API.md, Revoking a user): the
+    // application gave no new one, so the user is out.
+    if (!token || token === this.spentToken) {
+      return this.authFailed(this.spentReason || 'the application gave no token');
+    }
+    this.token = token;
     let ws;
     try {
       ws = openSocket(this.WebSocketImpl, this.url, (x) => this.ws === x, {
@@ -229,10 +261,14 @@ export class GwClient extends EventTarget {
     this.clearConnTimers();
     this.resetInFlight();
     if (this.stopped) return;
-    if (code === 4001) {
-      // Token refused (expired, or the gateway's secret changed): get a fresh one once
-      // or twice, then give up and ask the user to sign in again.
-      if (++this.tokenRefusals > 2) return this.authFailed('the gateway refused the token');
+    if (code === 4001 || code === 4003) {
+      // Token refused (expired, revoked, or the gateway's secret changed), or the session
+      // signed out by the application: that token is spent. Ask for a new one (refresh)
+      // once or twice, then give up and ask the user to sign in again.
+      this.spentToken = this.token;
+      this.spentReason = code === 4003 ? SIGNED_OUT : 'the gateway refused the token';
+      if (++this.tokenRefusals > 2) return this.authFailed(this.spentReason);
+      return this.scheduleReconnect(this.spentReason);
     }
     // In node, the `ws` package tells why a connection failed: a certificate that is not
     // trusted is worth its own reason (it will not go away by itself). A browser's error
@@ -263,6 +299,7 @@ export class GwClient extends EventTarget {
   authFailed(reason) {
     this.stopped = true;
     this.teardown(1000, 'auth');
+    this.release();
     this.setState('stopped', reason);
     this.dispatchEvent(new CustomEvent('auth', { detail: { reason } }));
   }

@@ -224,8 +224,10 @@ export interface GwClientEventMap {
 export interface GwClientOptions {
   /** ws:// or wss:// URL of the gateway's /ws. */
   url: string;
-  /** A token (HS256 JWT whose sub is the user); refresh: the last one was refused. */
-  getToken: (opts: { refresh: boolean }) => Promise<string>;
+  /** A token (HS256 JWT whose sub is the user); refresh: the last one is spent (refused, or
+   * signedOut: its session was signed out by the application, close 4003). A new token, or
+   * a rejection (or the same token) to stop: a spent token is never said again. */
+  getToken: (opts: { refresh: boolean; signedOut: boolean }) => Promise<string>;
   /** The WebSocket class: the browser's by default; node's `ws` package works too (a
    * subclass can pass it options, e.g. `ca` to trust a development CA). */
   WebSocketImpl?: typeof WebSocket | (new (url: string, protocol: string) => unknown);
