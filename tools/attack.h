@@ -29,10 +29,10 @@
 #include <stdio.h>
 
 typedef struct atk_cfg {
-    const char *url;   /* ws://127.0.0.1:PORT/ws: the gateway */
-    char host[64];     /* ... its host and port, for the raw sockets */
+    const char *url; /* ws://127.0.0.1:PORT/ws: the gateway */
+    char host[64];   /* ... its host and port, for the raw sockets */
     int port;
-    char secret[257];  /* the token secret (--secret-file or GW_SECRET) */
+    char secret[257]; /* the token secret (--secret-file or GW_SECRET) */
     size_t secret_n;
     char api_key[257]; /* --api-key-file: the API's key ("" none: the keyed attacks skip) */
     int pid;           /* the gateway (--server-pid, else found from the port) */

@@ -222,8 +222,7 @@ void atk_report(const atk_ctx *c)
            l->lat.max / 1000.0, (unsigned long long)l->errs, (unsigned long long)l->closed,
            (unsigned long long)l->hz_ok, (unsigned long long)l->hz_tries, l->hz_max_us / 1000.0);
     if (c->cfg->row)
-        printf("ROW | %s | %.0f -> %.0f | %d | %.2f | %s | %s |\n", c->name,
-               f->rss0_kib / 1024.0, f->rss_peak_kib / 1024.0, f->fds_peak,
-               f->cpu_end_s - f->cpu0_s, legit, c->outcome);
+        printf("ROW | %s | %.0f -> %.0f | %d | %.2f | %s | %s |\n", c->name, f->rss0_kib / 1024.0,
+               f->rss_peak_kib / 1024.0, f->fds_peak, f->cpu_end_s - f->cpu0_s, legit, c->outcome);
     fflush(stdout);
 }

@@ -61,8 +61,7 @@ static bool send_originals(atk_ctx *c, atk_sess *a, flood *fl)
     }
     for (int64_t until = load_now_ns() + 10000000000LL; fl->n_mids < fl->n_groups;) {
         if (a->closed || load_now_ns() > until) {
-            fprintf(stderr, "gw_attack: %s: the attacker's messages were not confirmed\n",
-                    c->name);
+            fprintf(stderr, "gw_attack: %s: the attacker's messages were not confirmed\n", c->name);
             return false;
         }
         atk_pump(c, 5);

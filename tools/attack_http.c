@@ -1,9 +1,10 @@
 /*
  * attack_http: HTTP that holds the server's connections (see attack.h).
  *
- *   slow-body  requests announcing a body of 1,000,000 bytes that then comes a byte every
- *              --trickle-ms: on /api/v1/ with no key, with the key, and a PUT on a static
- *              path, a third of the connections each
+ *   slow-body  requests announcing a body that then comes a byte every --trickle-ms: on
+ *              /api/v1/ with no key and with the key (60,000 bytes: under --max-body, which
+ *              a larger one would get 413 for at once), and a PUT of 1,000,000 bytes on a
+ *              static path, a third of the connections each
  *   idle       connections that send nothing at all
  *   oversized  an API POST whose body is far over --max-body, written whole: does the
  *              client get to read the 413, or is its connection reset under it
@@ -27,7 +28,7 @@ typedef struct held {
     int variant;
     bool connected;
     bool closed;
-    bool answered;    /* the server said something (an HTTP answer) before closing */
+    bool answered;     /* the server said something (an HTTP answer) before closing */
     int64_t closed_at; /* ns after the start */
 } held;
 
@@ -35,7 +36,8 @@ static int request_head(const atk_cfg *cfg, int variant, size_t body, char *buf,
 {
     const char *key = cfg->api_key[0] ? cfg->api_key : "not-the-key";
     if (variant == V_STATIC)
-        return snprintf(buf, n, "PUT /index.html HTTP/1.1\r\nHost: %s\r\nContent-Length: %zu\r\n\r\n",
+        return snprintf(buf, n,
+                        "PUT /index.html HTTP/1.1\r\nHost: %s\r\nContent-Length: %zu\r\n\r\n",
                         cfg->host, body);
     return snprintf(buf, n,
                     "POST /api/v1/groups/lobby/messages HTTP/1.1\r\nHost: %s\r\n%s%s%s"
@@ -78,7 +80,8 @@ static int hold(atk_ctx *c, int n, const int *variants, int n_variants)
         h->connected = true;
         c->sent_conns++;
         if (h->variant != V_IDLE) {
-            int hn = request_head(cfg, h->variant, 1000000, head, sizeof(head));
+            size_t body = h->variant == V_STATIC ? 1000000 : 60000;
+            int hn = request_head(cfg, h->variant, body, head, sizeof(head));
             size_t w = atk_raw_write(h->fd, head, (size_t)hn, 1000);
             c->sent_requests++;
             c->sent_bytes += w;

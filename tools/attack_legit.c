@@ -76,6 +76,7 @@ static void legit_send(atk_ctx *c, atk_legit *l, int64_t due)
 
 static void hz_done(atk_legit *l, bool ok, int64_t now)
 {
+    l->hz_tries++; /* counted once done: one still going at the end is neither */
     if (ok)
         l->hz_ok++;
     int64_t us = (now - l->hz_start_ns) / 1000;
@@ -95,9 +96,10 @@ static void hz_tick(atk_ctx *c, atk_legit *l, int64_t now)
         l->hz_next_ns = now + 1000000000;
         l->hz_start_ns = now;
         l->hz_n = 0;
-        l->hz_tries++;
-        if ((l->hz_fd = atk_raw_connect_nb(c->cfg)) < 0)
+        if ((l->hz_fd = atk_raw_connect_nb(c->cfg)) < 0) {
+            l->hz_tries++;
             return;
+        }
         l->hz_buf[0] = 1; /* the request is still to be written */
         return;
     }
@@ -108,8 +110,8 @@ static void hz_tick(atk_ctx *c, atk_legit *l, int64_t now)
         else if (w >= 0 || (errno != EAGAIN && errno != ENOTCONN))
             return hz_done(l, false, now); /* a short write of 60 bytes: a failure */
     } else {
-        ssize_t r = recv(l->hz_fd, l->hz_buf + l->hz_n, sizeof(l->hz_buf) - 1 - l->hz_n,
-                         MSG_DONTWAIT);
+        ssize_t r =
+            recv(l->hz_fd, l->hz_buf + l->hz_n, sizeof(l->hz_buf) - 1 - l->hz_n, MSG_DONTWAIT);
         if (r > 0)
             l->hz_n += (size_t)r;
         else if (r == 0 || errno != EAGAIN)

@@ -61,7 +61,9 @@ int atk_prehello(atk_ctx *c)
         if (fds[i] >= 0)
             close(fds[i]);
     atk_end(c, 2);
-    atk_say(c, "%d connections each sent a %d KiB fragment and no hello: %d closed by the server in %.0f s",
+    atk_say(c,
+            "%d connections each sent a %d KiB fragment and no hello: %d closed by the server in "
+            "%.0f s",
             open_n, FRAGMENT / 1024, closed, cfg->seconds);
     if (closed)
         atk_say(c, " (the last at %.1f s)", (double)last / 1e9);

@@ -21,7 +21,6 @@ int load_read_file(const char *prog, const char *path, char *buf, size_t cap, si
 void load_secret_from_env(char *buf, size_t cap, size_t *n);
 /* Encodes a hello for uid into sb with a fresh token (a day long) signed with secret: 0
  * or -1. */
-int load_enc_hello_with(const char *secret, size_t secret_n, const char *uid,
-                        msgpack_sbuffer *sb);
+int load_enc_hello_with(const char *secret, size_t secret_n, const char *uid, msgpack_sbuffer *sb);
 
 #endif
