@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every attack of tools/gw_attack on a fresh gateway each (build/gw, 127.0.0.1, a free
 # port, a temp folder, its default limits), then a Markdown table: attack | RSS MiB
-# start -> peak | fds peak | CPU s | legit p99 ms | attacker outcome. About 4 minutes.
+# start -> peak | fds peak | CPU s | legit p99 ms | attacker outcome. About 2.5 minutes.
 #   tools/bench/attacks.sh [--only "typing json"] [--quick]
 # --quick: every attack small and short (a smoke run, under a minute). GW_BIN: another
 # gateway binary (the "before" or "after" build). The gateway runs with at most NOFILE
