@@ -70,16 +70,7 @@ static void usage(FILE *f)
 
 static int read_secret(load_cfg *cfg, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "gw_load: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    cfg->secret_n = fread(cfg->secret, 1, sizeof(cfg->secret) - 1, f);
-    fclose(f);
-    while (cfg->secret_n && (cfg->secret[cfg->secret_n - 1] == '\n'))
-        cfg->secret_n--;
-    return 0;
+    return load_read_file("gw_load", path, cfg->secret, sizeof(cfg->secret), &cfg->secret_n);
 }
 
 static int parse(load_cfg *cfg, int argc, char **argv)
@@ -171,11 +162,7 @@ static int parse(load_cfg *cfg, int argc, char **argv)
         default: usage(stderr); return -1;
         }
     }
-    const char *env = getenv("GW_SECRET");
-    if (!cfg->secret_n && env && strlen(env) < sizeof(cfg->secret)) {
-        cfg->secret_n = strlen(env);
-        memcpy(cfg->secret, env, cfg->secret_n);
-    }
+    load_secret_from_env(cfg->secret, sizeof(cfg->secret), &cfg->secret_n);
     if (cfg->raw_sub) {
         cfg->url = cfg->urls[0] = cfg->raw_sub;
         cfg->n_urls = 1;

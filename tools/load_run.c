@@ -4,6 +4,7 @@
  * and the server's CPU and memory from /proc.
  */
 #include "load_run.h"
+#include "load_proc.h"
 
 #include "gwc.h"
 
@@ -13,18 +14,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-int64_t load_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-pr_slice load_sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
 
 static void run_init(load_run *r, const load_cfg *cfg)
 {
@@ -48,13 +37,7 @@ void load_vary_body(load_run *r, uint8_t *b)
 
 int load_enc_hello(const load_cfg *cfg, const char *uid, msgpack_sbuffer *sb)
 {
-    char *tok = NULL;
-    if (gwc_token_mint(cfg->secret, cfg->secret_n, uid, (int64_t)time(NULL) + 86400, NULL, 0, false,
-                       &tok) != 0)
-        return -1;
-    pr_enc_hello(sb, PR_NO_RID, load_sl(tok));
-    free(tok);
-    return 0;
+    return load_enc_hello_with(cfg->secret, cfg->secret_n, uid, sb);
 }
 
 void load_pump(load_run *r, int wait_ms)
@@ -98,43 +81,12 @@ bool load_wait_all(load_run *r, bool (*done)(const load_sess *), double timeout_
 
 /* ---- the server's CPU and memory, from /proc ---------------------------------------- */
 
-static double proc_cpu_s(int pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long ut = 0, stt = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stt) != 2)
-        return -1;
-    return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static long proc_rss_kib(int pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", pid);
-    FILE *f = fopen(path, "r");
-    long kib = -1;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 /* The gateways' (--server-pid P1,P2,...) CPU seconds and RSS, summed. */
 double load_servers_cpu_s(const load_cfg *cfg)
 {
     double s = 0;
     for (int i = 0; i < cfg->n_server_pids; i++)
-        s += proc_cpu_s(cfg->server_pids[i]);
+        s += load_proc_cpu_s(cfg->server_pids[i]);
     return s;
 }
 
@@ -142,7 +94,7 @@ long load_servers_rss_kib(const load_cfg *cfg)
 {
     long kib = 0;
     for (int i = 0; i < cfg->n_server_pids; i++)
-        kib += proc_rss_kib(cfg->server_pids[i]);
+        kib += load_proc_rss_kib(cfg->server_pids[i]);
     return kib;
 }
 

@@ -20,6 +20,7 @@
 
 #include "ackrule.h"
 #include "load_hist.h"
+#include "load_util.h"
 #include "load_ws.h"
 #include "proto.h"
 
@@ -131,8 +132,6 @@ struct load_run {
 };
 
 /* ---- load_run.c ---- */
-int64_t load_now_ns(void);
-pr_slice load_sl(const char *s);
 /* A run of n sessions (zeroed, not connected) with its loop and decoder, for mode m;
  * NULL when out of memory. */
 load_run *load_run_new(const load_cfg *cfg, const load_mode *m, int n);

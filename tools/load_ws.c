@@ -35,6 +35,7 @@ struct lw_conn {
     uint32_t events; /* what epoll watches now */
     bool ssl_wants_write;
     bool drained; /* a plain read came back short: the socket is empty for now */
+    bool paused;  /* lw_pause: not reading (what the server sends piles up in its queue) */
     wslay_event_context_ptr ws;
     void *user;
     /* Handshake: the request going out, then the answer coming in. The bytes after the
@@ -247,7 +248,7 @@ static void ws_settle(lw_conn *k, int rc)
         return;
     }
     bool out = wslay_event_want_write(k->ws) || k->ssl_wants_write;
-    watch(k, EPOLLIN | (out ? EPOLLOUT : 0));
+    watch(k, (k->paused ? 0 : EPOLLIN) | (out ? EPOLLOUT : 0));
 }
 
 static int make_request(lw_conn *k, const char *path, const char *port)
@@ -650,6 +651,13 @@ void lw_close(lw_conn *k)
     wslay_event_queue_close(k->ws, 1000, NULL, 0);
     if (!k->busy)
         ws_settle(k, wslay_event_send(k->ws));
+}
+
+void lw_pause(lw_conn *k, bool paused)
+{
+    k->paused = paused;
+    if (k->ph == PH_OPEN && !k->busy)
+        ws_settle(k, 0);
 }
 
 enum lw_state lw_state(const lw_conn *k)

@@ -63,6 +63,10 @@ int lw_poll(lw_loop *l, int timeout_ms);
 /* Starts a clean close (close frame with code 1000); the rest goes on in lw_poll. */
 void lw_close(lw_conn *k);
 
+/* Stops reading k (paused) or starts again: a client that never reads, whose frames pile
+ * up on the server (gw_attack's victims). Frames queued to k still go out. */
+void lw_pause(lw_conn *k, bool paused);
+
 enum lw_state lw_state(const lw_conn *k);
 void *lw_user(const lw_conn *k);
 const char *lw_error(const lw_conn *k);
