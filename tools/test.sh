@@ -205,7 +205,7 @@ count_summary clients/js "$log" "${PIPESTATUS[0]}" \
 # bounded in time. Its "# pass N" and "# fail N" lines join the counts above.
 section "tests/browser (node --test)"
 log="$work/browser.log"
-(cd "$root/tests/browser" && timeout -k 10 420 node --test --test-reporter=tap \
+(cd "$root/tests/browser" && timeout -k 10 480 node --test --test-reporter=tap \
    --test-concurrency=1 --test-timeout=240000 ./*.test.js) 2>&1 | tee "$log"
 count_summary tests/browser "$log" "${PIPESTATUS[0]}" \
   's/^# pass ([0-9]+)$/\1/p' 's/^# fail ([0-9]+)$/\1/p'
