@@ -45,6 +45,8 @@ typedef struct atk_cfg {
     int trickle_ms;    /* slow bodies: a byte this often */
     double legit_rate; /* the legitimate group's messages per second */
     int legit_members; /* ... and its members (one of them sends) */
+    const char *legit_from; /* ... and the source address they (and /healthz) connect from:
+                             * another than the attacker's, as a monitor's is */
     bool row;          /* also print the table row */
 } atk_cfg;
 
@@ -118,6 +120,8 @@ int atk_ctx_init(atk_ctx *c, const atk_cfg *cfg, const char *name);
 void atk_ctx_release(atk_ctx *c);
 /* A session signed in as uid (made unique with the run's id); NULL on failure (said). */
 atk_sess *atk_open(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud);
+/* The same, for the legitimate group: from cfg->legit_from. */
+atk_sess *atk_open_legit(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud);
 /* Sends c->sb's frame on s and empties c->sb; counts it in sent_requests/bytes. */
 void atk_send(atk_sess *s);
 /* Queues a join of gid on s. */
@@ -150,6 +154,8 @@ void atk_legit_cell(const atk_ctx *c, char *buf, size_t n);
 int atk_raw_connect(const atk_cfg *cfg);
 /* A TCP connection that is still connecting (non-blocking); the fd or -1. */
 int atk_raw_connect_nb(const atk_cfg *cfg);
+/* The same from source address src (NULL: any), non-blocking. */
+int atk_raw_connect_from(const atk_cfg *cfg, const char *src);
 /* Writes all n bytes within timeout_ms; bytes written (fewer: timeout or error). */
 size_t atk_raw_write(int fd, const void *p, size_t n, int timeout_ms);
 /* A WebSocket handshake on a new connection, subprotocol sp; the fd, or -1. */

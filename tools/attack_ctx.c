@@ -99,7 +99,8 @@ void atk_ctx_release(atk_ctx *c)
     memset(c, 0, sizeof(*c));
 }
 
-atk_sess *atk_open(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud)
+static atk_sess *open_from(atk_ctx *c, const char *uid, const char *src, atk_ev_fn on_ev,
+                           void *ud)
 {
     atk_sess *s = calloc(1, sizeof(*s));
     if (!s)
@@ -108,7 +109,7 @@ atk_sess *atk_open(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud)
     s->on_ev = on_ev;
     s->ud = ud;
     snprintf(s->uid, sizeof(s->uid), "%s-%x", uid, c->run_id);
-    if (lw_connect(c->loop, c->cfg->url, NULL, s, &s->k) != 0) {
+    if (lw_connect(c->loop, c->cfg->url, src, s, &s->k) != 0) {
         fprintf(stderr, "gw_attack: %s\n", lw_loop_error(c->loop));
         free(s);
         return NULL;
@@ -117,6 +118,16 @@ atk_sess *atk_open(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud)
     c->sessions = s;
     c->n_sess++;
     return s;
+}
+
+atk_sess *atk_open(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud)
+{
+    return open_from(c, uid, NULL, on_ev, ud);
+}
+
+atk_sess *atk_open_legit(atk_ctx *c, const char *uid, atk_ev_fn on_ev, void *ud)
+{
+    return open_from(c, uid, c->cfg->legit_from, on_ev, ud);
 }
 
 void atk_send(atk_sess *s)

@@ -44,7 +44,7 @@ int atk_legit_start(atk_ctx *c)
     for (int i = 0; i < l->n; i++) {
         char uid[24];
         snprintf(uid, sizeof(uid), "legit%d", i);
-        if (!(l->ss[i] = atk_open(c, uid, legit_ev, NULL)))
+        if (!(l->ss[i] = atk_open_legit(c, uid, legit_ev, NULL)))
             return -1;
     }
     if (!atk_wait_ready(c, l->ss, l->n, 0, 15))
@@ -96,7 +96,7 @@ static void hz_tick(atk_ctx *c, atk_legit *l, int64_t now)
         l->hz_next_ns = now + 1000000000;
         l->hz_start_ns = now;
         l->hz_n = 0;
-        if ((l->hz_fd = atk_raw_connect_nb(c->cfg)) < 0) {
+        if ((l->hz_fd = atk_raw_connect_from(c->cfg, c->cfg->legit_from)) < 0) {
             l->hz_tries++;
             return;
         }

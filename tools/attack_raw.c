@@ -18,8 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static int make_socket(const atk_cfg *cfg, bool nonblock)
+static int make_socket(const atk_cfg *cfg, bool nonblock, const char *src)
 {
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    if (src && inet_pton(AF_INET, src, &from.sin_addr) != 1)
+        return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
     if (inet_pton(AF_INET, cfg->host, &a.sin_addr) != 1)
         return -1;
@@ -28,6 +31,10 @@ static int make_socket(const atk_cfg *cfg, bool nonblock)
     if (fd < 0)
         return -1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (src && bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0) {
+        close(fd);
+        return -1;
+    }
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS) {
         close(fd);
         return -1;
@@ -37,12 +44,17 @@ static int make_socket(const atk_cfg *cfg, bool nonblock)
 
 int atk_raw_connect(const atk_cfg *cfg)
 {
-    return make_socket(cfg, false);
+    return make_socket(cfg, false, NULL);
 }
 
 int atk_raw_connect_nb(const atk_cfg *cfg)
 {
-    return make_socket(cfg, true);
+    return make_socket(cfg, true, NULL);
+}
+
+int atk_raw_connect_from(const atk_cfg *cfg, const char *src)
+{
+    return make_socket(cfg, true, src);
 }
 
 /* Waits for fd to be ready for ev until deadline (monotonic ns): true when ready. */

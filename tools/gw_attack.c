@@ -84,6 +84,8 @@ static void usage(FILE *f)
                "  --legit-rate R     the legitimate group's messages a second (default 20; 0: "
                "none)\n"
                "  --legit-members N  ... its members, one of them sending (default 4)\n"
+               "  --legit-from ADDR  ... the address they and /healthz connect from: not the\n"
+               "                     attacker's, as a monitor's is not (default 127.0.0.2)\n"
                "  --api-key-file F   the API key (slow-body's keyed third, oversized)\n"
                "  --row              also print a markdown table row, after \"ROW \":\n"
                "                     attack | RSS MiB start -> peak | fds peak | CPU s |\n"
@@ -105,6 +107,7 @@ static int parse(atk_cfg *cfg, int argc, char **argv, const char **attack)
         {"trickle-ms", required_argument, 0, 'k'},
         {"legit-rate", required_argument, 0, 'r'},
         {"legit-members", required_argument, 0, 'L'},
+        {"legit-from", required_argument, 0, 'F'},
         {"api-key-file", required_argument, 0, 'a'},
         {"secret-file", required_argument, 0, 'f'},
         {"row", no_argument, 0, 'R'},
@@ -119,7 +122,8 @@ static int parse(atk_cfg *cfg, int argc, char **argv, const char **attack)
                      .bad = 40,
                      .trickle_ms = 2000,
                      .legit_rate = 20,
-                     .legit_members = 4};
+                     .legit_members = 4,
+                     .legit_from = "127.0.0.2"};
     size_t n;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -135,6 +139,7 @@ static int parse(atk_cfg *cfg, int argc, char **argv, const char **attack)
         case 'k': cfg->trickle_ms = atoi(optarg); break;
         case 'r': cfg->legit_rate = atof(optarg); break;
         case 'L': cfg->legit_members = atoi(optarg); break;
+        case 'F': cfg->legit_from = optarg; break;
         case 'R': cfg->row = true; break;
         case 'a':
             if (load_read_file("gw_attack", optarg, cfg->api_key, sizeof(cfg->api_key), &n))
