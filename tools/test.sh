@@ -132,13 +132,14 @@ if GW_TEST_PG=$("$root/tools/pg_server.sh" start "$pgdir"); then
   # Under the sanitizers, the gateway suites whose code paths differ on PostgreSQL: the
   # change feed between nodes (cluster, peers' presence, service threads), the API's jobs
   # (its reads complete later, not at once as on RocksDB), the database going away, and
-  # what a client on the internet can make the gateway hold (exposed, issue 35's bounds).
+  # what a client on the internet can make the gateway hold (exposed) and revoked tokens
+  # (revoke: the not-before is read with the user's groups, a store job on both).
   # The rest runs the same gateway code as on RocksDB, where the sanitizer pass above ran
   # it (the webhook's store requests complete later on both backends; its PostgreSQL
   # bookkeeping ran under the sanitizers in the store suite just before); the kill soaks
   # (crash/*) ran in the normal build's pass.
   run_bin "build-asan/tests/test_gateway (PostgreSQL)" "$root/build-asan/tests/test_gateway" \
-    --filter '@(cluster|database|peers|api|threads|exposed)/*'
+    --filter '@(cluster|database|peers|api|threads|exposed|revoke)/*'
   unset GW_TEST_STORE
 else
   echo "tests: could not start PostgreSQL for the suite's second pass"
