@@ -41,15 +41,10 @@ void gw_retain_free(gw_retain *r); /* NULL is a no-op */
 /* ---- a session, as its requests see it (gw_route.c, gw_signin.c) ------------------------ */
 
 /* What the app keeps of each session, in the session's room for it (gw_sess_ext). */
-#define TYPING_SLOTS 4
 typedef struct app_sess {
     gw_seat seat;       /* its user in the registry (groups/) */
     uint64_t hello_rid; /* the rid of the hello whose user is loading */
     gw_watch *watches;  /* its watches and presence subscriptions (gw_watch.c) */
-    struct typed {
-        uint32_t hash;  /* the group's (gw_typing.c) */
-        uint64_t at_ms; /* monotonic: its last typing that went (0: free) */
-    } typed[TYPING_SLOTS];
 } app_sess;
 
 #define NO_GID ((pr_slice){0})

@@ -4,42 +4,17 @@
  * hub) and the other nodes (a signal: a NOTIFY that stores nothing), and is never stored.
  * A receiver forgets it after its ttl_ms (5 s) unless another comes.
  *
- * At most one a session and group per TYPING_EVERY_MS: more are dropped without an error
- * (a client that sends one a keystroke is not wrong, only eager), and counted. The last
- * groups typed in are kept per session (TYPING_SLOTS); a session typing in more at once
- * is rate-limited per slot.
+ * At most one per user and group per GW_TYPING_EVERY_MS (whichever of the user's sessions
+ * types: groups/ keeps the time on the membership), and a session's typing across all its
+ * groups within GW_TYPING_RATE a second (session/): more are dropped without an error (a
+ * client that sends one a keystroke is not wrong, only eager), and counted, before
+ * anything is told to anyone (no hub message, no signal to the store). What is told is
+ * then pushed to each session within its outbound budget (session/, gw_out_push).
  */
 #include "app_internal.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#define TYPING_EVERY_MS 2000
-
-/* The slot of gid in the session's table: its own, or the oldest. */
-static struct typed *slot_of(app_sess *as, const char *gid, uint32_t h, bool *mine)
-{
-    struct typed *oldest = &as->typed[0];
-    for (size_t i = 0; i < TYPING_SLOTS; i++) {
-        if (as->typed[i].hash == h && as->typed[i].at_ms) {
-            *mine = true;
-            return &as->typed[i];
-        }
-        if (as->typed[i].at_ms < oldest->at_ms)
-            oldest = &as->typed[i];
-    }
-    (void)gid;
-    *mine = false;
-    return oldest;
-}
-
-static uint32_t hash_of(const char *s)
-{
-    uint32_t h = 2166136261u; /* FNV-1a: a slot's key, no more */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h ? h : 1;
-}
 
 void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r)
 {
@@ -49,18 +24,13 @@ void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r)
         gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
         return;
     }
-    char gid[PR_MAX_ID + 1];
-    snprintf(gid, sizeof(gid), "%.*s", (int)r->gid.n, r->gid.p);
-    uint64_t now = gw_mono_ms();
-    uint32_t h = hash_of(gid);
-    bool mine = false;
-    struct typed *t = slot_of(as, gid, h, &mine);
-    if (mine && now - t->at_ms < TYPING_EVERY_MS) {
+    /* The group's limit first: a typing it drops costs the session's rate nothing. */
+    if (!gw_registry_typing_due(&as->seat, r->gid, gw_mono_ms()) || !gw_throttle_typing(s)) {
         a->figs.typing_dropped++;
         return;
     }
-    t->hash = h;
-    t->at_ms = now;
+    char gid[PR_MAX_ID + 1];
+    snprintf(gid, sizeof(gid), "%.*s", (int)r->gid.n, r->gid.p);
     const char *uid = gw_sess_uid(s);
     a->figs.typing_pushes += gw_registry_typing(a->d.registry, gid, uid);
     if (a->d.hub) {

@@ -10,7 +10,9 @@
  *     to who is online (cluster/gw_presence.c's ring) that concern the group's members go
  *     as one `online {gid, changes}`.
  * Pushes are coalesced by the timers: at most one of each kind a group per period,
- * however many cursors moved or users came and went in it.
+ * however many cursors moved or users came and went in it. A push the session's outbound
+ * budget refuses (it does not read: session/, gw_out_push) leaves the watch where it was,
+ * so the next period's push, once there is room, says everything since.
  */
 #include "app_internal.h"
 
@@ -179,6 +181,17 @@ static void take_move(void *ud, const gw_cursor *c)
     m->n++;
 }
 
+/* Pushes sb to the watch's session as kind: 0, or -EAGAIN when its budget refused it. */
+static int push_to(gw_watch *w, enum gw_push_kind kind, const msgpack_sbuffer *sb)
+{
+    gw_buf *b = gw_buf_from(sb);
+    if (!b)
+        return PR_E_NOMEM;
+    int rc = gw_out_push(w->s, kind, w->gid, 0, b);
+    gw_buf_unref(b);
+    return rc;
+}
+
 /* One watch's push, if its roster moved since the last. */
 static void push_one(gw_app *a, gw_watch *w)
 {
@@ -201,10 +214,8 @@ static void push_one(gw_app *a, gw_watch *w)
         for (size_t i = 0; rc == 0 && i < w->n_mids; i++)
             rc = gw_peers_enc_receipt(a, w->gid, w->mids[i], PR_NO_RID, &sb);
     }
-    if (rc == 0 && (of > max || m.n > 0)) {
-        gw_out_reply(w->s, &sb);
+    if (rc == 0 && (of > max || m.n > 0) && (rc = push_to(w, GW_PUSH_WATCH, &sb)) == 0)
         a->figs.receipt_pushes++;
-    }
     if (rc == 0)
         w->since = since;
     msgpack_sbuffer_destroy(&sb);
@@ -277,7 +288,9 @@ static void push_subs(struct ev_loop *loop, ev_timer *t, int revents)
             continue;
         any = true;
         online_enc e = {a, w, NULL, NULL, 0, 0};
-        w->since = gw_presence_changes(pr, w->since, take_change, &e);
+        uint64_t next = gw_presence_changes(pr, w->since, take_change, &e);
+        if (!e.n)
+            w->since = next;
         if (e.n) {
             msgpack_sbuffer sb;
             msgpack_sbuffer_init(&sb);
@@ -286,9 +299,9 @@ static void push_subs(struct ev_loop *loop, ev_timer *t, int revents)
                 e.ch[i].uid = gw_cstr(e.uids[i]);
                 rc = pr_enc_presence_entry(&sb, &e.ch[i]);
             }
-            if (rc == 0) {
-                gw_out_reply(w->s, &sb);
+            if (rc == 0 && push_to(w, GW_PUSH_PRESENCE, &sb) == 0) {
                 a->figs.presence_pushes++;
+                w->since = next;
             }
             msgpack_sbuffer_destroy(&sb);
         }

@@ -29,6 +29,7 @@ typedef struct gw_member {
     uint64_t read; /* when has_read (the stored one, moved forward by reads not persisted) */
     bool has_read;
     bool seen;         /* in the store's list, during a resync's comparison (gw_sync.c) */
+    uint64_t typed_ms; /* monotonic: the user's last typing in the group told here (0: none) */
     UT_hash_handle hh; /* in gw_user.groups, by gid */
 } gw_member;
 

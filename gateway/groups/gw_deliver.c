@@ -114,7 +114,7 @@ static void push_now(gw_deliver *d, gw_group *g, uint64_t mid, gw_buf *b, uint64
         gw_seat *s;
         DL_FOREACH (o->user->sessions, s) {
             if (gw_sess_id(s->sess) != except)
-                gw_out_push(s->sess, g->gid, mid, b);
+                gw_out_push(s->sess, GW_PUSH_MSG, g->gid, mid, b);
         }
     }
 }

@@ -152,9 +152,15 @@ uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_m
  * a user online here. */
 void gw_registry_change(gw_registry *reg, const st_change *ch);
 /* uid is typing in gid: its online members here but uid are told (`typing`, to forget
- * after GW_TYPING_TTL_MS); how many sessions. */
+ * after GW_TYPING_TTL_MS), each session as its outbound budget allows; how many sessions.
+ * The time is kept as uid's last typing in gid here (gw_registry_typing_due). */
 #define GW_TYPING_TTL_MS 5000
 unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid);
+/* May the seat's user's typing in gid go now? One per GW_TYPING_EVERY_MS per user and
+ * group, whichever of its sessions types: those on this thread, and those on the others
+ * and on other nodes once their typing reached this thread. */
+#define GW_TYPING_EVERY_MS 2000
+bool gw_registry_typing_due(const gw_seat *seat, pr_slice gid, uint64_t now_ms);
 /* Closes every session of uid here with 4003 (signed out by the application); how many.
  * Its not-before here moves to now, so a hello meanwhile (no read: the user is here) is
  * held to it too (the store's is the commit's second: nodes' clocks agree within one). */

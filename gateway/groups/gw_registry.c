@@ -195,12 +195,15 @@ void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *excep
     /* The user's other sessions are told: `left` without a rid (docs/PROTOCOL.md). */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    if (pr_enc_left(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}) == 0) {
+    gw_buf *b = NULL;
+    if (pr_enc_left(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}) == 0 &&
+        (b = gw_buf_from(&sb))) {
         gw_seat *s;
         DL_FOREACH (u->sessions, s) {
             if (s->sess != except)
-                gw_out_reply(s->sess, &sb);
+                gw_out_push(s->sess, GW_PUSH_LEFT, gid, 0, b);
         }
+        gw_buf_unref(b);
     }
     msgpack_sbuffer_destroy(&sb);
 }
@@ -550,24 +553,38 @@ void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_ses
 
 unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid)
 {
-    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    pr_slice gs = {(const uint8_t *)gid, strlen(gid)};
+    gw_user *typist = gw_user_find(reg, uid);
+    gw_member *m = typist ? gw_member_find(typist, gs) : NULL;
+    if (m) /* its sessions here type again in this group after GW_TYPING_EVERY_MS */
+        m->typed_ms = gw_mono_ms();
+    gw_group *g = gw_group_find(reg, gid, gs.n);
     if (!g)
         return 0;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     unsigned n = 0;
-    if (pr_enc_typing_push(&sb, (pr_slice){(const uint8_t *)gid, strlen(gid)},
-                           (pr_slice){(const uint8_t *)uid, strlen(uid)}, GW_TYPING_TTL_MS) == 0) {
+    gw_buf *b = NULL;
+    if (pr_enc_typing_push(&sb, gs, (pr_slice){(const uint8_t *)uid, strlen(uid)},
+                           GW_TYPING_TTL_MS) == 0 &&
+        (b = gw_buf_from(&sb))) {
         gw_online *o, *tmp;
         HASH_ITER (hh, g->online, o, tmp) {
-            if (strcmp(o->user->uid, uid) == 0)
+            if (o->user == typist)
                 continue; /* not to the typist, on any of its devices */
-            for (gw_seat *s = o->user->sessions; s; s = s->next, n++)
-                gw_out_reply(s->sess, &sb);
+            for (gw_seat *s = o->user->sessions; s; s = s->next)
+                n += gw_out_push(s->sess, GW_PUSH_TYPING, gid, 0, b) == 0;
         }
+        gw_buf_unref(b);
     }
     msgpack_sbuffer_destroy(&sb);
     return n;
+}
+
+bool gw_registry_typing_due(const gw_seat *seat, pr_slice gid, uint64_t now_ms)
+{
+    gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
+    return m && (!m->typed_ms || now_ms - m->typed_ms >= GW_TYPING_EVERY_MS);
 }
 
 unsigned gw_registry_sessions_of(gw_registry *reg, const char *uid)

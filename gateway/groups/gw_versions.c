@@ -31,18 +31,20 @@ static unsigned push(gw_deliver *d, const char *gid, uint64_t mid, const pr_vers
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     unsigned sessions = 0;
+    gw_buf *b = NULL;
     if (pr_enc_version(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}, mid, v,
-                       (pr_slice){rec, n}) == 0) {
+                       (pr_slice){rec, n}) == 0 &&
+        (b = gw_buf_from(&sb))) {
+        /* One frame shared by every session, each counting it against its budget. */
         gw_online *o, *tmp;
         HASH_ITER (hh, g->online, o, tmp) {
             gw_seat *s;
             DL_FOREACH (o->user->sessions, s)
-                if (s->sess != except) {
-                    gw_out_reply(s->sess, &sb);
+                if (s->sess != except && gw_out_push(s->sess, GW_PUSH_VERSION, gid, mid, b) == 0)
                     sessions++;
-                }
         }
         gs->figs.version_pushes += sessions;
+        gw_buf_unref(b);
     } else {
         gw_err("versions: cannot encode %s/%lu version %lu", gid, (unsigned long)mid,
                (unsigned long)v->ver);

@@ -436,7 +436,12 @@ static void snapshot(gw_server *srv, table *t)
     C("typing", "received", "gw_typing_received_total",
       "Typing frames received (the dropped and refused too)", na->typing_received);
     C("typing", "dropped", "gw_typing_dropped_total",
-      "Typing frames dropped (a session's second within 2 s in a group)", na->typing_dropped);
+      "Typing frames dropped (a user's second within 2 s in a group, or over a session's "
+      "typing rate)",
+      na->typing_dropped);
+    C("typing", "over_session_rate", "gw_typing_over_session_rate_total",
+      "Typing frames dropped for a session's typing rate across its groups",
+      ns->rate_typing_dropped);
     C("typing", "pushes", "gw_typing_pushes_total", "Typing events pushed to sessions",
       na->typing_pushes + nc->typing_pushes);
     C("versions", "edits", "gw_edits_total", "Messages edited by this node's sessions", na->edits);
@@ -457,6 +462,21 @@ static void snapshot(gw_server *srv, table *t)
     C("slow_consumers", "switches", "gw_slow_consumer_switches_total",
       "Sessions switched from pushes to notify", ns->slow_switches);
     C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent", ns->notifies);
+    const struct {
+        const char *key, *kind, *fate;
+        uint64_t n;
+    } past[] = {
+        {"typing_dropped", "typing", "dropped", ns->budget_typing_dropped},
+        {"presence_deferred", "presence", "deferred", ns->budget_presence_deferred},
+        {"watch_deferred", "watch", "deferred", ns->budget_watch_deferred},
+        {"version_closes", "version", "closed", ns->budget_version_closes},
+    };
+    for (size_t i = 0; i < sizeof(past) / sizeof(past[0]); i++)
+        add_label(t, "slow_consumers", past[i].key, "gw_pushes_past_budget_total", "counter",
+                  "Pushes past a session's outbound budget, by kind: typing dropped, presence "
+                  "and watch pushes put off to their next period, sessions closed for edits "
+                  "and recalls they did not read",
+                  "kind", past[i].kind, (double)past[i].n);
     for (int code = PR_E_BAD_FRAME; code >= PR_E_LAST; code--) {
         if (code == PR_E_NOMEM)
             continue;

@@ -28,6 +28,7 @@ gw_sessions *gw_sessions_new(const gw_config *cfg, st_store *store, struct ev_lo
     all->boot_id = boot_id;
     all->sends = gw_limit_make(cfg->rate_sends, cfg->rate_burst_s);
     all->bytes = gw_limit_make((double)cfg->rate_bytes, cfg->rate_burst_s);
+    all->typing = gw_limit_make(GW_TYPING_RATE, GW_TYPING_BURST_S);
     gw_out_start(all);
     return all;
 }
@@ -203,8 +204,7 @@ void gw_sess_close(gw_sess *s, int code, const char *reason)
     close_now(s, code, reason);
 }
 
-/* Closes a slow consumer (1008, counted as such). */
-static void close_slow(gw_sess *s, const char *reason)
+void gw_sess_close_slow(gw_sess *s, const char *reason)
 {
     s->all->figs.closes_slow++;
     close_now(s, LWS_CLOSE_STATUS_POLICY_VIOLATION, reason);
@@ -305,11 +305,11 @@ void gw_sessions_sweep(gw_sessions *all, uint64_t now_ms)
             gw_sess_close(s, 4001, "unauthorized: no hello in time");
         } else if (s->out.slow &&
                    now_ms - s->out.slow_since > (uint64_t)cfg->slow_close_s * 1000u) {
-            close_slow(s, "slow consumer: not reading its messages");
+            gw_sess_close_slow(s, "slow consumer: not reading its messages");
         } else if (s->out.backed_up_since &&
                    now_ms - s->out.backed_up_since > (uint64_t)cfg->slow_close_s * 1000u) {
             /* It asked, and does not read the answers: the same as a slow consumer. */
-            close_slow(s, "slow consumer: not reading its replies");
+            gw_sess_close_slow(s, "slow consumer: not reading its replies");
         } else if (s->pause) {
             s->last_rx_ms = now_ms; /* we stopped reading it: its pongs wait unread */
         } else if (now_ms - s->last_rx_ms >= 2 * ping_ms) {

@@ -1,8 +1,10 @@
 /*
  * What a session sends: its outbound queue of replies and pushes waiting for the socket,
  * written as batch frames (a MessagePack array of up to 256 messages within the frame
- * limit) when the socket can take more; pushes past the cap become one coalesced `notify`
- * per group (slow consumers); a ping or the close when their turn comes.
+ * limit) when the socket can take more; every push, whatever its kind, counts against one
+ * budget (gw_out_push), past which each kind has its fate: messages become one coalesced
+ * `notify` per group (slow consumers), typing is dropped, and so on; a ping or the close
+ * when their turn comes.
  *
  * Writing: a session given something to send joins the thread's flush list, and just
  * before the loop polls again (an ev_prepare) each one in it is written straight to its
@@ -14,6 +16,7 @@
  */
 #include "sess_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utlist.h>
@@ -210,37 +213,69 @@ static void notify_add(gw_outq *o, const char *gid, uint64_t mid)
         n->last_mid = mid;
 }
 
-void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg)
+/* The push of len bytes would pass the session's budget. Over it counts only while the
+ * socket is really backed up: a reader that keeps up can still see a burst (one group
+ * commit completes many messages at once) queue past it for a moment, and must not be
+ * sent to pull for that. Four times the budget (*hard) is the limit either way. */
+static bool over_budget(gw_sess *s, size_t len, bool *hard)
+{
+    const gw_outq *o = &s->out;
+    size_t cap = s->all->cfg->queue_cap, cap_bytes = s->all->cfg->queue_bytes;
+    *hard = o->pushes >= 4 * cap || o->push_bytes + len > 4 * cap_bytes;
+    bool over = o->pushes >= cap || o->push_bytes + len > cap_bytes;
+    return o->slow || *hard || (over && lws_send_pipe_choked(s->wsi));
+}
+
+/* The session is a slow consumer from now on: messages become notifies until its queue
+ * drained, and the sweep closes it if it stays so (--slow-close). */
+static void go_slow(gw_sess *s)
+{
+    gw_outq *o = &s->out;
+    if (o->slow)
+        return;
+    o->slow = true;
+    o->slow_since = gw_mono_ms();
+    s->all->figs.slow_switches++;
+    gw_info("session %s user %s is a slow consumer (%zu pushes, %zu bytes queued): "
+            "switching to notify",
+            gw_sess_name(s), gw_sess_uid(s) ? s->id.uid : "-", o->pushes, o->push_bytes);
+}
+
+int gw_out_push(gw_sess *s, enum gw_push_kind kind, const char *gid, uint64_t mid, gw_buf *b)
 {
     if (!s->wsi || s->close_code)
-        return;
-    gw_sessions *all = s->all;
-    gw_outq *o = &s->out;
-    size_t cap = all->cfg->queue_cap, cap_bytes = all->cfg->queue_bytes;
-    bool over = o->pushes >= cap || o->push_bytes + msg->len > cap_bytes;
-    /* Over the cap counts only while the socket is really backed up: a reader that keeps
-     * up can still see a burst (one group commit completes many messages at once) queue
-     * past the cap for a moment, and must not be sent to pull for that. Four times the cap
-     * is the hard limit either way. */
-    if (over && o->pushes < 4 * cap && o->push_bytes + msg->len <= 4 * cap_bytes &&
-        !lws_send_pipe_choked(s->wsi))
-        over = false;
-    if (!o->slow && !over) {
-        all->figs.deliveries++;
-        enqueue(s, gw_buf_ref(msg), true);
-        return;
+        return 0;
+    gw_sess_figs *f = &s->all->figs;
+    bool hard;
+    if (kind == GW_PUSH_LEFT || !over_budget(s, b->len, &hard)) {
+        f->deliveries += kind == GW_PUSH_MSG;
+        enqueue(s, gw_buf_ref(b), true);
+        return 0;
     }
-    /* No more bodies for this session; one notify per group instead, with the newest
-     * last_mid. The client pulls; nothing is dropped from the store. */
-    if (!o->slow) {
-        o->slow = true;
-        o->slow_since = gw_mono_ms();
-        all->figs.slow_switches++;
-        gw_info("session %s user %s is a slow consumer (%zu pushes, %zu bytes queued): "
-                "switching to notify",
-                gw_sess_name(s), gw_sess_uid(s) ? s->id.uid : "-", o->pushes, o->push_bytes);
+    switch (kind) {
+    case GW_PUSH_MSG:
+        /* No more bodies for this session; one notify per group instead, with the newest
+         * last_mid. The client pulls; nothing is dropped from the store. */
+        go_slow(s);
+        notify_add(&s->out, gid, mid);
+        return 0;
+    case GW_PUSH_VERSION:
+        /* Nothing the client pulls would bring a version it missed: queued while there is
+         * room, then the session goes (it reconnects and pages). */
+        go_slow(s);
+        if (!hard) {
+            enqueue(s, gw_buf_ref(b), true);
+            return 0;
+        }
+        f->budget_version_closes++;
+        gw_sess_close_slow(s, "slow consumer: not reading its edits and recalls");
+        return -EAGAIN;
+    case GW_PUSH_WATCH: f->budget_watch_deferred++; return -EAGAIN;
+    case GW_PUSH_PRESENCE: f->budget_presence_deferred++; return -EAGAIN;
+    case GW_PUSH_TYPING: f->budget_typing_dropped++; return -EAGAIN;
+    case GW_PUSH_LEFT: break; /* queued above */
     }
-    notify_add(o, gid, mid);
+    return -EAGAIN;
 }
 
 void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid)

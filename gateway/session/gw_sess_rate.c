@@ -7,7 +7,10 @@
  *     frame overdrew it is refused;
  *   - sends per session: a `send` with no token left is refused with `rate_limited` and
  *     `retry_ms`, and the session's socket is not read for that long, so a client that
- *     pipelines sends gets one refusal per pause, not one per frame.
+ *     pipelines sends gets one refusal per pause, not one per frame;
+ *   - typing per session, across its groups: one over the rate is dropped (as the
+ *     protocol drops a second one in a group within 2 s), nothing paused: typing in turn
+ *     in many groups is bounded as typing in one is.
  * Refusals are not charged to the error budget: a client with sends in flight cannot help
  * a few, and the pause already bounds what a client that ignores retry_ms can cost. New
  * connections per source address are net/'s (gw_conns.c), refused at accept.
@@ -25,6 +28,7 @@ void gw_throttle_init(gw_sess *s)
     uint64_t now = gw_mono_ms();
     gw_bucket_init(&s->rate.sends, &all->sends, now);
     gw_bucket_init(&s->rate.bytes, &all->bytes, now);
+    gw_bucket_init(&s->rate.typing, &all->typing, now);
 }
 
 /* A libev timer, not a libwebsockets one: libwebsockets 4.1's libev glue can fire a timer
@@ -110,4 +114,13 @@ uint64_t gw_throttle_send(gw_sess *s, const char **why)
         wait = MIN_RETRY_MS;
     pause_for(s, wait);
     return wait;
+}
+
+bool gw_throttle_typing(gw_sess *s)
+{
+    gw_sessions *all = s->all;
+    if (gw_bucket_take(&s->rate.typing, &all->typing, 1, gw_mono_ms()))
+        return true;
+    all->figs.rate_typing_dropped++;
+    return false;
 }

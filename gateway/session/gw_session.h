@@ -94,6 +94,11 @@ typedef struct gw_sess_figs {
     uint64_t errors[1 - PR_E_LAST]; /* `err` replies, by -PR_E* code */
     uint64_t closes_1008, closes_1009, closes_4001, closes_slow, closes_4013;
     uint64_t rate_sends_refused, rate_bytes_refused, rate_byte_pauses;
+    /* Pushes past the outbound budget: typing dropped, presence and watch pushes put off
+     * to their next period, sessions closed for versions they did not read. */
+    uint64_t budget_typing_dropped, budget_presence_deferred, budget_watch_deferred;
+    uint64_t budget_version_closes;
+    uint64_t rate_typing_dropped; /* typing over the session's rate (gw_throttle_typing) */
 } gw_sess_figs;
 
 /* Sessions over store, decoding with dec (both borrowed), their timers on loop (NULL: no
@@ -166,9 +171,25 @@ void gw_sess_close(gw_sess *s, int code, const char *reason);
 
 /* Queues an encoded reply (copies the sbuffer). */
 void gw_out_reply(gw_sess *s, const msgpack_sbuffer *sb);
-/* Queues a push of gid's message (a reference to shared bytes), or a notify once over the
- * session's cap. */
-void gw_out_push(gw_sess *s, const char *gid, uint64_t mid, gw_buf *msg);
+/* What a push is. Every push to a session, whatever its kind, counts against one budget,
+ * --queue-cap pushes and --queue-bytes of them waiting (replies to the session's own
+ * requests are not pushes: reading pauses while they back up). Past it, each kind has its
+ * fate (docs/PROTOCOL.md, Slow consumers): */
+enum gw_push_kind {
+    GW_PUSH_MSG,      /* a message: one coalesced `notify` per group instead (the client pulls) */
+    GW_PUSH_VERSION,  /* edited, recalled: queued up to four times the budget, past it the
+                       * session is closed as a slow consumer (no pull finds a missed one) */
+    GW_PUSH_WATCH,    /* cursors, receipts of a watch: refused; the caller keeps what moved for
+                       * its next period, when it goes coalesced */
+    GW_PUSH_PRESENCE, /* online: refused, and kept the same way */
+    GW_PUSH_TYPING,   /* dropped: stale in seconds anyway */
+    GW_PUSH_LEFT,     /* a membership ended: always queued (at most one per membership) */
+};
+
+/* Queues a push of kind: b is shared (the session takes a reference of its own), gid and
+ * mid say what a MSG notifies. 0: queued, or coalesced into a notify; -EAGAIN: over the
+ * budget and not queued (the kind's fate above). */
+int gw_out_push(gw_sess *s, enum gw_push_kind kind, const char *gid, uint64_t mid, gw_buf *b);
 /* Queues a `notify {gid, last_mid}` (a hole too large to push: the client pulls). */
 void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid);
 
@@ -195,5 +216,11 @@ void gw_reqs_store_busy(gw_sess *s);
 /* May the request being handled, a `send`, go? 0: yes. Else the ms the client should
  * wait (reading is paused that long) and *why, the text of the `rate_limited` error. */
 uint64_t gw_throttle_send(gw_sess *s, const char **why);
+/* May the session's `typing` being handled go, whatever its group? The session's own rate
+ * across all its groups, GW_TYPING_RATE a second with bursts of GW_TYPING_BURST_S seconds'
+ * worth (docs/PROTOCOL.md, Typing): false, and counted, past it. */
+#define GW_TYPING_RATE 2
+#define GW_TYPING_BURST_S 2
+bool gw_throttle_typing(gw_sess *s);
 
 #endif

@@ -62,6 +62,7 @@ typedef struct gw_reqq {
 /* A session's rate limits (gw_sess_rate.c). */
 typedef struct gw_srate {
     gw_bucket sends, bytes;
+    gw_bucket typing;      /* typing across the session's groups */
     uint64_t until;        /* monotonic ms: reading is paused until then */
     ev_timer timer;        /* resumes reading at `until` (libev: see gw_sess_rate.c) */
     size_t frame_len;      /* the frame being received or handled ... */
@@ -119,6 +120,7 @@ struct gw_sessions {
     pr_decoder *dec;      /* requests are decoded one at a time */
     gw_sess_hooks hooks;
     gw_limit sends, bytes; /* per session: --rate-sends, --rate-bytes */
+    gw_limit typing;       /* per session: GW_TYPING_RATE */
     gw_sess *all;          /* DL through prev/next */
     gw_sess *paused;       /* DL through paused_prev/next */
     gw_sess *flush;        /* DL through out.flush_prev/next: written before the next poll */
@@ -133,6 +135,9 @@ struct gw_sessions {
 
 /* gw_sess.c: sets or clears one reason to pause reading the session. */
 void gw_sess_pause(gw_sess *s, enum gw_pause why, bool on);
+
+/* gw_sess.c: closes a slow consumer (1008, counted as such) once what is queued went. */
+void gw_sess_close_slow(gw_sess *s, const char *reason);
 
 /* gw_sess_in.c: the replies went out: requests held back for them may start. */
 void gw_reqs_resume(gw_sess *s);
