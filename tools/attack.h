@@ -34,20 +34,20 @@ typedef struct atk_cfg {
     int port;
     char secret[257]; /* the token secret (--secret-file or GW_SECRET) */
     size_t secret_n;
-    char api_key[257]; /* --api-key-file: the API's key ("" none: the keyed attacks skip) */
-    int pid;           /* the gateway (--server-pid, else found from the port) */
-    double seconds;    /* how long an attack runs */
-    int conns;         /* connections: slow bodies, idle, pre-hello */
-    int members;       /* the floods: members that never read */
-    int groups;        /* ... the groups they and the attacker are in */
-    int tries;         /* pipelined, oversized, JSON: how many times */
-    int bad;           /* pipelined: bad requests a try */
-    int trickle_ms;    /* slow bodies: a byte this often */
-    double legit_rate; /* the legitimate group's messages per second */
-    int legit_members; /* ... and its members (one of them sends) */
+    char api_key[257];      /* --api-key-file: the API's key ("" none: the keyed attacks skip) */
+    int pid;                /* the gateway (--server-pid, else found from the port) */
+    double seconds;         /* how long an attack runs */
+    int conns;              /* connections: slow bodies, idle, pre-hello */
+    int members;            /* the floods: members that never read */
+    int groups;             /* ... the groups they and the attacker are in */
+    int tries;              /* pipelined, oversized, JSON: how many times */
+    int bad;                /* pipelined: bad requests a try */
+    int trickle_ms;         /* slow bodies: a byte this often */
+    double legit_rate;      /* the legitimate group's messages per second */
+    int legit_members;      /* ... and its members (one of them sends) */
     const char *legit_from; /* ... and the source address they (and /healthz) connect from:
                              * another than the attacker's, as a monitor's is */
-    bool row;          /* also print the table row */
+    bool row;               /* also print the table row */
 } atk_cfg;
 
 typedef struct atk_ctx atk_ctx;

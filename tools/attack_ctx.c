@@ -99,8 +99,7 @@ void atk_ctx_release(atk_ctx *c)
     memset(c, 0, sizeof(*c));
 }
 
-static atk_sess *open_from(atk_ctx *c, const char *uid, const char *src, atk_ev_fn on_ev,
-                           void *ud)
+static atk_sess *open_from(atk_ctx *c, const char *uid, const char *src, atk_ev_fn on_ev, void *ud)
 {
     atk_sess *s = calloc(1, sizeof(*s));
     if (!s)

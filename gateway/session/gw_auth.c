@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-
 void gw_identity_release(gw_identity *id)
 {
     for (size_t i = 0; i < id->n_groups; i++)
