@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 7 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 8 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -175,6 +175,8 @@ enum pg_stmt {
     PG_RETAIN,
     PG_TRIM_READ,
     PG_TRIM,
+    PG_CHANGES,
+    PG_DEL_RX_MSGS,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -242,6 +244,13 @@ void pg_announce_free(pg_announce *a);
 /* kind 'j' (joined, with ack), 'a' (ack moved), 'v' (read moved; ack: the read) or 'l'
  * (left; ack unused). */
 void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack);
+/* A membership ended; cseq: the group's deletion's (0: none, a plain leave). */
+void pg_announce_leave(pg_announce *a, st_id gid, st_id uid, uint64_t cseq);
+/* A reaction set (on) or cleared, the key's count after it and its change's cseq. */
+void pg_announce_react(pg_announce *a, st_id gid, uint64_t mid, st_id uid, st_id key, bool on,
+                       uint64_t count, uint64_t cseq);
+/* gid's last cseq moved to cseq by changes not told one by one (erasure, retention). */
+void pg_announce_changed(pg_announce *a, st_id gid, uint64_t cseq);
 /* uid's sessions end on every gateway. */
 void pg_announce_signout(pg_announce *a, st_id uid);
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
