@@ -130,8 +130,8 @@ void pg_announce_leave(pg_announce *a, st_id gid, st_id uid, uint64_t cseq)
         return;
     }
     char h[16 + 2 * ST_MAX_ID + 32];
-    int n = snprintf(h, sizeof(h), "l %.*s %.*s %" PRIu64, (int)gid.n, gid.p, (int)uid.n, uid.p,
-                     cseq);
+    int n =
+        snprintf(h, sizeof(h), "l %.*s %.*s %" PRIu64, (int)gid.n, gid.p, (int)uid.n, uid.p, cseq);
     line(a, h, (size_t)n, NULL, 0);
 }
 
@@ -140,8 +140,8 @@ void pg_announce_react(pg_announce *a, st_id gid, uint64_t mid, st_id uid, st_id
 {
     char h[16 + 2 * ST_MAX_ID + ST_REACT_KEY_MAX + 80];
     int n = snprintf(h, sizeof(h), "k %.*s %" PRIu64 " %.*s %d %" PRIu64 " %" PRIu64 " %.*s",
-                     (int)gid.n, gid.p, mid, (int)uid.n, uid.p, on ? 1 : 0, count, cseq,
-                     (int)key.n, key.p);
+                     (int)gid.n, gid.p, mid, (int)uid.n, uid.p, on ? 1 : 0, count, cseq, (int)key.n,
+                     key.p);
     line(a, h, (size_t)n, NULL, 0);
 }
 
@@ -184,10 +184,9 @@ void pg_announce_version(pg_announce *a, st_id gid, uint64_t mid, const st_msg_r
     char h[16 + ST_MAX_ID + 96];
     size_t b64_n = 4 * ((m->record_n + 2) / 3);
     bool fits = with_record && 60 + ST_MAX_ID + 96 + b64_n <= PAYLOAD_MAX;
-    int hn =
-        snprintf(h, sizeof(h), "%c %.*s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d %" PRIu64 "%s",
-                 fits ? 'e' : 'E', (int)gid.n, gid.p, mid, m->ver, m->ver_ts, m->recalled ? 1 : 0,
-                 m->cseq, fits ? " " : "");
+    int hn = snprintf(h, sizeof(h), "%c %.*s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d %" PRIu64 "%s",
+                      fits ? 'e' : 'E', (int)gid.n, gid.p, mid, m->ver, m->ver_ts,
+                      m->recalled ? 1 : 0, m->cseq, fits ? " " : "");
     if (!fits) {
         line(a, h, (size_t)hn, NULL, 0);
         return;

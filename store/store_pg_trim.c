@@ -88,9 +88,7 @@ int pg_retain(pg *p, st_op *op, char *why, size_t why_len)
 static uint64_t changes_first(const pg *p, const PGresult *r, int row, bool moved)
 {
     uint64_t last = pg_get_int8(r, row, 9) + moved, first = pg_get_int8(r, row, 10), cf = first;
-    uint64_t keep = p->changes_keep ? p->changes_keep : ST_CHANGES_KEEP_DEFAULT;
-    if (keep != ST_KEEP_ALL && last >= keep && last - keep + 1 > cf)
-        cf = last - keep + 1;
+    cf = st_changes_first_for(cf, last, st_changes_keep(p->changes_keep));
     if (!PQgetisnull(r, row, 11) && pg_get_int8(r, row, 11) + 1 > cf)
         cf = pg_get_int8(r, row, 11) + 1;
     return cf;
@@ -139,8 +137,7 @@ static void announce(pg *p, const st_list *changed)
 }
 
 /* The gid of the i-th statement sent (the i-th group with something to do). */
-static st_id gid_of_trim(const PGresult *r, const uint64_t *hs, const uint64_t *cf, size_t n,
-                         int i)
+static st_id gid_of_trim(const PGresult *r, const uint64_t *hs, const uint64_t *cf, size_t n, int i)
 {
     for (size_t k = 0; k < n; k++)
         if ((hs[k] || cf[k]) && i-- == 0)

@@ -23,24 +23,26 @@
  * cut short by bytes keeps the messages nearest to where the client reads. */
 /* A message's reactions as text (NULL: none): a line a key, in byte order, "COUNT MINE
  * KEY" (MINE 1: the reader $5 set it); a key holds no control character, so no '\n'. */
-#define RX_SQL                                                                                     \
-    "(SELECT string_agg(k.c::text || ' ' || k.mine::int::text || ' ' || k.key, E'\\n'"            \
-    " ORDER BY k.key) FROM (SELECT key, count(*) AS c, bool_or(uid = $5::text) AS mine"            \
-    " FROM gw.reactions r WHERE r.gid = g.gid AND r.mid = p.mid GROUP BY key) k)"
+#define RX_SQL(gid, mid, reader)                                                                   \
+    "(SELECT string_agg(k.c::text || ' ' || k.mine::int::text || ' ' || k.key, E'\\n'"             \
+    " ORDER BY k.key) FROM (SELECT key, count(*) AS c, bool_or(uid = " reader ") AS mine"          \
+    " FROM gw.reactions r WHERE r.gid = " gid " AND r.mid = " mid " GROUP BY key) k)"
 
 #define PAGE_SQL(cmp, order)                                                                       \
     "SELECT g.last_mid, p.mid, p.ts, p.record, p.ver, p.ets, p.recalled::int::int8, g.first_mid,"  \
-    " g.last_cseq, p.cseq, " RX_SQL                                                                \
-    " FROM gw.groups g LEFT JOIN LATERAL ("                                                        \
-    " SELECT mid, ts, record, ver, ets, recalled, cseq FROM ("                                     \
-    "  SELECT mid, ts, record, ver, ets, recalled, cseq, sum(octet_length(record)) OVER w AS run," \
-    "         row_number() OVER w AS rn FROM ("                                                    \
-    "   SELECT mid, ts, record, ver, ets, recalled, cseq FROM gw.msgs"                             \
-    "   WHERE gid = g.gid AND mid " cmp " $2::int8"                                                \
-    "   ORDER BY mid " order " LIMIT $3::int8) x"                                                  \
-    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"                           \
-    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                                  \
-    " WHERE g.gid = $1::text ORDER BY p.mid " order
+    " g.last_cseq, p.cseq, " RX_SQL(                                                               \
+        "g.gid", "p.mid",                                                                          \
+        "$5::text") " FROM gw.groups g LEFT JOIN LATERAL ("                                        \
+                    " SELECT mid, ts, record, ver, ets, recalled, cseq FROM ("                     \
+                    "  SELECT mid, ts, record, ver, ets, recalled, cseq, "                         \
+                    "sum(octet_length(record)) OVER w AS run,"                                     \
+                    "         row_number() OVER w AS rn FROM ("                                    \
+                    "   SELECT mid, ts, record, ver, ets, recalled, cseq FROM gw.msgs"             \
+                    "   WHERE gid = g.gid AND mid " cmp " $2::int8"                                \
+                    "   ORDER BY mid " order " LIMIT $3::int8) x"                                  \
+                    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"           \
+                    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                  \
+                    " WHERE g.gid = $1::text ORDER BY p.mid " order
 
 /* A page of changes (store.h, ST_OP_READ_CHANGES): the messages whose latest change is
  * after cseq $2, in cseq order through the partial index (gid, cseq) (its predicate
@@ -50,17 +52,20 @@
  * of the $3 + 1 looked at (more). No row at all when the group does not exist. */
 #define CHANGES_SQL                                                                                \
     "SELECT g.last_mid, g.first_mid, g.last_cseq, g.changes_first, p.mid, p.ts, p.record,"         \
-    " p.ver, p.ets, p.recalled::int::int8, p.cseq, " RX_SQL ", p.total"                            \
-    " FROM gw.groups g LEFT JOIN LATERAL ("                                                        \
-    " SELECT mid, ts, record, ver, ets, recalled, cseq, total FROM ("                              \
-    "  SELECT mid, ts, record, ver, ets, recalled, cseq, sum(octet_length(record)) OVER w AS run," \
-    "         row_number() OVER w AS rn, count(*) OVER () AS total FROM ("                         \
-    "   SELECT mid, ts, record, ver, ets, recalled, cseq FROM gw.msgs"                             \
-    "   WHERE gid = g.gid AND cseq > 0 AND cseq > $2::int8 AND mid >= g.first_mid"                 \
-    "   AND $2::int8 + 1 >= g.changes_first ORDER BY cseq LIMIT $3::int8 + 1) x"                   \
-    "  WINDOW w AS (ORDER BY cseq ROWS UNBOUNDED PRECEDING)) y"                                    \
-    " WHERE (run <= $4::int8 OR rn = 1) AND rn <= $3::int8) p ON true"                             \
-    " WHERE g.gid = $1::text ORDER BY p.cseq"
+    " p.ver, p.ets, p.recalled::int::int8, p.cseq, " RX_SQL(                                       \
+        "g.gid", "p.mid",                                                                          \
+        "$5::text") ", p.total"                                                                    \
+                    " FROM gw.groups g LEFT JOIN LATERAL ("                                        \
+                    " SELECT mid, ts, record, ver, ets, recalled, cseq, total FROM ("              \
+                    "  SELECT mid, ts, record, ver, ets, recalled, cseq, "                         \
+                    "sum(octet_length(record)) OVER w AS run,"                                     \
+                    "         row_number() OVER w AS rn, count(*) OVER () AS total FROM ("         \
+                    "   SELECT mid, ts, record, ver, ets, recalled, cseq FROM gw.msgs"             \
+                    "   WHERE gid = g.gid AND cseq > 0 AND cseq > $2::int8 AND mid >= g.first_mid" \
+                    "   AND $2::int8 + 1 >= g.changes_first ORDER BY cseq LIMIT $3::int8 + 1) x"   \
+                    "  WINDOW w AS (ORDER BY cseq ROWS UNBOUNDED PRECEDING)) y"                    \
+                    " WHERE (run <= $4::int8 OR rn = 1) AND rn <= $3::int8) p ON true"             \
+                    " WHERE g.gid = $1::text ORDER BY p.cseq"
 
 const char *const pg_stmt_sql[PG_N_STMTS] = {
     /* A batch's groups, locked in key order until it commits ('g': gid, last_mid,
@@ -69,7 +74,8 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * other row it will read: memberships ('m': gid, uid, ack, joined_ms) and (uid, cid)
      * rows ('s': uid, cid, mid, ts, gid). */
     [PG_LOCK_GROUPS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text,"
-                       " first_mid, last_cseq, changes_first FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid"
+                       " first_mid, last_cseq, changes_first FROM gw.groups WHERE gid = "
+                       "ANY($1::text[]) ORDER BY gid"
                        " FOR UPDATE",
     [PG_READ_ROWS] = "SELECT 'm'::text, m.gid, m.uid, m.ack, m.joined_ms, NULL::text, m.read"
                      ", NULL::int8, NULL::int8 FROM gw.members m"
@@ -85,10 +91,11 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * locks in one order. */
     /* last_cseq only moves up: the fast path's cached row may be older than another
      * writer's change (the fast path appends, which take no cseq). */
-    [PG_UPD_GROUPS] = "UPDATE gw.groups g SET last_mid = v.last_mid,"
-                      " last_cseq = greatest(g.last_cseq, v.last_cseq)"
-                      " FROM unnest($1::text[], $2::int8[], $3::int8[]) AS v(gid, last_mid, last_cseq)"
-                      " WHERE g.gid = v.gid",
+    [PG_UPD_GROUPS] =
+        "UPDATE gw.groups g SET last_mid = v.last_mid,"
+        " last_cseq = greatest(g.last_cseq, v.last_cseq)"
+        " FROM unnest($1::text[], $2::int8[], $3::int8[]) AS v(gid, last_mid, last_cseq)"
+        " WHERE g.gid = v.gid",
     [PG_INS_GROUPS] = "INSERT INTO gw.groups (gid, last_mid, created_ms)"
                       " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])",
     [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms, read) SELECT * FROM"
@@ -213,15 +220,32 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * groups are locked: no other writer changes them meanwhile), and the versions it
      * made, over arrays in key order. */
     [PG_READ_MSGS] = "SELECT m.gid, m.mid, m.ts, m.ver, m.ets, m.recalled::int::int8, m.record,"
-                     " m.cseq"
-                     " FROM gw.msgs m JOIN unnest($1::text[], $2::int8[]) AS k(gid, mid)"
-                     " ON m.gid = k.gid AND m.mid = k.mid",
-    /* A change moves the message's one entry in the change log (its cseq, made at $8). */
-    [PG_UPD_MSGS] = "UPDATE gw.msgs m SET ver = v.ver, ets = v.ets, recalled = v.recalled = 1,"
-                    " record = v.record, cseq = v.cseq, cts = $8::int8"
+                     " m.cseq, " RX_SQL(
+                         "m.gid", "m.mid",
+                         "''") " FROM gw.msgs m JOIN unnest($1::text[], $2::int8[]) AS k(gid, mid)"
+                               " ON m.gid = k.gid AND m.mid = k.mid",
+    /* A change moves the message's one entry in the change log (its cseq, made at cts);
+     * a version 0: only that moved (a reaction), the rest stays. */
+    [PG_UPD_MSGS] = "UPDATE gw.msgs m SET ver = CASE WHEN v.ver > 0 THEN v.ver ELSE m.ver END,"
+                    " ets = CASE WHEN v.ver > 0 THEN v.ets ELSE m.ets END,"
+                    " recalled = CASE WHEN v.ver > 0 THEN v.recalled = 1 ELSE m.recalled END,"
+                    " record = CASE WHEN v.ver > 0 THEN v.record ELSE m.record END,"
+                    " cseq = v.cseq, cts = v.cts"
                     " FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[],"
-                    " $6::bytea[], $7::int8[]) AS v(gid, mid, ver, ets, recalled, record, cseq)"
-                    " WHERE m.gid = v.gid AND m.mid = v.mid",
+                    " $6::bytea[], $7::int8[], $8::int8[]) AS v(gid, mid, ver, ets, recalled,"
+                    " record, cseq, cts) WHERE m.gid = v.gid AND m.mid = v.mid",
+    /* Reactions (store_pg_react.c): the batch's (gid, mid, uid, key) rows as stored, and
+     * those it set or cleared, over arrays in key order. */
+    [PG_READ_RX] = "SELECT r.gid, r.mid, r.uid, r.key FROM gw.reactions r"
+                   " JOIN unnest($1::text[], $2::int8[], $3::text[], $4::text[])"
+                   " AS k(gid, mid, uid, key) ON r.gid = k.gid AND r.mid = k.mid"
+                   " AND r.key = k.key AND r.uid = k.uid",
+    [PG_INS_RX] = "INSERT INTO gw.reactions (gid, mid, key, uid) SELECT gid, mid, key, uid"
+                  " FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[])"
+                  " AS v(gid, mid, uid, key) ON CONFLICT DO NOTHING",
+    [PG_DEL_RX] = "DELETE FROM gw.reactions r USING unnest($1::text[], $2::int8[], $3::text[],"
+                  " $4::text[]) AS v(gid, mid, uid, key) WHERE r.gid = v.gid AND r.mid = v.mid"
+                  " AND r.key = v.key AND r.uid = v.uid",
     /* A recall drops the message's reactions (in the batch's transaction). */
     [PG_DEL_RX_MSGS] = "DELETE FROM gw.reactions r USING unnest($1::text[], $2::int8[])"
                        " AS v(gid, mid) WHERE r.gid = v.gid AND r.mid = v.mid",
@@ -387,6 +411,9 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_TRIM] = "gw_trim",
     [PG_CHANGES] = "gw_changes",
     [PG_DEL_RX_MSGS] = "gw_del_rx_msgs",
+    [PG_READ_RX] = "gw_read_rx",
+    [PG_INS_RX] = "gw_ins_rx",
+    [PG_DEL_RX] = "gw_del_rx",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */
