@@ -226,9 +226,8 @@ size_t pg_rx_parse(const char *s, size_t n, st_reaction *out, size_t max)
             count = count * 10 + (uint64_t)(*s++ - '0');
         /* " MINE KEY" */
         if (le - s >= 4 && s[0] == ' ' && s[2] == ' ') {
-            out[k++] = (st_reaction){.key = {s + 3, (size_t)(le - s - 3)},
-                                     .count = count,
-                                     .mine = s[1] == '1'};
+            out[k++] = (st_reaction){
+                .key = {s + 3, (size_t)(le - s - 3)}, .count = count, .mine = s[1] == '1'};
         }
         s = nl ? nl + 1 : end;
     }
