@@ -403,12 +403,7 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
         ch->on = on == 1;
         /* The key: the rest of the line, as a reaction's key may be (store.h). */
         ch->key = (st_id){at, (size_t)(end - at)};
-        if (ch->key.n == 0 || ch->key.n > ST_REACT_KEY_MAX)
-            return false;
-        for (size_t i = 0; i < ch->key.n; i++)
-            if ((unsigned char)at[i] < 0x20 || at[i] == 0x7f)
-                return false;
-        return true;
+        return st_react_key_ok(ch->key.p, ch->key.n);
     }
     case 'E':
     case 'e':
