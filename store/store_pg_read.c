@@ -104,7 +104,7 @@ static int changes_of(const PGresult *r, st_op *op)
     if (!more)
         upto = last_cseq > op->from ? last_cseq : op->from;
     if (gone)
-        upto = last_cseq;
+        upto = op->from; /* nothing served: the reader re-pages (store.h, Changes) */
     st_page_set_changes(op->page, upto, gone ? changes_first : 0);
     st_page_finish(op->page, false, more);
     return ST_OK;

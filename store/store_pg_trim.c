@@ -110,7 +110,7 @@ static int plan(const pg *p, const PGresult *r, st_op *op, size_t n, uint64_t *h
         uint64_t min_ack = PQgetisnull(r, row, 8) ? last : pg_get_int8(r, row, 8);
         uint64_t h = st_retain_horizon(&eff, first, last, young, min_ack);
         hs[i] = h > first ? h : 0;
-        uint64_t c = changes_first(p, r, row, hs[i] != 0);
+        uint64_t c = changes_first(p, r, row, false); /* as RocksDB: before the move's cseq */
         cf[i] = c > pg_get_int8(r, row, 10) ? c : 0;
     }
     return ST_OK;
