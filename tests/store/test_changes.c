@@ -537,3 +537,47 @@ Test(changes, a_kill_never_splits_a_change_from_its_cseq, .timeout = 120)
     s = fx_open(dir, true);
     cr_log_info("changes: %llu changes, %d kills", (unsigned long long)confirmed, KILL_ROUNDS);
 }
+
+/* A store of the release before (tests/fixtures/release-21, as test_upgrade.c restores
+ * it) opens with no change anywhere and takes changes from 1. */
+Test(changes, a_store_of_an_older_release_takes_changes_from_one)
+{
+    char *old = fx_tmpdir();
+    char cmd[1200];
+    if (fx_is_url(old))
+        snprintf(cmd, sizeof(cmd),
+                 "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql "
+                 ">/dev/null",
+                 old, GW_SOURCE_DIR);
+    else
+        snprintf(
+            cmd, sizeof(cmd),
+            "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
+            GW_SOURCE_DIR, old);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    st_store *st = fx_open(old, true);
+    cr_assert_eq(read_group(st, "team").last_cseq, 0);
+    st_page *p = changes_in(st, "team", 0, 10, 0);
+    cr_assert_eq(st_page_count(p), 0);
+    cr_assert_eq(st_page_changes_gone(p), 0, "a log complete from 1");
+    st_page_free(p);
+    cr_assert_eq(edit_in(st, "team", 2, "edited", false), 1);
+    uint64_t cseq = 0, count = 0;
+    cr_assert_eq(st_react_sync(st, st_id_str("team"), 3, st_id_str("bob"), st_id_str("ok"), true,
+                               &cseq, &count, NULL),
+                 0);
+    cr_assert_eq(cseq, 2);
+    cr_assert_eq(count, 1);
+    st_close(st);
+    st = fx_open(old, true);
+    p = changes_in(st, "team", 0, 10, 0);
+    cr_assert_eq(st_page_count(p), 2);
+    cr_assert_eq(st_page_at(p, 0)->mid, 2);
+    cr_assert_eq(st_page_at(p, 1)->mid, 3);
+    cr_assert_eq(st_page_at(p, 1)->n_reactions, 1);
+    cr_assert_eq(st_page_last_cseq(p), 2);
+    st_page_free(p);
+    st_close(st);
+    fx_rmtree(old);
+    free(old);
+}
