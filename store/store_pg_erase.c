@@ -7,8 +7,9 @@
  *   - a person's (store.h, ST_OP_ERASE_USER): its (uid, cid) rows deleted, the messages
  *     they named made tombstones (a recall's version) without their reactions, its
  *     reactions deleted everywhere, its memberships and last_seen deleted, its not-before
- *     moved to the erasure's second (kept: store.h, Revocation). Each message so changed
- *     takes its group's next cseq in the same statement. The tombstones are not announced
+ *     moved to the erasure's second (kept: store.h, Revocation). Each tombstone, and each
+ *     reaction dropped from a message that stays, takes its group's next cseq in the same
+ *     statement (as on RocksDB; a message's entry is its last). The tombstones are not announced
  *     one by one (a user may have sent a million messages): each group changed is
  *     announced once with its new last cseq ('c'), and its clients pull the changes;
  *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, (uid, cid) rows (a scan:
