@@ -160,7 +160,7 @@ static void header(pg *p, pg_buf *b)
 
 int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
 {
-    op->result = (op->list = st_list_new()) && (op->changed = st_list_new()) ? ST_OK : ST_ENOMEM;
+    op->result = (op->list = st_list_new()) ? ST_OK : ST_ENOMEM;
     if (op->result)
         return ST_OK;
     pg_buf b[4] = {{0}};
@@ -181,8 +181,9 @@ int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     op->ts = now;
     op->not_before = now / 1000;
     op->result = ids_into(op->list, r, 1, true);
-    if (op->result == ST_OK)
-        op->result = pairs_into(op->changed, r, 3);
+    /* changed: NULL when no group's last cseq moved (store.h). */
+    if (op->result == ST_OK && PQgetlength(r, 0, 3) > 0)
+        op->result = (op->changed = st_list_new()) ? pairs_into(op->changed, r, 3) : ST_ENOMEM;
     PQclear(r);
     if (op->result == ST_OK)
         announce(p, op);
