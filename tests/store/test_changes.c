@@ -581,3 +581,40 @@ Test(changes, a_store_of_an_older_release_takes_changes_from_one)
     fx_rmtree(old);
     free(old);
 }
+
+/* A read is bounded whatever it asks: at most ST_CHANGES_LIMIT_MAX (500) entries. */
+Test(changes, a_huge_limit_is_clamped)
+{
+    fx_join(s, "g", "alice");
+    enum { N = 600 };
+    static st_op ops[N];
+    static char cids[N][16];
+    for (size_t i = 0; i < N; i++) {
+        snprintf(cids[i], sizeof(cids[i]), "c%zu", i);
+        ops[i] = (st_op){.kind = ST_OP_APPEND,
+                         .gid = st_id_str("g"),
+                         .uid = st_id_str("alice"),
+                         .cid = st_id_str(cids[i]),
+                         .record = "m",
+                         .record_n = 1};
+    }
+    fx_run_all(s, ops, N);
+    for (size_t i = 0; i < N; i++)
+        ops[i] = (st_op){.kind = ST_OP_EDIT,
+                         .gid = st_id_str("g"),
+                         .mid = i + 1,
+                         .record = "edited",
+                         .record_n = 6};
+    fx_run_all(s, ops, N);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(ops[i].result, 0);
+    st_page *p = changes("g", 0, 1000000);
+    cr_assert_eq(st_page_count(p), 500);
+    cr_assert(st_page_more(p));
+    cr_assert_eq(st_page_upto(p), 500);
+    st_page_free(p);
+    p = changes("g", 500, 1000000);
+    cr_assert_eq(st_page_count(p), 100);
+    cr_assert_not(st_page_more(p));
+    st_page_free(p);
+}
