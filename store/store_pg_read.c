@@ -100,9 +100,10 @@ static int changes_of(const PGresult *r, st_op *op)
     bool gone = op->from + 1 < (changes_first ? changes_first : 1);
     bool more = !gone && total > n;
     /* Complete up to the last entry given when cut; else up to the group's last cseq (the
-     * cseqs without an entry: folded, horizon moves). Never back from `from`. */
+     * cseqs without an entry: folded, horizon moves), also below a `from` past it (a
+     * group made again under its old gid starts from 0: the reader's cursor comes back). */
     if (!more)
-        upto = last_cseq > op->from ? last_cseq : op->from;
+        upto = last_cseq;
     if (gone)
         upto = op->from; /* nothing served: the reader re-pages (store.h, Changes) */
     st_page_set_changes(op->page, upto, gone ? changes_first : 0);
