@@ -62,6 +62,8 @@ typedef struct gw_groups_figs {
     uint64_t resync_reads; /* ... with these reads (a user's groups, a group's last mid) */
     uint64_t ack_writes, ack_entries; /* ack batches and entries persisted */
     uint64_t version_pushes;          /* edited and recalled pushed to sessions */
+    uint64_t react_pushes;            /* reacted pushed to sessions (or coalesced) */
+    uint64_t changed_pushes;          /* changed told to sessions */
 } gw_groups_figs;
 
 /* The registry, the pushes and the coalescer of one service thread, made together (they
@@ -204,6 +206,13 @@ size_t gw_deliver_holes(const gw_deliver *d);
  * `except` (the editor's, which gets the reply). */
 void gw_deliver_version(gw_deliver *d, const char *gid, uint64_t mid, const pr_version *v,
                         const void *rec, size_t n, gw_sess *except);
+/* A reaction set or cleared (r->duplicate false): `reacted` to every online session of
+ * gid's members here but `except` (the reacting one, which got the reply). Past a
+ * session's budget: a coalesced `changed` instead (GW_PUSH_REACT). */
+void gw_deliver_react(gw_deliver *d, const pr_reacted *r, gw_sess *except);
+/* gid's changes moved to last_cseq without pushes of their own (an erasure, a trim):
+ * `changed {gid, last_cseq}` to every online session of its members here. */
+void gw_deliver_changed(gw_deliver *d, const char *gid, uint64_t last_cseq);
 
 /* ---- acks (gw_acks.c) ------------------------------------------------------------------- */
 

@@ -462,6 +462,9 @@ static void snapshot(gw_server *srv, table *t)
     C("slow_consumers", "switches", "gw_slow_consumer_switches_total",
       "Sessions switched from pushes to notify", ns->slow_switches);
     C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent", ns->notifies);
+    C("slow_consumers", "changed", "gw_changed_sent_total",
+      "changed messages sent (changes not pushed one by one: the client pulls them)",
+      ns->changed_sent);
     const struct {
         const char *key, *kind, *fate;
         uint64_t n;
@@ -470,6 +473,7 @@ static void snapshot(gw_server *srv, table *t)
         {"presence_deferred", "presence", "deferred", ns->budget_presence_deferred},
         {"watch_deferred", "watch", "deferred", ns->budget_watch_deferred},
         {"version_closes", "version", "closed", ns->budget_version_closes},
+        {"react_coalesced", "reaction", "coalesced", ns->budget_react_coalesced},
     };
     for (size_t i = 0; i < sizeof(past) / sizeof(past[0]); i++)
         add_label(t, "slow_consumers", past[i].key, "gw_pushes_past_budget_total", "counter",
