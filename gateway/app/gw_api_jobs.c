@@ -426,6 +426,14 @@ static unsigned sign_out_here(gw_app *a, const char *uid)
 static void erased(api_job *j, const st_op *op)
 {
     j->closed = sign_out_here(j->app, j->m.uid);
+    /* Its tombstones and its reactions gone took a cseq in each group: the online members
+     * there pull their changes. */
+    for (size_t i = 0; i < st_list_count(op->changed); i++) {
+        const st_item *it = st_list_at(op->changed, i);
+        char gid[PR_MAX_ID + 1];
+        if (gw_id_copy(gid, it->gid.p, it->gid.n))
+            gw_deliver_changed(j->app->d.deliver, gid, it->hi);
+    }
 }
 
 static json_t *erased_answer(api_job *j, const st_op *op, unsigned *status)

@@ -77,6 +77,15 @@ static void trimmed(gw_job *j)
         gw_registry_horizon(a->d.registry, gid, it->lo);
         gw_hub_tell_horizon(a->d.hub, a->d.thread, gid, it->lo);
     }
+    /* Horizons that moved took a cseq each: the online members pull their changes. */
+    for (size_t i = 0; i < st_list_count(op->changed); i++) {
+        const st_item *it = st_list_at(op->changed, i);
+        char gid[PR_MAX_ID + 1];
+        if (gw_id_copy(gid, it->gid.p, it->gid.n))
+            gw_deliver_changed(a->d.deliver, gid, it->hi);
+    }
+    st_list_free(op->changed);
+    op->changed = NULL;
     bool more = st_list_more(op->list);
     st_id after = st_list_after(op->list);
     snprintf(r->after, sizeof(r->after), "%.*s", (int)(after.n <= PR_MAX_ID ? after.n : 0),

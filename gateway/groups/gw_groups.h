@@ -113,6 +113,7 @@ typedef struct gw_mygroup {
     const char *gid;
     uint64_t last_mid;  /* the group's, as known here */
     uint64_t first_mid; /* ... and its horizon: what is below it is gone */
+    uint64_t last_cseq; /* ... and its last change, as known here */
     uint64_t ack;
     uint64_t read; /* when has_read: the user has sent a read */
     bool has_read;
@@ -150,6 +151,9 @@ void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_ses
  * for its unread counts while it is online here. Returns the horizon as known here
  * (first_mid itself, at least 1, when the group has nobody online here). */
 uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_mid);
+/* gid's last cseq as seen (a load, a join, a page, a change pushed) moves up to cseq;
+ * returns the one known here (cseq itself when the group has nobody online here). */
+uint64_t gw_registry_cseq(gw_registry *reg, const char *gid, uint64_t cseq);
 /* A change another thread or node made (the feed): a join, a leave, an ack or a read of
  * a user online here. */
 void gw_registry_change(gw_registry *reg, const st_change *ch);

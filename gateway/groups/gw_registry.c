@@ -295,6 +295,7 @@ static void loaded(gw_job *j)
         else
             gw_member_read(m, g->read, g->has_read, read, has_read);
         gw_registry_horizon(reg, gid, g->first_mid);
+        gw_registry_cseq(reg, gid, g->last_cseq);
     }
     if (rc == 0 && op->not_before > u->not_before)
         u->not_before = op->not_before;
@@ -462,6 +463,7 @@ void gw_registry_each(gw_registry *reg, const gw_seat *seat,
         gw_mygroup mg = {.gid = m->gid,
                          .last_mid = g ? g->last_mid : m->ack,
                          .first_mid = g ? g->first_mid : 1,
+                         .last_cseq = g ? g->last_cseq : 0,
                          .ack = m->ack,
                          .read = m->read,
                          .has_read = m->has_read};
@@ -601,6 +603,16 @@ uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_m
     if (first_mid > g->first_mid)
         g->first_mid = first_mid; /* a horizon only moves up */
     return g->first_mid;
+}
+
+uint64_t gw_registry_cseq(gw_registry *reg, const char *gid, uint64_t cseq)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (!g)
+        return cseq;
+    if (cseq > g->last_cseq)
+        g->last_cseq = cseq; /* cseqs only grow */
+    return g->last_cseq;
 }
 
 void gw_registry_change(gw_registry *reg, const st_change *ch)

@@ -26,6 +26,8 @@ static unsigned push(gw_deliver *d, const char *gid, uint64_t mid, const pr_vers
 {
     gw_groups *gs = gw_deliver_groups(d);
     gw_group *g = gw_group_find(gs->reg, gid, strlen(gid));
+    if (g && v->cseq > g->last_cseq)
+        g->last_cseq = v->cseq;
     if (!g || !g->n_online)
         return 0;
     msgpack_sbuffer sb;
@@ -74,6 +76,8 @@ void gw_deliver_react(gw_deliver *d, const pr_reacted *r, gw_sess *except)
     if (!gw_id_copy(gid, r->gid.p, r->gid.n))
         return;
     gw_group *g = gw_group_find(gs->reg, gid, strlen(gid));
+    if (g && r->cseq > g->last_cseq)
+        g->last_cseq = r->cseq;
     if (!g || !g->n_online)
         return;
     msgpack_sbuffer sb;
@@ -99,6 +103,8 @@ void gw_deliver_changed(gw_deliver *d, const char *gid, uint64_t last_cseq)
 {
     gw_groups *gs = gw_deliver_groups(d);
     gw_group *g = gw_group_find(gs->reg, gid, strlen(gid));
+    if (g && last_cseq > g->last_cseq)
+        g->last_cseq = last_cseq;
     if (!g || !g->n_online)
         return;
     gw_online *o, *tmp;

@@ -447,6 +447,14 @@ static void snapshot(gw_server *srv, table *t)
     C("versions", "edits", "gw_edits_total", "Messages edited by this node's sessions", na->edits);
     C("versions", "recalls", "gw_recalls_total", "Messages recalled by this node's sessions",
       na->recalls);
+    C("changes", "reactions", "gw_reactions_total",
+      "Reactions set or cleared through this node (sessions and the API)", na->reactions);
+    C("changes", "pages", "gw_changes_pages_total", "changes answered (sessions and the API)",
+      na->changes_pages);
+    C("changes", "react_pushes", "gw_react_pushes_total",
+      "reacted pushed to sessions (from any thread or node)", ng->react_pushes);
+    C("changes", "changed_pushes", "gw_changed_pushes_total",
+      "changed told to sessions (erasures, trims)", ng->changed_pushes);
     C("versions", "pushes", "gw_version_pushes_total",
       "Edits and recalls pushed to sessions (from any thread or node)", ng->version_pushes);
     C("retention", "passes", "gw_retention_passes_total",
