@@ -101,6 +101,7 @@ json_t *gw_api_body_object(gw_api_conn *c, const char *shape);
 
 /* The requests that need the store, each answered from its completion. */
 void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid);
+void gw_api_get_changes(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
 void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
 void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
 void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add);

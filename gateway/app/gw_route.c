@@ -428,7 +428,8 @@ int gw_enc_entry(msgpack_sbuffer *sb, const st_msg *m)
         return PR_E_NOMEM;
     for (size_t i = 0; i < m->n_reactions; i++)
         r[i] = (pr_reaction){{(const uint8_t *)m->reactions[i].key.p, m->reactions[i].key.n},
-                             m->reactions[i].count, m->reactions[i].mine};
+                             m->reactions[i].count,
+                             m->reactions[i].mine};
     pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled, .cseq = m->cseq};
     int rc = pr_enc_page_entry_r(sb, m->mid, m->ts, &v, (pr_slice){m->record, m->record_n}, r,
                                  m->n_reactions);

@@ -142,7 +142,10 @@ void gw_hub_tell(void *teller, const st_op *op)
     case ST_OP_DELETE_GROUP: /* its members left: a leave each */
         for (size_t i = 0; i < st_list_count(op->list); i++) {
             const st_item *it = st_list_at(op->list, i);
-            st_change ch = {.kind = ST_CH_LEAVE, .gid = op->gid, .uid = {it->text, it->text_n}};
+            st_change ch = {.kind = ST_CH_LEAVE,
+                            .gid = op->gid,
+                            .uid = {it->text, it->text_n},
+                            .cseq = op->cseq};
             gw_feeds_post_others(h->feeds, me->index, &ch, 1);
         }
         return;

@@ -147,6 +147,9 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 /* A leave of uid committed (here, by a session or the API): the membership ends, and the
  * user's sessions here but `except` (the one that asked) are told `left`. */
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except);
+/* The same for a deleted group: `left` carries the deletion's cseq. */
+void gw_registry_left_c(gw_registry *reg, const char *uid, const char *gid, gw_sess *except,
+                        uint64_t cseq);
 /* gid's horizon is at least first_mid (a read, a page, a join, a retention pass): kept
  * for its unread counts while it is online here. Returns the horizon as known here
  * (first_mid itself, at least 1, when the group has nobody online here). */

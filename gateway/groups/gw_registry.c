@@ -187,7 +187,17 @@ unsigned gw_registry_sign_out(gw_registry *reg, const char *uid)
     return n;
 }
 
+/* cseq: a deleted group's deletion (0: a plain leave), which `left` carries. */
+static void member_end_c(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except,
+                         uint64_t cseq);
+
 void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except)
+{
+    member_end_c(reg, u, gid, except, 0);
+}
+
+static void member_end_c(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except,
+                         uint64_t cseq)
 {
     if (!gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)}))
         return;
@@ -196,7 +206,7 @@ void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *excep
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     gw_buf *b = NULL;
-    if (pr_enc_left(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}) == 0 &&
+    if (pr_enc_left_c(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}, cseq) == 0 &&
         (b = gw_buf_from(&sb))) {
         gw_seat *s;
         DL_FOREACH (u->sessions, s) {
@@ -546,11 +556,17 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except)
 {
+    gw_registry_left_c(reg, uid, gid, except, 0);
+}
+
+void gw_registry_left_c(gw_registry *reg, const char *uid, const char *gid, gw_sess *except,
+                        uint64_t cseq)
+{
     gw_user *u = gw_user_find(reg, uid);
     if (u && u->loading)
         u->stale = true; /* the read under way may predate it: read again after */
     if (u)
-        gw_member_end(reg, u, gid, except);
+        member_end_c(reg, u, gid, except, cseq);
 }
 
 unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid)
@@ -636,7 +652,7 @@ void gw_registry_change(gw_registry *reg, const st_change *ch)
         break;
     case ST_CH_LEAVE:
         if (m)
-            gw_member_end(reg, u, gid, NULL);
+            member_end_c(reg, u, gid, NULL, ch->cseq);
         break;
     case ST_CH_ACK:
         if (m && ch->ack > m->ack)

@@ -90,8 +90,7 @@ void gw_deliver_react(gw_deliver *d, const pr_reacted *r, gw_sess *except)
         HASH_ITER (hh, g->online, o, tmp) {
             gw_seat *s;
             DL_FOREACH (o->user->sessions, s)
-                if (s->sess != except &&
-                    gw_out_push(s->sess, GW_PUSH_REACT, gid, r->cseq, b) == 0)
+                if (s->sess != except && gw_out_push(s->sess, GW_PUSH_REACT, gid, r->cseq, b) == 0)
                     gs->figs.react_pushes++;
         }
         gw_buf_unref(b);

@@ -100,7 +100,7 @@ typedef struct gw_sess_figs {
     uint64_t budget_version_closes;
     uint64_t budget_react_coalesced; /* reacted pushes past it: a `changed` instead */
     uint64_t changed_sent;           /* `changed` messages sent */
-    uint64_t rate_typing_dropped; /* typing over the session's rate (gw_throttle_typing) */
+    uint64_t rate_typing_dropped;    /* typing over the session's rate (gw_throttle_typing) */
 } gw_sess_figs;
 
 /* Sessions over store, decoding with dec (both borrowed), their timers on loop (NULL: no
