@@ -52,7 +52,9 @@ st_retain gw_retain_defaults(const gw_config *cfg)
 
 static bool any_default(const gw_config *cfg)
 {
-    return cfg->retain_messages || cfg->retain_days;
+    /* A change log kept short (--retain-changes) is trimmed by the passes too. */
+    return cfg->retain_messages || cfg->retain_days ||
+           (cfg->retain_changes && cfg->retain_changes != UINT64_MAX) || cfg->retain_changes_ms;
 }
 
 static void trimmed(gw_job *j)
