@@ -297,6 +297,9 @@ st_list *st_list_new(void);
 /* An item: gid (may be empty), lo, hi, mark and text (copied; may be empty). ST_ENOMEM. */
 int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, uint64_t mark, const void *text,
                 size_t text_n);
+/* The item of gid gets hi (the greater, when there is one), or an item is added for it
+ * (Changes: an op's `changed`, one item per group). ST_ENOMEM. */
+int st_list_note_hi(st_list *l, st_id gid, uint64_t hi);
 void st_list_set_more(st_list *l, bool more);
 void st_list_set_after(st_list *l, st_id gid); /* copied */
 /* The most items a list of `limit` holds: limit, capped at ST_LIST_MAX. */

@@ -458,4 +458,6 @@ void st_read_discard(st_op *op)
     op->members = NULL;
     st_list_free(op->list);
     op->list = NULL;
+    st_list_free(op->changed);
+    op->changed = NULL;
 }
