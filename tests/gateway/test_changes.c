@@ -363,7 +363,9 @@ Test(changes, the_log_keeps_its_own_horizon, .timeout = 120)
     while (tclock_since(t0) < 20000 && (p = changes(alice, "g", 0, 0)).gone == 0)
         usleep(200 * 1000);
     cr_assert_eq(p.gone, 3, "the log serves the last two: after 2 and on");
-    cr_assert(p.n == 0 && p.last_cseq == 4 && p.upto == 0, "never silently short, nothing served: n %zu last %lu upto %lu", p.n, (unsigned long)p.last_cseq, (unsigned long)p.upto);
+    cr_assert(p.n == 0 && p.last_cseq == 4 && p.upto == 0,
+              "never silently short, nothing served: n %zu last %lu upto %lu", p.n,
+              (unsigned long)p.last_cseq, (unsigned long)p.upto);
     p = changes(alice, "g", 2, 0);
     cr_assert(p.gone == 0 && p.n == 2 && p.e[0].mid == 3 && p.e[1].mid == 4);
 }
@@ -386,5 +388,137 @@ Test(changes, a_deleted_group_says_so, .timeout = 90)
     pr_enc_changes_req(&sb, 5, sl("g"), 0, 0);
     ev = gwfx_request(bob, &sb, PR_EV_ERR);
     cr_assert(ev.err_code == PR_E_NOT_MEMBER || ev.err_code == PR_E_NO_GROUP);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* A member that signs in, joins g and then does not read (until the end: its socket's
+ * buffers are left as they are, so that it can read everything then). */
+static void idle_member(rawws *c, const char *uid)
+{
+    char *tok = gwfx_token(uid);
+    cr_assert_eq(rawws_open(c, fa.port, NULL, GWFX_WAIT), 0);
+    cr_assert_eq(rawws_hello(c, tok, false), 0, "%s signs in", uid);
+    free(tok);
+    cr_assert_eq(rawws_join(c, "g"), 0, "%s joins", uid);
+}
+
+Test(changes, a_reaction_flood_is_rate_limited_and_a_slow_reader_is_told_changed, .timeout = 180)
+{
+    static const char *const args[] = {"--queue-cap",
+                                       "4",
+                                       "--queue-bytes",
+                                       "65536",
+                                       "--rate-sends",
+                                       "50",
+                                       "--rate-burst",
+                                       "1",
+                                       "--rate-bytes",
+                                       "0",
+                                       NULL};
+    gwfx_start(&fa, args);
+    rawws slow;
+    idle_member(&slow, "slow");
+    gwc_conn *sender = gwfx_login(&fa, "sender", NULL);
+    gwc_conn *watcher = gwfx_login(&fa, "watcher", NULL);
+    gwfx_join(sender, "g");
+    gwfx_join(watcher, "g");
+    /* Messages until the slow member's socket and queue are full: it is a slow consumer
+     * (the messages become a notify) before the reactions come. */
+    char *body = malloc(60000);
+    memset(body, 'x', 60000);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    long t0 = tclock_ms();
+    int n = 0;
+    while ((n < 300 || gwfx_stat(&fa, "slow_consumers", "switches") == 0) &&
+           tclock_since(t0) < 30000) {
+        for (int i = 0; i < 20; i++, n++) {
+            char cid[16];
+            snprintf(cid, sizeof(cid), "m%d", n);
+            sb.size = 0;
+            pr_enc_send(&sb, PR_NO_RID, sl("g"), sl(cid),
+                        (pr_body){{(uint8_t *)body, 60000}, true});
+            gwfx_send(sender, &sb);
+            usleep(21 * 1000); /* within the send rate */
+        }
+        pr_event ev;
+        while (gwc_next(sender, 100, &ev) == 0)
+            ;
+        while (gwc_next(watcher, 0, &ev) == 0)
+            ;
+    }
+    free(body);
+    cr_assert_geq(gwfx_stat(&fa, "slow_consumers", "switches"), 1, "after %d messages", n);
+    long rss0 = gwfx_rss_kib(&fa);
+
+    /* Three seconds of reactions as fast as the sender can ask: set and clear in turn on
+     * the first message, at most 64 unanswered. */
+    long asked = 0, accepted = 0, limited = 0, answered = 0, pushed = 0;
+    t0 = tclock_ms();
+    while (tclock_since(t0) < 3000) {
+        while (asked - answered < 64) {
+            sb.size = 0;
+            pr_enc_react(&sb, (uint64_t)asked, sl("g"), 1, sl("+1"), asked % 2 == 0);
+            gwfx_send(sender, &sb);
+            asked++;
+        }
+        pr_event ev;
+        while (gwc_next(sender, 5, &ev) == 0) {
+            if (ev.t == PR_EV_ERR) {
+                cr_assert_eq(ev.err_code, PR_E_RATE_LIMITED, "%.*s", (int)ev.err_msg.n,
+                             ev.err_msg.p);
+                limited++;
+                answered++;
+            } else if (ev.t == PR_EV_REACTED) {
+                accepted += !ev.duplicate;
+                answered++;
+            }
+        }
+        while (gwc_next(watcher, 0, &ev) == 0)
+            pushed += ev.t == PR_EV_REACTED;
+    }
+    long took = tclock_since(t0);
+    pr_event ev;
+    while (answered < asked && gwc_next(sender, GWFX_WAIT, &ev) == 0) {
+        limited += ev.t == PR_EV_ERR;
+        accepted += ev.t == PR_EV_REACTED && !ev.duplicate;
+        answered += ev.t == PR_EV_ERR || ev.t == PR_EV_REACTED;
+    }
+    while (gwc_next(watcher, 1000, &ev) == 0)
+        pushed += ev.t == PR_EV_REACTED;
+    long rss1 = gwfx_rss_kib(&fa);
+    long bound = 50 + 50 * (took + 999) / 1000 + 5;
+    cr_log_info("reactions: %ld asked in %ld ms, %ld accepted (bound %ld), %ld refused, %ld "
+                "pushed to the reader; RSS %ld -> %ld KiB",
+                asked, took, accepted, bound, limited, pushed, rss0, rss1);
+    cr_assert_gt(limited, 0, "reactions are refused past the send rate");
+    cr_assert_leq(accepted, bound);
+    cr_assert_eq(pushed, accepted, "a reader gets every reaction made");
+    cr_assert_lt(rss1 - rss0, 64 * 1024, "RSS grew by %ld KiB", rss1 - rss0);
+    cr_log_info("react pushes %lld, coalesced %lld, notifies %lld, switches %lld",
+                gwfx_stat(&fa, "changes", "react_pushes"),
+                gwfx_stat(&fa, "slow_consumers", "react_coalesced"),
+                gwfx_stat(&fa, "slow_consumers", "notifies"),
+                gwfx_stat(&fa, "slow_consumers", "switches"));
+    cr_assert_geq(gwfx_stat(&fa, "slow_consumers", "react_coalesced"), 1);
+
+    /* The slow member reads at last: a notify, and one `changed` for all the reactions. */
+    bool changed = false;
+    uint64_t last_cseq = 0;
+    int rc = 0, evs = 0, last_t = 0;
+    while (!changed && (rc = rawws_next(&slow, GWFX_WAIT, &ev)) == 0) {
+        evs++;
+        last_t = ev.t;
+        if (ev.t == PR_EV_CHANGED) {
+            changed = true;
+            last_cseq = ev.last_cseq;
+        }
+        cr_assert_neq(ev.t, PR_EV_REACTED, "past the budget no reaction is queued");
+    }
+    cr_assert(changed,
+              "the slow member is told to pull changes (rc %d after %d events, the last %d)", rc,
+              evs, last_t);
+    cr_assert_eq(last_cseq, (uint64_t)accepted, "the newest cseq");
+    rawws_close(&slow);
     msgpack_sbuffer_destroy(&sb);
 }
