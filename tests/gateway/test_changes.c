@@ -522,3 +522,140 @@ Test(changes, a_reaction_flood_is_rate_limited_and_a_slow_reader_is_told_changed
     rawws_close(&slow);
     msgpack_sbuffer_destroy(&sb);
 }
+
+Test(changes, the_api_reacts_and_reads_changes, .timeout = 90)
+{
+    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start(&fa, args);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    /* A bot's reaction (any uid, a member or not): the key URL-encoded. */
+    char *out = gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/%F0%9F%91%8D?uid=bot",
+                         NULL, 200);
+    json_t *o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o, "%s", out);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "key")), "\xf0\x9f\x91\x8d", "%s", out);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "uid")), "bot");
+    cr_assert_eq(json_integer_value(json_object_get(o, "count")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(o, "cseq")), 1);
+    cr_assert(json_is_true(json_object_get(o, "on")) &&
+              json_is_false(json_object_get(o, "duplicate")));
+    json_decref(o);
+    free(out);
+    pr_event ev = gwfx_expect_of(alice, PR_EV_REACTED);
+    cr_assert(ev.cseq == 1 && gwfx_slice_is(ev.uid, "bot") &&
+              gwfx_slice_is(ev.key, "\xf0\x9f\x91\x8d"));
+    out = gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/%F0%9F%91%8D?uid=bot", NULL,
+                   200);
+    cr_assert(strstr(out, "\"duplicate\":true"), "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/ok?uid=carol", NULL, 200);
+    free(out);
+    /* The messages page: cseq and reactions; the page's last_cseq. */
+    out = gwfx_api(&fa, "GET", "/api/v1/groups/g/messages", NULL, 200);
+    cr_assert(strstr(out, "\"last_cseq\":2"), "%s", out);
+    cr_assert(strstr(out, "\"cseq\":2,\"reactions\":{"), "%s", out);
+    cr_assert(strstr(out, "\"ok\":1"), "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "DELETE", "/api/v1/groups/g/messages/1/reactions/ok?uid=carol", NULL, 200);
+    cr_assert(strstr(out, "\"count\":0") && strstr(out, "\"cseq\":3") &&
+                  strstr(out, "\"on\":false"),
+              "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "GET", "/api/v1/groups/g/changes?after=1", NULL, 200);
+    o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o, "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(o, "upto")), 3, "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(o, "last_cseq")), 3);
+    cr_assert(json_is_false(json_object_get(o, "more")));
+    json_t *msgs = json_object_get(o, "msgs");
+    cr_assert_eq(json_array_size(msgs), 1, "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(msgs, 0), "cseq")), 3);
+    json_decref(o);
+    free(out);
+    /* Refusals. */
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/9/reactions/x?uid=bot", NULL, 404));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/x", NULL, 400));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/a%01b?uid=bot", NULL, 400));
+    free(gwfx_api(&fa, "POST", "/api/v1/groups/g/messages/1/reactions/x?uid=bot", "{}", 405));
+    free(gwfx_api(&fa, "GET", "/api/v1/groups/g/changes?after=x", NULL, 400));
+    free(gwfx_api(&fa, "GET", "/api/v1/groups/nope/changes", NULL, 404));
+    for (int i = 0; i < 19; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/api/v1/groups/g/messages/1/reactions/k%d?uid=bot", i);
+        free(gwfx_api(&fa, "PUT", path, NULL, 200));
+    }
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/k99?uid=bot", NULL, 413));
+}
+
+/* The JSON subprotocol: react and changes as JSON text, their answers as JSON. */
+static json_t *jnext_of(rawws *c, const char *t)
+{
+    for (;;) {
+        int op;
+        const uint8_t *p;
+        size_t n;
+        cr_assert_eq(rawws_read_frame(c, GWFX_WAIT, &op, &p, &n), 0, "no %s", t);
+        cr_assert_eq(op, RAWWS_TEXT);
+        json_t *j = json_loadb((const char *)p, n, 0, NULL);
+        cr_assert_not_null(j);
+        json_t *arr = json_is_array(j) ? j : NULL;
+        for (size_t i = 0; i < (arr ? json_array_size(arr) : 1); i++) {
+            json_t *m = arr ? json_array_get(arr, i) : j;
+            if (strcmp(json_string_value(json_object_get(m, "t")), t) == 0) {
+                json_incref(m);
+                json_decref(j);
+                return m;
+            }
+        }
+        json_decref(j);
+    }
+}
+
+Test(changes, the_json_subprotocol_reacts_and_reads_changes)
+{
+    gwfx_start(&fa, NULL);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    rawws j;
+    cr_assert_eq(rawws_connect(&j, fa.port, NULL), 0);
+    j.subprotocol = "gw.v1.json";
+    cr_assert_eq(rawws_handshake(&j, fa.port, false, GWFX_WAIT), 0);
+    char *tok = gwfx_token("jo"), text[1024];
+    snprintf(text, sizeof(text), "{\"t\":\"hello\",\"rid\":1,\"token\":\"%s\"}", tok);
+    free(tok);
+    cr_assert_eq(rawws_send_text(&j, text), 0);
+    json_decref(jnext_of(&j, "welcome"));
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"join\",\"rid\":2,\"gid\":\"g\"}"), 0);
+    json_t *m = jnext_of(&j, "joined");
+    cr_assert_eq(json_integer_value(json_object_get(m, "last_cseq")), 0);
+    json_decref(m);
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"react\",\"rid\":3,\"gid\":\"g\",\"mid\":1,"
+                                     "\"key\":\"\\ud83d\\udc4d\",\"on\":true}"),
+                 0);
+    m = jnext_of(&j, "reacted");
+    cr_assert_eq(json_integer_value(json_object_get(m, "cseq")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(m, "key")), "\xf0\x9f\x91\x8d");
+    json_decref(m);
+    pr_event ev = gwfx_expect_of(alice, PR_EV_REACTED);
+    cr_assert(gwfx_slice_is(ev.uid, "jo"));
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"changes\",\"rid\":4,\"gid\":\"g\",\"after\":0}"), 0);
+    m = jnext_of(&j, "changes");
+    json_t *e = json_array_get(json_object_get(m, "msgs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(e, "cseq")), 1);
+    cr_assert_eq(
+        json_integer_value(json_object_get(json_object_get(e, "reactions"), "\xf0\x9f\x91\x8d")),
+        1);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(e, "mine"), 0)),
+                     "\xf0\x9f\x91\x8d");
+    json_decref(m);
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"react\",\"rid\":5,\"gid\":\"g\",\"mid\":1,"
+                                     "\"key\":\"\",\"on\":true}"),
+                 0);
+    m = jnext_of(&j, "err");
+    cr_assert_str_eq(json_string_value(json_object_get(m, "code")), "bad_field");
+    json_decref(m);
+    rawws_close(&j);
+}
