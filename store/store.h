@@ -716,7 +716,8 @@ bool st_page_more(const st_page *p); /* more messages exist in that direction */
 uint64_t st_page_last_cseq(const st_page *p);
 /* A changes page (READ_CHANGES): the cseq it is complete up to, to read on after (the
  * group's last_cseq when not more); and changes_first when the log could not serve
- * `from` (the page is then empty; else 0). */
+ * `from` (the page is then empty, not more, and upto is `from`: the reader re-pages what
+ * it holds and takes st_page_last_cseq as its cursor; else 0). */
 uint64_t st_page_upto(const st_page *p);
 uint64_t st_page_changes_gone(const st_page *p);
 void st_page_free(st_page *p);

@@ -4,10 +4,14 @@
  * A batch is one transaction in two round trips, whatever the number of ops:
  *   1. BEGIN, and one statement that reads every row the batch will read: the groups it
  *      touches (locked, in key order, until the commit), the memberships it names, the
- *      (uid, cid) rows of its appends;
+ *      (uid, cid) rows of its appends; and, after the locks, the messages its edits and
+ *      reactions change (with their reaction counts) and the reactions it names;
  *   2. the batch's changes as a few statements over arrays (insert the messages and the
- *      sends, update the groups' last_mid, insert, update or delete memberships), and
- *      COMMIT (synchronous_commit on: durable before it answers).
+ *      sends, update the groups' last_mid and last_cseq, insert, update or delete
+ *      memberships, the messages' versions and cseqs, reactions set and cleared), and
+ *      COMMIT (synchronous_commit on: durable before it answers). A change to a message
+ *      (store.h, Changes) takes its cseq from the group's row, which the batch holds
+ *      locked: cseqs are dense per group across gateways, like mids.
  * Between the two, the ops are applied in C (store_apply.c) to the rows read in 1, kept
  * here by key with what the batch did to them; so the rules are the RocksDB backend's,
  * written once.

@@ -19,6 +19,14 @@
 
 FX_STORE_SUITE(changes, true);
 
+/* An op submitted and waited for; the store must take it (a backend without changes
+ * refuses the new kinds at submit: a failure here, not a crash further on). */
+static void run(st_store *st, st_op *op)
+{
+    int rc = fx_submit_wait(st, op);
+    cr_assert(rc == 0 || rc == ST_DONE, "submit: %s", st_strerror(rc));
+}
+
 static uint64_t edit_in(st_store *st, const char *gid, uint64_t mid, const char *record,
                         bool recall)
 {
@@ -28,7 +36,7 @@ static uint64_t edit_in(st_store *st, const char *gid, uint64_t mid, const char 
                 .recall = recall,
                 .record = record,
                 .record_n = strlen(record)};
-    fx_submit_wait(st, &op);
+    run(st, &op);
     cr_assert_eq(op.result, 0, "edit %s/%lu: %s", gid, (unsigned long)mid, st_strerror(op.result));
     return op.cseq;
 }
@@ -50,7 +58,7 @@ static uint64_t react(const char *gid, uint64_t mid, const char *uid, const char
 static st_op read_group(st_store *st, const char *gid)
 {
     st_op op = {.kind = ST_OP_READ_GROUP, .gid = st_id_str(gid)};
-    fx_submit_wait(st, &op);
+    run(st, &op);
     cr_assert_eq(op.result, 0, "read group %s: %s", gid, st_strerror(op.result));
     return op;
 }
@@ -63,7 +71,7 @@ static st_page *changes_in(st_store *st, const char *gid, uint64_t after, size_t
                 .from = after,
                 .limit = limit,
                 .max_bytes = max_bytes};
-    fx_submit_wait(st, &op);
+    run(st, &op);
     cr_assert_eq(op.result, 0, "changes %s: %s", gid, st_strerror(op.result));
     return op.page;
 }
@@ -103,7 +111,7 @@ static st_store *open_keeping(const char *where, uint64_t keep, uint64_t keep_ms
 static st_list *trim_in(st_store *st, st_retain dflt, size_t *deleted)
 {
     st_op op = {.kind = ST_OP_TRIM, .limit = 100, .retain = dflt};
-    fx_submit_wait(st, &op);
+    run(st, &op);
     cr_assert_eq(op.result, 0, "trim: %s", st_strerror(op.result));
     if (deleted)
         *deleted = op.applied;
@@ -144,7 +152,7 @@ Test(changes, cseq_is_dense_per_group_and_every_read_says_the_last)
     cr_assert_eq(read_group(s, "h").last_cseq, 2);
     /* A join, a page and the user's groups say it too. */
     st_op join = {.kind = ST_OP_JOIN, .gid = st_id_str("g"), .uid = st_id_str("bob")};
-    fx_submit_wait(s, &join);
+    run(s, &join);
     cr_assert_eq(join.result, 0);
     cr_assert_eq(join.last_cseq, 4);
     st_page *p = NULL;
@@ -156,7 +164,7 @@ Test(changes, cseq_is_dense_per_group_and_every_read_says_the_last)
     cr_assert_eq(st_page_at(p, 3)->cseq, 0, "never changed");
     st_page_free(p);
     st_op groups = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str("alice")};
-    fx_submit_wait(s, &groups);
+    run(s, &groups);
     cr_assert_eq(groups.result, 0);
     cr_assert_eq(st_groups_count(groups.groups), 2);
     for (size_t i = 0; i < 2; i++) {
@@ -338,12 +346,12 @@ Test(changes, a_deletion_answers_its_cseq_and_the_group_is_gone)
     edit("g", 1, "a");
     react("g", 2, "alice", "ok", true);
     st_op del = {.kind = ST_OP_DELETE_GROUP, .gid = st_id_str("g")};
-    fx_submit_wait(s, &del);
+    run(s, &del);
     cr_assert_eq(del.result, 0);
     cr_assert_eq(del.cseq, 3);
     st_list_free(del.list);
     st_op op = {.kind = ST_OP_READ_CHANGES, .gid = st_id_str("g"), .limit = 10};
-    fx_submit_wait(s, &op);
+    run(s, &op);
     cr_assert_eq(op.result, ST_ENOGROUP);
     cr_assert_null(op.page);
     /* Made again, it starts afresh: no change, no reaction of the old one. (New cids: the
@@ -376,7 +384,7 @@ Test(changes, an_erasure_takes_a_cseq_per_message_in_every_group_and_lists_them)
     react("g", 1, "bob", "+1", true);
     react("h", 1, "alice", "ha", true);
     st_op op = {.kind = ST_OP_ERASE_USER, .uid = st_id_str("alice"), .record = "T", .record_n = 1};
-    fx_submit_wait(s, &op);
+    run(s, &op);
     cr_assert_eq(op.result, 0, "%s", st_strerror(op.result));
     cr_assert_eq(op.applied, 1);
     st_list_free(op.list);
@@ -580,4 +588,41 @@ Test(changes, a_store_of_an_older_release_takes_changes_from_one)
     st_close(st);
     fx_rmtree(old);
     free(old);
+}
+
+/* A read is bounded whatever it asks: at most ST_CHANGES_LIMIT_MAX (500) entries. */
+Test(changes, a_huge_limit_is_clamped)
+{
+    fx_join(s, "g", "alice");
+    enum { N = 600 };
+    static st_op ops[N];
+    static char cids[N][16];
+    for (size_t i = 0; i < N; i++) {
+        snprintf(cids[i], sizeof(cids[i]), "c%zu", i);
+        ops[i] = (st_op){.kind = ST_OP_APPEND,
+                         .gid = st_id_str("g"),
+                         .uid = st_id_str("alice"),
+                         .cid = st_id_str(cids[i]),
+                         .record = "m",
+                         .record_n = 1};
+    }
+    fx_run_all(s, ops, N);
+    for (size_t i = 0; i < N; i++)
+        ops[i] = (st_op){.kind = ST_OP_EDIT,
+                         .gid = st_id_str("g"),
+                         .mid = i + 1,
+                         .record = "edited",
+                         .record_n = 6};
+    fx_run_all(s, ops, N);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(ops[i].result, 0);
+    st_page *p = changes("g", 0, 1000000);
+    cr_assert_eq(st_page_count(p), 500);
+    cr_assert(st_page_more(p));
+    cr_assert_eq(st_page_upto(p), 500);
+    st_page_free(p);
+    p = changes("g", 500, 1000000);
+    cr_assert_eq(st_page_count(p), 100);
+    cr_assert_not(st_page_more(p));
+    st_page_free(p);
 }
