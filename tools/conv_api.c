@@ -151,8 +151,7 @@ int conv_read_group(int port, const char *key, const char *gid, conv_group *out)
         int st = conv_api(port, key, "GET", path, NULL, &resp);
         json_t *j = st == 200 && resp ? json_loads(resp, 0, NULL) : NULL;
         if (!j) {
-            fprintf(stderr, "gw_converge: GET %s: status %d: %.200s\n", path, st,
-                    resp ? resp : "");
+            fprintf(stderr, "gw_converge: GET %s: status %d: %.200s\n", path, st, resp ? resp : "");
             free(resp);
             conv_group_free(out);
             return -1;
@@ -277,9 +276,14 @@ void conv_compare(const gwc_rep *r, const char *who, const char *gid, const conv
                 printf("gw_converge: %s %s mid %llu: holds ver %llu cseq %llu %s [%s], the "
                        "server ver %llu cseq %llu %s [%s]\n",
                        who, gid, (unsigned long long)sm->mid, (unsigned long long)h.ver,
-                       (unsigned long long)h.cseq, h.recalled ? "(recalled)" : body ? body : "",
+                       (unsigned long long)h.cseq,
+                       h.recalled ? "(recalled)"
+                       : body     ? body
+                                  : "",
                        rx, (unsigned long long)sm->ver, (unsigned long long)sm->cseq,
-                       sm->recalled ? "(recalled)" : sm->body ? sm->body : "",
+                       sm->recalled ? "(recalled)"
+                       : sm->body   ? sm->body
+                                    : "",
                        sm->reactions ? sm->reactions : "");
         }
         free(body);
@@ -294,7 +298,7 @@ void conv_compare(const gwc_rep *r, const char *who, const char *gid, const conv
             continue;
         (*extra)++;
         if (shown++ < SHOW_MAX)
-            printf("gw_converge: %s %s mid %llu: held, but not on the server (horizon %llu)\n",
-                   who, gid, (unsigned long long)mid, (unsigned long long)s->first_mid);
+            printf("gw_converge: %s %s mid %llu: held, but not on the server (horizon %llu)\n", who,
+                   gid, (unsigned long long)mid, (unsigned long long)s->first_mid);
     }
 }

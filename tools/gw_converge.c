@@ -75,8 +75,8 @@ static char gids[MAX_GROUPS][16];
 static uint64_t t_start;
 
 /* Figures. */
-static uint64_t n_confirmed, n_kills, n_failovers, n_offline, n_erasures, n_retention,
-    n_api_reacts, n_reacts, n_edits, n_recalls, n_refused, n_reconnects;
+static uint64_t n_confirmed, n_kills, n_failovers, n_offline, n_erasures, n_retention, n_api_reacts,
+    n_reacts, n_edits, n_recalls, n_refused, n_reconnects;
 static uint64_t cu_n, cu_entries, cu_held, cu_gone, cu_rounds, cu_bytes, cu_max_entries;
 static double cu_max_ratio; /* entries / held, of catch-ups holding >= 100 */
 
@@ -388,7 +388,7 @@ static void op_ws(replica *r, int kind)
             if (!gwc_rep_reaction(r->rep, gids[g], mid, i, &k, &c, &me) && !strcmp(k, key))
                 mine = me;
         }
-        gwc_enc_react(&sb, rid_next++, sl(gids[g]), mid, sl(key), !mine);
+        pr_enc_react(&sb, rid_next++, sl(gids[g]), mid, sl(key), !mine);
         n_reacts++;
     }
     send_sb(r);
@@ -434,8 +434,7 @@ static void op_api(int kind)
         char k[64];
         url_key(react_keys[rand() % KEYS_N], k, sizeof k);
         snprintf(path, sizeof path, "/groups/%s/messages/%llu/reactions/%s?uid=v%d", gids[g],
-                 (unsigned long long)(top - (uint64_t)(rand() % (top < 50 ? top : 50))), k,
-                 victim);
+                 (unsigned long long)(top - (uint64_t)(rand() % (top < 50 ? top : 50))), k, victim);
         conv_api(port, API_KEY, rand() % 4 ? "PUT" : "DELETE", path, NULL, &resp);
         n_api_reacts++;
     } else if (kind == 2) { /* the victim erased; the next one takes over */
@@ -635,20 +634,14 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {{"gw", required_argument, 0, 'g'},
-                                       {"replicas", required_argument, 0, 'r'},
-                                       {"groups", required_argument, 0, 'G'},
-                                       {"ops", required_argument, 0, 'o'},
-                                       {"kills", required_argument, 0, 'k'},
-                                       {"seed", required_argument, 0, 's'},
-                                       {"time-limit", required_argument, 0, 't'},
-                                       {"retain-changes", required_argument, 0, 'c'},
-                                       {"inject-skip-change", no_argument, 0, 'i'},
-                                       {"store", required_argument, 0, 'S'},
-                                       {"nodes", required_argument, 0, 'n'},
-                                       {"failovers", required_argument, 0, 'F'},
-                                       {"ha-dir", required_argument, 0, 'H'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"gw", required_argument, 0, 'g'},           {"replicas", required_argument, 0, 'r'},
+        {"groups", required_argument, 0, 'G'},       {"ops", required_argument, 0, 'o'},
+        {"kills", required_argument, 0, 'k'},        {"seed", required_argument, 0, 's'},
+        {"time-limit", required_argument, 0, 't'},   {"retain-changes", required_argument, 0, 'c'},
+        {"inject-skip-change", no_argument, 0, 'i'}, {"store", required_argument, 0, 'S'},
+        {"nodes", required_argument, 0, 'n'},        {"failovers", required_argument, 0, 'F'},
+        {"ha-dir", required_argument, 0, 'H'},       {0, 0, 0, 0}};
     o.seed = (unsigned)time(NULL);
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -670,9 +663,9 @@ int main(int argc, char **argv)
         }
     }
     if (!o.gw || o.replicas < 1 || o.replicas > MAX_REPLICAS || o.groups < 1 ||
-        o.groups > MAX_GROUPS || o.ops < 1 || o.kills < 0 || o.nodes < 1 ||
-        o.nodes > MAX_NODES || o.failovers < 0 || (o.nodes > 1 && !o.store) ||
-        (o.failovers && (!o.store || !o.ha_dir)) || (o.inject && o.groups < 2))
+        o.groups > MAX_GROUPS || o.ops < 1 || o.kills < 0 || o.nodes < 1 || o.nodes > MAX_NODES ||
+        o.failovers < 0 || (o.nodes > 1 && !o.store) || (o.failovers && (!o.store || !o.ha_dir)) ||
+        (o.inject && o.groups < 2))
         usage();
     srand(o.seed);
     signal(SIGINT, on_signal);
@@ -752,8 +745,7 @@ int main(int argc, char **argv)
         failover_step();
         if (now_ms() > deadline)
             die("out of time after %d of %d operations", op, o.ops);
-        if (ev_done < events && op >= (ev_done + 1) * o.ops / (events + 1) &&
-            fo_state == FO_NONE) {
+        if (ev_done < events && op >= (ev_done + 1) * o.ops / (events + 1) && fo_state == FO_NONE) {
             /* event e is a failover when it passes the next multiple, as gw_crash's */
             bool fo = o.failovers &&
                       (ev_done + 1) * o.failovers / events > ev_done * o.failovers / events;
@@ -786,10 +778,10 @@ int main(int argc, char **argv)
     printf("gw_converge: the run's catch-ups: %llu, carrying %llu changes for %llu messages "
            "held (%.3f a message held; the largest %llu changes), %llu round trips, %llu "
            "bytes, %llu answered changes_gone_before\n",
-           (unsigned long long)cu_n, (unsigned long long)cu_entries,
-           (unsigned long long)cu_held, cu_held ? (double)cu_entries / (double)cu_held : 0.0,
-           (unsigned long long)cu_max_entries, (unsigned long long)cu_rounds,
-           (unsigned long long)cu_bytes, (unsigned long long)cu_gone);
+           (unsigned long long)cu_n, (unsigned long long)cu_entries, (unsigned long long)cu_held,
+           cu_held ? (double)cu_entries / (double)cu_held : 0.0, (unsigned long long)cu_max_entries,
+           (unsigned long long)cu_rounds, (unsigned long long)cu_bytes,
+           (unsigned long long)cu_gone);
     quiet_catchups = true;
     conv_group again[MAX_GROUPS];
     bool stable = false;
@@ -874,9 +866,9 @@ int main(int argc, char **argv)
            (unsigned long long)n_retention, (unsigned long long)n_offline,
            (unsigned long long)n_reconnects, (unsigned long long)n_refused,
            (unsigned long long)n_kills, (unsigned long long)n_failovers, (unsigned long long)cu_n,
-           (unsigned long long)cu_entries, (unsigned long long)cu_held,
-           (unsigned long long)checked, (unsigned long long)held_total,
-           (unsigned long long)skipped, (unsigned long long)divergent, (unsigned long long)lost);
+           (unsigned long long)cu_entries, (unsigned long long)cu_held, (unsigned long long)checked,
+           (unsigned long long)held_total, (unsigned long long)skipped,
+           (unsigned long long)divergent, (unsigned long long)lost);
     for (int i = 0; i < o.replicas; i++)
         gwc_rep_free(reps[i].rep);
     gwc_ctx_free(ctx);

@@ -12,8 +12,8 @@
 
 #define PAGE_LIMIT 200
 #define CHANGES_LIMIT 200
-#define RETRY_MS 300    /* a request refused (unavailable, rate_limited) is asked again then */
-#define STALE_MS 10000  /* ... and one never answered */
+#define RETRY_MS 300   /* a request refused (unavailable, rate_limited) is asked again then */
+#define STALE_MS 10000 /* ... and one never answered */
 #define KIND_PAGE 0
 #define KIND_CHANGES 1
 
@@ -46,7 +46,7 @@ typedef struct rep_group {
     /* what is wanted and in flight */
     bool want_changes, changes_busy;
     bool want_page, page_busy;
-    uint64_t page_after; /* the next page begins after this mid */
+    uint64_t page_after;          /* the next page begins after this mid */
     uint64_t changes_at, page_at; /* when sent, or (not busy) not before then */
     /* the catch-up under way */
     bool catching;
@@ -270,6 +270,15 @@ static int set_content(rep_msg *m, const msgpack_object *e)
     return 0;
 }
 
+static void make_tombstone(rep_msg *m)
+{
+    m->recalled = true;
+    free(m->body);
+    m->body = NULL;
+    m->body_n = 0;
+    m->n_rx = 0;
+}
+
 /* A page or changes entry: the message's whole state (reactions and mine included). */
 static int set_entry(rep_group *g, const msgpack_object *e)
 {
@@ -365,7 +374,7 @@ static int on_version(gwc_rep *r, rep_group *g, const msgpack_object *e, bool re
             int rc = set_content(m, e);
             m->cseq = c;
             if (recall)
-                m->n_rx = 0;
+                make_tombstone(m);
             return rc;
         }
         return 0;
@@ -385,8 +394,8 @@ static int on_version(gwc_rep *r, rep_group *g, const msgpack_object *e, bool re
             if (rc)
                 return rc;
             m->cseq = cseq;
-            if (recall || m->recalled)
-                m->n_rx = 0;
+            if (recall)
+                make_tombstone(m); /* `recalled` says so by its t alone */
         }
     }
     push_cursor(g, cseq);
@@ -627,7 +636,8 @@ int gwc_rep_frame(gwc_rep *r, const uint8_t *frame, size_t len)
     const msgpack_object *o = &u.data;
     if (o->type == MSGPACK_OBJECT_ARRAY) {
         for (uint32_t i = 0; i < o->via.array.size && !rc; i++)
-            rc = on_event(r, &o->via.array.ptr[i], len / (o->via.array.size ? o->via.array.size : 1));
+            rc = on_event(r, &o->via.array.ptr[i],
+                          len / (o->via.array.size ? o->via.array.size : 1));
     } else {
         rc = on_event(r, o, len);
     }
@@ -666,8 +676,8 @@ int gwc_rep_next_request(gwc_rep *r, msgpack_sbuffer *b, uint64_t now_ms)
             return 1;
         }
         if (g->want_changes && !g->changes_busy && now_ms >= g->changes_at) {
-            if (gwc_enc_changes(b, GWC_REP_RID_BASE + 2 * i + KIND_CHANGES, gid, g->cursor,
-                                CHANGES_LIMIT))
+            if (pr_enc_changes_req(b, GWC_REP_RID_BASE + 2 * i + KIND_CHANGES, gid, g->cursor,
+                                   CHANGES_LIMIT))
                 return GWC_ENOMEM;
             g->want_changes = false;
             g->changes_busy = true;
@@ -819,50 +829,4 @@ uint64_t gwc_rep_n_held(const gwc_rep *r, const char *gid)
     for (uint64_t mid = 0; g && mid < g->cap; mid++)
         n += g->m[mid].held;
     return n;
-}
-
-/* --- encoders ------------------------------------------------------------------------ */
-
-static int pack_str(msgpack_packer *pk, const void *p, size_t n)
-{
-    return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, p, n);
-}
-
-static int head(msgpack_packer *pk, const char *t, uint64_t rid, size_t n)
-{
-    bool has_rid = rid != PR_NO_RID;
-    return msgpack_pack_map(pk, n + 1 + has_rid) || pack_str(pk, "t", 1) ||
-           pack_str(pk, t, strlen(t)) ||
-           (has_rid && (pack_str(pk, "rid", 3) || msgpack_pack_uint64(pk, rid)));
-}
-
-int gwc_enc_changes(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t after, uint32_t limit)
-{
-    msgpack_packer pk;
-    size_t start = b->size;
-    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
-    if (head(&pk, "changes", rid, 2 + (limit != 0)) || pack_str(&pk, "gid", 3) ||
-        pack_str(&pk, gid.p, gid.n) || pack_str(&pk, "after", 5) ||
-        msgpack_pack_uint64(&pk, after) ||
-        (limit && (pack_str(&pk, "limit", 5) || msgpack_pack_uint32(&pk, limit)))) {
-        b->size = start;
-        return PR_E_NOMEM;
-    }
-    return 0;
-}
-
-int gwc_enc_react(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, pr_slice key,
-                  bool on)
-{
-    msgpack_packer pk;
-    size_t start = b->size;
-    msgpack_packer_init(&pk, b, msgpack_sbuffer_write);
-    if (head(&pk, "react", rid, 4) || pack_str(&pk, "gid", 3) || pack_str(&pk, gid.p, gid.n) ||
-        pack_str(&pk, "mid", 3) || msgpack_pack_uint64(&pk, mid) || pack_str(&pk, "key", 3) ||
-        pack_str(&pk, key.p, key.n) || pack_str(&pk, "on", 2) ||
-        (on ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk))) {
-        b->size = start;
-        return PR_E_NOMEM;
-    }
-    return 0;
 }

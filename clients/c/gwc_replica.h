@@ -104,10 +104,4 @@ int gwc_rep_reaction(const gwc_rep *r, const char *gid, uint64_t mid, size_t i, 
 uint64_t gwc_rep_max_mid(const gwc_rep *r, const char *gid);
 uint64_t gwc_rep_n_held(const gwc_rep *r, const char *gid);
 
-/* Requests of issue 36 (docs/PROTOCOL.md): `changes {gid, after, limit?}` (limit 0: left
- * out, the server's default) and `react {gid, mid, key, on}`. 0, or PR_E_NOMEM. */
-int gwc_enc_changes(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t after, uint32_t limit);
-int gwc_enc_react(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, pr_slice key,
-                  bool on);
-
 #endif
