@@ -604,6 +604,31 @@ static void wait_idle(gwc_ctx *ctx, const char *what)
     }
 }
 
+/* --inject-skip-change when the run happened to recall nothing that replica 0 held in
+ * gids[1]: it sends a message there and recalls it itself, so that the fault is made. */
+static void force_skip(gwc_ctx *ctx)
+{
+    replica *r = &reps[0];
+    for (uint64_t until = now_ms() + 30000; !gwc_rep_skipped(r->rep);) {
+        if (now_ms() > until)
+            die("--inject-skip-change: no recall reached %s within 30 s", r->uid);
+        if (r->k && r->up) {
+            uint64_t mid = pick_msg(r, 1, true);
+            char body[48];
+            if (mid) {
+                pr_enc_recall(&sb, rid_next++, sl(gids[1]), mid);
+                n_recalls++;
+            } else {
+                snprintf(body, sizeof body, "%s:forced", r->uid);
+                pr_enc_send(&sb, rid_next++, sl(gids[1]), sl("forced"), (pr_body){sl(body), false});
+            }
+            send_sb(r);
+        }
+        settle(ctx, 300);
+    }
+    wait_idle(ctx, "after the injected fault");
+}
+
 static conv_group server[MAX_GROUPS];
 
 static void read_server(conv_group *out)
@@ -775,6 +800,8 @@ int main(int argc, char **argv)
         reps[i].offline_til = 0;
     settle(ctx, 2500);
     wait_idle(ctx, "after the run");
+    if (o.inject)
+        force_skip(ctx);
     printf("gw_converge: the run's catch-ups: %llu, carrying %llu changes for %llu messages "
            "held (%.3f a message held; the largest %llu changes), %llu round trips, %llu "
            "bytes, %llu answered changes_gone_before\n",
@@ -857,8 +884,9 @@ int main(int argc, char **argv)
     printf("gw_converge: %s in %.1f s: %llu confirmed, %llu edits, %llu recalls, %llu "
            "reactions, %llu API reactions, %llu erasures, %llu retention changes, %llu offline "
            "spans, %llu sessions, %llu refused; %llu kills, %llu failovers; %llu catch-ups "
-           "carried %llu changes for %llu messages held; %llu messages checked in %llu "
-           "held; %llu changes skipped; %llu divergent replicas, %llu lost messages\n",
+           "carried %llu changes for %llu messages held, %llu answered changes_gone_before; "
+           "%llu messages checked in %llu held; %llu changes skipped; %llu divergent replicas, "
+           "%llu lost messages\n",
            ok ? "ok" : "DIVERGED", (double)(now_ms() - t_start) / 1000,
            (unsigned long long)n_confirmed, (unsigned long long)n_edits,
            (unsigned long long)n_recalls, (unsigned long long)n_reacts,
@@ -866,8 +894,8 @@ int main(int argc, char **argv)
            (unsigned long long)n_retention, (unsigned long long)n_offline,
            (unsigned long long)n_reconnects, (unsigned long long)n_refused,
            (unsigned long long)n_kills, (unsigned long long)n_failovers, (unsigned long long)cu_n,
-           (unsigned long long)cu_entries, (unsigned long long)cu_held, (unsigned long long)checked,
-           (unsigned long long)held_total, (unsigned long long)skipped,
+           (unsigned long long)cu_entries, (unsigned long long)cu_held, (unsigned long long)cu_gone,
+           (unsigned long long)checked, (unsigned long long)held_total, (unsigned long long)skipped,
            (unsigned long long)divergent, (unsigned long long)lost);
     for (int i = 0; i < o.replicas; i++)
         gwc_rep_free(reps[i].rep);
