@@ -7,8 +7,9 @@
  *   - a person's (store.h, ST_OP_ERASE_USER): its (uid, cid) rows deleted, the messages
  *     they named made tombstones (a recall's version) without their reactions, its
  *     reactions deleted everywhere, its memberships and last_seen deleted, its not-before
- *     moved to the erasure's second (kept: store.h, Revocation). Each message so changed
- *     takes its group's next cseq in the same statement. The tombstones are not announced
+ *     moved to the erasure's second (kept: store.h, Revocation). Each tombstone, and each
+ *     reaction dropped from a message that stays, takes its group's next cseq in the same
+ *     statement (as on RocksDB; a message's entry is its last). The tombstones are not announced
  *     one by one (a user may have sent a million messages): each group changed is
  *     announced once with its new last cseq ('c'), and its clients pull the changes;
  *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, (uid, cid) rows (a scan:
@@ -159,7 +160,7 @@ static void header(pg *p, pg_buf *b)
 
 int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
 {
-    op->result = (op->list = st_list_new()) && (op->changed = st_list_new()) ? ST_OK : ST_ENOMEM;
+    op->result = (op->list = st_list_new()) ? ST_OK : ST_ENOMEM;
     if (op->result)
         return ST_OK;
     pg_buf b[4] = {{0}};
@@ -180,8 +181,9 @@ int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     op->ts = now;
     op->not_before = now / 1000;
     op->result = ids_into(op->list, r, 1, true);
-    if (op->result == ST_OK)
-        op->result = pairs_into(op->changed, r, 3);
+    /* changed: NULL when no group's last cseq moved (store.h). */
+    if (op->result == ST_OK && PQgetlength(r, 0, 3) > 0)
+        op->result = (op->changed = st_list_new()) ? pairs_into(op->changed, r, 3) : ST_ENOMEM;
     PQclear(r);
     if (op->result == ST_OK)
         announce(p, op);

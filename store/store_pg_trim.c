@@ -147,7 +147,7 @@ static st_id gid_of_trim(const PGresult *r, const uint64_t *hs, const uint64_t *
 
 int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
 {
-    if (!(op->list = st_list_new()) || !(op->changed = st_list_new())) {
+    if (!(op->list = st_list_new())) {
         op->result = ST_ENOMEM;
         return ST_OK;
     }
@@ -207,6 +207,10 @@ int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
         }
         if (PQresultStatus(t) == PGRES_TUPLES_OK && PQntuples(t) == 1) {
             op->applied += (size_t)pg_get_int8(t, 0, 0);
+            /* changed: made with its first group (NULL when none: store.h) */
+            if (!PQgetisnull(t, 0, 1) && op->result == ST_OK && !op->changed &&
+                !(op->changed = st_list_new()))
+                op->result = ST_ENOMEM;
             if (!PQgetisnull(t, 0, 1) && op->result == ST_OK)
                 op->result = st_list_add(op->changed, gid_of_trim(r, hs, cf, n, i), 0,
                                          pg_get_int8(t, 0, 1), 0, NULL, 0);
@@ -228,7 +232,7 @@ int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
         st_list_set_more(op->list, rows > limit);
     free(hs);
     PQclear(r);
-    if (rc == ST_OK && op->result == ST_OK)
+    if (rc == ST_OK && op->result == ST_OK && op->changed)
         announce(p, op->changed);
     return rc == ST_OK ? ST_OK : lost(p, op, why, why_len);
 }

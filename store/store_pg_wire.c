@@ -251,12 +251,13 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                        " AS v(gid, mid) WHERE r.gid = v.gid AND r.mid = v.mid",
     /* A person's erasure (store_pg_erase.c): the groups of its messages, memberships and
      * reactions locked in key order; then its rows gone, its messages tombstones ($2,
-     * made at $3) without their reactions, its reactions gone everywhere, each message so
-     * changed taking its group's next cseq (one per message, in mid order), the groups'
-     * last_cseq moved, the leaves and the groups changed written to the change log ($4:
-     * its header); answers the messages erased, the groups left (separated by spaces),
-     * the rows of other kinds changed, and the groups changed with their last cseq ("GID
-     * CSEQ" pairs, separated by spaces). */
+     * made at $3) without their reactions, its reactions gone everywhere, each change
+     * taking its group's next cseq as RocksDB takes them (the tombstones first, one each,
+     * in mid order; then one per reaction of the person's dropped from a message that
+     * stays; a message's entry the last of its own), the groups' last_cseq moved, the leaves and
+     * the groups changed written to the change log ($4: its header); answers the messages erased,
+     * the groups left (separated by spaces), the rows of other kinds changed, and the groups
+     * changed with their last cseq ("GID CSEQ" pairs, separated by spaces). */
     [PG_ERASE_LOCK] = "SELECT gid FROM gw.groups WHERE gid IN (SELECT gid FROM gw.sends"
                       " WHERE uid = $1::text UNION SELECT gid FROM gw.members WHERE uid = $1::text"
                       " UNION SELECT gid FROM gw.reactions WHERE uid = $1::text)"
@@ -264,11 +265,13 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     [PG_ERASE] =
         "WITH s AS (DELETE FROM gw.sends WHERE uid = $1::text RETURNING gid, mid),"
         " x AS (DELETE FROM gw.reactions WHERE uid = $1::text RETURNING gid, mid),"
-        " a AS (SELECT m.gid, m.mid, bool_or(t.tomb) AS tomb FROM (SELECT gid, mid, true AS tomb"
+        " a AS (SELECT m.gid, m.mid, bool_or(t.tomb) AS tomb,"
+        "  count(*) FILTER (WHERE NOT t.tomb) AS nr FROM (SELECT gid, mid, true AS tomb"
         "  FROM s UNION ALL SELECT gid, mid, false FROM x) t JOIN gw.msgs m ON m.gid = t.gid"
         "  AND m.mid = t.mid WHERE NOT m.recalled GROUP BY m.gid, m.mid),"
-        " n AS (SELECT a.gid, a.mid, a.tomb, g.last_cseq + row_number() OVER (PARTITION BY a.gid"
-        "  ORDER BY a.mid) AS cseq FROM a JOIN gw.groups g ON g.gid = a.gid),"
+        " n AS (SELECT a.gid, a.mid, a.tomb, g.last_cseq + sum(CASE WHEN a.tomb THEN 1"
+        "  ELSE a.nr END) OVER (PARTITION BY a.gid ORDER BY a.tomb DESC, a.mid"
+        "  ROWS UNBOUNDED PRECEDING)::int8 AS cseq FROM a JOIN gw.groups g ON g.gid = a.gid),"
         " e AS (UPDATE gw.msgs m SET cseq = n.cseq, cts = $3::int8,"
         "  record = CASE WHEN n.tomb THEN $2::bytea ELSE m.record END,"
         "  ver = m.ver + n.tomb::int, ets = CASE WHEN n.tomb THEN $3::int8 ELSE m.ets END,"
