@@ -50,6 +50,11 @@ static void usage(FILE *f)
         "                         everyone online sees it)\n"
         "  recall GID MID         take your message MID back: its text is deleted, its mid\n"
         "                         stays as \"(recalled)\"\n"
+        "  changes GID            the messages changed (edited, recalled, erased, reacted to)\n"
+        "                         after a change cursor, in their state now, then a line\n"
+        "                         \"# upto C ...\": the cursor to go on after next time\n"
+        "  react GID MID KEY      set your reaction KEY (an emoji or a word, at most 32 bytes)\n"
+        "                         on message MID; prints how many have set it\n"
         "\n"
         "Options\n"
         "  --url URL              wss://HOST:PORT/ws or ws://... (default $GW_URL, else\n"
@@ -76,6 +81,11 @@ static void usage(FILE *f)
         "  --limit N              messages per page (default: the gateway's)\n"
         "  --all                  page on until there are no more\n"
         "  --ack                  ack what was printed (not with --before)\n"
+        "changes\n"
+        "  --after C              the changes after cseq C (default 0: all the log keeps)\n"
+        "  --limit N              changes per request (default: the gateway's)\n"
+        "react\n"
+        "  --off                  clear your reaction instead\n"
         "\n"
         "Text output: [gid #mid] from: body. JSON lines: "
         "{\"gid\",\"mid\",\"from\",\"ts\",\"body\"};\n"
@@ -93,6 +103,8 @@ static void usage(FILE *f)
         "  gw_cli who lobby                         # online, and last seen\n"
         "  gw_cli edit lobby 42 see you at 10, not 9  # prints [lobby #42 edited v1] ...\n"
         "  gw_cli recall lobby 42                   # prints [lobby #42] alice: (recalled)\n"
+        "  gw_cli react lobby 42 ok                 # prints [lobby #42] ok on: 3 now (cseq 9)\n"
+        "  gw_cli changes --after 7 lobby           # what changed since cseq 7; # upto 9 ...\n"
         "\n"
         "Exit status\n"
         "  0  done (tail: --count or --seconds reached, or Ctrl-C)\n"
@@ -119,6 +131,7 @@ enum {
     O_LIMIT,
     O_ALL,
     O_ACK,
+    O_OFF,
     O_HELP,
 };
 
@@ -285,10 +298,11 @@ static const char *option_command(int opt)
     case O_COUNT:
     case O_SECONDS: return "tail";
     case O_AFTER:
+    case O_LIMIT: return "pull or changes";
     case O_BEFORE:
-    case O_LIMIT:
     case O_ALL:
     case O_ACK: return "pull";
+    case O_OFF: return "react";
     default: return NULL;
     }
 }
@@ -322,6 +336,7 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
         {"limit", required_argument, 0, O_LIMIT},
         {"all", no_argument, 0, O_ALL},
         {"ack", no_argument, 0, O_ACK},
+        {"off", no_argument, 0, O_OFF},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -390,6 +405,7 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
             break;
         case O_ALL: o->all = true; break;
         case O_ACK: o->ack = true; break;
+        case O_OFF: o->off = true; break;
         case 'h':
         case O_HELP: usage(stdout); return CLI_EXIT_OK;
         default: fprintf(stderr, "try 'gw_cli --help'\n"); return CLI_EXIT_USAGE;
@@ -405,12 +421,23 @@ static int parse_options(int argc, char **argv, cli *c, cli_args *a)
     return -1;
 }
 
+/* True if word is one of the words of list ("pull or changes"). */
+static bool has_word(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' '))
+            return true;
+    return false;
+}
+
 /* Checks the command, its arguments and the options together. -1 to go on, else the exit
  * code. */
 static int check_command(const cli *c, const cli_args *a)
 {
-    static const char *const cmds[] = {"groups",   "join", "leave", "send",   "tail", "pull",
-                                       "receipts", "who",  "edit",  "recall", "help"};
+    static const char *const cmds[] = {"groups",  "join",     "leave", "send", "tail",
+                                       "pull",    "receipts", "who",   "edit", "recall",
+                                       "changes", "react",    "help"};
     const cli_opts *o = &c->o;
     const char *cmd = a->cmd;
     bool known = false;
@@ -426,7 +453,7 @@ static int check_command(const cli *c, const cli_args *a)
     }
     for (int i = O_URL; i <= O_HELP; i++) {
         const char *for_cmd = option_command(i);
-        if (a->used[i] && for_cmd && strcmp(for_cmd, cmd)) {
+        if (a->used[i] && for_cmd && !has_word(for_cmd, cmd)) {
             cli_err("--%s is an option of %s, not of %s", a->used[i], for_cmd, cmd);
             return CLI_EXIT_USAGE;
         }
@@ -438,11 +465,23 @@ static int check_command(const cli *c, const cli_args *a)
         return CLI_EXIT_USAGE;
     }
     is_send |= !strcmp(cmd, "edit"); /* words after the group */
+    if (!strcmp(cmd, "react")) {
+        if (a->nargs != 3) {
+            cli_err("usage: gw_cli react GID MID KEY [--off]");
+            return CLI_EXIT_USAGE;
+        }
+        if (!pr_react_key_valid(cli_slice(a->args[2]))) {
+            cli_err("KEY: 1-%u bytes of UTF-8 without control characters (an emoji, a word)",
+                    PR_REACT_KEY_MAX);
+            return CLI_EXIT_USAGE;
+        }
+        is_receipts = true; /* GID MID, checked below like receipts' */
+    }
     if (!group_cmd && a->nargs) {
         cli_err("groups takes no arguments");
         return CLI_EXIT_USAGE;
     }
-    if (is_receipts && a->nargs != 2) {
+    if (is_receipts && a->nargs != 2 && strcmp(cmd, "react")) {
         cli_err("usage: gw_cli %s GID MID", cmd);
         return CLI_EXIT_USAGE;
     }
@@ -513,6 +552,14 @@ static int run(int argc, char **argv, cli *c)
     }
     if (!strcmp(cmd, "who"))
         return cli_cmd_who(c, gid);
+    if (!strcmp(cmd, "changes"))
+        return cli_cmd_changes(c, gid);
+    if (!strcmp(cmd, "react")) {
+        uint64_t mid;
+        if (parse_u64("MID", a.args[1], 1, UINT64_MAX, &mid))
+            return CLI_EXIT_USAGE;
+        return cli_cmd_react(c, gid, mid, a.args[2]);
+    }
     if (!strcmp(cmd, "edit") || !strcmp(cmd, "recall")) {
         uint64_t mid;
         if (parse_u64("MID", a.args[1], 1, UINT64_MAX, &mid))

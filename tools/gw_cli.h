@@ -7,6 +7,7 @@
  *   gw_cli_send.c  send: one message, or each line of standard input
  *   gw_cli_tail.c  tail (live, acked, resumed after a disconnect) and pull (pages)
  *   gw_cli_peers.c receipts and who (what the members see of each other)
+ *   gw_cli_changes.c changes (what changed after a cseq) and react
  *
  * Everything is single-threaded. Failures are reported on stderr where they are found;
  * functions return 0 or -1, or an exit code (CLI_EXIT_*) for the commands.
@@ -44,6 +45,7 @@ typedef struct cli_opts {
     uint64_t after, before; /* pull */
     uint32_t limit;         /* pull: page size (0: the server's default) */
     bool all;               /* pull: page until more is false */
+    bool off;               /* react: clear the reaction */
     bool ack;               /* pull: ack what was printed */
     const char *token_file; /* read again for a new token after a sign-out (NULL: none) */
 } cli_opts;
@@ -103,6 +105,9 @@ void out_sent(const cli *c, const pr_event *ev);
 void out_receipts(const cli *c, const pr_event *ev);
 /* now: wall-clock ms, for "last seen ... ago". */
 void out_presence(const cli *c, const pr_event *ev, uint64_t now);
+/* A reacted reply; the end of a changes walk (upto, last_cseq, first_mid, gone). */
+void out_reacted(const cli *c, const pr_event *ev);
+void out_changes_end(const cli *c, pr_slice gid, const pr_event *ev);
 /* Flushes stdout; -1 after saying why if the output cannot be written. */
 int out_flush(void);
 
@@ -114,5 +119,11 @@ int cli_cmd_receipts(cli *c, const char *gid, uint64_t mid);
 int cli_cmd_who(cli *c, const char *gid);
 /* edit GID MID TEXT (text NULL: recall GID MID): prints the message's new version. */
 int cli_cmd_edit(cli *c, const char *gid, uint64_t mid, const char *text);
+
+/* changes GID [--after C] [--limit N]: every change after cseq C (0: all the log keeps),
+ * page by page, as messages in their current state, then a line with `upto`. */
+int cli_cmd_changes(cli *c, const char *gid);
+/* react GID MID KEY [--off]: sets (clears) the reaction; prints the key's count. */
+int cli_cmd_react(cli *c, const char *gid, uint64_t mid, const char *key);
 
 #endif

@@ -153,6 +153,50 @@ static void json_body(pr_body body)
         fputs(",\"bin\":true", stdout);
 }
 
+/* A page or changes entry's reactions: ,"reactions":{key:count},"mine":[key,...]. */
+static void json_reactions(const pr_message *m)
+{
+    pr_reaction r;
+    bool mine = false;
+    if (!m->n_reactions)
+        return;
+    fputs(",\"reactions\":{", stdout);
+    for (size_t i = 0; i < m->n_reactions && !pr_message_reaction(m, i, &r); i++) {
+        if (i)
+            putchar(',');
+        json_str(utf8_valid(r.key) ? r.key : cli_slice("?"));
+        printf(":%" PRIu64, r.count);
+        mine |= r.mine;
+    }
+    putchar('}');
+    if (!mine)
+        return;
+    fputs(",\"mine\":[", stdout);
+    for (size_t i = 0, n = 0; i < m->n_reactions && !pr_message_reaction(m, i, &r); i++)
+        if (r.mine) {
+            if (n++)
+                putchar(',');
+            json_str(utf8_valid(r.key) ? r.key : cli_slice("?"));
+        }
+    putchar(']');
+}
+
+/* The same as text: "  {KEY N*, KEY N}" (* : yours). */
+static void text_reactions(const pr_message *m)
+{
+    pr_reaction r;
+    if (!m->n_reactions)
+        return;
+    fputs("  {", stdout);
+    for (size_t i = 0; i < m->n_reactions && !pr_message_reaction(m, i, &r); i++) {
+        if (i)
+            fputs(", ", stdout);
+        text_safe(r.key);
+        printf(" %" PRIu64 "%s", r.count, r.mine ? "*" : "");
+    }
+    putchar('}');
+}
+
 void out_message(const cli *c, pr_slice gid, const pr_message *m)
 {
     if (c->o.json) {
@@ -163,10 +207,13 @@ void out_message(const cli *c, pr_slice gid, const pr_message *m)
         printf(",\"ts\":%" PRIu64, m->ts);
         if (m->ver)
             printf(",\"ver\":%" PRIu64, m->ver);
+        if (m->cseq)
+            printf(",\"cseq\":%" PRIu64, m->cseq);
         if (m->recalled)
             fputs(",\"recalled\":true", stdout);
         else
             json_body(m->body);
+        json_reactions(m);
         fputs("}\n", stdout);
         return;
     }
@@ -190,6 +237,46 @@ void out_message(const cli *c, pr_slice gid, const pr_message *m)
     } else {
         printf("<%zu bytes>", m->body.data.n);
     }
+    text_reactions(m);
+    putchar('\n');
+}
+
+void out_reacted(const cli *c, const pr_event *ev)
+{
+    if (c->o.json) {
+        fputs("{\"gid\":", stdout);
+        json_str(ev->gid);
+        printf(",\"mid\":%" PRIu64 ",\"key\":", ev->mid);
+        json_str(utf8_valid(ev->key) ? ev->key : cli_slice("?"));
+        printf(",\"on\":%s,\"count\":%" PRIu64 ",\"cseq\":%" PRIu64 "%s}\n",
+               ev->on ? "true" : "false", ev->count, ev->cseq,
+               ev->duplicate ? ",\"duplicate\":true" : "");
+        return;
+    }
+    putchar('[');
+    text_safe(ev->gid);
+    printf(" #%" PRIu64 "] ", ev->mid);
+    text_safe(ev->key);
+    printf(" %s: %" PRIu64 " now (cseq %" PRIu64 ")%s\n", ev->on ? "on" : "off", ev->count,
+           ev->cseq, ev->duplicate ? ", unchanged" : "");
+}
+
+void out_changes_end(const cli *c, pr_slice gid, const pr_event *ev)
+{
+    if (c->o.json) {
+        fputs("{\"gid\":", stdout);
+        json_str(gid);
+        printf(",\"upto\":%" PRIu64 ",\"last_cseq\":%" PRIu64 ",\"first_mid\":%" PRIu64, ev->upto,
+               ev->last_cseq, ev->first_mid);
+        if (ev->changes_gone_before)
+            printf(",\"changes_gone_before\":%" PRIu64, ev->changes_gone_before);
+        fputs("}\n", stdout);
+        return;
+    }
+    printf("# upto %" PRIu64 " last_cseq %" PRIu64 " first_mid %" PRIu64, ev->upto, ev->last_cseq,
+           ev->first_mid);
+    if (ev->changes_gone_before)
+        printf(" changes_gone_before %" PRIu64, ev->changes_gone_before);
     putchar('\n');
 }
 

@@ -15,12 +15,17 @@
 /* The gw binary, the store's URL, the token secret, the folder the nodes' data folders go
  * in, and how many nodes (1..MAX_NODES). Borrowed: they must outlive the nodes. */
 void nodes_init(const char *gw, const char *store, const char *secret, const char *dir, int n);
+/* More arguments for every node's command line (at most 8; borrowed, like the above):
+ * gw_converge's API key file and retention. */
+void nodes_extra_args(const char *const *args, int n);
 /* Starts node i (again: on its data folder, a new free port); false if it did not come up. */
 bool node_start(int i);
 const char *node_log(int i);
 bool node_up(int i);
 /* ws://127.0.0.1:PORT/ws of node i (valid until it is started again). */
 const char *node_url(int i);
+/* The port of node i (its WebSocket and its API), 0 when it is down. */
+int node_port(int i);
 /* SIGKILL of node i (waits for it). */
 void node_kill(int i);
 /* SIGTERM of node i; its exit status. */

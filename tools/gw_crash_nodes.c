@@ -33,7 +33,9 @@ typedef struct node {
 static node nodes[MAX_NODES];
 static int n_nodes;
 static const char *gw_bin, *store_url, *secret, *base_dir;
-static pid_t cmd_pid; /* the command running now, if any (its own process group) */
+static pid_t cmd_pid;                 /* the command running now, if any (its own process group) */
+static const char *const *extra_args; /* nodes_extra_args */
+static int n_extra;
 
 void nodes_init(const char *gw, const char *store, const char *secret_, const char *dir, int n)
 {
@@ -42,6 +44,12 @@ void nodes_init(const char *gw, const char *store, const char *secret_, const ch
     secret = secret_;
     base_dir = dir;
     n_nodes = n < 1 ? 1 : n > MAX_NODES ? MAX_NODES : n;
+}
+
+void nodes_extra_args(const char *const *args, int n)
+{
+    extra_args = args;
+    n_extra = n < 0 ? 0 : n > 8 ? 8 : n;
 }
 
 /* A child that must not keep the harness's sockets open (a gateway, or a database server
@@ -93,7 +101,7 @@ bool node_start(int i)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         setenv("GW_SECRET", secret, 1);
         /* Senders go flat out: the rate limits are off, they are not what is tested. */
-        const char *argv[24] = {gw_bin,
+        const char *argv[32] = {gw_bin,
                                 "--insecure",
                                 "--port",
                                 "0",
@@ -119,6 +127,8 @@ bool node_start(int i)
             argv[a++] = "--node";
             argv[a++] = name;
         }
+        for (int x = 0; x < n_extra; x++)
+            argv[a++] = extra_args[x];
         argv[a] = NULL;
         execv(gw_bin, (char *const *)argv);
         _exit(127);
@@ -159,6 +169,11 @@ bool node_up(int i)
 const char *node_url(int i)
 {
     return nodes[i].url;
+}
+
+int node_port(int i)
+{
+    return node_up(i) ? nodes[i].port : 0;
 }
 
 /* SIGKILL, and reaped: no zombie holds its port or its pid. */

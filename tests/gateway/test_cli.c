@@ -433,6 +433,69 @@ Test(cli, edit_and_recall_print_the_new_version, .init = start_ws, .fini = stop)
     free(err);
 }
 
+/* react sets and clears a reaction (the count printed), and changes prints what changed
+ * after a cursor in its state now, with the cursor to go on after. */
+Test(cli, react_and_changes_after_a_cursor, .init = start_ws, .fini = stop)
+{
+    cli_ok(tok("alice"), NULL, "join", "rc", NULL);
+    cli_ok(tok("bob"), NULL, "join", "rc", NULL);
+    cli_ok(tok("alice"), NULL, "send", "rc", "lunch?", NULL);
+    cli_ok(tok("alice"), NULL, "send", "rc", "at noon", NULL);
+    char *out = NULL, *err = NULL;
+    /* Nothing changed yet: no messages, upto 0. */
+    cr_assert_eq(cli(tok("bob"), NULL, &out, NULL, "changes", "rc", NULL), 0);
+    cr_assert_str_eq(out, "# upto 0 last_cseq 0 first_mid 1\n");
+    free(out);
+    cr_assert_eq(cli(tok("bob"), NULL, &out, NULL, "react", "rc", "1", "ok", NULL), 0);
+    cr_assert_str_eq(out, "[rc #1] ok on: 1 now (cseq 1)\n");
+    free(out);
+    cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "--json", "react", "rc", "1", "ok", NULL), 0);
+    json_t *all = json_lines(out), *o = json_array_get(all, 0);
+    cr_assert_eq(jint(o, "count"), 2);
+    cr_assert_eq(jint(o, "cseq"), 2);
+    cr_assert(json_is_true(json_object_get(o, "on")));
+    json_decref(all);
+    free(out);
+    /* Again: idempotent, nothing changes. */
+    cr_assert_eq(cli(tok("alice"), NULL, &out, NULL, "react", "rc", "1", "ok", NULL), 0);
+    cr_assert_str_eq(out, "[rc #1] ok on: 2 now (cseq 2), unchanged\n");
+    free(out);
+    cli_ok(tok("alice"), NULL, "edit", "rc", "2", "at one", NULL);
+    cr_assert_eq(cli(tok("bob"), NULL, &out, NULL, "react", "--off", "rc", "1", "ok", NULL), 0);
+    cr_assert_str_eq(out, "[rc #1] ok off: 1 now (cseq 4)\n");
+    free(out);
+    /* After cseq 1: the edit (cseq 3) and #1 folded to its latest change (cseq 4). */
+    cr_assert_eq(cli(tok("bob"), NULL, &out, NULL, "changes", "--after", "1", "rc", NULL), 0);
+    cr_assert_str_eq(out, "[rc #2 edited v1] alice: at one\n[rc #1] alice: lunch?  {ok 1}\n"
+                          "# upto 4 last_cseq 4 first_mid 1\n");
+    free(out);
+    cr_assert_eq(
+        cli(tok("alice"), NULL, &out, NULL, "--json", "changes", "--limit", "1", "rc", NULL), 0);
+    all = json_lines(out);
+    cr_assert_eq(json_array_size(all), 3, "a page of one, twice, then the end: %s", out);
+    o = json_array_get(all, 1);
+    cr_assert_eq(jint(o, "mid"), 1);
+    cr_assert_eq(jint(o, "cseq"), 4);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(o, "reactions"), "ok")), 1);
+    cr_assert_eq(json_array_size(json_object_get(o, "mine")), 1, "alice's ok: %s", out);
+    cr_assert_eq(jint(json_array_get(all, 2), "upto"), 4);
+    json_decref(all);
+    free(out);
+    /* Refusals: a bad key is a usage error; a mid the group does not have is refused. */
+    cr_assert_eq(cli(tok("bob"), NULL, NULL, &err, "react", "rc", "1", "a\x01b", NULL), 2);
+    cr_assert(strstr(err, "KEY"), "%s", err);
+    free(err);
+    cr_assert_eq(cli(tok("bob"), NULL, NULL, &err, "react", "rc", "99", "ok", NULL), 1);
+    free(err);
+    cr_assert_eq(cli(tok("bob"), NULL, NULL, &err, "react", "rc", "1", NULL), 2);
+    free(err);
+    cr_assert_eq(cli(tok("bob"), NULL, NULL, &err, "changes", "--off", "rc", NULL), 2);
+    cr_assert(strstr(err, "--off is an option of react"), "%s", err);
+    free(err);
+    cr_assert_eq(cli(tok("carol"), NULL, NULL, &err, "changes", "rc", NULL), 1, "not a member");
+    free(err);
+}
+
 Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop)
 {
     static const char *const lines[] = {
