@@ -153,6 +153,10 @@ export const cursorMethods = {
     const last = asInt(m.last_cseq);
     this.heardCseq(g, last);
     this.horizonOf(g, asInt(m.first_mid));
+    if (g.view) {
+      const dropped = g.view.dropBelow(g.firstMid);
+      if (dropped.length) this.markView(g.gid, { removes: dropped.map((mid) => 'm' + mid) });
+    }
     const gone = asInt(m.changes_gone_before);
     const msgs = Array.isArray(m.msgs) ? m.msgs : [];
     const upto = asInt(m.upto);
@@ -171,7 +175,7 @@ export const cursorMethods = {
     this.changeLog.push(rec);
     this.dispatchEvent(new CustomEvent('changes', { detail: { gid: g.gid, after: info.after, upto: gone ? g.cseq : upto, entries: msgs.length, applied, gone: gone > 0 } }));
     if (!gone && m.more && upto > info.after) this.pullChanges(g, 'more', upto);
-    else if (g.changesAgain || g.recheckFrom !== null) this.pullChanges(g, 'again');
+    else if (g.changesAgain || g.recheckFrom !== null || (g.lastCseq > g.cseq && upto > info.after)) this.pullChanges(g, 'again');
     if (g.view) this.markView(g.gid);
     this.markGroups();
   },

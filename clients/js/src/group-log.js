@@ -61,6 +61,20 @@ export class GroupLog {
     return dropped;
   }
 
+  /** Drops the messages held below mid (the group's horizon, as a `changes` reply says
+   * it: what is held converges to what the group keeps). Returns the mids dropped. */
+  dropBelow(mid) {
+    const dropped = [];
+    for (const m of this.held.keys()) if (m < mid) dropped.push(m);
+    for (const m of dropped) this.held.delete(m);
+    if (dropped.length) {
+      this.lowest = null;
+      for (const m of this.held.keys()) if (this.lowest === null || m < this.lowest) this.lowest = m;
+      if (this.w !== null && this.w < mid - 1) this.w = mid - 1;
+    }
+    return dropped;
+  }
+
   /** The lowest mid held is at or below the horizon, which is above 1: the messages
    * before it were deleted by the group's retention (not merely none older exist). */
   olderGone() {
