@@ -26,11 +26,13 @@
 #define PR_MAX_BODY_DEFAULT (64u * 1024u)   /* bytes in one `body` */
 #define PR_MAX_ID 64u                       /* bytes in gid, uid, cid */
 #define PR_MAX_KEYS 32u                     /* entries in one map */
-#define PR_MAX_DEPTH 4u                     /* nesting of maps and arrays */
-#define PR_PAGE_DEFAULT 100u                /* default `limit` of enter and pull */
-#define PR_PAGE_MAX 500u                    /* larger limits are clamped to this */
-#define PR_NO_RID UINT64_MAX                /* encoders: leave `rid` out */
-#define PR_MAX_WATCH 16u                    /* mids one `watch` names */
+#define PR_MAX_DEPTH 5u       /* nesting of maps and arrays (a batch of pages of reactions) */
+#define PR_PAGE_DEFAULT 100u  /* default `limit` of enter and pull */
+#define PR_PAGE_MAX 500u      /* larger limits are clamped to this */
+#define PR_NO_RID UINT64_MAX  /* encoders: leave `rid` out */
+#define PR_MAX_WATCH 16u      /* mids one `watch` names */
+#define PR_REACT_KEY_MAX 32u  /* bytes in a reaction's `key` */
+#define PR_REACT_KEYS_MAX 20u /* distinct keys on one message */
 
 enum pr_err {
     PR_OK = 0,
@@ -109,7 +111,14 @@ enum pr_req_type {
     /* A message's later versions (docs/PROTOCOL.md, Edits and recalls). */
     PR_REQ_EDIT,   /* gid, mid, body, ver?: the sender's new version of a message */
     PR_REQ_RECALL, /* gid, mid: the sender takes a message back (its body is deleted) */
+    /* Changes to messages a client holds (docs/PROTOCOL.md, Changes and reactions). */
+    PR_REQ_CHANGES, /* gid, after, limit?: the changes after a cseq */
+    PR_REQ_REACT,   /* gid, mid, key, on: set or clear the person's reaction */
 };
+
+/* True if s is a valid reaction key: 1..PR_REACT_KEY_MAX bytes of UTF-8 with no control
+ * characters (below 0x20, 0x7f). */
+bool pr_react_key_valid(pr_slice s);
 
 /* One entry of `ack.acks` (the client holds every message of gid with mid <= mid), or of
  * `read.reads` (the person has seen every message of gid with mid <= mid). */
@@ -140,6 +149,8 @@ typedef struct pr_req {
     size_t n_mids;
     bool sub; /* presence: push the group's online changes (false: stop) */
     bool has_sub;
+    pr_slice key; /* react: the reaction (pr_react_key_valid) */
+    bool on;      /* react: set (true) or clear (false) */
 } pr_req;
 
 /* Decoder state: a reusable msgpack zone whose size is bounded by the frame size. */
@@ -179,6 +190,11 @@ int pr_enc_typing(msgpack_sbuffer *b, pr_slice gid);
 int pr_enc_edit(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, uint64_t ver,
                 pr_body body);
 int pr_enc_recall(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid);
+/* changes after cseq `after`; limit 0 = server default. */
+int pr_enc_changes_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t after,
+                       uint32_t limit);
+int pr_enc_react(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, pr_slice key,
+                 bool on);
 /* rid PR_NO_RID means "no rid" in every encoder; any other value, 0 included, is sent. */
 
 /* ---------------------------------------------------------------------------------------
@@ -202,7 +218,15 @@ typedef struct pr_version {
     uint64_t ver;
     uint64_t ts; /* when the version was made */
     bool recalled;
+    uint64_t cseq; /* the message's latest change (0: none; then left out) */
 } pr_version;
+
+/* One key of a message's reactions: how many set it, and whether the reader did. */
+typedef struct pr_reaction {
+    pr_slice key;
+    uint64_t count;
+    bool mine;
+} pr_reaction;
 
 /* A `msg` push: {t:"msg", gid, mid, ts} + record. */
 int pr_enc_msg(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, pr_slice record);
@@ -221,8 +245,44 @@ int pr_enc_msg_v(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, co
 /* The same for a page entry (v NULL or v->ver 0: pr_enc_page_entry). */
 int pr_enc_page_entry_v(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, const pr_version *v,
                         pr_slice record);
-/* An `edited` or (v->recalled) `recalled` reply or push: {t, rid?, gid, mid, ver, ts} +
- * record (ts: when the version was made). */
+/* A page or changes entry with everything: the version as above, `cseq` when v->cseq > 0
+ * (even for ver 0: a reaction changes a message without a new version), `reactions`
+ * {key: count} when n_r > 0 (at most PR_REACT_KEYS_MAX), `mine` [key, ...] for the ones
+ * marked mine (when any). */
+int pr_enc_page_entry_r(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, const pr_version *v,
+                        pr_slice record, const pr_reaction *r, size_t n_r);
+/* A `page` with the group's `last_cseq` (pr_enc_page_begin: last_cseq 0). */
+int pr_enc_page_begin_c(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                        uint64_t last_mid, uint64_t gone_before, bool more, uint64_t last_cseq,
+                        size_t n);
+/* A `changes` reply, begin + n entries (pr_enc_page_entry_r, ascending by cseq). */
+typedef struct pr_changes {
+    pr_slice gid;
+    uint64_t after;       /* as asked */
+    uint64_t upto;        /* complete up to this cseq: continue after it */
+    uint64_t last_cseq;   /* the group's */
+    uint64_t first_mid;   /* the group's horizon (0 is sent as 1) */
+    uint64_t last_mid;    /* the group's newest mid */
+    uint64_t gone_before; /* changes_gone_before: the log cannot serve `after` (0: none) */
+    bool more;
+} pr_changes;
+int pr_enc_changes_begin(msgpack_sbuffer *b, uint64_t rid, const pr_changes *c, size_t n);
+/* A `reacted` reply (duplicate: nothing changed; only replies carry it) or push. */
+typedef struct pr_reacted {
+    pr_slice gid;
+    uint64_t mid;
+    pr_slice uid;
+    pr_slice key;
+    bool on;
+    uint64_t count; /* the key's count now */
+    uint64_t cseq;  /* the change's, or on a duplicate the message's current cseq */
+    bool duplicate;
+} pr_reacted;
+int pr_enc_reacted(msgpack_sbuffer *b, uint64_t rid, const pr_reacted *r);
+/* `changed {gid, last_cseq}`: changes were made that were not pushed one by one. */
+int pr_enc_changed(msgpack_sbuffer *b, pr_slice gid, uint64_t last_cseq);
+/* An `edited` or (v->recalled) `recalled` reply or push: {t, rid?, gid, mid, ver, ts,
+ * cseq (when v->cseq > 0)} + record (ts: when the version was made). */
 int pr_enc_version(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
                    const pr_version *v, pr_slice record);
 
@@ -248,6 +308,9 @@ enum pr_ev_type {
     PR_EV_TYPING,   /* pushed: a member is typing */
     PR_EV_EDITED,   /* a reply to edit, or pushed: a message's new version (msg) */
     PR_EV_RECALLED, /* a reply to recall, or pushed: a message is a tombstone (msg) */
+    PR_EV_CHANGES,  /* a reply to changes: the changed messages (like a page) */
+    PR_EV_REACTED,  /* a reply to react, or pushed: a reaction was set or cleared */
+    PR_EV_CHANGED,  /* pushed: pull changes after your cursor */
 };
 
 /* One entry of `groups` (in welcome and groups). */
@@ -259,6 +322,7 @@ typedef struct pr_group {
     uint64_t unread; /* from `read` when the user has sent one for the group, else `ack` */
     uint64_t read;   /* when has_read */
     bool has_read;
+    uint64_t last_cseq; /* the group's newest change (0: none, or not given) */
 } pr_group;
 
 /* One entry of a `cursors` push: where a member's two cursors are. */
@@ -280,11 +344,19 @@ typedef struct pr_presence {
 typedef struct pr_message {
     uint64_t mid;
     pr_slice from;
-    uint64_t ts;   /* when it was sent (edited, recalled: when the version was made) */
-    pr_body body;  /* none when recalled */
-    uint64_t ver;  /* 0: as sent */
-    bool recalled; /* a tombstone: no body */
+    uint64_t ts;            /* when it was sent (edited, recalled: when the version was made) */
+    pr_body body;           /* none when recalled */
+    uint64_t ver;           /* 0: as sent */
+    bool recalled;          /* a tombstone: no body */
+    uint64_t cseq;          /* its latest change (0: none, or not given) */
+    size_t n_reactions;     /* keys in `reactions` (page and changes entries) */
+    const void *reactions_; /* private: read with pr_message_reaction */
+    const void *mine_;      /* private */
 } pr_message;
+
+/* The i-th reaction of a decoded page or changes entry (keys as sent). 0 or
+ * PR_E_BAD_FIELD. */
+int pr_message_reaction(const pr_message *m, size_t i, pr_reaction *out);
 
 /* Reads a stored record back into out's from and body (mid and ts are left 0): slices
  * borrowed from rec. 0, or PR_E_BAD_FRAME for bytes that are not a record. Uses d's zone
@@ -307,7 +379,12 @@ int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups);
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g);
 int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
                   uint64_t last_mid, uint64_t ack);
+/* joined with the group's last_cseq (pr_enc_joined: 0). */
+int pr_enc_joined_c(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                    uint64_t last_mid, uint64_t ack, uint64_t last_cseq);
 int pr_enc_left(msgpack_sbuffer *b, uint64_t rid, pr_slice gid);
+/* left of a deleted group: with the deletion's cseq (0: left out). */
+int pr_enc_left_c(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t cseq);
 int pr_enc_sent(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, uint64_t mid,
                 uint64_t ts);
 int pr_enc_notify(msgpack_sbuffer *b, pr_slice gid, uint64_t last_mid);
@@ -344,7 +421,7 @@ typedef struct pr_event {
     pr_welcome welcome;   /* welcome */
     pr_slice gid;         /* joined, left, sent, msg, page, notify, err (may be empty) */
     pr_slice cid;         /* sent */
-    uint64_t mid;         /* sent */
+    uint64_t mid;         /* sent, reacted */
     uint64_t ts;          /* sent, pong */
     uint64_t last_mid;    /* joined, page, notify */
     uint64_t first_mid;   /* joined, page: the group's horizon (1 when not given) */
@@ -361,16 +438,25 @@ typedef struct pr_event {
     uint64_t of;          /* receipts, presence: the group's members */
     uint64_t online;      /* presence: members online */
     bool has_list;        /* receipts: readers are listed; presence: members are */
-    pr_slice uid;         /* typing */
+    pr_slice uid;         /* typing, reacted */
     uint32_t ttl_ms;      /* typing: forget it after this long */
-    size_t n_items;       /* welcome, groups: groups; page: msgs; receipts: readers; cursors:
-                           * cursors; presence: members; online: changes */
-    const void *items_;   /* private: read with the pr_event_* accessors below */
+    uint64_t last_cseq;   /* joined, page, changes, changed (0: not given) */
+    uint64_t cseq;        /* reacted; left of a deleted group; edited, recalled (= msg.cseq) */
+    uint64_t after;       /* changes: as asked */
+    uint64_t upto;        /* changes: continue after this */
+    uint64_t changes_gone_before; /* changes: the log cannot serve `after` (0: not given) */
+    pr_slice key;                 /* reacted */
+    bool on;                      /* reacted */
+    uint64_t count;               /* reacted: the key's count now */
+    bool duplicate;               /* reacted: nothing changed */
+    size_t n_items;     /* welcome, groups: groups; page, changes: msgs; receipts: readers;
+                         * cursors: cursors; presence: members; online: changes */
+    const void *items_; /* private: read with the pr_event_* accessors below */
 } pr_event;
 
 /* The i-th group of a welcome or groups event. Returns 0 or PR_E_BAD_FIELD. */
 int pr_event_group(const pr_event *ev, size_t i, pr_group *out);
-/* The i-th message of a page event. Returns 0 or PR_E_BAD_FIELD. */
+/* The i-th message of a page or changes event. Returns 0 or PR_E_BAD_FIELD. */
 int pr_event_message(const pr_event *ev, size_t i, pr_message *out);
 /* The i-th reader of a receipts event. Returns 0 or PR_E_BAD_FIELD. */
 int pr_event_reader(const pr_event *ev, size_t i, pr_slice *out);

@@ -262,6 +262,17 @@ static const field f_edit[] = {
     {"ver", K_U64, RQ(ver), true},
 };
 
+static const field f_changes_req[] = {
+    {"gid", K_ID, RQ(gid), false},
+    {"after", K_U64, RQ(after), false},
+};
+static const field f_react[] = {
+    {"gid", K_ID, RQ(gid), false},
+    {"mid", K_U64, RQ(mid), false},
+    {"key", K_STR, RQ(key), false},
+    {"on", K_BOOL, RQ(on), false},
+};
+
 static const struct req_type {
     const char *name;
     enum pr_req_type t;
@@ -284,6 +295,8 @@ static const struct req_type {
     {"typing", PR_REQ_TYPING, SPEC(f_gid)},
     {"edit", PR_REQ_EDIT, SPEC(f_edit)},
     {"recall", PR_REQ_RECALL, SPEC(f_receipts_req)},
+    {"changes", PR_REQ_CHANGES, SPEC(f_changes_req)},
+    {"react", PR_REQ_REACT, SPEC(f_react)},
 };
 
 static int read_limit(const dctx *c, pr_req *out)
@@ -398,7 +411,8 @@ int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, 
         if ((rc = read_after_before(&c, out)))
             return rc;
         /* fall through */
-    case PR_REQ_ENTER: rc = read_limit(&c, out); break;
+    case PR_REQ_ENTER:
+    case PR_REQ_CHANGES: rc = read_limit(&c, out); break;
     case PR_REQ_ACK: rc = read_acks(&c, "acks", out); break;
     case PR_REQ_READ: rc = read_acks(&c, "reads", out); break;
     case PR_REQ_RECEIPTS:
@@ -406,6 +420,15 @@ int pr_decode_req(pr_decoder *d, const uint8_t *frame, size_t len, pr_req *out, 
     case PR_REQ_RECALL:
         if (out->mid == 0)
             rc = pr_fail(err, PR_E_BAD_FIELD, "%s: field 'mid' must be at least 1", ty->name);
+        break;
+    case PR_REQ_REACT:
+        if (out->mid == 0)
+            rc = pr_fail(err, PR_E_BAD_FIELD, "react: field 'mid' must be at least 1");
+        else if (!pr_react_key_valid(out->key))
+            rc = pr_fail(err, PR_E_BAD_FIELD,
+                         "react: field 'key' must be 1-%u bytes of UTF-8 without control "
+                         "characters",
+                         PR_REACT_KEY_MAX);
         break;
     case PR_REQ_WATCH: rc = read_mids(&c, out); break;
     case PR_REQ_PRESENCE: rc = read_field(&c, "sub", K_BOOL, true, &out->sub, &out->has_sub); break;
@@ -436,8 +459,12 @@ static const field f_joined[] = {
     {"first_mid", K_U64, EV(first_mid), true},
     {"last_mid", K_U64, EV(last_mid), false},
     {"ack", K_U64, EV(ack), false},
+    {"last_cseq", K_U64, EV(last_cseq), true},
 };
-static const field f_left[] = {{"gid", K_ID, EV(gid), false}};
+static const field f_left[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"cseq", K_U64, EV(cseq), true},
+};
 static const field f_sent[] = {
     {"gid", K_ID, EV(gid), false},
     {"cid", K_ID, EV(cid), false},
@@ -455,8 +482,30 @@ static const field f_page[] = {
     {"first_mid", K_U64, EV(first_mid), true},
     {"gone_before", K_U64, EV(gone_before), true},
     {"last_mid", K_U64, EV(last_mid), false},
+    {"last_cseq", K_U64, EV(last_cseq), true},
     {"more", K_BOOL, EV(more), false},
     {"msgs", K_ARRAY, 0, false},
+};
+static const field f_changes[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"after", K_U64, EV(after), false},
+    {"upto", K_U64, EV(upto), false},
+    {"last_cseq", K_U64, EV(last_cseq), false},
+    {"first_mid", K_U64, EV(first_mid), false},
+    {"last_mid", K_U64, EV(last_mid), false},
+    {"more", K_BOOL, EV(more), false},
+    {"changes_gone_before", K_U64, EV(changes_gone_before), true},
+    {"msgs", K_ARRAY, 0, false},
+};
+static const field f_reacted[] = {
+    {"gid", K_ID, EV(gid), false},    {"mid", K_U64, EV(mid), false},
+    {"uid", K_ID, EV(uid), false},    {"key", K_STR, EV(key), false},
+    {"on", K_BOOL, EV(on), false},    {"count", K_U64, EV(count), false},
+    {"cseq", K_U64, EV(cseq), false}, {"duplicate", K_BOOL, EV(duplicate), true},
+};
+static const field f_changed[] = {
+    {"gid", K_ID, EV(gid), false},
+    {"last_cseq", K_U64, EV(last_cseq), false},
 };
 static const field f_notify[] = {
     {"gid", K_ID, EV(gid), false},
@@ -503,6 +552,7 @@ static const field f_group[] = {
     {"last_mid", K_U64, offsetof(pr_group, last_mid), false},
     {"ack", K_U64, offsetof(pr_group, ack), false},
     {"unread", K_U64, offsetof(pr_group, unread), false},
+    {"last_cseq", K_U64, offsetof(pr_group, last_cseq), true},
 };
 static const field f_cursor[] = {
     {"uid", K_ID, offsetof(pr_cursor, uid), false},
@@ -520,16 +570,18 @@ static const field f_message[] = {
     {"ts", K_U64, offsetof(pr_message, ts), false},
     {"ver", K_U64, offsetof(pr_message, ver), true},
     {"recalled", K_BOOL, offsetof(pr_message, recalled), true},
+    {"cseq", K_U64, offsetof(pr_message, cseq), true},
 };
 static const field f_edited[] = {
     {"gid", K_ID, EV(gid), false},       {"mid", K_U64, EV(msg.mid), false},
     {"from", K_ID, EV(msg.from), false}, {"ts", K_U64, EV(msg.ts), false},
     {"ver", K_U64, EV(msg.ver), false},  {"body", K_BODY, EV(msg.body), false},
+    {"cseq", K_U64, EV(msg.cseq), true},
 };
 static const field f_recalled[] = {
     {"gid", K_ID, EV(gid), false},       {"mid", K_U64, EV(msg.mid), false},
     {"from", K_ID, EV(msg.from), false}, {"ts", K_U64, EV(msg.ts), false},
-    {"ver", K_U64, EV(msg.ver), false},
+    {"ver", K_U64, EV(msg.ver), false},  {"cseq", K_U64, EV(msg.cseq), true},
 };
 
 enum elem { E_NONE, E_GROUP, E_MESSAGE, E_UID, E_CURSOR, E_PRESENCE };
@@ -558,7 +610,54 @@ static const struct ev_type {
     {"typing", PR_EV_TYPING, SPEC(f_typing), E_NONE},
     {"edited", PR_EV_EDITED, SPEC(f_edited), E_NONE},
     {"recalled", PR_EV_RECALLED, SPEC(f_recalled), E_NONE},
+    {"changes", PR_EV_CHANGES, SPEC(f_changes), E_MESSAGE},
+    {"reacted", PR_EV_REACTED, SPEC(f_reacted), E_NONE},
+    {"changed", PR_EV_CHANGED, SPEC(f_changed), E_NONE},
 };
+
+/* A page or changes entry's `reactions` {key: count} and `mine` [key, ...], both
+ * optional: checked here, read later by pr_message_reaction. */
+static int read_reactions(const dctx *c, pr_message *m)
+{
+    const msgpack_object *r, *mine = NULL;
+    int rc = lookup(c, "reactions", &r);
+    if (!rc)
+        rc = read_field(c, "mine", K_ARRAY, true, &mine, NULL);
+    if (rc)
+        return rc;
+    if (r) {
+        if (r->type != MSGPACK_OBJECT_MAP)
+            return pr_fail(c->err, PR_E_BAD_FIELD, "%s: field 'reactions' must be a map", c->what);
+        for (uint32_t i = 0; i < r->via.map.size; i++)
+            if (r->via.map.ptr[i].key.type != MSGPACK_OBJECT_STR ||
+                r->via.map.ptr[i].val.type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                return pr_fail(c->err, PR_E_BAD_FIELD, "%s: 'reactions' must map strings to counts",
+                               c->what);
+        m->reactions_ = &r->via.map;
+        m->n_reactions = r->via.map.size;
+    }
+    if (mine) {
+        for (uint32_t i = 0; i < mine->via.array.size; i++)
+            if (mine->via.array.ptr[i].type != MSGPACK_OBJECT_STR)
+                return pr_fail(c->err, PR_E_BAD_FIELD, "%s: 'mine' must hold strings", c->what);
+        m->mine_ = &mine->via.array;
+    }
+    return 0;
+}
+
+int pr_message_reaction(const pr_message *m, size_t i, pr_reaction *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!m || i >= m->n_reactions || !m->reactions_)
+        return PR_E_BAD_FIELD;
+    const msgpack_object_kv *kv = &((const msgpack_object_map *)m->reactions_)->ptr[i];
+    out->key = slice_of(&kv->key);
+    out->count = kv->val.via.u64;
+    const msgpack_object_array *mine = m->mine_;
+    for (uint32_t j = 0; mine && j < mine->size && !out->mine; j++)
+        out->mine = slice_eq(slice_of(&mine->ptr[j]), out->key);
+    return 0;
+}
 
 /* One entry of an event's array into *out (a pr_group, pr_message, pr_slice, pr_cursor or
  * pr_presence, as elem says). */
@@ -607,7 +706,7 @@ static int read_elem(const msgpack_object *o, enum elem elem, void *out, pr_erro
             rc = read_field(&c, "body", K_BODY, m->recalled, &m->body, &body);
         if (!rc && m->recalled && body)
             rc = pr_fail(err, PR_E_BAD_FIELD, "%s: a recalled message has no 'body'", what);
-        return rc;
+        return rc ? rc : read_reactions(&c, m);
     }
     }
 }
@@ -623,7 +722,7 @@ int pr_event_group(const pr_event *ev, size_t i, pr_group *out)
 
 int pr_event_message(const pr_event *ev, size_t i, pr_message *out)
 {
-    if (!ev || ev->t != PR_EV_PAGE || i >= ev->n_items) {
+    if (!ev || (ev->t != PR_EV_PAGE && ev->t != PR_EV_CHANGES) || i >= ev->n_items) {
         memset(out, 0, sizeof *out);
         return PR_E_BAD_FIELD;
     }
@@ -709,6 +808,8 @@ static int decode_event(const msgpack_object *o, pr_event *ev, pr_error *err)
         ev->err_code = err_code_of(ev->err_name);
     if (ty->t == PR_EV_RECALLED)
         ev->msg.recalled = true;
+    if (ty->t == PR_EV_EDITED || ty->t == PR_EV_RECALLED)
+        ev->cseq = ev->msg.cseq;
     if (ty->t == PR_EV_MSG) {
         bool body = false;
         if ((rc = read_field(&c, "body", K_BODY, ev->msg.recalled, &ev->msg.body, &body)))

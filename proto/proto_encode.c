@@ -208,6 +208,30 @@ int pr_enc_recall(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid)
     return enc_gid_mid(b, "recall", rid, gid, mid);
 }
 
+int pr_enc_changes_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t after,
+                       uint32_t limit)
+{
+    enc e = enc_start(b);
+    head(&e, "changes", rid, 2 + (limit != 0));
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "after", after);
+    if (limit)
+        kv_u64(&e, "limit", limit);
+    return enc_end(&e);
+}
+
+int pr_enc_react(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid, pr_slice key,
+                 bool on)
+{
+    enc e = enc_start(b);
+    head(&e, "react", rid, 4);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "mid", mid);
+    kv_str(&e, "key", key);
+    kv_bool(&e, "on", on);
+    return enc_end(&e);
+}
+
 int pr_enc_ack(msgpack_sbuffer *b, const pr_ack *acks, size_t n)
 {
     enc e = enc_start(b);
@@ -364,11 +388,19 @@ int pr_enc_msg_v(msgpack_sbuffer *b, pr_slice gid, uint64_t mid, uint64_t ts, co
 int pr_enc_page_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
                       uint64_t last_mid, uint64_t gone_before, bool more, size_t n)
 {
+    return pr_enc_page_begin_c(b, rid, gid, first_mid, last_mid, gone_before, more, 0, n);
+}
+
+int pr_enc_page_begin_c(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                        uint64_t last_mid, uint64_t gone_before, bool more, uint64_t last_cseq,
+                        size_t n)
+{
     enc e = enc_start(b);
-    head(&e, "page", rid, 5 + (gone_before != 0));
+    head(&e, "page", rid, 6 + (gone_before != 0));
     kv_str(&e, "gid", gid);
     kv_u64(&e, "first_mid", first_mid ? first_mid : 1);
     kv_u64(&e, "last_mid", last_mid);
+    kv_u64(&e, "last_cseq", last_cseq);
     if (gone_before)
         kv_u64(&e, "gone_before", gone_before);
     kv_bool(&e, "more", more);
@@ -391,15 +423,91 @@ int pr_enc_page_entry_v(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, const pr_
     return enc_end(&e);
 }
 
+int pr_enc_page_entry_r(msgpack_sbuffer *b, uint64_t mid, uint64_t ts, const pr_version *v,
+                        pr_slice record, const pr_reaction *r, size_t n_r)
+{
+    enc e = enc_start(b);
+    size_t n_mine = 0;
+    for (size_t i = 0; i < n_r; i++)
+        n_mine += r[i].mine;
+    bool cseq = v && v->cseq > 0;
+    map(&e, version_pairs(v) + cseq + (n_r > 0) + (n_mine > 0));
+    kv_version(&e, mid, ts, v, record);
+    if (cseq)
+        kv_u64(&e, "cseq", v->cseq);
+    if (n_r > 0) {
+        key(&e, "reactions");
+        map(&e, n_r);
+        for (size_t i = 0; i < n_r && !e.rc; i++) {
+            bytes(&e, r[i].key.p, r[i].key.n, false);
+            if (!e.rc)
+                check(&e, msgpack_pack_uint64(&e.pk, r[i].count));
+        }
+    }
+    if (n_mine > 0) {
+        key(&e, "mine");
+        array(&e, n_mine);
+        for (size_t i = 0; i < n_r; i++)
+            if (r[i].mine)
+                bytes(&e, r[i].key.p, r[i].key.n, false);
+    }
+    return enc_end(&e);
+}
+
+int pr_enc_changes_begin(msgpack_sbuffer *b, uint64_t rid, const pr_changes *c, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, "changes", rid, 8 + (c->gone_before != 0));
+    kv_str(&e, "gid", c->gid);
+    kv_u64(&e, "after", c->after);
+    kv_u64(&e, "upto", c->upto);
+    kv_u64(&e, "last_cseq", c->last_cseq);
+    kv_u64(&e, "first_mid", c->first_mid ? c->first_mid : 1);
+    kv_u64(&e, "last_mid", c->last_mid);
+    kv_bool(&e, "more", c->more);
+    if (c->gone_before)
+        kv_u64(&e, "changes_gone_before", c->gone_before);
+    key(&e, "msgs");
+    array(&e, n);
+    return enc_end(&e);
+}
+
+int pr_enc_reacted(msgpack_sbuffer *b, uint64_t rid, const pr_reacted *r)
+{
+    enc e = enc_start(b);
+    head(&e, "reacted", rid, 7 + r->duplicate);
+    kv_str(&e, "gid", r->gid);
+    kv_u64(&e, "mid", r->mid);
+    kv_str(&e, "uid", r->uid);
+    kv_str(&e, "key", r->key);
+    kv_bool(&e, "on", r->on);
+    kv_u64(&e, "count", r->count);
+    kv_u64(&e, "cseq", r->cseq);
+    if (r->duplicate)
+        kv_bool(&e, "duplicate", true);
+    return enc_end(&e);
+}
+
+int pr_enc_changed(msgpack_sbuffer *b, pr_slice gid, uint64_t last_cseq)
+{
+    enc e = enc_start(b);
+    head(&e, "changed", PR_NO_RID, 2);
+    kv_str(&e, "gid", gid);
+    kv_u64(&e, "last_cseq", last_cseq);
+    return enc_end(&e);
+}
+
 int pr_enc_version(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
                    const pr_version *v, pr_slice record)
 {
     enc e = enc_start(b);
-    head(&e, v->recalled ? "recalled" : "edited", rid, 4 + record_pairs(v));
+    head(&e, v->recalled ? "recalled" : "edited", rid, 4 + (v->cseq > 0) + record_pairs(v));
     kv_str(&e, "gid", gid);
     kv_u64(&e, "mid", mid);
     kv_u64(&e, "ver", v->ver);
     kv_u64(&e, "ts", v->ts);
+    if (v->cseq > 0)
+        kv_u64(&e, "cseq", v->cseq);
     raw(&e, record);
     return enc_end(&e);
 }
@@ -435,10 +543,11 @@ int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups)
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g)
 {
     enc e = enc_start(b);
-    map(&e, 5 + g->has_read);
+    map(&e, 6 + g->has_read);
     kv_str(&e, "gid", g->gid);
     kv_u64(&e, "first_mid", g->first_mid ? g->first_mid : 1);
     kv_u64(&e, "last_mid", g->last_mid);
+    kv_u64(&e, "last_cseq", g->last_cseq);
     kv_u64(&e, "ack", g->ack);
     kv_u64(&e, "unread", g->unread);
     if (g->has_read)
@@ -449,20 +558,34 @@ int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g)
 int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
                   uint64_t last_mid, uint64_t ack)
 {
+    return pr_enc_joined_c(b, rid, gid, first_mid, last_mid, ack, 0);
+}
+
+int pr_enc_joined_c(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
+                    uint64_t last_mid, uint64_t ack, uint64_t last_cseq)
+{
     enc e = enc_start(b);
-    head(&e, "joined", rid, 4);
+    head(&e, "joined", rid, 5);
     kv_str(&e, "gid", gid);
     kv_u64(&e, "first_mid", first_mid ? first_mid : 1);
     kv_u64(&e, "last_mid", last_mid);
     kv_u64(&e, "ack", ack);
+    kv_u64(&e, "last_cseq", last_cseq);
     return enc_end(&e);
 }
 
 int pr_enc_left(msgpack_sbuffer *b, uint64_t rid, pr_slice gid)
 {
+    return pr_enc_left_c(b, rid, gid, 0);
+}
+
+int pr_enc_left_c(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t cseq)
+{
     enc e = enc_start(b);
-    head(&e, "left", rid, 1);
+    head(&e, "left", rid, 1 + (cseq != 0));
     kv_str(&e, "gid", gid);
+    if (cseq)
+        kv_u64(&e, "cseq", cseq);
     return enc_end(&e);
 }
 

@@ -36,6 +36,34 @@ bool pr_id_valid(pr_slice s)
     return true;
 }
 
+bool pr_react_key_valid(pr_slice s)
+{
+    if (s.n == 0 || s.n > PR_REACT_KEY_MAX || s.p == NULL)
+        return false;
+    /* UTF-8 as RFC 3629 has it: no overlong forms, no surrogates, nothing past U+10FFFF. */
+    for (size_t i = 0; i < s.n;) {
+        uint8_t c = s.p[i];
+        if (c < 0x20 || c == 0x7f)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 ? 1 : 0;
+        if (k == 0 || c > 0xf4 || i + k >= s.n)
+            return false;
+        uint8_t c1 = s.p[i + 1];
+        if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+            (c == 0xf4 && c1 > 0x8f))
+            return false;
+        for (size_t j = 1; j <= k; j++)
+            if ((s.p[i + j] & 0xc0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
+}
+
 int pr_fail(pr_error *err, int code, const char *fmt, ...)
 {
     if (err) {

@@ -108,7 +108,7 @@ void st_close(st_store *s)
 
 static bool is_read(enum st_op_kind k)
 {
-    return k >= ST_OP_READ_PAGE && k <= ST_OP_READ_SEEN;
+    return (k >= ST_OP_READ_PAGE && k <= ST_OP_READ_SEEN) || k == ST_OP_READ_CHANGES;
 }
 
 static bool op_valid(const st_op *op)
@@ -136,7 +136,14 @@ static bool op_valid(const st_op *op)
                 return false;
         return op->acks || op->n_acks == 0;
     case ST_OP_READ_PAGE:
-        return st_id_ok(op->gid) && op->limit > 0 && (op->dir == ST_AFTER || op->dir == ST_BEFORE);
+        return st_id_ok(op->gid) && op->limit > 0 &&
+               (op->dir == ST_AFTER || op->dir == ST_BEFORE) &&
+               (op->uid.n == 0 || st_id_ok(op->uid));
+    case ST_OP_REACT:
+        return st_id_ok(op->gid) && st_id_ok(op->uid) && op->mid >= 1 &&
+               st_react_key_ok(op->key, op->key_n);
+    case ST_OP_READ_CHANGES:
+        return st_id_ok(op->gid) && op->limit > 0 && (op->uid.n == 0 || st_id_ok(op->uid));
     case ST_OP_READ_GROUPS: return st_id_ok(op->uid);
     case ST_OP_READ_GROUP: return st_id_ok(op->gid) && (op->uid.n == 0 || st_id_ok(op->uid));
     case ST_OP_READ_MEMBERS:
@@ -167,7 +174,7 @@ static bool op_valid(const st_op *op)
 static void reset_outputs(st_op *op)
 {
     op->result = 0;
-    if (op->kind != ST_OP_EDIT) /* an edit's mid and ver are its inputs */
+    if (op->kind != ST_OP_EDIT && op->kind != ST_OP_REACT) /* their mid (and ver) are inputs */
         op->mid = op->ver = 0;
     op->ver_asked_ = op->ver; /* ver is an output too: a batch applied again asks the same */
     op->ts = op->last_mid = op->first_mid = op->ack = op->read = op->not_before = 0;
@@ -177,6 +184,8 @@ static void reset_outputs(st_op *op)
     op->groups = NULL;
     op->members = NULL;
     op->list = NULL;
+    op->changed = NULL;
+    op->cseq = op->count = op->last_cseq = 0;
     if (op->kind == ST_OP_TELL_CLAIM)
         for (size_t i = 0; i < op->n_tells; i++)
             op->tells[i].claimed = false;
@@ -189,6 +198,8 @@ int st_submit(st_store *s, st_op *op)
      * every op keeps callers honest about backends that queue their reads. */
     if (!op_valid(op))
         return ST_EINVAL;
+    if ((op->kind == ST_OP_REACT || op->kind == ST_OP_READ_CHANGES) && !s->be_ops->changes)
+        return ST_EINVAL; /* a backend without changes yet */
     reset_outputs(op);
     op->queued_us_ = st_mono_us();
     if (is_read(op->kind) && s->be_ops->inline_reads) {
@@ -341,6 +352,36 @@ int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied)
     int rc = submit_wait(s, &op);
     if (applied)
         *applied = op.applied;
+    return rc;
+}
+
+int st_react_sync(st_store *s, st_id gid, uint64_t mid, st_id uid, st_id key, bool on,
+                  uint64_t *cseq, uint64_t *count, bool *duplicate)
+{
+    st_op op = {.kind = ST_OP_REACT,
+                .gid = gid,
+                .mid = mid,
+                .uid = uid,
+                .key = key.p,
+                .key_n = key.n,
+                .on = on};
+    int rc = submit_wait(s, &op);
+    if (cseq)
+        *cseq = op.cseq;
+    if (count)
+        *count = op.count;
+    if (duplicate)
+        *duplicate = op.duplicate;
+    return rc;
+}
+
+int st_read_changes(st_store *s, st_id gid, uint64_t after, size_t limit, st_id uid, st_page **out)
+{
+    st_op op = {.kind = ST_OP_READ_CHANGES, .gid = gid, .from = after, .limit = limit, .uid = uid};
+    int rc = submit_wait(s, &op);
+    *out = rc == 0 ? op.page : NULL;
+    if (rc != 0)
+        st_page_free(op.page);
     return rc;
 }
 

@@ -62,6 +62,8 @@ enum st_err {
     ST_EBUSY = -11,     /* st_open: the folder is in use: another store has it open (RocksDB
                          * locks its folder to one process; errmsg names the process when
                          * it can) */
+    ST_ETOOMANY = -12,  /* REACT: the message has ST_REACT_KEYS_MAX keys already and this one
+                         * would be another */
 };
 
 /* st_submit's answer for a read answered at once on the caller's thread. */
@@ -133,6 +135,11 @@ enum st_change_kind {
     ST_CH_ASK,    /* origin asks gateway `ack` (0: every one) to list who is online there */
     ST_CH_LISTED, /* uid is online on origin: one of listing mid's users, which comes in ts
                    * parts, this one part ack (0-based); a part with no user has uid.n 0 */
+    /* Changes (below: Changes), appended so that the kinds above keep their values. */
+    ST_CH_REACT,   /* uid set (on) or cleared gid's message mid's reaction key: the key's
+                    * count is now count, the change took cseq */
+    ST_CH_CHANGED, /* gid's last_cseq moved to cseq through changes not announced one by one
+                    * (an erasure, a trim): a hint, read the changes */
 };
 
 #define ST_SIGNAL_MAX 7800u /* bytes of a signal's lines */
@@ -148,6 +155,12 @@ typedef struct st_change {
     const void *record; /* MSG, EDIT: borrowed, or NULL when it was too large to announce */
     size_t record_n;
     uint64_t origin; /* the announcing store (random per open) */
+    /* Changes (below: Changes). */
+    uint64_t cseq;  /* EDIT, REACT: the change's; CHANGED: the group's last_cseq; LEAVE of a
+                     * deleted group: the deletion's (0: a plain leave) */
+    st_id key;      /* REACT: the reaction's key (borrowed, valid during the call; UTF-8) */
+    bool on;        /* REACT: set (true) or cleared */
+    uint64_t count; /* REACT: the key's count after it */
 } st_change;
 
 /*
@@ -185,9 +198,14 @@ typedef struct st_options {
     unsigned test_drop_announcements; /* tests only (PostgreSQL): the next N announcements
                                        * made after their batch's commit are lost, as when the
                                        * server dies between the two */
-    bool unread_log; /* RocksDB: keep the line of each batch of messages that READ_UNSWEPT
-                      * reads (a gateway with the unread webhook); PostgreSQL's change log
-                      * keeps it always */
+    bool unread_log;          /* RocksDB: keep the line of each batch of messages that READ_UNSWEPT
+                               * reads (a gateway with the unread webhook); PostgreSQL's change log
+                               * keeps it always */
+    uint64_t changes_keep;    /* Changes: how many of a group's latest changes READ_CHANGES can
+                               * serve at least (0: ST_CHANGES_KEEP; ST_KEEP_ALL: every one);
+                               * ST_OP_TRIM moves changes_first up to keep that many */
+    uint64_t changes_keep_ms; /* ... and how old a change may be (ms; 0: no age limit): a TRIM
+                               * moves changes_first past the older ones */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
@@ -245,10 +263,12 @@ enum st_op_kind {
     ST_OP_SEEN,       /* users were online until seen[i].ms: their last_seen moves there
                        * (never back) */
     /* Reads: they see every write committed before they were submitted. */
-    ST_OP_READ_PAGE,    /* a page of gid's messages: dir, from, limit, max_bytes -> page */
+    ST_OP_READ_PAGE,    /* a page of gid's messages: dir, from, limit, max_bytes, uid (the
+                         * reader, optional) -> page */
     ST_OP_READ_GROUPS,  /* the groups of uid with their unread counts -> groups, and uid's
                          * not-before (Revocation) -> not_before, from the same snapshot */
-    ST_OP_READ_GROUP,   /* gid's last mid, and uid's ack when uid is given -> last_mid, ack */
+    ST_OP_READ_GROUP,   /* gid's last mid, and uid's ack when uid is given -> last_mid, ack,
+                         * last_cseq */
     ST_OP_READ_MEMBERS, /* a page of gid's members in uid order after uid, at most limit ->
                          * members (see st_read_members) */
     ST_OP_READ_SEEN,    /* the last_seen of the users seen[i].uid -> seen[i].ms (0: never) */
@@ -291,7 +311,23 @@ enum st_op_kind {
                    * at most limit of them, `retain` the defaults, now the time: each group's
                    * messages below its horizon go -> applied: messages deleted; list: the
                    * groups looked at whose horizon is past 1 (lo: first_mid, hi: last_mid),
-                   * st_list_after/st_list_more to go on */
+                   * st_list_after/st_list_more to go on; changed: the groups whose horizon
+                   * moved (each move takes a cseq, below: Changes; hi: the new last_cseq).
+                   * The same pass moves each group's changes_first (changes_keep,
+                   * changes_keep_ms) */
+    /* Changes (below): appended so that the kinds above keep their values. */
+    ST_OP_REACT,        /* a write like EDIT (in the batch): uid sets (`on`) or clears gid's message
+                         * mid's reaction `key` (key/key_n: 1..ST_REACT_KEY_MAX bytes of UTF-8
+                         * without control characters, else ST_EINVAL). Checked: the group
+                         * (ST_ENOGROUP), uid a member unless any_sender (ST_ENOTMEMBER), the
+                         * message (ST_ENOMSG), not recalled (ST_EGONE), a new key beyond
+                         * ST_REACT_KEYS_MAX (ST_ETOOMANY). Setting a set key or clearing an unset
+                         * one changes nothing: duplicate, with cseq the message's current one
+                         * -> cseq (the change's), count (the key's count after), duplicate */
+    ST_OP_READ_CHANGES, /* a read: gid's changed messages with a cseq after `from`, in cseq
+                         * order, at most limit (clamped like pages) and max_bytes, each in
+                         * its current state; uid (optional, n == 0: none) the reader, for
+                         * `mine` -> page (st_page_upto, st_page_changes_gone, more) */
 };
 
 /*
@@ -326,6 +362,36 @@ typedef struct st_retain {
     uint64_t cap;
     enum st_acked until_acked;
 } st_retain;
+
+/*
+ * Changes. Every change to an existing message (an edit, a recall, an erasure's
+ * tombstone, a reaction set or cleared, an erased user's reaction going) and every
+ * group-level change a client must apply (the horizon moving, the group deleted) takes
+ * the group's next cseq (1, 2, 3, ...; dense; 0: none yet), written in the same commit as
+ * the change. New messages take none: they are the mid stream.
+ *   - Each message remembers the cseq of its latest change (st_msg.cseq; 0: never
+ *     changed), and the change log holds one entry per changed message, its latest
+ *     (folding: a message changed again leaves its older entry). READ_CHANGES reads
+ *     that log: a catch-up costs O(messages changed).
+ *   - Horizon moves and the deletion take a cseq but have no entry: every page carries
+ *     the horizon, and a deleted group answers ST_ENOGROUP.
+ *   - The log keeps a horizon of its own, changes_first: it is complete after
+ *     changes_first - 1. A READ_CHANGES from F with F + 1 < changes_first cannot be
+ *     served: its page is empty and st_page_changes_gone() says changes_first (never
+ *     silently short). TRIM moves changes_first (st_options.changes_keep, _ms). Entries
+ *     of messages below the group's horizon are never returned.
+ * Reactions: a user sets a key (a short UTF-8 string: an emoji) on a message, stored once
+ * per (gid, mid, uid, key); at most ST_REACT_KEYS_MAX distinct keys a message. A recall
+ * or an erasure's tombstone drops the message's reactions in the same change; an erased
+ * user's reactions go everywhere, each message they were on taking a cseq.
+ */
+#define ST_CHANGES_KEEP 100000u /* changes_keep's default */
+#define ST_REACT_KEY_MAX 32u    /* bytes of a reaction's key */
+#define ST_REACT_KEYS_MAX 20u   /* distinct keys a message may have */
+
+/* A reaction key the store takes: 1..ST_REACT_KEY_MAX bytes of well-formed UTF-8 with no
+ * control character (below 0x20, 0x7f, nor U+0080..U+009F). */
+bool st_react_key_ok(const char *p, size_t n);
 
 /* A group's retention in force: its own fields where set, over the defaults. */
 st_retain st_retain_of(const st_retain *own, const st_retain *dflt);
@@ -420,38 +486,43 @@ struct st_op {
     st_id gid;            /* in: APPEND, JOIN, LEAVE, READ_PAGE, READ_GROUP, READ_MEMBERS,
                            * SWEPT; READ_UNSWEPT, the group the page starts after (n == 0:
                            * from the first) */
-    st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE, READ_GROUPS; READ_GROUP
-                           * (optional: n == 0 for none); READ_MEMBERS, the uid the page
-                           * starts after, exclusive (n == 0: from the first member) */
+    st_id uid;            /* in: APPEND (the sender), JOIN, LEAVE, READ_GROUPS, REACT;
+                           * READ_GROUP (optional: n == 0 for none); READ_PAGE and
+                           * READ_CHANGES (optional: the reader, for st_reaction.mine); READ_MEMBERS, the uid
+                           * the page            starts after, exclusive (n == 0: from the first member) */
     st_id cid;            /* in: APPEND, the client's message id */
     const void *record;   /* in: APPEND, the encoded message fields (opaque to the store) */
     size_t record_n;      /* in */
     const st_ack *acks;   /* in: ACKS */
     size_t n_acks;        /* in */
     enum st_dir dir;      /* in: READ_PAGE */
-    uint64_t from;        /* in: READ_PAGE, the mid the page starts after or before; SWEPT,
+    uint64_t from;        /* in: READ_PAGE, the mid the page starts after or before;
+                           * READ_CHANGES, the cseq the page starts after; SWEPT,
                            * the first mid looked at; READ_UNSWEPT, the span's start (ms,
                            * exclusive) */
-    size_t limit;         /* in: READ_PAGE, most messages (at least 1); READ_MEMBERS, most
-                           * members (at least 1; above ST_MEMBERS_MAX, ST_MEMBERS_MAX);
-                           * READ_UNSWEPT, most groups; TELL_ADOPT, most events (at least
-                           * 1; above ST_LIST_MAX, ST_LIST_MAX) */
-    size_t max_bytes;     /* in: READ_PAGE, most record bytes (0: no bound); at least one
-                           * message is always given, and a page cut short keeps the
-                           * messages nearest to `from` and says more */
-    bool create;          /* in: JOIN, create gid if it does not exist even when the store
-                           * was opened with open_groups off (a service making its own
-                           * groups); false: as open_groups says */
-    bool any_sender;      /* in: APPEND, the sender need not be a member (the server API's
-                           * messages: a bot, the application itself) */
-    bool recall;          /* in: EDIT, the version is a tombstone */
-    st_retain retain;     /* in: RETAIN, the group's own; TRIM, the defaults (0 or
-                           * ST_KEEP_ALL: no limit; until_acked DEFAULT: off); out:
-                           * READ_GROUP, the group's own */
-                          /* (ERASE_USER: uid and record, the tombstone, as above) */
-    st_done_fn done;      /* in: completion, on the store thread */
-    bool urgent;          /* in: queue ahead of waiting ops (acks: never behind a backlog) */
-    void *ud;             /* in: for the caller */
+    size_t limit; /* in: READ_PAGE and READ_CHANGES, most messages (at least 1); READ_MEMBERS, most
+                   * members (at least 1; above ST_MEMBERS_MAX, ST_MEMBERS_MAX);
+                   * READ_UNSWEPT, most groups; TELL_ADOPT, most events (at least
+                   * 1; above ST_LIST_MAX, ST_LIST_MAX) */
+    size_t max_bytes; /* in: READ_PAGE, READ_CHANGES, most record bytes (0: no bound); at least one
+                       * message is always given, and a page cut short keeps the
+                       * messages nearest to `from` and says more */
+    bool create;      /* in: JOIN, create gid if it does not exist even when the store
+                       * was opened with open_groups off (a service making its own
+                       * groups); false: as open_groups says */
+    bool any_sender;  /* in: APPEND, REACT: the sender need not be a member (the server API's
+                       * messages: a bot, the application itself) */
+    bool recall;      /* in: EDIT, the version is a tombstone */
+    const char *key;  /* in: REACT, the reaction's key (UTF-8, not NUL-terminated) */
+    size_t key_n;     /* in */
+    bool on;          /* in: REACT, set (true) or clear the reaction */
+    st_retain retain; /* in: RETAIN, the group's own; TRIM, the defaults (0 or
+                       * ST_KEEP_ALL: no limit; until_acked DEFAULT: off); out:
+                       * READ_GROUP, the group's own */
+                      /* (ERASE_USER: uid and record, the tombstone, as above) */
+    st_done_fn done;  /* in: completion, on the store thread */
+    bool urgent;      /* in: queue ahead of waiting ops (acks: never behind a backlog) */
+    void *ud;         /* in: for the caller */
 
     int result;          /* out: 0 or ST_E* */
     uint64_t mid;        /* out: APPEND, the message's mid (the first one if duplicate); in:
@@ -483,6 +554,13 @@ struct st_op {
                           * READ_UNSWEPT, the span's end (from: its start); TELL_ADOPT,
                           * made at or before this (ms since the epoch) */
     st_list *list;       /* out: READ_UNSWEPT, TELL_ADOPT, owned by the caller */
+    uint64_t cseq;       /* out (Changes): EDIT, REACT, the change's (a duplicate: the message's
+                          * current cseq); DELETE_GROUP, the deletion's (last_cseq + 1) */
+    uint64_t count;      /* out: REACT, the key's count after it */
+    uint64_t last_cseq;  /* out: JOIN, READ_GROUP, the group's last cseq (0: none yet) */
+    st_list *changed;    /* out: ERASE_USER, TRIM, owned by the caller (st_list_free): one
+                          * item per group whose last_cseq moved (gid, hi: its last_cseq
+                          * now); NULL when none */
 
     st_op *next_;        /* private: queue link */
     uint64_t ver_asked_; /* private: EDIT's ver as submitted */
@@ -511,6 +589,10 @@ int st_edit_sync(st_store *s, st_id gid, uint64_t mid, uint64_t *ver, bool recal
 int st_join_sync(st_store *s, st_id gid, st_id uid, uint64_t *last_mid, uint64_t *ack);
 int st_leave_sync(st_store *s, st_id gid, st_id uid);
 int st_acks_sync(st_store *s, const st_ack *acks, size_t n, size_t *applied);
+/* ST_OP_REACT: uid sets (on) or clears key on gid's message mid, as a member (cseq,
+ * count, duplicate: NULL when not wanted). */
+int st_react_sync(st_store *s, st_id gid, uint64_t mid, st_id uid, st_id key, bool on,
+                  uint64_t *cseq, uint64_t *count, bool *duplicate);
 
 /* ---------------------------------------------------------------------------------------
  * Blocking reads (helpers over the read ops): they see only committed writes.
@@ -532,6 +614,7 @@ typedef struct st_user_group {
                       * the horizon never counts */
     uint64_t read;   /* when has_read: the member has sent a read */
     bool has_read;
+    uint64_t last_cseq; /* the group's last change (Changes; 0: none yet) */
 } st_user_group;
 
 /* Calls cb for each group uid belongs to, once each, in the store's order (not sorted).
@@ -584,7 +667,15 @@ uint64_t st_members_last_mid(const st_members *m); /* the group's last mid in th
 bool st_members_more(const st_members *m);         /* more members come after this page */
 void st_members_free(st_members *m);               /* NULL is a no-op */
 
-/* One message of a page; `record` is borrowed from the page. */
+/* A message's reactions with one key: how many users set it, and whether the page's
+ * reader is one of them. key is borrowed from the page. */
+typedef struct st_reaction {
+    st_id key; /* UTF-8 (st_react_key_ok), not an id: not NUL-terminated */
+    uint64_t count;
+    bool mine;
+} st_reaction;
+
+/* One message of a page; `record` and `reactions` are borrowed from the page. */
 typedef struct st_msg {
     uint64_t mid;
     uint64_t ts;     /* when it was sent */
@@ -593,6 +684,10 @@ typedef struct st_msg {
     bool recalled;   /* a tombstone: record is the `from` pair alone */
     const void *record;
     size_t record_n;
+    uint64_t cseq;                /* its latest change (Changes; 0: never changed) */
+    const st_reaction *reactions; /* its reactions, one per key with a count, keys in byte
+                                   * order (memcmp, shorter first); none when recalled */
+    size_t n_reactions;
 } st_msg;
 
 /*
@@ -601,6 +696,10 @@ typedef struct st_msg {
  */
 int st_read_page(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
                  st_page **out);
+/* The changes after cseq `after` (READ_CHANGES, no byte bound): *out a page of the
+ * changed messages in cseq order; uid (n == 0: none) the reader, for st_reaction.mine.
+ * ST_ENOGROUP if the group does not exist. */
+int st_read_changes(st_store *s, st_id gid, uint64_t after, size_t limit, st_id uid, st_page **out);
 /* The same, and also at most max_bytes of records (but always at least one message):
  * when cut short, the page keeps the messages nearest to `from` and says more. */
 int st_read_page_bounded(st_store *s, st_id gid, enum st_dir dir, uint64_t from, size_t limit,
@@ -613,6 +712,13 @@ uint64_t st_page_first_mid(const st_page *p); /* ... and its horizon (Retention)
  * else 0. A page AFTER such a `from` starts at the horizon. */
 uint64_t st_page_gone_before(const st_page *p);
 bool st_page_more(const st_page *p); /* more messages exist in that direction */
+/* The group's last cseq in that snapshot (every page; 0: no change yet). */
+uint64_t st_page_last_cseq(const st_page *p);
+/* A changes page (READ_CHANGES): the cseq it is complete up to, to read on after (the
+ * group's last_cseq when not more); and changes_first when the log could not serve
+ * `from` (the page is then empty; else 0). */
+uint64_t st_page_upto(const st_page *p);
+uint64_t st_page_changes_gone(const st_page *p);
 void st_page_free(st_page *p);
 
 /* Figures for monitoring. Counters count since open, except messages and groups. */

@@ -77,6 +77,7 @@ static int apply_join(st_store *s, st_op *op, uint64_t now)
     }
     op->last_mid = g.last_mid;
     op->first_mid = g.first_mid ? g.first_mid : 1;
+    op->last_cseq = g.last_cseq;
     if (member == 1) {
         op->ack = m.ack;
         return ST_OK;
@@ -153,6 +154,7 @@ static int apply_edit(st_store *s, st_op *op, uint64_t now)
     if (same || (cur.recalled && op->recall)) {
         op->ver = cur.ver;
         op->ts = cur.ver_ts;
+        op->cseq = cur.cseq;
         op->duplicate = true;
         return ST_OK;
     }
@@ -161,15 +163,93 @@ static int apply_edit(st_store *s, st_op *op, uint64_t now)
     uint64_t ver = op->recall || op->ver_asked_ == 0 ? cur.ver + 1 : op->ver_asked_;
     if (ver != cur.ver + 1)
         return ST_ESTALE;
+    /* The change takes the group's next cseq in the same batch (store.h, Changes); a
+     * recall drops the reactions with it. */
+    uint64_t old_cseq = cur.cseq;
     st_msg_row next = {.ts = cur.ts,
                        .ver = ver,
                        .ver_ts = now,
                        .recalled = op->recall,
                        .record = op->record,
-                       .record_n = op->record_n};
+                       .record_n = op->record_n,
+                       .cseq = b->changes ? g.last_cseq + 1 : 0,
+                       .reactions = op->recall ? NULL : cur.reactions,
+                       .n_reactions = op->recall ? 0 : cur.n_reactions};
     b->put_version(s->be, op->gid, op->mid, &next);
+    if (b->changes) {
+        g.last_cseq = next.cseq;
+        b->put_group(s->be, op->gid, &g);
+        b->put_log(s->be, op->gid, op->mid, old_cseq, next.cseq, now);
+    }
     op->ver = ver;
     op->ts = now;
+    op->cseq = next.cseq;
+    return ST_OK;
+}
+
+/* A reaction set or cleared (store.h, ST_OP_REACT): the (gid, mid, uid, key) row, the
+ * key's count in the message and the message's cseq change together; setting what is set
+ * (or clearing what is not) changes nothing. */
+static int apply_react(st_store *s, st_op *op, uint64_t now)
+{
+    const st_backend *b = s->be_ops;
+    st_id key = {op->key, op->key_n};
+    st_group_row g;
+    st_member_row m;
+    st_msg_row cur;
+    int rc = b->get_group(s->be, op->gid, &g);
+    if (rc <= 0)
+        return rc < 0 ? rc : ST_ENOGROUP;
+    if (!op->any_sender && (rc = b->get_member(s->be, op->gid, op->uid, &m)) <= 0)
+        return rc < 0 ? rc : ST_ENOTMEMBER;
+    op->last_mid = g.last_mid;
+    if (op->mid > g.last_mid)
+        return ST_ENOMSG;
+    /* The reaction's row first: get_msg's row is lent until the backend's next call. */
+    int set = b->get_reaction(s->be, op->gid, op->mid, op->uid, key);
+    if (set < 0)
+        return set;
+    if ((rc = b->get_msg(s->be, op->gid, op->mid, &cur)) <= 0)
+        return rc < 0 ? rc : ST_ENOMSG;
+    if (cur.recalled)
+        return ST_EGONE;
+    size_t at = 0; /* where the key is, or goes, in the counts (byte order) */
+    int cmp = 1;
+    while (at < cur.n_reactions && (cmp = st_id_cmp(cur.reactions[at].key, key)) < 0)
+        at++;
+    bool found = at < cur.n_reactions && cmp == 0;
+    uint64_t count = found ? cur.reactions[at].count : 0;
+    if ((set == 1) == op->on) {
+        op->cseq = cur.cseq;
+        op->count = count;
+        op->duplicate = true;
+        return ST_OK;
+    }
+    if (op->on && !found && cur.n_reactions >= ST_REACT_KEYS_MAX)
+        return ST_ETOOMANY;
+    /* The counts after: the key's one up or down, a new key in its place, a key at 0 out. */
+    st_reaction rx[ST_REACT_KEYS_MAX];
+    size_t n = 0;
+    count = op->on ? count + 1 : (count ? count - 1 : 0);
+    for (size_t i = 0; i <= cur.n_reactions && n < ST_REACT_KEYS_MAX; i++) {
+        if (i == at && count > 0)
+            rx[n++] = (st_reaction){.key = key, .count = count};
+        if (i == cur.n_reactions)
+            break;
+        if (i == at && found)
+            continue; /* replaced above, or gone at 0 */
+        rx[n++] = cur.reactions[i];
+    }
+    st_msg_row next = cur;
+    next.cseq = g.last_cseq + 1;
+    next.reactions = rx;
+    next.n_reactions = n;
+    b->put_react(s->be, op->gid, op->mid, &next, op->uid, key, op->on);
+    g.last_cseq = next.cseq;
+    b->put_group(s->be, op->gid, &g);
+    b->put_log(s->be, op->gid, op->mid, cur.cseq, next.cseq, now);
+    op->cseq = next.cseq;
+    op->count = count;
     return ST_OK;
 }
 
@@ -194,6 +274,7 @@ int st_apply(st_store *s, st_op *op, uint64_t now)
         return ST_OK;
     case ST_OP_SEEN: return apply_seen(s, op);
     case ST_OP_EDIT: return apply_edit(s, op, now);
+    case ST_OP_REACT: return apply_react(s, op, now);
     default: return ST_EINVAL;
     }
 }

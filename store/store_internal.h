@@ -22,9 +22,13 @@
 typedef struct st_group_row {
     uint64_t last_mid;
     uint64_t created_ms;
-    uint64_t first_mid; /* the horizon (0 read as 1); PostgreSQL's batches: as read, and
-                         * never written by them (a TRIM moves it) */
-    st_retain retain;   /* the group's own (RocksDB; PostgreSQL's batches leave it) */
+    uint64_t first_mid;     /* the horizon (0 read as 1); PostgreSQL's batches: as read, and
+                             * never written by them (a TRIM moves it) */
+    st_retain retain;       /* the group's own (RocksDB; PostgreSQL's batches leave it) */
+    uint64_t last_cseq;     /* Changes (store.h): the group's last cseq (0: none yet); the core
+                             * moves it by one for each change it applies (EDIT, REACT) */
+    uint64_t changes_first; /* the change log is complete after changes_first - 1 (0 read
+                             * as 1); only a TRIM moves it */
 } st_group_row;
 
 /* ---- retention (store_retain.c), the rules once for both backends ---------------------- */
@@ -62,6 +66,12 @@ typedef struct st_msg_row {
     const void *record; /* get_msg: the backend's, valid until its next call; put_version:
                          * the op's, valid until the batch ends */
     size_t record_n;
+    uint64_t cseq; /* its latest change (0: none). put_version, put_react: the new one */
+    /* Its reactions' counts (mine unset), keys in byte order, at most ST_REACT_KEYS_MAX:
+     * get_msg, the backend's (valid like record); put_react, the counts after the change
+     * (a key whose count fell to 0 is left out), the core's, valid during the call. */
+    const st_reaction *reactions;
+    size_t n_reactions;
 } st_msg_row;
 
 /* What a backend's commit may answer besides 0 and ST_EIO. */
@@ -95,9 +105,29 @@ typedef struct st_backend {
     int (*get_send)(void *be, st_id uid, st_id cid, st_send_row *r);
     void (*put_send)(void *be, st_id uid, st_id cid, const st_send_row *r);
     void (*put_msg)(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n);
-    /* A message as stored (ST_OP_EDIT), and a later version of it replacing it. */
+    /* A message as stored (ST_OP_EDIT, ST_OP_REACT), and a later version of it replacing
+     * it, with its cseq (r->cseq). A recalled one (r->recalled) loses its reactions, every
+     * user's, in the same batch (r->reactions is then empty). */
     int (*get_msg)(void *be, st_id gid, uint64_t mid, st_msg_row *r);
     void (*put_version)(void *be, st_id gid, uint64_t mid, const st_msg_row *r);
+
+    /* Changes and reactions (store.h). `changes`: the backend implements them (REACT and
+     * READ_CHANGES, the cseqs of erasures, deletions and trims); false: those ops are
+     * refused with ST_EINVAL and the three functions below are NULL. */
+    bool changes;
+    /* Is uid's reaction key on gid's message mid set? 1, 0 or ST_EIO. */
+    int (*get_reaction)(void *be, st_id gid, uint64_t mid, st_id uid, st_id key);
+    /* uid sets (on) or clears key on the message: its (gid, mid, uid, key) row comes or
+     * goes, and the message takes m's cseq and counts (m: the row get_msg gave, with the
+     * cseq and reactions after the change; record and version unchanged). */
+    void (*put_react)(void *be, st_id gid, uint64_t mid, const st_msg_row *m, st_id uid, st_id key,
+                      bool on);
+    /* The change log (folding): the message's entry moves from old_cseq (0: none) to cseq,
+     * made at now (ms: the age retention reads). Called after put_version or put_react in
+     * the same batch. PostgreSQL, whose log is an index on the messages' cseq, may only
+     * keep the time. */
+    void (*put_log)(void *be, st_id gid, uint64_t mid, uint64_t old_cseq, uint64_t cseq,
+                    uint64_t now);
     /* uid's last_seen moves to ms, if that is later (a blind write: the backend keeps the
      * greater). */
     void (*put_seen)(void *be, st_id uid, uint64_t ms);
@@ -230,11 +260,20 @@ int st_page_add(st_page *p, const st_msg *m);
 void st_page_finish(st_page *p, bool reversed, bool more);
 /* Record bytes added so far. */
 size_t st_page_bytes(const st_page *p);
+/* Changes (store.h): the group's last cseq in the page's snapshot (every page); a changes
+ * page's upto and changes_gone (st_page_upto, st_page_changes_gone). st_page_add copies
+ * m's reactions (keys and mine) with the record. */
+void st_page_set_last_cseq(st_page *p, uint64_t last_cseq);
+void st_page_set_changes(st_page *p, uint64_t upto, uint64_t changes_gone);
+/* The clamp of a READ_CHANGES limit: as pages', at most ST_CHANGES_LIMIT_MAX. */
+#define ST_CHANGES_LIMIT_MAX 500u
 
 st_groups *st_groups_new(void);
 /* A member's row as reads find it: read is the backend's (has_read false: none). */
 int st_groups_add(st_groups *g, st_id gid, uint64_t first_mid, uint64_t last_mid, uint64_t ack,
                   uint64_t read, bool has_read);
+/* The last group added gets the group's last_cseq (Changes). */
+void st_groups_set_last_cseq(st_groups *g, uint64_t last_cseq);
 /* Where unread counting starts for a cursor: the cursor, or just below the horizon when
  * the cursor is below it (what is gone is not unread). */
 static inline uint64_t st_seen_from(uint64_t cursor, uint64_t first_mid)
@@ -258,6 +297,9 @@ st_list *st_list_new(void);
 /* An item: gid (may be empty), lo, hi, mark and text (copied; may be empty). ST_ENOMEM. */
 int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, uint64_t mark, const void *text,
                 size_t text_n);
+/* The item of gid gets hi (the greater, when there is one), or an item is added for it
+ * (Changes: an op's `changed`, one item per group). ST_ENOMEM. */
+int st_list_note_hi(st_list *l, st_id gid, uint64_t hi);
 void st_list_set_more(st_list *l, bool more);
 void st_list_set_after(st_list *l, st_id gid); /* copied */
 /* The most items a list of `limit` holds: limit, capped at ST_LIST_MAX. */
@@ -275,6 +317,23 @@ void st_read_discard(st_op *op);
 /* ---- small shared helpers (store_util.c) --------------------------------------------- */
 
 bool st_id_ok(st_id id);
+/* The changes' retention in force (store.h, st_options.changes_keep): how many of a
+ * group's latest changes a TRIM keeps (ST_KEEP_ALL: all). */
+static inline uint64_t st_changes_keep(uint64_t opt)
+{
+    return opt ? opt : ST_CHANGES_KEEP;
+}
+/* Where a count-kept change log begins: changes_first after a TRIM keeping `keep` of
+ * last_cseq's changes (never below first: it only moves up). */
+static inline uint64_t st_changes_first_for(uint64_t first, uint64_t last_cseq, uint64_t keep)
+{
+    if (first < 1)
+        first = 1;
+    if (keep == ST_KEEP_ALL || last_cseq < keep)
+        return first;
+    uint64_t want = last_cseq - keep + 1;
+    return want > first ? want : first;
+}
 /* Byte order of ids (<0, 0, >0): memcmp, and an id before the longer ones it begins. */
 int st_id_cmp(st_id a, st_id b);
 void st_put_be64(char *p, uint64_t v);

@@ -45,6 +45,17 @@ int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, uint64_t mark, 
     return ST_OK;
 }
 
+int st_list_note_hi(st_list *l, st_id gid, uint64_t hi)
+{
+    for (size_t i = l->n; i-- > 0;) /* the latest first: a run of one group's changes */
+        if (st_id_cmp(l->items[i].gid, gid) == 0) {
+            if (hi > l->items[i].hi)
+                l->items[i].hi = hi;
+            return ST_OK;
+        }
+    return st_list_add(l, gid, 0, hi, 0, NULL, 0);
+}
+
 void st_list_set_more(st_list *l, bool more)
 {
     l->more = more;

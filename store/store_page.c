@@ -5,6 +5,7 @@
  */
 #include "store_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,11 +14,20 @@ struct st_page {
     uint64_t first_mid;   /* the horizon */
     uint64_t gone_before; /* the range asked reached below it: the horizon; else 0 */
     bool more;
+    uint64_t last_cseq;    /* Changes: the group's, in that snapshot */
+    uint64_t upto;         /* a changes page: complete up to this cseq */
+    uint64_t changes_gone; /* ... or changes_first, when `from` is below the log's start */
     size_t n, cap;
     st_msg *msgs;
     size_t *offs; /* each record's offset in bytes, until finished */
-    char *bytes;  /* every record, back to back; msgs[i].record points in here */
+    char *bytes;  /* every record and reaction key, back to back; msgs[i].record and the
+                   * reactions' keys point in here once finished */
     size_t used, room;
+    /* Every message's reactions, back to back. Until finished, msgs[i].reactions holds
+     * the index of its first one and each key.p the key's offset in bytes (both move
+     * while the arrays grow, so pointers are made at the end). */
+    st_reaction *rx;
+    size_t n_rx, cap_rx;
 };
 
 struct st_groups {
@@ -130,17 +140,37 @@ int st_page_reserve(st_page *p, size_t n)
 
 int st_page_add(st_page *p, const st_msg *m)
 {
-    size_t n = m->record_n;
+    size_t n = m->record_n, keys = 0;
+    for (size_t i = 0; i < m->n_reactions; i++)
+        keys += m->reactions[i].key.n;
     if (p->n == p->cap && st_page_reserve(p, p->cap ? p->cap * 2 : 16) != ST_OK)
         return ST_ENOMEM;
-    if (!grow_bytes(&p->bytes, &p->used, &p->room, n))
+    if (!grow_bytes(&p->bytes, &p->used, &p->room, n + keys))
         return ST_ENOMEM;
+    if (p->n_rx + m->n_reactions > p->cap_rx) {
+        size_t cap = p->cap_rx ? p->cap_rx * 2 : 16;
+        while (cap < p->n_rx + m->n_reactions)
+            cap *= 2;
+        st_reaction *nr = realloc(p->rx, cap * sizeof(*nr));
+        if (!nr)
+            return ST_ENOMEM;
+        p->rx = nr;
+        p->cap_rx = cap;
+    }
     if (n)
         memcpy(p->bytes + p->used, m->record, n);
     p->offs[p->n] = p->used;
     p->msgs[p->n] = *m;
-    p->msgs[p->n++].record = NULL; /* set from offs when the page is finished */
+    p->msgs[p->n].record = NULL; /* set from offs when the page is finished */
+    p->msgs[p->n++].reactions = (const st_reaction *)(uintptr_t)p->n_rx;
     p->used += n;
+    for (size_t i = 0; i < m->n_reactions; i++) {
+        st_reaction r = m->reactions[i];
+        memcpy(p->bytes + p->used, r.key.p, r.key.n);
+        r.key.p = (const char *)(uintptr_t)p->used;
+        p->used += r.key.n;
+        p->rx[p->n_rx++] = r;
+    }
     return ST_OK;
 }
 
@@ -162,9 +192,40 @@ void st_page_finish(st_page *p, bool reversed, bool more)
         }
     }
     /* Pointers only now: the buffer may have moved while it grew. */
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         p->msgs[i].record = p->bytes + p->offs[i];
+        size_t at = (uintptr_t)p->msgs[i].reactions;
+        p->msgs[i].reactions = p->msgs[i].n_reactions ? p->rx + at : NULL;
+    }
+    for (size_t i = 0; i < p->n_rx; i++)
+        p->rx[i].key.p = p->bytes + (uintptr_t)p->rx[i].key.p;
     p->more = more;
+}
+
+void st_page_set_last_cseq(st_page *p, uint64_t last_cseq)
+{
+    p->last_cseq = last_cseq;
+}
+
+void st_page_set_changes(st_page *p, uint64_t upto, uint64_t changes_gone)
+{
+    p->upto = upto;
+    p->changes_gone = changes_gone;
+}
+
+uint64_t st_page_last_cseq(const st_page *p)
+{
+    return p->last_cseq;
+}
+
+uint64_t st_page_upto(const st_page *p)
+{
+    return p->upto;
+}
+
+uint64_t st_page_changes_gone(const st_page *p)
+{
+    return p->changes_gone;
 }
 
 size_t st_page_count(const st_page *p)
@@ -204,6 +265,7 @@ void st_page_free(st_page *p)
     free(p->msgs);
     free(p->offs);
     free(p->bytes);
+    free(p->rx);
     free(p);
 }
 
@@ -238,6 +300,12 @@ int st_groups_add(st_groups *g, st_id gid, uint64_t first_mid, uint64_t last_mid
         for (size_t i = 0; i + 1 < g->n; i++)
             g->g[i].gid.p = g->ids + g->offs[i];
     return ST_OK;
+}
+
+void st_groups_set_last_cseq(st_groups *g, uint64_t last_cseq)
+{
+    if (g->n)
+        g->g[g->n - 1].last_cseq = last_cseq;
 }
 
 size_t st_groups_count(const st_groups *g)
@@ -390,4 +458,6 @@ void st_read_discard(st_op *op)
     op->members = NULL;
     st_list_free(op->list);
     op->list = NULL;
+    st_list_free(op->changed);
+    op->changed = NULL;
 }

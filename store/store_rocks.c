@@ -32,8 +32,9 @@
 #include <unistd.h>
 
 static const char *const cf_names[RK_CF_COUNT] = {
-    "default",    "groups",       "members",      "user_groups", "msgs",    "sends",
-    "unread_log", "unread_swept", "unread_tells", "users",       "revoked",
+    "default", "groups",     "members",      "user_groups",    "msgs",
+    "sends",   "unread_log", "unread_swept", "unread_tells",   "users",
+    "revoked", "changes",    "reactions",    "user_reactions",
 };
 
 static void set_why(char *why, size_t len, const char *what, const char *detail)
@@ -227,6 +228,8 @@ static int rk_open(const st_options *o, void **be, char *why, size_t why_len)
     pthread_rwlock_init(&r->rd_lock, NULL);
     r->path = strdup(o->path);
     r->unread_log = o->unread_log;
+    r->changes_keep = st_changes_keep(o->changes_keep);
+    r->changes_keep_ms = o->changes_keep_ms;
     r->opened_ms = st_now_ms();
     if (RAND_bytes((unsigned char *)&r->origin, sizeof(r->origin)) != 1)
         r->origin = st_now_ms() ^ ((uint64_t)getpid() << 40);
@@ -312,7 +315,7 @@ static int rk_get_group(void *be, st_id gid, st_group_row *g)
 static void rk_put_group(void *be, st_id gid, const st_group_row *g)
 {
     rk_key k;
-    char v[RK_GROUP_VAL_RETAIN];
+    char v[RK_GROUP_VAL_MAX];
     rk_key_id(&k, gid);
     put(be, RK_CF_GROUPS, &k, v, rk_group_encode(g, v));
 }
@@ -440,15 +443,31 @@ int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
         return ST_EIO;
     }
     st_msg m;
-    if (!r->msg_val || !rk_msg_decode(r->msg_val, n, &m))
+    if (!r->msg_val || !rk_msg_decode(r->msg_val, n, &m, r->msg_rx))
         return 0;
     *row = (st_msg_row){.ts = m.ts,
                         .ver = m.ver,
                         .ver_ts = m.ver_ts,
                         .recalled = m.recalled,
                         .record = m.record,
-                        .record_n = m.record_n};
+                        .record_n = m.record_n,
+                        .cseq = m.cseq,
+                        .reactions = m.reactions,
+                        .n_reactions = m.n_reactions};
     return 1;
+}
+
+/* The message's value as m says (its header, then the record), into the batch. */
+void rk_put_msg_row(rk *r, st_id gid, uint64_t mid, const st_msg_row *m)
+{
+    rk_key k;
+    rk_key_msg(&k, gid, mid);
+    char hdr[RK_MSG_HDR_VER + RK_MSG_EXT_MAX];
+    const char *parts[2] = {hdr, m->record ? m->record : ""};
+    size_t sizes[2] = {rk_msg_encode_hdr(m, hdr), m->record_n};
+    const char *kp[1] = {k.b};
+    size_t ks[1] = {k.n};
+    rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
 }
 
 /* The version replaces the value: what the message said before is gone from the store's
@@ -456,19 +475,13 @@ int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
 void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
 {
     rk *r = be;
-    rk_key k;
-    rk_key_msg(&k, gid, mid);
-    char hdr[RK_MSG_HDR_VER];
-    st_put_be64(hdr, m->ts | RK_MSG_VERSIONED);
-    st_put_be64(hdr + 8, m->ver << 1 | (m->recalled ? 1 : 0));
-    st_put_be64(hdr + 16, m->ver_ts);
-    const char *parts[2] = {hdr, m->record ? m->record : ""};
-    size_t sizes[2] = {RK_MSG_HDR_VER, m->record_n};
-    const char *kp[1] = {k.b};
-    size_t ks[1] = {k.n};
-    rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
-    if (m->recalled)
+    rk_put_msg_row(r, gid, mid, m);
+    if (m->recalled) {
         rk_scrub_note(r, gid, mid);
+        /* Its reactions go with it. A failed read of them fails the batch (get's way). */
+        if (rk_drop_reactions(r, gid, mid) != ST_OK)
+            r->unreadable = true;
+    }
 }
 
 /* Is the folder still the one opened? false with why if it was removed or replaced. */
@@ -490,6 +503,7 @@ static void rk_rollback(void *be)
 {
     rk *r = be;
     rocksdb_writebatch_wi_clear(r->wb);
+    r->unreadable = false;
     r->n_lines = 0;
     rk_scrub_batch_end(r, false);
 }
@@ -512,6 +526,12 @@ static int rk_commit(void *be, char *why, size_t why_len)
 int rk_write(rk *r, char *why, size_t why_len)
 {
     int rc = ST_OK;
+    if (r->unreadable) { /* a row the batch rests on could not be read: write none of it */
+        r->unreadable = false;
+        rocksdb_writebatch_wi_clear(r->wb);
+        snprintf(why, why_len, "reading the rows of a write failed");
+        return ST_EIO;
+    }
     if (rocksdb_writebatch_wi_count(r->wb) == 0)
         return ST_OK;
     char *err = NULL;
@@ -683,6 +703,10 @@ const st_backend st_rocks_backend = {
     .put_msg = rk_put_msg,
     .get_msg = rk_get_msg,
     .put_version = rk_put_version,
+    .changes = true,
+    .get_reaction = rk_get_reaction,
+    .put_react = rk_put_react,
+    .put_log = rk_put_log,
     .put_seen = rk_put_seen,
     .put_not_before = rk_put_not_before,
     .commit = rk_commit,

@@ -25,11 +25,19 @@ enum rk_cf {
     RK_CF_USERS,        /* uid -> be64(last_seen) */
     RK_CF_REVOKED,      /* uid -> be64(not_before): kept for good (store.h, Revocation); a
                          * folder of an older release gets it, empty, at its first open */
+    /* Changes and reactions (store.h, Changes; store_rocks_change.c). A folder of an
+     * older release gets them, empty, at its first open, like revoked. */
+    RK_CF_CHANGES,        /* gid | be64(cseq) -> be64(mid), be64(at_ms): the change log, one
+                           * entry per changed message (its latest: folding) */
+    RK_CF_REACTIONS,      /* gid | be64(mid) | len key | uid -> (empty): who set what, by
+                           * message (a recall, a trim, a deletion find them here) */
+    RK_CF_USER_REACTIONS, /* uid | gid | be64(mid) | len key -> (empty): the same by user
+                           * (idempotency, the reader's `mine`, an erasure) */
     RK_CF_COUNT,
 };
 
 /* A key (layouts below, store_rocks_keys.c). */
-#define RK_KEY_MAX (2 * (1 + ST_MAX_ID) + 8)
+#define RK_KEY_MAX (2 * (1 + ST_MAX_ID) + 8 + 1 + ST_REACT_KEY_MAX)
 
 typedef struct rk_key {
     char b[RK_KEY_MAX];
@@ -60,12 +68,15 @@ typedef struct rk {
     rocksdb_options_t *opts;
     rocksdb_cache_t *cache;
     rocksdb_block_based_table_options_t *table;
-    rocksdb_writeoptions_t *wopts; /* sync per options */
-    rocksdb_readoptions_t *ropts;  /* plain reads on the store thread */
-    rocksdb_writebatch_wi_t *wb;   /* the batch being applied (reads see it first) */
-    char *msg_val;                 /* the value get_msg read last (its record is lent) */
-    struct {                       /* recalled bodies off the disk (store_rocks_scrub.c) */
-        rk_key batch_lo, batch_hi; /* the batch's recalled messages' keys */
+    rocksdb_writeoptions_t *wopts;         /* sync per options */
+    rocksdb_readoptions_t *ropts;          /* plain reads on the store thread */
+    rocksdb_writebatch_wi_t *wb;           /* the batch being applied (reads see it first) */
+    char *msg_val;                         /* the value get_msg read last (its record is lent) */
+    st_reaction msg_rx[ST_REACT_KEYS_MAX]; /* ... and its reactions (keys lent the same) */
+    uint64_t changes_keep;                 /* st_options.changes_keep, as in force */
+    uint64_t changes_keep_ms;              /* st_options.changes_keep_ms (0: no age) */
+    struct {                               /* recalled bodies off the disk (store_rocks_scrub.c) */
+        rk_key batch_lo, batch_hi;         /* the batch's recalled messages' keys */
         bool batch_any;
         rk_key lo, hi; /* the committed ones' since the last scrub */
         bool due;
@@ -115,6 +126,28 @@ int rk_write(rk *r, char *why, size_t why_len);
 
 /* A message as stored, and a later version of it (st_backend.get_msg, put_version). */
 int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row);
+/* The message's value as the row says (header, cseq and counts, record) into the batch. */
+void rk_put_msg_row(rk *r, st_id gid, uint64_t mid, const st_msg_row *m);
+/* Changes and reactions (store_rocks_change.c): st_backend's get_reaction, put_react,
+ * put_log; a message's reactions out of the batch (a recall); the group's next cseq taken
+ * in the batch (1 or ST_EIO; 0: no such group), *cseq the new one. */
+int rk_get_reaction(void *be, st_id gid, uint64_t mid, st_id uid, st_id key);
+void rk_put_react(void *be, st_id gid, uint64_t mid, const st_msg_row *m, st_id uid, st_id key,
+                  bool on);
+void rk_put_log(void *be, st_id gid, uint64_t mid, uint64_t old_cseq, uint64_t cseq, uint64_t now);
+int rk_drop_reactions(rk *r, st_id gid, uint64_t mid);
+int rk_take_cseq(rk *r, st_id gid, uint64_t *cseq);
+/* An erased user's reactions (ST_OP_ERASE_USER): each goes, and each message it was on
+ * takes a cseq (touched: the groups whose last_cseq moved, into op->changed). */
+int rk_erase_reactions(rk *r, st_op *op, uint64_t now);
+/* A deleted group's change log and reactions, into the batch. */
+int rk_drop_group_changes(rk *r, st_id gid);
+/* Notes that gid's last_cseq is now cseq in op->changed (one item per group). */
+int rk_changed(st_op *op, st_id gid, uint64_t cseq);
+/* An iterator with every row of cf starting with prefix, the batch's writes over the
+ * database's (a batch's earlier ops included); stops at fn's first error. */
+int rk_each_in_batch(rk *r, enum rk_cf cf, const rk_key *prefix,
+                     int (*fn)(rk *r, void *ud, const char *k, size_t kn), void *ud);
 /* A membership's two rows (members and user_groups) out, in the batch (st_backend.del_member). */
 void rk_del_member(void *be, st_id gid, st_id uid);
 void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m);
@@ -147,7 +180,17 @@ int rk_scrub(rk *r, char *why, size_t why_len);
 
 void rk_key_id(rk_key *k, st_id a);                  /* groups */
 void rk_key_id2(rk_key *k, st_id a, st_id b);        /* members, user_groups, sends */
-void rk_key_msg(rk_key *k, st_id gid, uint64_t mid); /* msgs */
+void rk_key_msg(rk_key *k, st_id gid, uint64_t mid); /* msgs; changes (gid, cseq) */
+/* reactions: gid | be64(mid) | len key | key | len uid | uid */
+void rk_key_react(rk_key *k, st_id gid, uint64_t mid, st_id key, st_id uid);
+/* user_reactions: len uid | uid | len gid | gid | be64(mid) | len key | key; without the
+ * key (key.n == 0) the prefix of the user's reactions on that message */
+void rk_key_user_react(rk_key *k, st_id uid, st_id gid, uint64_t mid, st_id key);
+/* The parts of those keys; false when k is not one. */
+bool rk_react_key_parse(const char *k, size_t kn, st_id *gid, uint64_t *mid, st_id *key,
+                        st_id *uid);
+bool rk_user_react_key_parse(const char *k, size_t kn, st_id *uid, st_id *gid, uint64_t *mid,
+                             st_id *key);
 /* The second id of a two-id key (len a, len b: members, user_groups, sends); false when k
  * is not such a key. */
 bool rk_key_second_id(const char *k, size_t kn, st_id *out);
@@ -158,12 +201,15 @@ bool rk_key_prefix_end(const rk_key *k, rk_key *end);
 /* Fixed-size values. */
 #define RK_GROUP_VAL 16 /* be64 last_mid, be64 created_ms */
 #define RK_GROUP_VAL_RETAIN                                                                        \
-    49 /* ... be64 first_mid, the group's st_retain: be64 messages,                                \
-        * be64 ms, be64 cap, one byte until_acked */
+    49                       /* ... be64 first_mid, the group's st_retain: be64 messages,          \
+                              * be64 ms, be64 cap, one byte until_acked */
+#define RK_GROUP_VAL_CSEQ 65 /* ... be64 last_cseq, be64 changes_first (Changes) */
+#define RK_GROUP_VAL_MAX RK_GROUP_VAL_CSEQ
 /* A group's value (either size) into a row; false for any other size. */
 bool rk_group_decode(const char *v, size_t n, st_group_row *g);
-/* A row into v (RK_GROUP_VAL_RETAIN bytes of room): its size, the short one while the
- * group has neither a horizon nor a retention of its own. */
+/* A row into v (RK_GROUP_VAL_MAX bytes of room): its size, the shortest that holds it (the
+ * 16 bytes while the group has no horizon, retention of its own nor change; 49 without
+ * a change): what an older release wrote reads as it is. */
 size_t rk_group_encode(const st_group_row *g, char *v);
 #define RK_MEMBER_VAL 16      /* be64 ack, be64 joined_ms: a member that never sent a read */
 #define RK_MEMBER_VAL_READ 24 /* ... and be64 read: one that did */
@@ -172,12 +218,22 @@ size_t rk_group_encode(const st_group_row *g, char *v);
 bool rk_member_decode(const char *v, size_t n, st_member_row *m);
 /* A message: be64 ts, then the record. A later version (ST_OP_EDIT) has the ts's top bit
  * set and two more numbers, be64 (ver << 1 | recalled) and be64 ver_ts, before the record:
- * a value written before versions existed reads as it is. */
+ * a value written before versions existed reads as it is. A message that changed
+ * (Changes: an edit, a recall, a reaction) has the next bit set too, and after those
+ * numbers be64 cseq, one byte n and n reactions (one byte key length, the key, be64
+ * count; keys in byte order), then the record: a page reads counts with the message. */
 #define RK_MSG_HDR 8
 #define RK_MSG_HDR_VER 24
 #define RK_MSG_VERSIONED (1ull << 63)
-/* A message's value into m (mid not set; record borrowed from v); false: not one. */
-bool rk_msg_decode(const char *v, size_t n, st_msg *m);
+#define RK_MSG_CHANGED (1ull << 62)
+#define RK_MSG_EXT_MAX (9 + ST_REACT_KEYS_MAX * (9 + ST_REACT_KEY_MAX))
+/* A message's value into m (mid not set; record borrowed from v); false: not one. Its
+ * reactions go into rx (ST_REACT_KEYS_MAX of room, keys borrowed from v; NULL: not
+ * wanted, m->n_reactions 0). */
+bool rk_msg_decode(const char *v, size_t n, st_msg *m, st_reaction *rx);
+/* A message row's header (the three numbers, and with a cseq the rest but the record)
+ * into hdr (RK_MSG_HDR_VER + RK_MSG_EXT_MAX of room): its size. */
+size_t rk_msg_encode_hdr(const st_msg_row *m, char *hdr);
 #define RK_SEND_HDR 16 /* be64 mid, be64 ts, then the gid bytes */
 
 #endif

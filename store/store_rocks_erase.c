@@ -4,9 +4,13 @@
  *     rows say where each is) becomes a tombstone, as a recall makes it, and the rows go;
  *     so do its memberships (and their cursors), found through user_groups, and its
  *     last_seen. The recalled range is scrubbed off the disk like a recall's
- *     (store_rocks_scrub.c);
+ *     (store_rocks_scrub.c). Each tombstone takes its group's next cseq, and so does each
+ *     message that loses one of the user's reactions (store_rocks_change.c): op->changed
+ *     lists the groups whose last_cseq moved;
  *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, row and swept mark go,
- *     and its key range is scrubbed. Its (uid, cid) rows stay: they are keyed by sender,
+ *     and its key range is scrubbed; its change log and reactions go too, and the
+ *     deletion answers the cseq it takes (never stored: the group is gone). Its (uid,
+ *     cid) rows stay: they are keyed by sender,
  *     and finding them would mean reading every sender's; a resend of one answers its old
  *     mid in a group that is gone (the API refuses further sends there: no group).
  */
@@ -58,13 +62,24 @@ static int erase_sent(rk *r, st_op *op, const char *k, size_t kn, const char *v,
     if (rc < 0)
         return rc;
     if (rc == 1 && !m.recalled) {
+        /* A change like a recall: the group's next cseq, the log's entry moved, the
+         * message's reactions gone (rk_put_version). */
+        uint64_t old = m.cseq, cseq = 0;
+        if ((rc = rk_take_cseq(r, gid, &cseq)) < 0)
+            return rc;
         st_msg_row t = {.ts = m.ts,
                         .ver = m.ver + 1,
                         .ver_ts = op->ts,
                         .recalled = true,
                         .record = op->record,
-                        .record_n = op->record_n};
+                        .record_n = op->record_n,
+                        .cseq = cseq};
         rk_put_version(r, gid, mid, &t);
+        if (rc == 1) {
+            rk_put_log(r, gid, mid, old, cseq, op->ts);
+            if ((rc = rk_changed(op, gid, cseq)) != ST_OK)
+                return rc;
+        }
         op->applied++;
     }
     rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_SENDS], k, kn);
@@ -91,6 +106,8 @@ int rk_erase_user(rk *r, st_op *op, uint64_t now)
     rk_key prefix;
     rk_key_id(&prefix, op->uid);
     int rc = each(r, RK_CF_SENDS, &prefix, erase_sent, op);
+    if (rc == ST_OK) /* after the tombstones, which dropped the reactions on them */
+        rc = rk_erase_reactions(r, op, now);
     if (rc == ST_OK)
         rc = each(r, RK_CF_USER_GROUPS, &prefix, erase_member, op);
     if (rc == ST_OK)
@@ -144,10 +161,13 @@ int rk_delete_group(rk *r, st_op *op)
         return ST_ENOGROUP;
     }
     op->applied = (size_t)g.last_mid; /* its last mid: the messages it had */
+    op->cseq = g.last_cseq + 1;       /* the deletion's change (store.h, Changes) */
     rocksdb_free(v);
     int rc = each(r, RK_CF_MSGS, &gk, drop_msg, op); /* msgs keys begin with len gid */
     if (rc == ST_OK)
         rc = each(r, RK_CF_MEMBERS, &gk, drop_member, op);
+    if (rc == ST_OK) /* its change log and reactions (a gid made again starts afresh) */
+        rc = rk_drop_group_changes(r, op->gid);
     if (rc == ST_OK) {
         rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_GROUPS], gk.b, gk.n);
         rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_UNREAD_SWEPT], gk.b, gk.n);

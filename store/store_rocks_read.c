@@ -18,6 +18,10 @@ typedef struct reader {
     const rk_db *d; /* the handle of this read, pinned by rd_lock */
     const rocksdb_snapshot_t *snap;
     rocksdb_readoptions_t *ro;
+    /* The reader's reactions (mark_mine), made when a message first needs them: options
+     * of their own, as ro's bounds are the scan's. */
+    rocksdb_readoptions_t *ro_mine;
+    rocksdb_iterator_t *mine;
 } reader;
 
 /* ST_EIO when no handle is open (both the reopen and the read-only open failed). */
@@ -26,6 +30,8 @@ static int reader_open(reader *rd, rk *r)
     pthread_rwlock_rdlock(&r->rd_lock);
     rd->r = r;
     rd->d = r->rd;
+    rd->ro_mine = NULL;
+    rd->mine = NULL;
     if (!rd->d) {
         pthread_rwlock_unlock(&r->rd_lock);
         return ST_EIO;
@@ -38,6 +44,10 @@ static int reader_open(reader *rd, rk *r)
 
 static void reader_close(reader *rd)
 {
+    if (rd->mine)
+        rocksdb_iter_destroy(rd->mine);
+    if (rd->ro_mine)
+        rocksdb_readoptions_destroy(rd->ro_mine);
     rocksdb_readoptions_destroy(rd->ro);
     rocksdb_release_snapshot(rd->d->db, rd->snap);
     pthread_rwlock_unlock(&rd->r->rd_lock);
@@ -124,6 +134,7 @@ static int read_group(reader *rd, st_op *op)
         op->last_mid = g.last_mid;
         op->first_mid = g.first_mid;
         op->retain = g.retain;
+        op->last_cseq = g.last_cseq;
     }
     st_member_row m;
     if (rc == ST_OK && op->uid.n && (rc = read_member(rd, op->gid, op->uid, &m)) == ST_OK) {
@@ -173,6 +184,7 @@ static int read_groups(reader *rd, st_op *op)
         if ((rc = st_groups_add(op->groups, gid, g.first_mid, g.last_mid, m.ack, m.read,
                                 m.has_read)) != ST_OK)
             break;
+        st_groups_set_last_cseq(op->groups, g.last_cseq);
     }
     rc = iter_done(it, rc);
     char v[8];
@@ -251,13 +263,52 @@ static int read_members(reader *rd, st_op *op)
 }
 
 /*
+ * The reader's own reactions (st_reaction.mine) on a message that has some: its rows in
+ * user_reactions, uid | gid | mid | key, one seek. The iterator is made at the first
+ * message that needs it, so a page without reactions makes none.
+ */
+static int mark_mine(reader *rd, st_id uid, st_id gid, uint64_t mid, st_reaction *rx, size_t n)
+{
+    if (!uid.n || !n)
+        return ST_OK;
+    if (!rd->mine) {
+        rd->ro_mine = rocksdb_readoptions_create();
+        rocksdb_readoptions_set_snapshot(rd->ro_mine, rd->snap);
+        rd->mine =
+            rocksdb_create_iterator_cf(rd->d->db, rd->ro_mine, rd->d->cf[RK_CF_USER_REACTIONS]);
+    }
+    rocksdb_iterator_t **it = &rd->mine;
+    rk_key prefix;
+    rk_key_user_react(&prefix, uid, gid, mid, (st_id){NULL, 0});
+    for (rocksdb_iter_seek(*it, prefix.b, prefix.n); rocksdb_iter_valid(*it);
+         rocksdb_iter_next(*it)) {
+        size_t kn;
+        const char *k = rocksdb_iter_key(*it, &kn);
+        if (kn <= prefix.n + 1 || memcmp(k, prefix.b, prefix.n) != 0)
+            break;
+        st_id key = {k + prefix.n + 1, kn - prefix.n - 1};
+        for (size_t i = 0; i < n; i++)
+            if (st_id_cmp(rx[i].key, key) == 0)
+                rx[i].mine = true;
+    }
+    char *err = NULL;
+    rocksdb_iter_get_error(*it, &err);
+    if (err) {
+        rocksdb_free(err);
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+/*
  * One bounded scan over mids [lo, hi] in the direction of reading (ascending after a mid,
  * descending before one), so that when max_bytes cuts the page short it keeps the
  * messages nearest to where the client is reading. At least one message is always kept.
  */
-static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir, size_t max_bytes,
-                st_page *p, bool *cut)
+static int scan(reader *rd, st_id gid, st_id uid, uint64_t lo, uint64_t hi, enum st_dir dir,
+                size_t max_bytes, st_page *p, bool *cut)
 {
+    st_reaction rx[ST_REACT_KEYS_MAX];
     rk_key klo, khi;
     rk_key_msg(&klo, gid, lo);
     rk_key_msg(&khi, gid, hi + 1);
@@ -280,14 +331,14 @@ static int scan(reader *rd, st_id gid, uint64_t lo, uint64_t hi, enum st_dir dir
         const char *kp = rocksdb_iter_key(it, &kn);
         const char *vp = rocksdb_iter_value(it, &vn);
         st_msg m;
-        if (kn != klo.n || !rk_msg_decode(vp, vn, &m))
+        if (kn != klo.n || !rk_msg_decode(vp, vn, &m, rx))
             continue;
         if (n > 0 && st_page_bytes(p) + m.record_n > max_bytes) {
             *cut = true;
             break;
         }
         m.mid = st_get_be64(kp + kn - 8);
-        if ((rc = st_page_add(p, &m)))
+        if ((rc = mark_mine(rd, uid, gid, m.mid, rx, m.n_reactions)) || (rc = st_page_add(p, &m)))
             break;
         n++;
     }
@@ -306,12 +357,103 @@ static int read_page(reader *rd, st_op *op)
         st_page_range(op->dir, op->from, op->limit, g.first_mid, g.last_mid, &lo, &hi, &gone);
     if (!(op->page = st_page_new(g.first_mid, g.last_mid, gone)))
         return ST_ENOMEM;
+    st_page_set_last_cseq(op->page, g.last_cseq);
     if (any) {
-        rc = scan(rd, op->gid, lo, hi, op->dir, op->max_bytes ? op->max_bytes : SIZE_MAX, op->page,
-                  &cut);
+        rc = scan(rd, op->gid, op->uid, lo, hi, op->dir, op->max_bytes ? op->max_bytes : SIZE_MAX,
+                  op->page, &cut);
         more = cut || (op->dir == ST_AFTER ? hi < g.last_mid : lo > g.first_mid);
     }
     st_page_finish(op->page, op->dir == ST_BEFORE, more);
+    return rc;
+}
+
+/* Entries below the horizon skipped in one read at most, beyond its limit: a read stays
+ * bounded while a trim has not deleted them yet (more says to go on). */
+#define SKIP_MAX 4096
+
+/*
+ * The changes after `from` (store.h, ST_OP_READ_CHANGES): the log's entries from from + 1
+ * in cseq order, each message read as it is now (the entry is its latest change, so its
+ * state is that change's). From below the log's start: nothing, and changes_gone says
+ * where it starts. The page is complete up to the last entry it holds when more, else up
+ * to the group's last_cseq (horizon moves and a deletion take cseqs with no entry).
+ */
+static int read_changes(reader *rd, st_op *op)
+{
+    st_group_row g;
+    int rc = read_group_row(rd, op->gid, &g);
+    if (rc != ST_OK)
+        return rc;
+    if (!(op->page = st_page_new(g.first_mid, g.last_mid, 0)))
+        return ST_ENOMEM;
+    st_page_set_last_cseq(op->page, g.last_cseq);
+    if (op->from + 1 < g.changes_first) {
+        st_page_set_changes(op->page, op->from, g.changes_first);
+        st_page_finish(op->page, false, false);
+        return ST_OK;
+    }
+    size_t limit = op->limit > ST_CHANGES_LIMIT_MAX ? ST_CHANGES_LIMIT_MAX : op->limit;
+    size_t max_bytes = op->max_bytes ? op->max_bytes : SIZE_MAX, n = 0, skipped = 0;
+    uint64_t upto = g.last_cseq;
+    bool more = false;
+    rk_key klo, khi;
+    rk_key_msg(&klo, op->gid, op->from + 1);
+    rk_key_msg(&khi, op->gid, g.last_cseq + 1);
+    rocksdb_readoptions_set_iterate_lower_bound(rd->ro, klo.b, klo.n);
+    rocksdb_readoptions_set_iterate_upper_bound(rd->ro, khi.b, khi.n);
+    rocksdb_iterator_t *it =
+        rocksdb_create_iterator_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_CHANGES]);
+    st_reaction rx[ST_REACT_KEYS_MAX];
+    uint64_t last = op->from; /* the last entry taken or skipped */
+    for (rocksdb_iter_seek_to_first(it); rc == ST_OK && rocksdb_iter_valid(it);
+         rocksdb_iter_next(it)) {
+        size_t kn, vn;
+        const char *kp = rocksdb_iter_key(it, &kn);
+        const char *vp = rocksdb_iter_value(it, &vn);
+        if (kn != klo.n || vn != 16)
+            continue;
+        uint64_t cseq = st_get_be64(kp + kn - 8), mid = st_get_be64(vp);
+        if (n == limit || skipped == limit + SKIP_MAX) {
+            more = true;
+            break;
+        }
+        rk_key mk;
+        rk_key_msg(&mk, op->gid, mid);
+        char *err = NULL;
+        size_t mn = 0;
+        char *v = mid >= g.first_mid ? rocksdb_get_cf(rd->d->db, rd->ro, rd->d->cf[RK_CF_MSGS],
+                                                      mk.b, mk.n, &mn, &err)
+                                     : NULL;
+        if (err) {
+            rocksdb_free(err);
+            rc = ST_EIO;
+            break;
+        }
+        st_msg m;
+        if (!v || !rk_msg_decode(v, mn, &m, rx) || m.cseq != cseq) {
+            rocksdb_free(v); /* below the horizon (or not this entry's state: none is) */
+            skipped++;
+            last = cseq;
+            continue;
+        }
+        if (n > 0 && st_page_bytes(op->page) + m.record_n > max_bytes) {
+            rocksdb_free(v);
+            more = true;
+            break;
+        }
+        m.mid = mid;
+        rc = mark_mine(rd, op->uid, op->gid, mid, rx, m.n_reactions);
+        if (rc == ST_OK)
+            rc = st_page_add(op->page, &m);
+        rocksdb_free(v);
+        n++;
+        last = cseq;
+    }
+    rc = iter_done(it, rc);
+    if (more)
+        upto = last;
+    st_page_set_changes(op->page, upto, 0);
+    st_page_finish(op->page, false, more);
     return rc;
 }
 
@@ -328,6 +470,7 @@ int rk_read(void *be, st_op *reads, char *why, size_t why_len)
         case ST_OP_READ_GROUP: op->result = read_group(&rd, op); break;
         case ST_OP_READ_MEMBERS: op->result = read_members(&rd, op); break;
         case ST_OP_READ_SEEN: op->result = read_seen(&rd, op); break;
+        case ST_OP_READ_CHANGES: op->result = read_changes(&rd, op); break;
         default: op->result = ST_EINVAL; break;
         }
         reader_close(&rd);

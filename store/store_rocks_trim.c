@@ -9,6 +9,10 @@
  *     minute, the table files holding the ranges deleted since are marked for compaction
  *     (RocksDB's background threads do it), so the disk is reclaimed without waiting for
  *     the levels to fill, and the rest of the store is not rewritten for it;
+ *   - a horizon that moves takes the group's next cseq (store.h, Changes: op->changed),
+ *     and the deleted messages' reactions go in the same write; the same pass moves each
+ *     group's change log start (changes_keep, changes_keep_ms) and deletes the entries
+ *     below it with one range delete;
  *   - the (uid, cid) rows of deleted messages are keyed by sender, not by group: a
  *     compaction filter on their family drops a row whose message is below its group's
  *     horizon, or whose group is gone. A resend of such a cid until then still answers
@@ -49,24 +53,25 @@ int rk_retain(rk *r, st_op *op)
         return rc < 0 ? rc : ST_ENOGROUP;
     g.retain = op->retain;
     rk_key k;
-    char v[RK_GROUP_VAL_RETAIN];
+    char v[RK_GROUP_VAL_MAX];
     rk_key_id(&k, op->gid);
     rocksdb_writebatch_wi_put_cf(r->wb, r->rw.cf[RK_CF_GROUPS], k.b, k.n, v,
                                  rk_group_encode(&g, v));
     return ST_OK;
 }
 
-/* An iterator over cf's keys in [lo, hi) (hi NULL: to the end of lo's prefix). */
+/* An iterator over cf's keys in [lo, hi) (hi NULL: to the end of lo's prefix, which end
+ * holds: RocksDB keeps a pointer to a bound, not a copy, so the bound must live as long
+ * as the iterator). */
 static rocksdb_iterator_t *range(rk *r, enum rk_cf cf, const rk_key *lo, const rk_key *hi,
-                                 rocksdb_readoptions_t **ro)
+                                 rocksdb_readoptions_t **ro, rk_key *end)
 {
-    rk_key end;
     *ro = rocksdb_readoptions_create();
     rocksdb_readoptions_set_iterate_lower_bound(*ro, lo->b, lo->n);
     if (hi)
         rocksdb_readoptions_set_iterate_upper_bound(*ro, hi->b, hi->n);
-    else if (rk_key_prefix_end(lo, &end)) /* always: ids are printable ASCII */
-        rocksdb_readoptions_set_iterate_upper_bound(*ro, end.b, end.n);
+    else if (rk_key_prefix_end(lo, end)) /* always: ids are printable ASCII */
+        rocksdb_readoptions_set_iterate_upper_bound(*ro, end->b, end->n);
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->rw.db, *ro, r->rw.cf[cf]);
     rocksdb_iter_seek(it, lo->b, lo->n);
     return it;
@@ -95,13 +100,13 @@ static int first_young(rk *r, st_id gid, const st_group_row *g, uint64_t since, 
     rk_key_msg(&lo, gid, g->first_mid);
     rk_key_msg(&hi, gid, *young);
     rocksdb_readoptions_t *ro;
-    rocksdb_iterator_t *it = range(r, RK_CF_MSGS, &lo, &hi, &ro);
+    rocksdb_iterator_t *it = range(r, RK_CF_MSGS, &lo, &hi, &ro, NULL);
     for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kn, vn;
         const char *k = rocksdb_iter_key(it, &kn);
         const char *v = rocksdb_iter_value(it, &vn);
         st_msg m;
-        if (kn >= 8 && rk_msg_decode(v, vn, &m) && m.ts >= since) {
+        if (kn >= 8 && rk_msg_decode(v, vn, &m, NULL) && m.ts >= since) {
             *young = st_get_be64(k + kn - 8);
             break;
         }
@@ -116,7 +121,8 @@ static int lowest_ack(rk *r, st_id gid, uint64_t last_mid, uint64_t *min_ack)
     rk_key lo;
     rk_key_id(&lo, gid);
     rocksdb_readoptions_t *ro;
-    rocksdb_iterator_t *it = range(r, RK_CF_MEMBERS, &lo, NULL, &ro);
+    rk_key end;
+    rocksdb_iterator_t *it = range(r, RK_CF_MEMBERS, &lo, NULL, &ro, &end);
     for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t vn;
         const char *v = rocksdb_iter_value(it, &vn);
@@ -147,7 +153,61 @@ static void note_range(rk *r, const rk_key *lo, const rk_key *hi)
     r->trim.n_ranges++;
 }
 
-/* One group of the pass: its horizon moved in wb when the rule asks. */
+/* The reactions of gid's messages [lo, hi) go, both rows of each (the by-user rows are
+ * found through the by-message ones). */
+static int drop_reactions(rk *r, rocksdb_writebatch_t *wb, st_id gid, uint64_t lo, uint64_t hi)
+{
+    rk_key klo, khi;
+    rk_key_msg(&klo, gid, lo);
+    rk_key_msg(&khi, gid, hi);
+    rocksdb_readoptions_t *ro;
+    rocksdb_iterator_t *it = range(r, RK_CF_REACTIONS, &klo, &khi, &ro, NULL);
+    bool any = false;
+    for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kn;
+        const char *k = rocksdb_iter_key(it, &kn);
+        st_id g, key, uid;
+        uint64_t mid;
+        if (rk_react_key_parse(k, kn, &g, &mid, &key, &uid)) {
+            rk_key ku;
+            rk_key_user_react(&ku, uid, g, mid, key);
+            rocksdb_writebatch_delete_cf(wb, r->rw.cf[RK_CF_USER_REACTIONS], ku.b, ku.n);
+        }
+        any = true;
+    }
+    if (any)
+        rocksdb_writebatch_delete_range_cf(wb, r->rw.cf[RK_CF_REACTIONS], klo.b, klo.n, khi.b,
+                                           khi.n);
+    return range_done(it, ro, ST_OK);
+}
+
+/* Where the change log may begin (store.h, Changes): past what changes_keep leaves out,
+ * and past the entries older than changes_keep_ms (at most ST_TRIM_STEP looked at a
+ * pass). */
+static int log_start(rk *r, st_id gid, const st_group_row *g, uint64_t now, uint64_t *first)
+{
+    *first = st_changes_first_for(g->changes_first, g->last_cseq, r->changes_keep);
+    if (!r->changes_keep_ms || now <= r->changes_keep_ms)
+        return ST_OK;
+    uint64_t old = now - r->changes_keep_ms;
+    rk_key lo, hi;
+    rk_key_msg(&lo, gid, *first);
+    rk_key_msg(&hi, gid, g->last_cseq + 1);
+    rocksdb_readoptions_t *ro;
+    rocksdb_iterator_t *it = range(r, RK_CF_CHANGES, &lo, &hi, &ro, NULL);
+    for (size_t n = 0; rocksdb_iter_valid(it) && n < ST_TRIM_STEP; rocksdb_iter_next(it), n++) {
+        size_t kn, vn;
+        const char *k = rocksdb_iter_key(it, &kn);
+        const char *v = rocksdb_iter_value(it, &vn);
+        if (kn < 8 || vn != 16 || st_get_be64(v + 8) >= old)
+            break; /* the first young entry: the log from it on stays */
+        *first = st_get_be64(k + kn - 8) + 1;
+    }
+    return range_done(it, ro, ST_OK);
+}
+
+/* One group of the pass: its horizon moved in wb when the rule asks (a change: it takes
+ * a cseq), and its change log's start as changes_keep says. */
 static int trim_group(rk *r, st_op *op, rocksdb_writebatch_t *wb, st_id gid, st_group_row *g,
                       uint64_t now)
 {
@@ -161,16 +221,33 @@ static int trim_group(rk *r, st_op *op, rocksdb_writebatch_t *wb, st_id gid, st_
     if (rc != ST_OK)
         return rc;
     uint64_t h = st_retain_horizon(&eff, g->first_mid, g->last_mid, young, min_ack);
-    if (h <= g->first_mid)
+    uint64_t cf = g->changes_first;
+    if ((rc = log_start(r, gid, g, now, &cf)) != ST_OK)
+        return rc;
+    if (h <= g->first_mid && cf <= g->changes_first)
         return ST_OK;
     rk_key lo, hi, k;
-    rk_key_msg(&lo, gid, g->first_mid);
-    rk_key_msg(&hi, gid, h);
-    rocksdb_writebatch_delete_range_cf(wb, r->rw.cf[RK_CF_MSGS], lo.b, lo.n, hi.b, hi.n);
-    op->applied += (size_t)(h - g->first_mid);
-    g->first_mid = h;
-    note_range(r, &lo, &hi);
-    char v[RK_GROUP_VAL_RETAIN];
+    if (h > g->first_mid) {
+        rk_key_msg(&lo, gid, g->first_mid);
+        rk_key_msg(&hi, gid, h);
+        rocksdb_writebatch_delete_range_cf(wb, r->rw.cf[RK_CF_MSGS], lo.b, lo.n, hi.b, hi.n);
+        if ((rc = drop_reactions(r, wb, gid, g->first_mid, h)) != ST_OK)
+            return rc;
+        op->applied += (size_t)(h - g->first_mid);
+        g->first_mid = h;
+        note_range(r, &lo, &hi);
+        if ((rc = rk_changed(op, gid, ++g->last_cseq)) != ST_OK)
+            return rc;
+        /* Its change entries below the horizon are never read again; the count and age
+         * rules delete them as the log's start passes them. */
+    }
+    if (cf > g->changes_first) {
+        rk_key_msg(&lo, gid, g->changes_first);
+        rk_key_msg(&hi, gid, cf);
+        rocksdb_writebatch_delete_range_cf(wb, r->rw.cf[RK_CF_CHANGES], lo.b, lo.n, hi.b, hi.n);
+        g->changes_first = cf;
+    }
+    char v[RK_GROUP_VAL_MAX];
     rk_key_id(&k, gid);
     rocksdb_writebatch_put_cf(wb, r->rw.cf[RK_CF_GROUPS], k.b, k.n, v, rk_group_encode(g, v));
     return ST_OK;

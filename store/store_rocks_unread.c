@@ -353,6 +353,7 @@ int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
     rk *r = be;
     for (st_op *op = ops; op; op = op->next_) {
         int rc;
+        r->unreadable = false;
         switch (op->kind) {
         case ST_OP_TELL_CLAIM: rc = claim(r, op, now); break;
         case ST_OP_TELL_SENT: rc = sent(r, op); break;

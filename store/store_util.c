@@ -16,6 +16,38 @@ bool st_id_ok(st_id id)
     return true;
 }
 
+/* Well-formed UTF-8 (no overlong form, no surrogate, nothing past U+10FFFF) and no
+ * control character: C0, DEL and C1. */
+bool st_react_key_ok(const char *p, size_t n)
+{
+    if (!p || n < 1 || n > ST_REACT_KEY_MAX)
+        return false;
+    const unsigned char *u = (const unsigned char *)p;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f)
+                return false;
+            i++;
+            continue;
+        }
+        size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+        if (!len || c > 0xf4 || i + len > n)
+            return false;
+        uint32_t cp = c & (0x7f >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((u[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (u[i + k] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
 int st_id_cmp(st_id a, st_id b)
 {
     size_t n = a.n < b.n ? a.n : b.n;
@@ -81,6 +113,7 @@ const char *st_strerror(int err)
     case ST_EGONE: return "the message was recalled";
     case ST_ESTALE: return "not the next version of the message";
     case ST_EBUSY: return "in use by another process";
+    case ST_ETOOMANY: return "too many reaction keys on the message";
     default: return "unknown error";
     }
 }

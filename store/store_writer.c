@@ -75,9 +75,10 @@ static void refuse(st_store *s, st_op *ops)
 static void clear_outputs(st_op *op)
 {
     op->result = 0;
-    if (op->kind != ST_OP_EDIT) /* an edit's mid is its input */
+    if (op->kind != ST_OP_EDIT && op->kind != ST_OP_REACT) /* their mid is an input */
         op->mid = 0;
     op->ts = op->last_mid = op->ack = op->read = 0;
+    op->cseq = op->count = op->last_cseq = 0;
     op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
 }
@@ -170,8 +171,10 @@ static void answer_unread(st_store *s, st_op *ops, bool writable)
 /* Which of a batch's lists an op goes to: writes, the unread webhook's, reads. */
 static int list_of(const st_op *op)
 {
-    if (op->kind <= ST_OP_SEEN || op->kind == ST_OP_EDIT)
+    if (op->kind <= ST_OP_SEEN || op->kind == ST_OP_EDIT || op->kind == ST_OP_REACT)
         return 0;
+    if (op->kind == ST_OP_READ_CHANGES)
+        return 2;
     return op->kind >= ST_OP_TELL_CLAIM ? 1 : 2;
 }
 

@@ -101,6 +101,7 @@ json_t *gw_api_body_object(gw_api_conn *c, const char *shape);
 
 /* The requests that need the store, each answered from its completion. */
 void gw_api_post_message(gw_app *a, gw_api_conn *c, const char *gid);
+void gw_api_get_changes(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
 void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
 void gw_api_get_members(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid);
 void gw_api_membership(gw_app *a, gw_api_conn *c, const char *gid, const char *uid, bool add);
@@ -178,6 +179,16 @@ void gw_edit_request(gw_app *a, gw_sess *s, const pr_req *r);
 /* The API's PUT (edit: c's body {body, ver?}) and DELETE (recall) of a message, by the
  * application: any sender's, no edit window. */
 void gw_api_edit(gw_app *a, gw_api_conn *c, const char *gid, uint64_t mid, bool recall);
+
+/* ---- changes and reactions (gw_react.c, gw_route.c) ------------------------------------- */
+
+/* react by a member: written, replied and pushed (docs/PROTOCOL.md). */
+void gw_react_request(gw_app *a, gw_sess *s, const pr_req *r);
+/* The API's PUT (on) and DELETE of uid's reaction key on gid's message mid. */
+void gw_api_react(gw_app *a, gw_api_conn *c, const char *gid, uint64_t mid, const char *uid,
+                  const char *key, size_t key_n, bool on);
+/* A page or changes entry of a stored message, with its cseq and reactions. */
+int gw_enc_entry(msgpack_sbuffer *sb, const st_msg *m);
 
 /* gw_json.c: {mid, from, ts} and, with_body, `body`: a text body as a string; a binary
  * one (or text that is not UTF-8) in base64, with "encoding": "base64". New reference,

@@ -112,7 +112,7 @@ bool gw_api_take_id(const char *p, size_t n, char *out)
 }
 
 /* Splits path (after the prefix) into at most 4 segments. */
-#define SEGMENTS_MAX 5
+#define SEGMENTS_MAX 6
 
 static size_t segments(const char *path, const char *seg[SEGMENTS_MAX], size_t len[SEGMENTS_MAX])
 {
@@ -196,6 +196,25 @@ static void route(gw_app *a, gw_api_conn *c, struct lws *wsi)
                 gw_api_post_message(a, c, x);
             else if (allowed(c, get, "use GET or POST here"))
                 gw_api_get_messages(a, c, wsi, x);
+            return;
+        }
+        if (n == 3 && seg_is(seg[2], len[2], "changes")) {
+            if (allowed(c, get, "use GET here"))
+                gw_api_get_changes(a, c, wsi, x);
+            return;
+        }
+        if (n == 6 && seg_is(seg[2], len[2], "messages") && seg_is(seg[4], len[4], "reactions")) {
+            uint64_t mid = 0;
+            if (!path_mid(c, seg[3], len[3], &mid) ||
+                !allowed(c, put || del, "use PUT (set) or DELETE (clear) here"))
+                return;
+            char uid[PR_MAX_ID + 1], arg[PR_MAX_ID + 8];
+            if (!lws_get_urlarg_by_name(wsi, "uid=", arg, sizeof(arg)) ||
+                !gw_api_take_id(arg + 4, strlen(arg + 4), uid)) {
+                gw_api_fail(c, 400, "bad_field", "uid", "uid=: the reacting user's id");
+                return;
+            }
+            gw_api_react(a, c, x, mid, uid, seg[5], len[5], put);
             return;
         }
         if (n == 3 && seg_is(seg[2], len[2], "members")) {
@@ -301,7 +320,9 @@ static bool routes_after_body(const gw_api_conn *c)
     size_t n = strlen(c->path), r = strlen("/retention");
     bool retention = n > r && strcmp(c->path + n - r, "/retention") == 0;
     return strcmp(c->method, "POST") == 0 ||
-           (strcmp(c->method, "PUT") == 0 && (strstr(c->path, "/messages/") != NULL || retention));
+           (strcmp(c->method, "PUT") == 0 &&
+            ((strstr(c->path, "/messages/") != NULL && !strstr(c->path, "/reactions/")) ||
+             retention));
 }
 
 int gw_api_begin(gw_app *app, gw_api_conn *c, struct lws *wsi, const char *path, const char *method)

@@ -248,11 +248,12 @@ void gw_api_user_groups(gw_app *a, gw_api_conn *c, const char *uid)
 /* ---- GET /groups/{gid}/messages ---------------------------------------------------------------
  */
 
-static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
+/* A page's (or changes') messages as JSON: each with its version, cseq and reactions. */
+static json_t *messages_json(api_job *j, const st_page *pg)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < st_page_count(op->page); i++) {
-        const st_msg *m = st_page_at(op->page, i);
+    for (size_t i = 0; i < st_page_count(pg); i++) {
+        const st_msg *m = st_page_at(pg, i);
         pr_message r;
         if (pr_dec_record(j->app->d.dec, m->record, m->record_n, &r) != 0)
             continue; /* cannot happen for what the gateway stored */
@@ -261,11 +262,32 @@ static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
             json_object_set_new(e, "ver", json_integer((json_int_t)m->ver));
         if (e && m->recalled)
             json_object_set_new(e, "recalled", json_true());
+        if (e) /* its latest change (docs/PROTOCOL.md, Changes and reactions) */
+            json_object_set_new(e, "cseq", json_integer((json_int_t)m->cseq));
+        if (e && m->n_reactions) {
+            json_t *rx = json_object();
+            for (size_t k = 0; k < m->n_reactions; k++) {
+                char key[ST_REACT_KEY_MAX + 1];
+                size_t n = m->reactions[k].key.n < ST_REACT_KEY_MAX ? m->reactions[k].key.n
+                                                                    : ST_REACT_KEY_MAX;
+                memcpy(key, m->reactions[k].key.p, n);
+                key[n] = 0;
+                json_object_set_new(rx, key, json_integer((json_int_t)m->reactions[k].count));
+            }
+            json_object_set_new(e, "reactions", rx);
+        }
         json_array_append_new(arr, e);
     }
-    json_t *ans = json_pack("{s:s, s:I, s:I, s:b, s:o}", "gid", j->m.gid, "first_mid",
+    return arr;
+}
+
+static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    json_t *arr = messages_json(j, op->page);
+    json_t *ans = json_pack("{s:s, s:I, s:I, s:I, s:b, s:o}", "gid", j->m.gid, "first_mid",
                             (json_int_t)st_page_first_mid(op->page), "last_mid",
-                            (json_int_t)st_page_last_mid(op->page), "more", st_page_more(op->page),
+                            (json_int_t)st_page_last_mid(op->page), "last_cseq",
+                            (json_int_t)st_page_last_cseq(op->page), "more", st_page_more(op->page),
                             "messages", arr);
     if (ans && st_page_gone_before(op->page)) /* asked from below the horizon */
         json_object_set_new(ans, "gone_before",
@@ -274,6 +296,25 @@ static json_t *page_answer(api_job *j, const st_op *op, unsigned *status)
 }
 
 static const api_kind page_kind = {"cannot read the group's messages", NULL, page_answer, NULL};
+
+/* The `changes` reply as JSON (docs/API.md): the entries under `msgs`, as the protocol. */
+static json_t *changes_answer(api_job *j, const st_op *op, unsigned *status)
+{
+    const st_page *pg = op->page;
+    j->app->figs.changes_pages++;
+    json_t *ans = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o}", "gid", j->m.gid, "after", (json_int_t)op->from,
+        "upto", (json_int_t)st_page_upto(pg), "last_cseq", (json_int_t)st_page_last_cseq(pg),
+        "first_mid", (json_int_t)st_page_first_mid(pg), "last_mid",
+        (json_int_t)st_page_last_mid(pg), "more", st_page_more(pg), "msgs", messages_json(j, pg));
+    if (ans && st_page_changes_gone(pg))
+        json_object_set_new(ans, "changes_gone_before",
+                            json_integer((json_int_t)st_page_changes_gone(pg)));
+    return ans;
+}
+
+static const api_kind changes_kind = {"cannot read the group's changes", NULL, changes_answer,
+                                      NULL};
 
 /* A decimal query argument (name=) into *v: 1 given, 0 absent, -1 malformed. */
 static int query_u64(struct lws *wsi, const char *name, uint64_t *v)
@@ -314,6 +355,32 @@ void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char 
     st_op *op = &j->job.op;
     op->dir = hb ? ST_BEFORE : ST_AFTER;
     op->from = hb ? before : after;
+    op->limit = (size_t)limit;
+    op->max_bytes = cfg->max_frame;
+    submit(j);
+}
+
+/* GET /groups/{gid}/changes?after=C&limit=N: the changes after cseq C (docs/API.md). */
+void gw_api_get_changes(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid)
+{
+    const gw_config *cfg = a->d.cfg;
+    uint64_t after = 0, limit = cfg->page_default;
+    int ha = query_u64(wsi, "after=", &after), hl = query_u64(wsi, "limit=", &limit);
+    if (ha < 0) {
+        gw_api_fail(c, 400, "bad_field", "after", "after: a cseq, a whole number (0: all)");
+        return;
+    }
+    if (hl < 0 || (hl && limit == 0)) {
+        gw_api_fail(c, 400, "bad_field", "limit", "limit: a whole number >= 1");
+        return;
+    }
+    if (limit > cfg->page_max)
+        limit = cfg->page_max;
+    api_job *j = job_new(a, c, ST_OP_READ_CHANGES, &changes_kind, gid, NULL);
+    if (!j)
+        return;
+    st_op *op = &j->job.op;
+    op->from = after;
     op->limit = (size_t)limit;
     op->max_bytes = cfg->max_frame;
     submit(j);
@@ -426,6 +493,14 @@ static unsigned sign_out_here(gw_app *a, const char *uid)
 static void erased(api_job *j, const st_op *op)
 {
     j->closed = sign_out_here(j->app, j->m.uid);
+    /* Its tombstones and its reactions gone took a cseq in each group: the online members
+     * there pull their changes. */
+    for (size_t i = 0; i < st_list_count(op->changed); i++) {
+        const st_item *it = st_list_at(op->changed, i);
+        char gid[PR_MAX_ID + 1];
+        if (gw_id_copy(gid, it->gid.p, it->gid.n))
+            gw_deliver_changed(j->app->d.deliver, gid, it->hi);
+    }
 }
 
 static json_t *erased_answer(api_job *j, const st_op *op, unsigned *status)
@@ -469,7 +544,7 @@ static void group_deleted(api_job *j, const st_op *op)
         const st_item *it = st_list_at(op->list, i);
         char uid[PR_MAX_ID + 1];
         if (gw_id_copy(uid, it->text, it->text_n))
-            gw_registry_left(j->app->d.registry, uid, j->m.gid, NULL);
+            gw_registry_left_c(j->app->d.registry, uid, j->m.gid, NULL, op->cseq);
     }
 }
 

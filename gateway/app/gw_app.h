@@ -50,6 +50,8 @@ typedef struct gw_app_figs {
     uint64_t presence_queries, presence_pushes;
     uint64_t typing_received, typing_dropped, typing_pushes;
     uint64_t edits, recalls; /* versions made by this node's sessions (not duplicates) */
+    uint64_t reactions;      /* reactions set or cleared through this node (not duplicates) */
+    uint64_t changes_pages;  /* `changes` answered (sessions and the API) */
     uint64_t pages, page_msgs;
     uint64_t retain_passes, retain_deleted, retain_errors; /* retention (gw_retain.c) */
     uint64_t api_requests, api_unauthorized, api_rate_limited;

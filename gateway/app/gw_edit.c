@@ -153,7 +153,7 @@ static void write_done(edit_req *q)
         refuse(q, op->result, 0, NULL);
         return;
     }
-    pr_version v = {.ver = op->ver, .ts = op->ts, .recalled = q->recall};
+    pr_version v = {.ver = op->ver, .ts = op->ts, .recalled = q->recall, .cseq = op->cseq};
     pr_slice rec = {(const uint8_t *)q->record.data, q->record.size};
     gw_sess *s = q->link.sess;
     if (s) {

@@ -52,7 +52,9 @@ st_retain gw_retain_defaults(const gw_config *cfg)
 
 static bool any_default(const gw_config *cfg)
 {
-    return cfg->retain_messages || cfg->retain_days;
+    /* A change log kept short (--retain-changes) is trimmed by the passes too. */
+    return cfg->retain_messages || cfg->retain_days ||
+           (cfg->retain_changes && cfg->retain_changes != UINT64_MAX) || cfg->retain_changes_ms;
 }
 
 static void trimmed(gw_job *j)
@@ -77,6 +79,15 @@ static void trimmed(gw_job *j)
         gw_registry_horizon(a->d.registry, gid, it->lo);
         gw_hub_tell_horizon(a->d.hub, a->d.thread, gid, it->lo);
     }
+    /* Horizons that moved took a cseq each: the online members pull their changes. */
+    for (size_t i = 0; i < st_list_count(op->changed); i++) {
+        const st_item *it = st_list_at(op->changed, i);
+        char gid[PR_MAX_ID + 1];
+        if (gw_id_copy(gid, it->gid.p, it->gid.n))
+            gw_deliver_changed(a->d.deliver, gid, it->hi);
+    }
+    st_list_free(op->changed);
+    op->changed = NULL;
     bool more = st_list_more(op->list);
     st_id after = st_list_after(op->list);
     snprintf(r->after, sizeof(r->after), "%.*s", (int)(after.n <= PR_MAX_ID ? after.n : 0),

@@ -69,6 +69,8 @@ typedef struct gw_req {
     bool counted;           /* JOIN: counted in its user's joins in flight */
     uint64_t ack, last_mid; /* JOIN: what `joined` says */
     uint64_t first_mid;     /* ... and its horizon */
+    uint64_t last_cseq;     /* JOIN: ... and its last change */
+    uint64_t after;         /* READ_CHANGES: as asked */
     gw_append m;            /* its gid and uid; a send's cid and record */
 } gw_req;
 
@@ -90,7 +92,8 @@ static gw_req *req_new(gw_app *a, gw_sess *s, uint64_t rid, enum st_op_kind kind
     slice_cpy(r->m.gid, gid);
     strcpy(r->m.uid, gw_sess_uid(s));
     r->job.op.gid = st_id_str(r->m.gid);
-    if (kind <= ST_OP_ACKS) /* a write names its user; a page is anyone's to read */
+    /* A write names its user; a page or changes its reader, for the reactions it set. */
+    if (kind <= ST_OP_ACKS || kind == ST_OP_READ_PAGE || kind == ST_OP_READ_CHANGES)
         r->job.op.uid = st_id_str(r->m.uid);
     return r;
 }
@@ -270,6 +273,23 @@ static void read_page(gw_app *a, gw_sess *s, uint64_t rid, pr_slice gid, enum st
     submit(r);
 }
 
+/* The changes after a cseq: bounded like a page (limit, and the frame: gw_enc_entries). */
+static void read_changes(gw_app *a, gw_sess *s, const pr_req *q)
+{
+    const gw_config *cfg = a->d.cfg;
+    uint32_t limit = q->limit > cfg->page_max ? cfg->page_max : q->limit;
+    gw_req *r = req_new(a, s, q->rid, ST_OP_READ_CHANGES, q->gid);
+    if (!r)
+        return;
+    st_op *op = &r->job.op;
+    op->from = q->after;
+    r->after = q->after;
+    op->limit = limit;
+    size_t budget = cfg->max_frame - 256 - q->gid.n, per_entry = 64 * (size_t)limit;
+    op->max_bytes = budget > 2 * per_entry ? budget - per_entry : budget / 2;
+    submit(r);
+}
+
 static void on_ping(gw_sess *s, const pr_req *r)
 {
     msgpack_sbuffer sb;
@@ -315,6 +335,11 @@ static void route_request(void *ud, gw_sess *s, const pr_req *r)
     case PR_REQ_TYPING: gw_typing_request(a, s, r); break;
     case PR_REQ_EDIT:
     case PR_REQ_RECALL: gw_edit_request(a, s, r); break;
+    case PR_REQ_CHANGES:
+        if (need_member(s, r, r->gid, NULL))
+            read_changes(a, s, r);
+        break;
+    case PR_REQ_REACT: gw_react_request(a, s, r); break;
     }
 }
 
@@ -349,10 +374,12 @@ static void joined(gw_app *a, gw_req *r)
     const st_op *op = &r->job.op;
     r->ack = op->ack;
     r->last_mid = op->last_mid;
+    r->last_cseq = op->last_cseq;
     /* Also when refused: the join is in flight no more. */
     gw_registry_joined(a->d.registry, r->m.uid, r->m.gid, r->counted, op->result, &r->ack,
                        &r->last_mid);
     r->first_mid = gw_registry_horizon(a->d.registry, r->m.gid, op->first_mid);
+    r->last_cseq = gw_registry_cseq(a->d.registry, r->m.gid, op->last_cseq);
     if (op->result == 0 && op->created && r->link.sess)
         gw_info("group %s created by %s", r->m.gid, r->m.uid);
 }
@@ -372,6 +399,7 @@ static void page_seen(gw_app *a, gw_req *r)
     if (op->result == 0 && r->link.sess) {
         gw_deliver_saw(a->d.deliver, r->m.gid, st_page_last_mid(op->page));
         gw_registry_horizon(a->d.registry, r->m.gid, st_page_first_mid(op->page));
+        gw_registry_cseq(a->d.registry, r->m.gid, st_page_last_cseq(op->page));
     }
 }
 
@@ -384,7 +412,8 @@ static int reply_sent(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
 
 static int reply_joined(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
 {
-    return pr_enc_joined(sb, r->rid, gw_cstr(r->m.gid), r->first_mid, r->last_mid, r->ack);
+    return pr_enc_joined_c(sb, r->rid, gw_cstr(r->m.gid), r->first_mid, r->last_mid, r->ack,
+                           r->last_cseq);
 }
 
 static int reply_left(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
@@ -392,19 +421,105 @@ static int reply_left(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
     return pr_enc_left(sb, r->rid, gw_cstr(r->m.gid));
 }
 
+int gw_enc_entry(msgpack_sbuffer *sb, const st_msg *m)
+{
+    pr_reaction few[PR_REACT_KEYS_MAX] = {0}, *r = few;
+    if (m->n_reactions > PR_REACT_KEYS_MAX && !(r = malloc(m->n_reactions * sizeof(*r))))
+        return PR_E_NOMEM;
+    for (size_t i = 0; i < m->n_reactions; i++)
+        r[i] = (pr_reaction){{(const uint8_t *)m->reactions[i].key.p, m->reactions[i].key.n},
+                             m->reactions[i].count,
+                             m->reactions[i].mine};
+    pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled, .cseq = m->cseq};
+    int rc = pr_enc_page_entry_r(sb, m->mid, m->ts, &v, (pr_slice){m->record, m->record_n}, r,
+                                 m->n_reactions);
+    if (r != few)
+        free(r);
+    return rc;
+}
+
+/* A page's (or changes') entries encoded into ents, within `budget` bytes: the store bounds
+ * records, but reactions come on top, so entries past the budget are left out, from the
+ * end (keep_last: from the start, a page before a mid keeping the ones nearest it).
+ * *first and *n: the entries kept; *cut: some were left out. 0 or PR_E*. */
+static int enc_entries(const st_page *pg, size_t budget, bool keep_last, msgpack_sbuffer *ents,
+                       size_t *first, size_t *n, size_t *start, bool *cut)
+{
+    size_t count = st_page_count(pg);
+    size_t *off = malloc((count + 1) * sizeof(*off));
+    if (!off)
+        return PR_E_NOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        off[i] = ents->size;
+        rc = gw_enc_entry(ents, st_page_at(pg, i));
+    }
+    off[count] = ents->size;
+    size_t lo = 0, hi = count; /* kept: [lo, hi) */
+    while (rc == 0 && hi - lo > 1 && off[hi] - off[lo] > budget) {
+        if (keep_last)
+            lo++;
+        else
+            hi--;
+    }
+    *first = lo;
+    *n = hi - lo;
+    *start = off[lo];
+    *cut = hi - lo < count;
+    ents->size = off[hi]; /* what follows hi is dropped; *start says where the kept begin */
+    free(off);
+    return rc;
+}
+
 static int reply_page(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
 {
-    const st_page *pg = r->job.op.page;
-    size_t n = st_page_count(pg);
-    int rc = pr_enc_page_begin(sb, r->rid, gw_cstr(r->m.gid), st_page_first_mid(pg),
-                               st_page_last_mid(pg), st_page_gone_before(pg), st_page_more(pg), n);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const st_msg *m = st_page_at(pg, i);
-        pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled};
-        rc = pr_enc_page_entry_v(sb, m->mid, m->ts, &v, (pr_slice){m->record, m->record_n});
-    }
+    const st_op *op = &r->job.op;
+    const st_page *pg = op->page;
+    msgpack_sbuffer ents;
+    msgpack_sbuffer_init(&ents);
+    size_t first, n, start;
+    bool cut;
+    size_t budget = a->d.cfg->max_frame - 256 - strlen(r->m.gid);
+    int rc = enc_entries(pg, budget, op->dir == ST_BEFORE, &ents, &first, &n, &start, &cut);
+    if (rc == 0)
+        rc = pr_enc_page_begin_c(sb, r->rid, gw_cstr(r->m.gid), st_page_first_mid(pg),
+                                 st_page_last_mid(pg), st_page_gone_before(pg),
+                                 st_page_more(pg) || cut, st_page_last_cseq(pg), n);
+    if (rc == 0 && n && msgpack_sbuffer_write(sb, ents.data + start, ents.size - start) != 0)
+        rc = PR_E_NOMEM;
+    msgpack_sbuffer_destroy(&ents);
     a->figs.pages++;
     a->figs.page_msgs += n;
+    return rc;
+}
+
+static int reply_changes(gw_app *a, gw_req *r, msgpack_sbuffer *sb)
+{
+    const st_page *pg = r->job.op.page;
+    msgpack_sbuffer ents;
+    msgpack_sbuffer_init(&ents);
+    size_t first, n, start;
+    bool cut;
+    size_t budget = a->d.cfg->max_frame - 256 - strlen(r->m.gid);
+    int rc = enc_entries(pg, budget, false, &ents, &first, &n, &start, &cut);
+    pr_changes c = {.gid = gw_cstr(r->m.gid),
+                    .after = r->after,
+                    .upto = st_page_upto(pg),
+                    .last_cseq = st_page_last_cseq(pg),
+                    .first_mid = st_page_first_mid(pg),
+                    .last_mid = st_page_last_mid(pg),
+                    .gone_before = st_page_changes_gone(pg),
+                    .more = st_page_more(pg)};
+    if (cut) { /* entries are in cseq order: go on after the last one sent */
+        c.upto = st_page_at(pg, first + n - 1)->cseq;
+        c.more = true;
+    }
+    if (rc == 0)
+        rc = pr_enc_changes_begin(sb, r->rid, &c, n);
+    if (rc == 0 && n && msgpack_sbuffer_write(sb, ents.data + start, ents.size - start) != 0)
+        rc = PR_E_NOMEM;
+    msgpack_sbuffer_destroy(&ents);
+    a->figs.changes_pages++;
     return rc;
 }
 
@@ -419,6 +534,7 @@ static const struct {
     [ST_OP_JOIN] = {joined, reply_joined, NULL},
     [ST_OP_LEAVE] = {left, reply_left, NULL},
     [ST_OP_READ_PAGE] = {page_seen, reply_page, NULL},
+    [ST_OP_READ_CHANGES] = {page_seen, reply_changes, NULL},
 };
 
 /* The one completion of a session's store jobs: the job's effects here, and between them,

@@ -28,6 +28,7 @@ static void enc_group(void *ud, const gw_mygroup *m)
     pr_group g = {.gid = gw_cstr(m->gid),
                   .last_mid = m->last_mid,
                   .first_mid = m->first_mid,
+                  .last_cseq = m->last_cseq,
                   .ack = m->ack,
                   .unread = m->last_mid > seen ? m->last_mid - seen : 0,
                   .read = m->read,

@@ -70,8 +70,23 @@ void gw_cluster_apply(void *cluster, const st_change *ch)
         return;
     }
     if (ch->kind == ST_CH_EDIT) {
-        pr_version v = {.ver = ch->ver, .ts = ch->ts, .recalled = ch->recalled};
+        pr_version v = {.ver = ch->ver, .ts = ch->ts, .recalled = ch->recalled, .cseq = ch->cseq};
         gw_deliver_version(c->del, gid, ch->mid, &v, ch->record, ch->record_n, NULL);
+        return;
+    }
+    if (ch->kind == ST_CH_REACT) {
+        pr_reacted r = {.gid = {(const uint8_t *)ch->gid.p, ch->gid.n},
+                        .mid = ch->mid,
+                        .uid = {(const uint8_t *)ch->uid.p, ch->uid.n},
+                        .key = {(const uint8_t *)ch->key.p, ch->key.n},
+                        .on = ch->on,
+                        .count = ch->count,
+                        .cseq = ch->cseq};
+        gw_deliver_react(c->del, &r, NULL);
+        return;
+    }
+    if (ch->kind == ST_CH_CHANGED) {
+        gw_deliver_changed(c->del, gid, ch->cseq);
         return;
     }
     gw_registry_change(c->reg, ch);

@@ -142,7 +142,10 @@ void gw_hub_tell(void *teller, const st_op *op)
     case ST_OP_DELETE_GROUP: /* its members left: a leave each */
         for (size_t i = 0; i < st_list_count(op->list); i++) {
             const st_item *it = st_list_at(op->list, i);
-            st_change ch = {.kind = ST_CH_LEAVE, .gid = op->gid, .uid = {it->text, it->text_n}};
+            st_change ch = {.kind = ST_CH_LEAVE,
+                            .gid = op->gid,
+                            .uid = {it->text, it->text_n},
+                            .cseq = op->cseq};
             gw_feeds_post_others(h->feeds, me->index, &ch, 1);
         }
         return;
@@ -150,6 +153,11 @@ void gw_hub_tell(void *teller, const st_op *op)
         for (size_t i = 0; i < st_list_count(op->list); i++) {
             st_change ch = {
                 .kind = ST_CH_LEAVE, .gid = st_list_at(op->list, i)->gid, .uid = op->uid};
+            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
+        }
+        for (size_t i = 0; i < st_list_count(op->changed); i++) { /* tombstones, reactions */
+            const st_item *it = st_list_at(op->changed, i);
+            st_change ch = {.kind = ST_CH_CHANGED, .gid = it->gid, .cseq = it->hi};
             gw_feeds_post_others(h->feeds, me->index, &ch, 1);
         }
         return;
@@ -164,7 +172,25 @@ void gw_hub_tell(void *teller, const st_op *op)
         one.recalled = op->recall;
         one.record = op->record;
         one.record_n = op->record_n;
+        one.cseq = op->cseq;
         break;
+    case ST_OP_REACT:
+        if (op->duplicate)
+            return;
+        one.kind = ST_CH_REACT;
+        one.mid = op->mid;
+        one.key = (st_id){op->key, op->key_n};
+        one.on = op->on;
+        one.count = op->count;
+        one.cseq = op->cseq;
+        break;
+    case ST_OP_TRIM: /* groups whose horizon moved (a cseq each): a hint to pull changes */
+        for (size_t i = 0; i < st_list_count(op->changed); i++) {
+            const st_item *it = st_list_at(op->changed, i);
+            st_change ch = {.kind = ST_CH_CHANGED, .gid = it->gid, .cseq = it->hi};
+            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
+        }
+        return;
     /* Acks, reads and sign-outs were told when they came (gw_hub_tell_ack,
      * gw_hub_tell_read, gw_hub_tell_signout); store reads change nothing. */
     default: return;

@@ -122,6 +122,8 @@ void gw_op_release(st_op *op)
     st_page_free(op->page);
     st_groups_free(op->groups);
     st_members_free(op->members);
+    st_list_free(op->changed);
+    op->changed = NULL;
     op->page = NULL;
     op->groups = NULL;
     op->members = NULL;

@@ -64,6 +64,7 @@ enum {
     O_RETAIN_DAYS,
     O_RETAIN_UNTIL_ACKED,
     O_RETAIN_CAP,
+    O_RETAIN_CHANGES,
     O_PRESENCE_LIST_MAX,
     O_WEBHOOK_BODY,
     O_THREADS,
@@ -96,6 +97,7 @@ static const struct option options[] = {
     {"retain-days", required_argument, 0, O_RETAIN_DAYS},
     {"retain-until-acked", no_argument, 0, O_RETAIN_UNTIL_ACKED},
     {"retain-cap", required_argument, 0, O_RETAIN_CAP},
+    {"retain-changes", required_argument, 0, O_RETAIN_CHANGES},
     {"presence-list-max", required_argument, 0, O_PRESENCE_LIST_MAX},
     {"webhook-body", no_argument, 0, O_WEBHOOK_BODY},
     {"insecure", no_argument, 0, O_INSECURE},
@@ -230,6 +232,9 @@ static void help(void)
         "  --retain-until-acked and beyond those (alone: until every member acked it),\n"
         "                       what a member has not acked yet ...\n"
         "  --retain-cap N       ... up to N messages a group (default 1000000)\n"
+        "  --retain-changes N|Dd  the change log (`changes`) serves each group's last N\n"
+        "                       changes (default 100000), or its changes of the last D\n"
+        "                       days; 0 or all: every change\n"
         "Limits and cadence\n"
         "  --max-frame BYTES    largest frame accepted (default 262144; larger closes 1009)\n"
         "  --max-body BYTES     largest message body (default 65536)\n"
@@ -461,6 +466,22 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         case O_RETAIN_CAP:
             rc = number(name, optarg, 1, 1000000000000LL, &v), c->retain_cap = (uint64_t)v;
             break;
+        case O_RETAIN_CHANGES: {
+            size_t n = strlen(optarg);
+            c->retain_changes = c->retain_changes_ms = 0;
+            if (strcmp(optarg, "all") == 0) {
+                c->retain_changes = UINT64_MAX;
+            } else if (n > 1 && optarg[n - 1] == 'd') {
+                char days[32];
+                snprintf(days, sizeof(days), "%.*s", (int)(n - 1), optarg);
+                rc = number(name, days, 1, 36500, &v);
+                c->retain_changes_ms = (uint64_t)v * 86400000u;
+            } else {
+                rc = number(name, optarg, 0, 1000000000000LL, &v);
+                c->retain_changes = v ? (uint64_t)v : UINT64_MAX;
+            }
+            break;
+        }
         case O_PRESENCE_LIST_MAX:
             rc = number(name, optarg, 0, 100000, &v), c->presence_list_max = (unsigned)v;
             break;

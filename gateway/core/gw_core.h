@@ -80,6 +80,9 @@ typedef struct gw_config {
     unsigned retain_days;        /* ... messages younger than this (0: all) */
     bool retain_until_acked;     /* ... and what some member has not acked, */
     uint64_t retain_cap;         /* ... up to this many messages a group */
+    uint64_t retain_changes;     /* the change log: each group's last N changes (0: the
+                                  * store's default; UINT64_MAX: all) */
+    uint64_t retain_changes_ms;  /* ... or its changes younger than this (0: no age) */
     bool insecure;               /* plain ws:// and http:// (development on loopback) */
     const char *cert;            /* TLS certificate (PEM) */
     const char *key;             /* TLS private key (PEM) */

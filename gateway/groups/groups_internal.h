@@ -65,6 +65,7 @@ typedef struct gw_group {
                          * pages, joins */
     uint64_t first_mid; /* the horizon as known here (retention): reads, pages, joins, the
                          * retention passes */
+    uint64_t last_cseq; /* the highest cseq known: reads, joins, pages, changes pushed */
     gw_online *online;
     unsigned n_online;
     UT_hash_handle hh; /* in the registry's groups, by gid */

@@ -62,6 +62,8 @@ typedef struct gw_groups_figs {
     uint64_t resync_reads; /* ... with these reads (a user's groups, a group's last mid) */
     uint64_t ack_writes, ack_entries; /* ack batches and entries persisted */
     uint64_t version_pushes;          /* edited and recalled pushed to sessions */
+    uint64_t react_pushes;            /* reacted pushed to sessions (or coalesced) */
+    uint64_t changed_pushes;          /* changed told to sessions */
 } gw_groups_figs;
 
 /* The registry, the pushes and the coalescer of one service thread, made together (they
@@ -111,6 +113,7 @@ typedef struct gw_mygroup {
     const char *gid;
     uint64_t last_mid;  /* the group's, as known here */
     uint64_t first_mid; /* ... and its horizon: what is below it is gone */
+    uint64_t last_cseq; /* ... and its last change, as known here */
     uint64_t ack;
     uint64_t read; /* when has_read: the user has sent a read */
     bool has_read;
@@ -144,10 +147,16 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 /* A leave of uid committed (here, by a session or the API): the membership ends, and the
  * user's sessions here but `except` (the one that asked) are told `left`. */
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except);
+/* The same for a deleted group: `left` carries the deletion's cseq. */
+void gw_registry_left_c(gw_registry *reg, const char *uid, const char *gid, gw_sess *except,
+                        uint64_t cseq);
 /* gid's horizon is at least first_mid (a read, a page, a join, a retention pass): kept
  * for its unread counts while it is online here. Returns the horizon as known here
  * (first_mid itself, at least 1, when the group has nobody online here). */
 uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_mid);
+/* gid's last cseq as seen (a load, a join, a page, a change pushed) moves up to cseq;
+ * returns the one known here (cseq itself when the group has nobody online here). */
+uint64_t gw_registry_cseq(gw_registry *reg, const char *gid, uint64_t cseq);
 /* A change another thread or node made (the feed): a join, a leave, an ack or a read of
  * a user online here. */
 void gw_registry_change(gw_registry *reg, const st_change *ch);
@@ -204,6 +213,13 @@ size_t gw_deliver_holes(const gw_deliver *d);
  * `except` (the editor's, which gets the reply). */
 void gw_deliver_version(gw_deliver *d, const char *gid, uint64_t mid, const pr_version *v,
                         const void *rec, size_t n, gw_sess *except);
+/* A reaction set or cleared (r->duplicate false): `reacted` to every online session of
+ * gid's members here but `except` (the reacting one, which got the reply). Past a
+ * session's budget: a coalesced `changed` instead (GW_PUSH_REACT). */
+void gw_deliver_react(gw_deliver *d, const pr_reacted *r, gw_sess *except);
+/* gid's changes moved to last_cseq without pushes of their own (an erasure, a trim):
+ * `changed {gid, last_cseq}` to every online session of its members here. */
+void gw_deliver_changed(gw_deliver *d, const char *gid, uint64_t last_cseq);
 
 /* ---- acks (gw_acks.c) ------------------------------------------------------------------- */
 

@@ -187,7 +187,17 @@ unsigned gw_registry_sign_out(gw_registry *reg, const char *uid)
     return n;
 }
 
+/* cseq: a deleted group's deletion (0: a plain leave), which `left` carries. */
+static void member_end_c(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except,
+                         uint64_t cseq);
+
 void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except)
+{
+    member_end_c(reg, u, gid, except, 0);
+}
+
+static void member_end_c(gw_registry *reg, gw_user *u, const char *gid, gw_sess *except,
+                         uint64_t cseq)
 {
     if (!gw_member_find(u, (pr_slice){(const uint8_t *)gid, strlen(gid)}))
         return;
@@ -196,7 +206,7 @@ void gw_member_end(gw_registry *reg, gw_user *u, const char *gid, gw_sess *excep
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     gw_buf *b = NULL;
-    if (pr_enc_left(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}) == 0 &&
+    if (pr_enc_left_c(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)gid, strlen(gid)}, cseq) == 0 &&
         (b = gw_buf_from(&sb))) {
         gw_seat *s;
         DL_FOREACH (u->sessions, s) {
@@ -295,6 +305,7 @@ static void loaded(gw_job *j)
         else
             gw_member_read(m, g->read, g->has_read, read, has_read);
         gw_registry_horizon(reg, gid, g->first_mid);
+        gw_registry_cseq(reg, gid, g->last_cseq);
     }
     if (rc == 0 && op->not_before > u->not_before)
         u->not_before = op->not_before;
@@ -462,6 +473,7 @@ void gw_registry_each(gw_registry *reg, const gw_seat *seat,
         gw_mygroup mg = {.gid = m->gid,
                          .last_mid = g ? g->last_mid : m->ack,
                          .first_mid = g ? g->first_mid : 1,
+                         .last_cseq = g ? g->last_cseq : 0,
                          .ack = m->ack,
                          .read = m->read,
                          .has_read = m->has_read};
@@ -544,11 +556,17 @@ void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool
 
 void gw_registry_left(gw_registry *reg, const char *uid, const char *gid, gw_sess *except)
 {
+    gw_registry_left_c(reg, uid, gid, except, 0);
+}
+
+void gw_registry_left_c(gw_registry *reg, const char *uid, const char *gid, gw_sess *except,
+                        uint64_t cseq)
+{
     gw_user *u = gw_user_find(reg, uid);
     if (u && u->loading)
         u->stale = true; /* the read under way may predate it: read again after */
     if (u)
-        gw_member_end(reg, u, gid, except);
+        member_end_c(reg, u, gid, except, cseq);
 }
 
 unsigned gw_registry_typing(gw_registry *reg, const char *gid, const char *uid)
@@ -603,6 +621,16 @@ uint64_t gw_registry_horizon(gw_registry *reg, const char *gid, uint64_t first_m
     return g->first_mid;
 }
 
+uint64_t gw_registry_cseq(gw_registry *reg, const char *gid, uint64_t cseq)
+{
+    gw_group *g = gw_group_find(reg, gid, strlen(gid));
+    if (!g)
+        return cseq;
+    if (cseq > g->last_cseq)
+        g->last_cseq = cseq; /* cseqs only grow */
+    return g->last_cseq;
+}
+
 void gw_registry_change(gw_registry *reg, const st_change *ch)
 {
     char gid[PR_MAX_ID + 1], uid[PR_MAX_ID + 1];
@@ -624,7 +652,7 @@ void gw_registry_change(gw_registry *reg, const st_change *ch)
         break;
     case ST_CH_LEAVE:
         if (m)
-            gw_member_end(reg, u, gid, NULL);
+            member_end_c(reg, u, gid, NULL, ch->cseq);
         break;
     case ST_CH_ACK:
         if (m && ch->ack > m->ack)

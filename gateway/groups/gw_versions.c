@@ -26,6 +26,8 @@ static unsigned push(gw_deliver *d, const char *gid, uint64_t mid, const pr_vers
 {
     gw_groups *gs = gw_deliver_groups(d);
     gw_group *g = gw_group_find(gs->reg, gid, strlen(gid));
+    if (g && v->cseq > g->last_cseq)
+        g->last_cseq = v->cseq;
     if (!g || !g->n_online)
         return 0;
     msgpack_sbuffer sb;
@@ -59,12 +61,59 @@ static void version_read(gw_job *j)
     st_op *op = &j->op;
     if (op->result == 0 && st_page_count(op->page) == 1) {
         const st_msg *m = st_page_at(op->page, 0);
-        pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled};
+        pr_version v = {.ver = m->ver, .ts = m->ver_ts, .recalled = m->recalled, .cseq = m->cseq};
         if (m->ver > 0)
             push(vj->d, vj->gid, m->mid, &v, m->record, m->record_n, NULL);
     }
     st_page_free(op->page);
     free(vj);
+}
+
+void gw_deliver_react(gw_deliver *d, const pr_reacted *r, gw_sess *except)
+{
+    gw_groups *gs = gw_deliver_groups(d);
+    char gid[PR_MAX_ID + 1];
+    if (!gw_id_copy(gid, r->gid.p, r->gid.n))
+        return;
+    gw_group *g = gw_group_find(gs->reg, gid, strlen(gid));
+    if (g && r->cseq > g->last_cseq)
+        g->last_cseq = r->cseq;
+    if (!g || !g->n_online)
+        return;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    gw_buf *b = NULL;
+    pr_reacted push = *r;
+    push.duplicate = false;
+    if (pr_enc_reacted(&sb, PR_NO_RID, &push) == 0 && (b = gw_buf_from(&sb))) {
+        gw_online *o, *tmp;
+        HASH_ITER (hh, g->online, o, tmp) {
+            gw_seat *s;
+            DL_FOREACH (o->user->sessions, s)
+                if (s->sess != except && gw_out_push(s->sess, GW_PUSH_REACT, gid, r->cseq, b) == 0)
+                    gs->figs.react_pushes++;
+        }
+        gw_buf_unref(b);
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+void gw_deliver_changed(gw_deliver *d, const char *gid, uint64_t last_cseq)
+{
+    gw_groups *gs = gw_deliver_groups(d);
+    gw_group *g = gw_group_find(gs->reg, gid, strlen(gid));
+    if (g && last_cseq > g->last_cseq)
+        g->last_cseq = last_cseq;
+    if (!g || !g->n_online)
+        return;
+    gw_online *o, *tmp;
+    HASH_ITER (hh, g->online, o, tmp) {
+        gw_seat *s;
+        DL_FOREACH (o->user->sessions, s) {
+            gw_out_changed(s->sess, gid, last_cseq);
+            gs->figs.changed_pushes++;
+        }
+    }
 }
 
 void gw_deliver_version(gw_deliver *d, const char *gid, uint64_t mid, const pr_version *v,

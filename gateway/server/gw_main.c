@@ -117,6 +117,8 @@ int main(int argc, char **argv)
     so.test_drop_announcements = cfg.test_drop_announcements;
     /* The unread webhook finds what no node told in the store's log of batches. */
     so.unread_log = cfg.webhook_url != NULL;
+    so.changes_keep = cfg.retain_changes;
+    so.changes_keep_ms = cfg.retain_changes_ms;
     /* The service threads; other gateways' changes (PostgreSQL: the change feed) go to
      * each of them. RocksDB has no other gateways. */
     gw_process *proc = gw_process_new(&cfg);

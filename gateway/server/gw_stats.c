@@ -447,6 +447,14 @@ static void snapshot(gw_server *srv, table *t)
     C("versions", "edits", "gw_edits_total", "Messages edited by this node's sessions", na->edits);
     C("versions", "recalls", "gw_recalls_total", "Messages recalled by this node's sessions",
       na->recalls);
+    C("changes", "reactions", "gw_reactions_total",
+      "Reactions set or cleared through this node (sessions and the API)", na->reactions);
+    C("changes", "pages", "gw_changes_pages_total", "changes answered (sessions and the API)",
+      na->changes_pages);
+    C("changes", "react_pushes", "gw_react_pushes_total",
+      "reacted pushed to sessions (from any thread or node)", ng->react_pushes);
+    C("changes", "changed_pushes", "gw_changed_pushes_total",
+      "changed told to sessions (erasures, trims)", ng->changed_pushes);
     C("versions", "pushes", "gw_version_pushes_total",
       "Edits and recalls pushed to sessions (from any thread or node)", ng->version_pushes);
     C("retention", "passes", "gw_retention_passes_total",
@@ -462,6 +470,9 @@ static void snapshot(gw_server *srv, table *t)
     C("slow_consumers", "switches", "gw_slow_consumer_switches_total",
       "Sessions switched from pushes to notify", ns->slow_switches);
     C("slow_consumers", "notifies", "gw_notifies_sent_total", "notify messages sent", ns->notifies);
+    C("slow_consumers", "changed", "gw_changed_sent_total",
+      "changed messages sent (changes not pushed one by one: the client pulls them)",
+      ns->changed_sent);
     const struct {
         const char *key, *kind, *fate;
         uint64_t n;
@@ -470,6 +481,7 @@ static void snapshot(gw_server *srv, table *t)
         {"presence_deferred", "presence", "deferred", ns->budget_presence_deferred},
         {"watch_deferred", "watch", "deferred", ns->budget_watch_deferred},
         {"version_closes", "version", "closed", ns->budget_version_closes},
+        {"react_coalesced", "reaction", "coalesced", ns->budget_react_coalesced},
     };
     for (size_t i = 0; i < sizeof(past) / sizeof(past[0]); i++)
         add_label(t, "slow_consumers", past[i].key, "gw_pushes_past_budget_total", "counter",

@@ -55,13 +55,19 @@ static uint8_t *frame_room(size_t len)
     return wbuf + LWS_PRE;
 }
 
-static void notify_clear(gw_outq *o)
+static void hash_clear(gw_notify **h)
 {
     gw_notify *n, *tmp;
-    HASH_ITER (hh, o->notify, n, tmp) {
-        HASH_DEL(o->notify, n);
+    HASH_ITER (hh, *h, n, tmp) {
+        HASH_DEL(*h, n);
         free(n);
     }
+}
+
+static void notify_clear(gw_outq *o)
+{
+    hash_clear(&o->notify);
+    hash_clear(&o->changed);
 }
 
 static void flush_cb(struct ev_loop *loop, ev_prepare *w, int revents);
@@ -112,7 +118,7 @@ void gw_out_release(gw_sess *s)
 
 bool gw_out_pending(const gw_sess *s)
 {
-    return s->out.len || s->out.notify;
+    return s->out.len || s->out.notify || s->out.changed;
 }
 
 /* Replies waiting past the budget pause reading; under half of it, reading goes on. */
@@ -197,20 +203,25 @@ void gw_out_ping(gw_sess *s)
     lws_callback_on_writable(s->wsi);
 }
 
-/* The newest mid of gid in the session's coalesced notifies. */
-static void notify_add(gw_outq *o, const char *gid, uint64_t mid)
+/* The newest mid (or cseq) of gid in one of the session's coalesced hashes. */
+static void coalesce(gw_notify **h, const char *gid, uint64_t mid)
 {
     gw_notify *n = NULL;
-    HASH_FIND_STR(o->notify, gid, n);
+    HASH_FIND_STR(*h, gid, n);
     if (!n) {
         n = calloc(1, sizeof(*n));
         if (!n)
             return;
         strcpy(n->gid, gid);
-        HASH_ADD_STR(o->notify, gid, n);
+        HASH_ADD_STR(*h, gid, n);
     }
     if (mid > n->last_mid)
         n->last_mid = mid;
+}
+
+static void notify_add(gw_outq *o, const char *gid, uint64_t mid)
+{
+    coalesce(&o->notify, gid, mid);
 }
 
 /* The push of len bytes would pass the session's budget. Over it counts only while the
@@ -273,6 +284,14 @@ int gw_out_push(gw_sess *s, enum gw_push_kind kind, const char *gid, uint64_t mi
     case GW_PUSH_WATCH: f->budget_watch_deferred++; return -EAGAIN;
     case GW_PUSH_PRESENCE: f->budget_presence_deferred++; return -EAGAIN;
     case GW_PUSH_TYPING: f->budget_typing_dropped++; return -EAGAIN;
+    case GW_PUSH_REACT:
+        /* Reactions are many and small: past the budget they are not queued, one
+         * `changed` per group says where its change log is (the client pulls it). */
+        go_slow(s);
+        f->budget_react_coalesced++;
+        coalesce(&s->out.changed, gid, mid);
+        want_write(s);
+        return 0;
     case GW_PUSH_LEFT: break; /* queued above */
     }
     return -EAGAIN;
@@ -284,6 +303,14 @@ void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid)
         return;
     /* Goes out once what is queued before it has (as a slow consumer's notifies do). */
     notify_add(&s->out, gid, last_mid);
+    want_write(s);
+}
+
+void gw_out_changed(gw_sess *s, const char *gid, uint64_t last_cseq)
+{
+    if (!s->wsi || s->close_code)
+        return;
+    coalesce(&s->out.changed, gid, last_cseq);
     want_write(s);
 }
 
@@ -308,13 +335,17 @@ static size_t take_notifies(gw_sess *s, uint8_t **out)
     gw_outq *o = &s->out;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    unsigned n = HASH_COUNT(o->notify);
+    unsigned n = HASH_COUNT(o->notify) + HASH_COUNT(o->changed);
     if (n > 1)
         pr_enc_batch_begin(&sb, n);
     gw_notify *e, *tmp;
     HASH_ITER (hh, o->notify, e, tmp) {
         pr_enc_notify(&sb, (pr_slice){(const uint8_t *)e->gid, strlen(e->gid)}, e->last_mid);
         s->all->figs.notifies++;
+    }
+    HASH_ITER (hh, o->changed, e, tmp) {
+        pr_enc_changed(&sb, (pr_slice){(const uint8_t *)e->gid, strlen(e->gid)}, e->last_mid);
+        s->all->figs.changed_sent++;
     }
     notify_clear(o);
     size_t len = 0;
@@ -372,7 +403,7 @@ static int write_frame(gw_sess *s)
     }
     if (o->len) {
         len = take_queued(s, &out);
-    } else if (o->notify) {
+    } else if (o->notify || o->changed) {
         /* The queue drained: tell the slow consumer where each group is, and resume. */
         len = take_notifies(s, &out);
         o->slow = false;
@@ -451,7 +482,7 @@ int gw_out_writeable(gw_sess *s)
     /* One frame per writeable (the ping now, the queue next time). */
     if (write_frame(s) != 0)
         return -1;
-    if (o->len || o->notify || o->ping_due || s->close_code)
+    if (o->len || o->notify || o->changed || o->ping_due || s->close_code)
         lws_callback_on_writable(s->wsi);
     if (s->pause & GW_PAUSE_REPLIES)
         reply_flow(s);

@@ -98,7 +98,9 @@ typedef struct gw_sess_figs {
      * to their next period, sessions closed for versions they did not read. */
     uint64_t budget_typing_dropped, budget_presence_deferred, budget_watch_deferred;
     uint64_t budget_version_closes;
-    uint64_t rate_typing_dropped; /* typing over the session's rate (gw_throttle_typing) */
+    uint64_t budget_react_coalesced; /* reacted pushes past it: a `changed` instead */
+    uint64_t changed_sent;           /* `changed` messages sent */
+    uint64_t rate_typing_dropped;    /* typing over the session's rate (gw_throttle_typing) */
 } gw_sess_figs;
 
 /* Sessions over store, decoding with dec (both borrowed), their timers on loop (NULL: no
@@ -184,6 +186,8 @@ enum gw_push_kind {
     GW_PUSH_PRESENCE, /* online: refused, and kept the same way */
     GW_PUSH_TYPING,   /* dropped: stale in seconds anyway */
     GW_PUSH_LEFT,     /* a membership ended: always queued (at most one per membership) */
+    GW_PUSH_REACT,    /* reacted: dropped, and one coalesced `changed {gid, last_cseq}` per
+                       * group kept instead (mid: the push's cseq; the client pulls changes) */
 };
 
 /* Queues a push of kind: b is shared (the session takes a reference of its own), gid and
@@ -192,6 +196,9 @@ enum gw_push_kind {
 int gw_out_push(gw_sess *s, enum gw_push_kind kind, const char *gid, uint64_t mid, gw_buf *b);
 /* Queues a `notify {gid, last_mid}` (a hole too large to push: the client pulls). */
 void gw_out_notify(gw_sess *s, const char *gid, uint64_t last_mid);
+/* Queues a `changed {gid, last_cseq}`, coalesced per group with any other not yet sent
+ * (changes not pushed one by one: the client pulls `changes`). */
+void gw_out_changed(gw_sess *s, const char *gid, uint64_t last_cseq);
 
 /* ---- requests in order (gw_sess_in.c) -------------------------------------------------- */
 

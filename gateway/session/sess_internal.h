@@ -36,6 +36,7 @@ typedef struct gw_outq {
     bool slow;           /* over the push cap: pushes become notify entries */
     uint64_t slow_since; /* monotonic ms */
     gw_notify *notify;   /* coalesced notify per group while slow */
+    gw_notify *changed;  /* coalesced `changed` per group (last_mid: its last_cseq) */
     bool ping_due;       /* a WebSocket ping goes out at the next writeable */
     bool to_flush;       /* in gw_sessions' flush list (DL through flush_prev/next) */
     struct gw_sess *flush_prev, *flush_next;

@@ -14,8 +14,15 @@ static int each(void *ud, const pr_event *ev)
         pr_group g;
         pr_message m;
         /* The whole frame was checked first: entries below n_items always read. */
-        if (ev->t == PR_EV_PAGE && pr_event_message(ev, i, &m) != 0)
+        if ((ev->t == PR_EV_PAGE || ev->t == PR_EV_CHANGES) && pr_event_message(ev, i, &m) != 0)
             abort();
+        /* ... and so do their reactions. */
+        for (size_t k = 0; (ev->t == PR_EV_PAGE || ev->t == PR_EV_CHANGES) && k < m.n_reactions;
+             k++) {
+            pr_reaction r;
+            if (pr_message_reaction(&m, k, &r) != 0)
+                abort();
+        }
         if ((ev->t == PR_EV_WELCOME || ev->t == PR_EV_GROUPS) && pr_event_group(ev, i, &g) != 0)
             abort();
     }

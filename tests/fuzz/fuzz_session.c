@@ -286,6 +286,23 @@ static int check_event(void *ud, const pr_event *ev)
     case PR_EV_ERR:
         CHECK(ev->err_code != 0); /* only the protocol's codes */
         break;
+    case PR_EV_CHANGES: {
+        /* Entries in ascending cseq, none past the group's last, bounded like a page. */
+        CHECK(ev->n_items <= cfg->page_max && ev->upto <= ev->last_cseq);
+        CHECK(ev->changes_gone_before == 0 || ev->n_items == 0);
+        uint64_t prev = ev->after;
+        for (size_t i = 0; i < ev->n_items; i++) {
+            pr_message m;
+            CHECK(pr_event_message(ev, i, &m) == 0);
+            CHECK(m.cseq > prev && m.cseq <= ev->upto && m.n_reactions <= PR_REACT_KEYS_MAX);
+            prev = m.cseq;
+        }
+        break;
+    }
+    case PR_EV_REACTED:
+        CHECK(ev->mid >= 1 && ev->mid <= stored_last(ev->gid) && (ev->cseq >= 1 || ev->duplicate));
+        CHECK(pr_react_key_valid(ev->key) && (ev->count >= 1 || !ev->on));
+        break;
     default: break;
     }
     return 0;

@@ -198,6 +198,37 @@ static void session_seeds(const char *dir)
     step(&sc, FS_WRITE, 1, 0);
     put(dir, "versions", &sc);
 
+    /* Changes and reactions (issue 36): reactions set, again (a duplicate), by the other
+     * member, cleared, a bad key, on a recalled message; the changes after 0 and after 1. */
+    both_join(&sc, &sb, (int[2]){0, 1}, (int[2]){0, 1}, "rx");
+    pr_enc_send(&sb, 2, S("rx"), S("r1"), hi);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    pr_enc_react(&sb, 3, S("rx"), 1, S("+1"), true);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_react(&sb, 4, S("rx"), 1, S("+1"), true);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_react(&sb, 5, S("rx"), 1, S("\xe2\x9d\xa4"), true);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_react(&sb, 6, S("rx"), 1, S("+1"), false);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_react(&sb, 7, S("rx"), 1, S("a\tb"), true);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    pr_enc_recall(&sb, 8, S("rx"), 1);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    pr_enc_react(&sb, 9, S("rx"), 1, S("+1"), true);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_changes_req(&sb, 10, S("rx"), 0, 10);
+    frame(&sc, FS_FRAME, 1, 0, &sb);
+    pr_enc_changes_req(&sb, 11, S("rx"), 1, 0);
+    frame(&sc, FS_FRAME, 0, 0, &sb);
+    step(&sc, FS_WRITE, 0, 0);
+    step(&sc, FS_WRITE, 1, 0);
+    put(dir, "changes", &sc);
+
     /* A slow consumer: its socket backs up while sends pile up, then it drains. */
     both_join(&sc, &sb, (int[2]){0, 2}, (int[2]){2, 0}, "busy");
     step(&sc, FS_WRITE, 2, 0);
@@ -296,6 +327,10 @@ int main(int argc, char **argv)
     put(q, "edit", &sb);
     pr_enc_recall(&sb, 13, S("room"), 7);
     put(q, "recall", &sb);
+    pr_enc_changes_req(&sb, 14, S("room"), 3, 50);
+    put(q, "changes", &sb);
+    pr_enc_react(&sb, 15, S("room"), 7, S("\xf0\x9f\x91\x8d"), true);
+    put(q, "react", &sb);
 
     pr_welcome w = {S("alice"), S("s-1"), 1, 50, 1000, 65536};
     pr_enc_welcome_begin(&sb, 1, &w, 1);
@@ -351,6 +386,19 @@ int main(int argc, char **argv)
     pr_enc_page_entry_v(&sb, 7, 1, &v2, (pr_slice){(const uint8_t *)tomb.data, tomb.size});
     pr_enc_page_entry_v(&sb, 8, 2, &v1, (pr_slice){(const uint8_t *)rec.data, rec.size});
     put(e, "page-versions", &sb);
+    pr_changes ch = {S("room"), 2, 9, 12, 1, 8, 0, true};
+    pr_enc_changes_begin(&sb, 14, &ch, 2);
+    pr_reaction rx[2] = {{S("+1"), 2, true}, {S("ok"), 1, false}};
+    pr_version v3 = {.ver = 2, .ts = 1700000000003, .cseq = 8};
+    pr_enc_page_entry_r(&sb, 7, 1, &v3, (pr_slice){(const uint8_t *)rec.data, rec.size}, rx, 2);
+    pr_version v4 = {.cseq = 9};
+    pr_enc_page_entry_r(&sb, 8, 2, &v4, (pr_slice){(const uint8_t *)rec.data, rec.size}, rx, 1);
+    put(e, "changes", &sb);
+    pr_reacted rd = {S("room"), 7, S("bob"), S("+1"), true, 2, 10, false};
+    pr_enc_batch_begin(&sb, 2);
+    pr_enc_reacted(&sb, PR_NO_RID, &rd);
+    pr_enc_changed(&sb, S("room"), 12);
+    put(e, "reacted-changed", &sb);
     msgpack_sbuffer_destroy(&tomb);
     msgpack_sbuffer_destroy(&sb);
     msgpack_sbuffer_destroy(&rec);

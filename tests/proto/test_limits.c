@@ -140,6 +140,7 @@ static void nested_ping(bool five)
     msgpack_pack_array(&pk, 1);
     msgpack_pack_array(&pk, 1);
     msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 1);
     if (five)
         msgpack_pack_map(&pk, 0);
     else
@@ -156,18 +157,21 @@ Test(limits, depth)
     cr_assert_eq(events_of(sb.data, sb.size), PR_E_BAD_FRAME);
 }
 
-/* batch -> page -> msgs -> entry is depth 4, the deepest thing the server sends. */
-Test(limits, batch_of_pages_is_depth_4)
+/* batch -> page -> msgs -> entry -> reactions (or mine) is depth 5, the deepest thing the
+ * server sends. */
+Test(limits, batch_of_pages_is_depth_5)
 {
     msgpack_sbuffer rec;
     msgpack_sbuffer_init(&rec);
     cr_assert_eq(pr_enc_record(&rec, S("u"), (pr_body){S("b"), false}), 0);
     pr_slice r = {(const uint8_t *)rec.data, rec.size};
+    pr_reaction rx[1] = {{S("+1"), 2, true}};
+    pr_version v = {.cseq = 3};
     cr_assert_eq(pr_enc_batch_begin(&sb, 2), 0);
     for (int p = 0; p < 2; p++) {
         cr_assert_eq(pr_enc_page_begin(&sb, PR_NO_RID, S("g"), 1, 2, 0, false, 2), 0);
         cr_assert_eq(pr_enc_page_entry(&sb, 1, 1, r), 0);
-        cr_assert_eq(pr_enc_page_entry(&sb, 2, 2, r), 0);
+        cr_assert_eq(pr_enc_page_entry_r(&sb, 2, 2, &v, r, rx, 1), 0);
     }
     msgpack_sbuffer_destroy(&rec);
     collect c = {.n = 0};

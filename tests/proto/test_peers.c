@@ -169,7 +169,7 @@ Test(peers, cursors_and_group_entries_with_read)
 
     sb.size = 0;
     cr_assert_eq(pr_enc_groups_begin(&sb, 1, 2), 0);
-    pr_group g1 = {S("g1"), 10, 3, 8, 6, 4, true}, g2 = {S("g2"), 10, 0, 8, 2, 0, false};
+    pr_group g1 = {S("g1"), 10, 3, 8, 6, 4, true, 0}, g2 = {S("g2"), 10, 0, 8, 2, 0, false, 0};
     cr_assert_eq(pr_enc_group_entry(&sb, &g1), 0);
     cr_assert_eq(pr_enc_group_entry(&sb, &g2), 0);
     decode_events(1);

@@ -230,9 +230,9 @@ Test(roundtrip, pull_before)
  */
 
 static const pr_group test_groups[3] = {
-    {{(const uint8_t *)"g1", 2}, 10, 1, 7, 3, 0, false},
-    {{(const uint8_t *)"other.group", 11}, 0, 1, 0, 0, 0, false},
-    {{(const uint8_t *)"g3", 2}, UINT64_MAX, 5, UINT64_MAX - 1, 1, 0, false},
+    {{(const uint8_t *)"g1", 2}, 10, 1, 7, 3, 0, false, 0},
+    {{(const uint8_t *)"other.group", 11}, 0, 1, 0, 0, 0, false, 0},
+    {{(const uint8_t *)"g3", 2}, UINT64_MAX, 5, UINT64_MAX - 1, 1, 0, false, 0},
 };
 
 static void assert_groups(const pr_event *ev, size_t n)
@@ -387,9 +387,9 @@ Test(roundtrip, page)
 {
     static const uint8_t raw[] = {1, 2, 3, 0};
     pr_message want[3] = {
-        {10, S("alice"), 100, {S("first"), false}, 0, false},
-        {11, S("bob"), 101, {{raw, sizeof raw}, true}, 0, false},
-        {12, S("alice"), 102, {{NULL, 0}, false}, 0, false},
+        {10, S("alice"), 100, {S("first"), false}, 0, false, 0, 0, NULL, NULL},
+        {11, S("bob"), 101, {{raw, sizeof raw}, true}, 0, false, 0, 0, NULL, NULL},
+        {12, S("alice"), 102, {{NULL, 0}, false}, 0, false, 0, 0, NULL, NULL},
     };
     cr_assert_eq(pr_enc_page_begin(&sb, 6, S("g1"), 1, 20, 0, true, 3), 0);
     for (size_t i = 0; i < 3; i++) {
