@@ -149,6 +149,7 @@ export const cursorMethods = {
     const g = this.groups.get(info.gid);
     if (!g || g !== info.group) return; // left, or replaced, meanwhile
     g.changesRid = null;
+    if (g.cseq === null) return; // its view was replaced meanwhile (a new store): its first page sets the cursor
     g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
     const last = asInt(m.last_cseq);
     this.heardCseq(g, last);
