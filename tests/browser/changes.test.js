@@ -134,7 +134,9 @@ test('alice goes offline; bob edits, deletes and reacts, carol is erased; back, 
   await current(alice);
   const cursor = await alice.page.evaluate((g) => window.gw.client.changeCursor(g), GID);
   assert.ok(cursor > 0, `alice's change cursor: ${cursor}`);
-  // Offline: the browser's network is off, and the connection it had is gone.
+  // Offline: the browser's network is off, and the connection it had is gone (the
+  // browser says so of each attempt to reconnect meanwhile: expected).
+  alice.allow.push(/ERR_INTERNET_DISCONNECTED/);
   await alice.context.setOffline(true);
   await alice.page.evaluate(() => window.gw.client.ws && window.gw.client.ws.close());
   await alice.page.waitForSelector('#conn:not([data-state="online"])');
