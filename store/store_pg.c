@@ -86,8 +86,12 @@ static void rows_clear(pg *p)
     HASH_ITER (hh, p->rows, r, tmp) {
         HASH_DEL(p->rows, r);
         free(r->rec);
+        free(r->rx);
+        free(r->rx_keys);
         free(r);
     }
+    pg_rx_clear(p);
+    p->rx_lost = false;
     p->n_msgs = 0;
     p->seen.n = p->nbf.n = 0;
     p->seen.lost = p->nbf.lost = false;
@@ -111,6 +115,13 @@ static bool want_rows(pg *p, st_op *writes)
             char k[8];
             ok = pg_row_want(p, 'g', op->gid, none) &&
                  pg_row_want(p, 'x', op->gid, pg_msg_key(op->mid, k));
+            break;
+        }
+        case ST_OP_REACT: {
+            char k[8];
+            ok = pg_row_want(p, 'g', op->gid, none) && pg_row_want(p, 'm', op->gid, op->uid) &&
+                 pg_row_want(p, 'x', op->gid, pg_msg_key(op->mid, k)) &&
+                 pg_rx_want(p, op->gid, op->mid, op->uid, (st_id){op->key, op->key_n});
             break;
         }
         case ST_OP_ACKS:
@@ -154,8 +165,11 @@ static int take_rows(pg *p, char *why, size_t why_len)
             continue;
         uint64_t n1 = pg_get_int8(r, row, 3), n2 = pg_get_int8(r, row, 4);
         if (kind == 'g') {
-            x->v.g = (st_group_row){
-                .last_mid = n1, .created_ms = n2, .first_mid = pg_get_int8(r, row, 6)};
+            x->v.g = (st_group_row){.last_mid = n1,
+                                    .created_ms = n2,
+                                    .first_mid = pg_get_int8(r, row, 6),
+                                    .last_cseq = pg_get_int8(r, row, 7),
+                                    .changes_first = pg_get_int8(r, row, 8)};
         } else if (kind == 'm') {
             uint64_t read = pg_get_int8(r, row, 6); /* -1: the member sent none */
             x->v.m = (st_member_row){.ack = n1, .joined_ms = n2};
@@ -194,9 +208,22 @@ static int take_msgs(pg *p, char *why, size_t why_len)
     return rc == ST_OK ? ST_OK : ST_EIO;
 }
 
+/* The answer of round trip 1's read of the reactions the batch sets or clears. */
+static int take_rx(pg *p, char *why, size_t why_len)
+{
+    PGresult *r = pg_result(p, why, why_len);
+    if (!r)
+        return ST_EIO;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        return fail_tx(p, r, "reading the batch's reactions failed", why, why_len);
+    int rc = pg_rx_take(p, r);
+    PQclear(r);
+    return rc;
+}
+
 /* The answers of round trip 1: BEGIN's, the locked groups, the other rows, the messages
- * edits change (when msgs), the Sync. */
-static int take_reads(pg *p, bool msgs, char *why, size_t why_len)
+ * edits and reactions change (when msgs), the reactions (when rx), the Sync. */
+static int take_reads(pg *p, bool msgs, bool rx, char *why, size_t why_len)
 {
     PGresult *b = pg_result(p, why, why_len);
     if (!b)
@@ -205,12 +232,13 @@ static int take_reads(pg *p, bool msgs, char *why, size_t why_len)
         PQresultStatus(b) == PGRES_COMMAND_OK ? ST_OK : fail_tx(p, b, "BEGIN failed", why, why_len);
     if (rc == ST_OK)
         PQclear(b);
-    for (int i = 0; i < 2 + msgs; i++) {
+    for (int i = 0; i < 2 + msgs + rx; i++) {
         if (!p->conn)
             return ST_EIO;
-        int one = rc != ST_OK ? ST_OK
-                  : i < 2     ? take_rows(p, why, why_len)
-                              : take_msgs(p, why, why_len);
+        int one = rc != ST_OK      ? ST_OK
+                  : i < 2          ? take_rows(p, why, why_len)
+                  : i == 2 && msgs ? take_msgs(p, why, why_len)
+                                   : take_rx(p, why, why_len);
         if (rc == ST_OK)
             rc = one;
         else if (p->conn) /* after a failure the rest are skipped: take their results */
@@ -265,9 +293,11 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
         rc = pg_send(p, PG_LOCK_GROUPS, groups, 1);
     if (rc == ST_OK)
         rc = pg_send(p, PG_READ_ROWS, others, 4);
-    bool msgs = false;
+    bool msgs = false, rx = false;
     if (rc == ST_OK)
         rc = pg_msgs_send_read(p, &msgs);
+    if (rc == ST_OK)
+        rc = pg_rx_send_read(p, &rx);
     for (int i = 0; i < 5; i++)
         pg_buf_free(&a[i]);
     if (rc != ST_OK) {
@@ -279,7 +309,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
     }
     rc = pg_sync(p, why, why_len);
     if (rc == ST_OK)
-        rc = take_reads(p, msgs, why, why_len);
+        rc = take_reads(p, msgs, rx, why, why_len);
     if (rc != ST_OK)
         rollback_now(p);
     return rc;
@@ -430,7 +460,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
             rows[k++] = r;
     qsort(rows, n, sizeof(*rows), pg_row_by_key);
     pg_buf a[5] = {{0}};
-    int np = kind == 'g' ? (want == INSERT ? 3 : 2) : kind == 's' ? 5 : (want == DELETE ? 2 : 5);
+    int np = kind == 'g' ? 3 : kind == 's' ? 5 : (want == DELETE ? 2 : 5);
     static const unsigned oids[3][5] = {
         {PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, 0, 0},                     /* groups */
         {PG_OID_TEXT, PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8, PG_OID_INT8}, /* members */
@@ -444,8 +474,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
         pg_arr_bytes(&a[0], r->a.p, r->a.n);
         if (kind == 'g') {
             pg_arr_int8(&a[1], r->v.g.last_mid);
-            if (want == INSERT)
-                pg_arr_int8(&a[2], r->v.g.created_ms);
+            pg_arr_int8(&a[2], want == INSERT ? r->v.g.created_ms : r->v.g.last_cseq);
         } else if (kind == 'm') {
             pg_arr_bytes(&a[1], r->b.p, r->b.n);
             if (want != DELETE) {
@@ -600,6 +629,7 @@ static void announce_make(pg *p)
         }
     }
     pg_versions_announce(p, a, log);
+    pg_rx_announce(p, a, log);
     HASH_ITER (hh, p->rows, r, tmp)
         if (r->kind == 'm' && change_of(r) == DELETE) {
             pg_announce_member(a, 'l', r->a, r->b, 0);
@@ -728,6 +758,8 @@ static int pg_commit(void *be, char *why, size_t why_len)
         rc = p->nbf.lost ? ST_ENOMEM : send_times(p, &p->nbf, PG_UPS_NBF, &n);
     if (rc == ST_OK)
         rc = pg_versions_send(p, &n);
+    if (rc == ST_OK)
+        rc = p->rx_lost ? ST_ENOMEM : pg_rx_send_writes(p, &n);
     if (rc == ST_OK)
         announce_make(p);
     if (rc == ST_OK && in_tx)
@@ -969,6 +1001,8 @@ static int pg_open(const st_options *o, void **be, char *why, size_t why_len)
     if (!p)
         return ST_ENOMEM;
     p->sync = o->sync;
+    p->changes_keep = o->changes_keep;
+    p->changes_keep_ms = o->changes_keep_ms;
     p->drop_announces = o->test_drop_announcements;
     /* Names this store's announcements; a collision with another gateway's would only
      * make each skip some of the other's (1 in 2^64). */
@@ -1039,6 +1073,10 @@ const st_backend st_pg_backend = {
     .put_msg = pg_put_msg,
     .get_msg = pg_get_msg,
     .put_version = pg_put_version,
+    .changes = true,
+    .get_reaction = pg_get_reaction,
+    .put_react = pg_put_react,
+    .put_log = pg_put_log,
     .put_seen = pg_put_seen,
     .put_not_before = pg_put_not_before,
     .commit = pg_commit,

@@ -10,7 +10,7 @@
 #include <libpq-fe.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 7 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 8 /* what this build creates and understands */
 
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
@@ -41,7 +41,28 @@ typedef struct pg_row {
         st_msg_row x; /* its record: rec as read, then the op's (put_version) */
     } v;
     void *rec; /* 'x': the record as read (owned) */
+    /* 'x' (Changes): its reactions' counts as read, then as the batch's reactions left
+     * them (v.x.reactions points here; keys in rx_keys; both owned); the cseq of the
+     * batch's last version of it (what its announcement carries), the time of its latest
+     * change, and whether the batch made a version (else only its cseq moved). */
+    st_reaction *rx;
+    size_t n_rx;
+    char *rx_keys;
+    uint64_t ver_cseq, cts;
+    bool versioned;
 } pg_row;
+
+/* A reaction a batch reads or writes: uid's key on gid's message mid (store_pg_react.c). */
+typedef struct pg_rx {
+    UT_hash_handle hh;
+    char key[1 + ST_MAX_ID + 8 + 1 + ST_MAX_ID + ST_REACT_KEY_MAX];
+    size_t key_n;
+    st_id gid, uid, rkey; /* pointing into key */
+    uint64_t mid;
+    bool existed; /* in the database when the batch began */
+    bool present; /* set, as the batch has left it */
+    bool dirty;
+} pg_rx;
 
 /* A message of the batch; the record is borrowed from its op. */
 typedef struct pg_msg {
@@ -77,8 +98,11 @@ typedef struct pg {
     char app[80];     /* application_name: "gw NODE" */
     char where[256];  /* hosts, ports, database and user, for log lines: never a password */
     bool sync;
-    PGconn *conn;  /* NULL: not connected */
-    pg_row *rows;  /* the batch's rows, by key */
+    PGconn *conn;                           /* NULL: not connected */
+    pg_row *rows;                           /* the batch's rows, by key */
+    pg_rx *rxs;                             /* the batch's reactions, by key */
+    uint64_t changes_keep, changes_keep_ms; /* st_options' (TRIM) */
+    bool rx_lost;  /* a reaction's counts could not be kept (no memory): the batch fails */
     pg_msg *msgs;  /* the batch's new messages */
     pg_times seen; /* the batch's last_seen moves (uids borrowed from their ops) */
     pg_times nbf;  /* ... and not-before moves (store.h, Revocation), in seconds */
@@ -175,6 +199,11 @@ enum pg_stmt {
     PG_RETAIN,
     PG_TRIM_READ,
     PG_TRIM,
+    PG_CHANGES,
+    PG_DEL_RX_MSGS,
+    PG_READ_RX,
+    PG_INS_RX,
+    PG_DEL_RX,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];
@@ -242,6 +271,13 @@ void pg_announce_free(pg_announce *a);
 /* kind 'j' (joined, with ack), 'a' (ack moved), 'v' (read moved; ack: the read) or 'l'
  * (left; ack unused). */
 void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_t ack);
+/* A membership ended; cseq: the group's deletion's (0: none, a plain leave). */
+void pg_announce_leave(pg_announce *a, st_id gid, st_id uid, uint64_t cseq);
+/* A reaction set (on) or cleared, the key's count after it and its change's cseq. */
+void pg_announce_react(pg_announce *a, st_id gid, uint64_t mid, st_id uid, st_id key, bool on,
+                       uint64_t count, uint64_t cseq);
+/* gid's last cseq moved to cseq by changes not told one by one (erasure, retention). */
+void pg_announce_changed(pg_announce *a, st_id gid, uint64_t cseq);
 /* uid's sessions end on every gateway. */
 void pg_announce_signout(pg_announce *a, st_id uid);
 void pg_announce_msg(pg_announce *a, st_id gid, uint64_t mid, uint64_t ts, const void *rec,
@@ -291,6 +327,29 @@ void pg_versions_announce(pg *p, pg_announce *a, pg_announce *log);
 /* A version's line (store_pg_events.c): 'e' with its record when it fits, else 'E'. */
 void pg_announce_version(pg_announce *a, st_id gid, uint64_t mid, const st_msg_row *m,
                          bool with_record);
+
+/* ---- reactions (store_pg_react.c) --------------------------------------------------- */
+
+/* The batch's reaction (gid, mid, uid, key), added (not existing) if new. NULL: no memory. */
+pg_rx *pg_rx_want(pg *p, st_id gid, uint64_t mid, st_id uid, st_id key);
+/* Round trip 1: queues the read of the batch's reactions (none: nothing, *sent false). */
+int pg_rx_send_read(pg *p, bool *sent);
+int pg_rx_take(pg *p, PGresult *r);
+/* Round trip 2: the reactions set and cleared, and those of messages recalled. */
+int pg_rx_send_writes(pg *p, int *n_stmts);
+/* The batch's reaction changes into the announcement and the change log ('k' lines). */
+void pg_rx_announce(pg *p, pg_announce *a, pg_announce *log);
+void pg_rx_clear(pg *p);
+/* A message's reactions as the statements give them ("COUNT MINE KEY" lines, RX_SQL) into
+ * out (keys pointing into s). The number read; at most max. */
+size_t pg_rx_parse(const char *s, size_t n, st_reaction *out, size_t max);
+/* A message row's counts as read (text in that format). False: no memory. */
+bool pg_msg_set_counts(pg_row *x, const char *text, size_t n);
+/* The backend's functions (store_internal.h). */
+int pg_get_reaction(void *be, st_id gid, uint64_t mid, st_id uid, st_id key);
+void pg_put_react(void *be, st_id gid, uint64_t mid, const st_msg_row *m, st_id uid, st_id key,
+                  bool on);
+void pg_put_log(void *be, st_id gid, uint64_t mid, uint64_t old_cseq, uint64_t cseq, uint64_t now);
 
 /* ---- reads (store_pg_read.c) --------------------------------------------------------- */
 

@@ -63,7 +63,11 @@ int pg_msgs_take(pg *p, PGresult *r)
                               .ver_ts = pg_get_int8(r, row, 4),
                               .recalled = pg_get_int8(r, row, 5) != 0,
                               .record = x->rec,
-                              .record_n = n};
+                              .record_n = n,
+                              .cseq = pg_get_int8(r, row, 7)};
+        if (!PQgetisnull(r, row, 8) &&
+            !pg_msg_set_counts(x, PQgetvalue(r, row, 8), (size_t)PQgetlength(r, row, 8)))
+            return ST_ENOMEM;
         x->existed = x->present = true;
     }
     return ST_OK;
@@ -86,8 +90,15 @@ void pg_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
     char k[8];
     pg_row *r = pg_row_find(be, 'x', gid, pg_msg_key(mid, k));
     if (r) {
-        r->v.x = *m; /* the record is the op's, alive until the batch ends */
-        r->dirty = true;
+        /* The record is the op's, alive until the batch ends; the counts stay the row's
+         * (the core hands back the ones get_msg gave, or none for a recall). */
+        r->v.x = *m;
+        if (m->recalled)
+            r->n_rx = 0;
+        r->v.x.reactions = m->recalled ? NULL : r->rx;
+        r->v.x.n_reactions = m->recalled ? 0 : r->n_rx;
+        r->ver_cseq = m->cseq;
+        r->dirty = r->versioned = true;
     }
 }
 
@@ -118,24 +129,28 @@ int pg_versions_send(pg *p, int *n_stmts)
     pg_row **rows = dirty_msgs(p, &n);
     if (!rows)
         return n ? ST_ENOMEM : ST_OK;
-    pg_buf a[6] = {{0}};
-    static const unsigned oids[6] = {PG_OID_TEXT, PG_OID_INT8, PG_OID_INT8,
-                                     PG_OID_INT8, PG_OID_INT8, PG_OID_BYTEA};
-    for (int i = 0; i < 6; i++)
+    pg_buf a[8] = {{0}};
+    static const unsigned oids[8] = {PG_OID_TEXT, PG_OID_INT8,  PG_OID_INT8, PG_OID_INT8,
+                                     PG_OID_INT8, PG_OID_BYTEA, PG_OID_INT8, PG_OID_INT8};
+    for (int i = 0; i < 8; i++)
         pg_arr_begin(&a[i], oids[i], n);
     for (size_t k = 0; k < n; k++) {
         const pg_row *r = rows[k];
+        /* A row only a reaction changed: version 0 (its columns stay), no record sent. */
+        bool v = r->versioned;
         pg_arr_bytes(&a[0], r->a.p, r->a.n);
         pg_arr_int8(&a[1], st_get_be64(r->b.p));
-        pg_arr_int8(&a[2], r->v.x.ver);
+        pg_arr_int8(&a[2], v ? r->v.x.ver : 0);
         pg_arr_int8(&a[3], r->v.x.ver_ts);
         pg_arr_int8(&a[4], r->v.x.recalled ? 1 : 0);
-        pg_arr_bytes(&a[5], r->v.x.record, r->v.x.record_n);
+        pg_arr_bytes(&a[5], v ? r->v.x.record : NULL, v ? r->v.x.record_n : 0);
+        pg_arr_int8(&a[6], r->v.x.cseq);
+        pg_arr_int8(&a[7], r->cts);
     }
     free(rows);
-    pg_buf *params[6] = {&a[0], &a[1], &a[2], &a[3], &a[4], &a[5]};
-    int rc = pg_send(p, PG_UPD_MSGS, params, 6);
-    for (int i = 0; i < 6; i++)
+    pg_buf *params[8] = {&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]};
+    int rc = pg_send(p, PG_UPD_MSGS, params, 8);
+    for (int i = 0; i < 8; i++)
         pg_buf_free(&a[i]);
     if (rc == ST_OK)
         (*n_stmts)++;
@@ -147,9 +162,13 @@ void pg_versions_announce(pg *p, pg_announce *a, pg_announce *log)
     size_t n;
     pg_row **rows = dirty_msgs(p, &n);
     for (size_t k = 0; rows && k < n; k++) {
+        if (!rows[k]->versioned)
+            continue; /* a reaction's: announced from its op (pg_rx_announce) */
         uint64_t mid = st_get_be64(rows[k]->b.p);
-        pg_announce_version(a, rows[k]->a, mid, &rows[k]->v.x, true);
-        pg_announce_version(log, rows[k]->a, mid, &rows[k]->v.x, false);
+        st_msg_row m = rows[k]->v.x;
+        m.cseq = rows[k]->ver_cseq; /* the version's own change, not a later reaction's */
+        pg_announce_version(a, rows[k]->a, mid, &m, true);
+        pg_announce_version(log, rows[k]->a, mid, &m, false);
     }
     free(rows);
 }

@@ -5,17 +5,22 @@
  * in one statement and writes the leaves to the change log; the leaves (and a person's
  * sign-out) are then announced after the commit, as messages are:
  *   - a person's (store.h, ST_OP_ERASE_USER): its (uid, cid) rows deleted, the messages
- *     they named made tombstones (a recall's version), its memberships and last_seen
- *     deleted, its not-before moved to the erasure's second (kept: store.h, Revocation). The
- * tombstones are not announced one by one (a user may have sent a million messages): pages show
- * them;
+ *     they named made tombstones (a recall's version) without their reactions, its
+ *     reactions deleted everywhere, its memberships and last_seen deleted, its not-before
+ *     moved to the erasure's second (kept: store.h, Revocation). Each tombstone, and each
+ *     reaction dropped from a message that stays, takes its group's next cseq in the same
+ *     statement (as on RocksDB; a message's entry is its last). The tombstones are not announced
+ *     one by one (a user may have sent a million messages): each group changed is
+ *     announced once with its new last cseq ('c'), and its clients pull the changes;
  *   - a group's (ST_OP_DELETE_GROUP): its messages, memberships, (uid, cid) rows (a scan:
- *     gw.sends has no index on gid) and swept mark deleted with its row.
+ *     gw.sends has no index on gid), reactions and swept mark deleted with its row; the
+ *     leaves carry the deletion's cseq.
  */
 #include "store_pg.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Takes n results (the caller knows how many it queued) and the Sync's; ok: each was
@@ -109,7 +114,11 @@ static void announce(pg *p, const st_op *op)
         if (op->kind == ST_OP_ERASE_USER)
             pg_announce_member(&a, 'l', it->gid, op->uid, 0);
         else
-            pg_announce_member(&a, 'l', op->gid, (st_id){it->text, it->text_n}, 0);
+            pg_announce_leave(&a, op->gid, (st_id){it->text, it->text_n}, op->cseq);
+    }
+    for (size_t i = 0; op->changed && i < st_list_count(op->changed); i++) {
+        const st_item *it = st_list_at(op->changed, i);
+        pg_announce_changed(&a, it->gid, it->hi);
     }
     if (op->kind == ST_OP_ERASE_USER)
         pg_announce_signout(&a, op->uid);
@@ -120,6 +129,25 @@ static void announce(pg *p, const st_op *op)
         take(p, n, -1, NULL, &ok, why, sizeof(why));
     pg_announce_done(p, &a, true, ok);
     pg_announce_free(&a);
+}
+
+/* "GID CSEQ" pairs, separated by spaces, into l's items (gid, hi). */
+static int pairs_into(st_list *l, const PGresult *r, int col)
+{
+    const char *g = PQgetvalue(r, 0, col), *end = g + PQgetlength(r, 0, col);
+    while (g < end) {
+        const char *sp = memchr(g, ' ', (size_t)(end - g));
+        if (!sp)
+            return ST_EIO; /* the statement's own format: cannot happen */
+        st_id gid = {g, (size_t)(sp - g)};
+        uint64_t hi = strtoull(sp + 1, NULL, 10);
+        const char *next = memchr(sp + 1, ' ', (size_t)(end - sp - 1));
+        int rc = st_list_add(l, gid, 0, hi, 0, NULL, 0);
+        if (rc != ST_OK)
+            return rc;
+        g = next ? next + 1 : end;
+    }
+    return ST_OK;
 }
 
 /* The change log's header: this store's origin. */
@@ -153,6 +181,9 @@ int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     op->ts = now;
     op->not_before = now / 1000;
     op->result = ids_into(op->list, r, 1, true);
+    /* changed: NULL when no group's last cseq moved (store.h). */
+    if (op->result == ST_OK && PQgetlength(r, 0, 3) > 0)
+        op->result = (op->changed = st_list_new()) ? pairs_into(op->changed, r, 3) : ST_ENOMEM;
     PQclear(r);
     if (op->result == ST_OK)
         announce(p, op);
@@ -180,6 +211,7 @@ int pg_delete_group(pg *p, st_op *op, char *why, size_t why_len)
         op->result = ST_ENOGROUP;
     } else {
         op->applied = (size_t)pg_get_int8(r, 0, 0);
+        op->cseq = pg_get_int8(r, 0, 3);
         op->result = ids_into(op->list, r, 1, false);
     }
     PQclear(r);

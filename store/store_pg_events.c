@@ -9,13 +9,20 @@
  *   m GID MID TS RECORD        a message, its record in base64
  *   h GID MID TS               a message whose record did not fit: read it
  *   h GID MID 0 LO             (the change log's) the batch's messages LO..MID: read them
- *   e GID MID VER TS R RECORD  a message's version VER, made at TS (R 1: recalled), its
- *                              record in base64
- *   E GID MID VER TS R         the same without the record (it did not fit, or the change
- *                              log's, which keeps no body): read it
+ *   e GID MID VER TS R CSEQ RECORD  a message's version VER, made at TS (R 1: recalled),
+ *                              the change's cseq, its record in base64
+ *   E GID MID VER TS R CSEQ    the same without the record (it did not fit, or the change
+ *                              log's, which keeps no body): read it (CSEQ is missing from
+ *                              the rows of a release before it: 0)
+ *   k GID MID UID ON COUNT CSEQ KEY  a reaction KEY set (ON 1) or cleared by UID, the key's
+ *                              COUNT after it, the change's CSEQ; KEY last (it may hold
+ *                              spaces, never a control character)
+ *   c GID CSEQ                 GID's last cseq moved to CSEQ by changes not told one by one
+ *                              (an erasure, a retention pass): pull them
  *   a GID UID ACK              an ack moved forward
  *   v GID UID READ             a read moved forward (the person has seen up to READ)
- *   l GID UID                  a membership ended
+ *   l GID UID [CSEQ]           a membership ended (CSEQ: the group was deleted, with that
+ *                              cseq)
  *   s UID                      a user's sessions are to end (signed out)
  *   r                          changes of this store's may be missing: catch up (a
  *                              batch whose commit's outcome it could not learn, and
@@ -116,6 +123,35 @@ void pg_announce_member(pg_announce *a, char kind, st_id gid, st_id uid, uint64_
     line(a, h, (size_t)n, NULL, 0);
 }
 
+void pg_announce_leave(pg_announce *a, st_id gid, st_id uid, uint64_t cseq)
+{
+    if (!cseq) {
+        pg_announce_member(a, 'l', gid, uid, 0);
+        return;
+    }
+    char h[16 + 2 * ST_MAX_ID + 32];
+    int n =
+        snprintf(h, sizeof(h), "l %.*s %.*s %" PRIu64, (int)gid.n, gid.p, (int)uid.n, uid.p, cseq);
+    line(a, h, (size_t)n, NULL, 0);
+}
+
+void pg_announce_react(pg_announce *a, st_id gid, uint64_t mid, st_id uid, st_id key, bool on,
+                       uint64_t count, uint64_t cseq)
+{
+    char h[16 + 2 * ST_MAX_ID + ST_REACT_KEY_MAX + 80];
+    int n = snprintf(h, sizeof(h), "k %.*s %" PRIu64 " %.*s %d %" PRIu64 " %" PRIu64 " %.*s",
+                     (int)gid.n, gid.p, mid, (int)uid.n, uid.p, on ? 1 : 0, count, cseq, (int)key.n,
+                     key.p);
+    line(a, h, (size_t)n, NULL, 0);
+}
+
+void pg_announce_changed(pg_announce *a, st_id gid, uint64_t cseq)
+{
+    char h[16 + ST_MAX_ID + 32];
+    int n = snprintf(h, sizeof(h), "c %.*s %" PRIu64, (int)gid.n, gid.p, cseq);
+    line(a, h, (size_t)n, NULL, 0);
+}
+
 void pg_announce_signout(pg_announce *a, st_id uid)
 {
     char h[8 + ST_MAX_ID];
@@ -148,9 +184,9 @@ void pg_announce_version(pg_announce *a, st_id gid, uint64_t mid, const st_msg_r
     char h[16 + ST_MAX_ID + 96];
     size_t b64_n = 4 * ((m->record_n + 2) / 3);
     bool fits = with_record && 60 + ST_MAX_ID + 96 + b64_n <= PAYLOAD_MAX;
-    int hn =
-        snprintf(h, sizeof(h), "%c %.*s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d%s", fits ? 'e' : 'E',
-                 (int)gid.n, gid.p, mid, m->ver, m->ver_ts, m->recalled ? 1 : 0, fits ? " " : "");
+    int hn = snprintf(h, sizeof(h), "%c %.*s %" PRIu64 " %" PRIu64 " %" PRIu64 " %d %" PRIu64 "%s",
+                      fits ? 'e' : 'E', (int)gid.n, gid.p, mid, m->ver, m->ver_ts,
+                      m->recalled ? 1 : 0, m->cseq, fits ? " " : "");
     if (!fits) {
         line(a, h, (size_t)hn, NULL, 0);
         return;
@@ -349,7 +385,26 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
     case 'v':
         ch->kind = ST_CH_READ;
         return field(&at, end, &ch->uid) && st_id_ok(ch->uid) && number(&at, end, &ch->read);
-    case 'l': ch->kind = ST_CH_LEAVE; return field(&at, end, &ch->uid) && st_id_ok(ch->uid);
+    case 'l':
+        ch->kind = ST_CH_LEAVE;
+        if (!field(&at, end, &ch->uid) || !st_id_ok(ch->uid))
+            return false;
+        return at == end || (number(&at, end, &ch->cseq) && ch->cseq > 0 && at == end);
+    case 'c':
+        ch->kind = ST_CH_CHANGED;
+        return number(&at, end, &ch->cseq) && ch->cseq > 0 && at == end;
+    case 'k': {
+        ch->kind = ST_CH_REACT;
+        uint64_t on = 0;
+        if (!number(&at, end, &ch->mid) || ch->mid == 0 || !field(&at, end, &ch->uid) ||
+            !st_id_ok(ch->uid) || !number(&at, end, &on) || on > 1 ||
+            !number(&at, end, &ch->count) || !number(&at, end, &ch->cseq) || ch->cseq == 0)
+            return false;
+        ch->on = on == 1;
+        /* The key: the rest of the line, as a reaction's key may be (store.h). */
+        ch->key = (st_id){at, (size_t)(end - at)};
+        return st_react_key_ok(ch->key.p, ch->key.n);
+    }
     case 'E':
     case 'e':
     case 'h':
@@ -362,11 +417,14 @@ static bool parse_line(const char *s, const char *end, st_change *ch, unsigned c
             (!number(&at, end, &ch->ver) || ch->ver == 0 || !number(&at, end, &ch->ts) ||
              !number(&at, end, &recalled) || recalled > 1))
             return false;
+        /* The change's cseq: an 'E' of the change log of a release before it has none. */
+        if (ch->kind == ST_CH_EDIT && !(k == 'E' && at == end) && !number(&at, end, &ch->cseq))
+            return false;
         ch->recalled = recalled == 1;
         if (ch->kind == ST_CH_MSG && !number(&at, end, &ch->ts))
             return false;
         if (k == 'h' || k == 'E')
-            return true;
+            return k == 'h' || at == end;
         size_t n = (size_t)(end - at);
         if (n % 4)
             return false;

@@ -8,6 +8,25 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A message of a page's or a changes page's row (cols: mid, ts, record, ver, ets,
+ * recalled, cseq, reactions), its reactions into rx. */
+static st_msg msg_of(const PGresult *r, int i, int c, st_reaction *rx)
+{
+    st_msg m = {.mid = pg_get_int8(r, i, c),
+                .ts = pg_get_int8(r, i, c + 1),
+                .record = PQgetvalue(r, i, c + 2),
+                .record_n = (size_t)PQgetlength(r, i, c + 2),
+                .ver = pg_get_int8(r, i, c + 3),
+                .ver_ts = pg_get_int8(r, i, c + 4),
+                .recalled = pg_get_int8(r, i, c + 5) != 0,
+                .cseq = pg_get_int8(r, i, c + 6),
+                .reactions = rx};
+    if (!PQgetisnull(r, i, c + 7))
+        m.n_reactions = pg_rx_parse(PQgetvalue(r, i, c + 7), (size_t)PQgetlength(r, i, c + 7), rx,
+                                    ST_REACT_KEYS_MAX);
+    return m;
+}
+
 static int page_of(const PGresult *r, st_op *op)
 {
     if (PQntuples(r) == 0)
@@ -18,17 +37,25 @@ static int page_of(const PGresult *r, st_op *op)
     if (!(op->page = st_page_new(first_mid, last_mid, gone)) ||
         st_page_reserve(op->page, (size_t)PQntuples(r)))
         return ST_ENOMEM;
+    st_page_set_last_cseq(op->page, pg_get_int8(r, 0, 8));
     size_t n = 0;
     for (int i = 0; i < PQntuples(r); i++) {
         if (PQgetisnull(r, i, 1))
             continue; /* the group, with no message in the range */
+        st_reaction rx[ST_REACT_KEYS_MAX];
+        /* cols 1..6 as ever, then cseq (9) and reactions (10): moved into msg_of's order */
         st_msg m = {.mid = pg_get_int8(r, i, 1),
                     .ts = pg_get_int8(r, i, 2),
                     .record = PQgetvalue(r, i, 3),
                     .record_n = (size_t)PQgetlength(r, i, 3),
                     .ver = pg_get_int8(r, i, 4),
                     .ver_ts = pg_get_int8(r, i, 5),
-                    .recalled = pg_get_int8(r, i, 6) != 0};
+                    .recalled = pg_get_int8(r, i, 6) != 0,
+                    .cseq = pg_get_int8(r, i, 9),
+                    .reactions = rx};
+        if (!PQgetisnull(r, i, 10))
+            m.n_reactions = pg_rx_parse(PQgetvalue(r, i, 10), (size_t)PQgetlength(r, i, 10), rx,
+                                        ST_REACT_KEYS_MAX);
         int rc = st_page_add(op->page, &m);
         if (rc != ST_OK)
             return rc;
@@ -41,6 +68,45 @@ static int page_of(const PGresult *r, st_op *op)
         more = cut || (op->dir == ST_AFTER ? hi < last_mid : lo > first_mid);
     }
     st_page_finish(op->page, op->dir == ST_BEFORE, more);
+    return ST_OK;
+}
+
+/* A changes page (CHANGES_SQL): cols last_mid, first_mid, last_cseq, changes_first, then
+ * the message's (msg_of, from 4) and how many of limit + 1 there were (12). */
+static int changes_of(const PGresult *r, st_op *op)
+{
+    if (PQntuples(r) == 0)
+        return ST_ENOGROUP;
+    uint64_t last_mid = pg_get_int8(r, 0, 0), first_mid = pg_get_int8(r, 0, 1);
+    uint64_t last_cseq = pg_get_int8(r, 0, 2), changes_first = pg_get_int8(r, 0, 3);
+    if (!(op->page = st_page_new(first_mid, last_mid, 0)) ||
+        st_page_reserve(op->page, (size_t)PQntuples(r)))
+        return ST_ENOMEM;
+    st_page_set_last_cseq(op->page, last_cseq);
+    size_t n = 0, total = 0;
+    uint64_t upto = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        if (PQgetisnull(r, i, 4))
+            continue; /* the group, with no change after `from` */
+        st_reaction rx[ST_REACT_KEYS_MAX];
+        st_msg m = msg_of(r, i, 4, rx);
+        int rc = st_page_add(op->page, &m);
+        if (rc != ST_OK)
+            return rc;
+        upto = m.cseq;
+        total = (size_t)pg_get_int8(r, i, 12);
+        n++;
+    }
+    bool gone = op->from + 1 < (changes_first ? changes_first : 1);
+    bool more = !gone && total > n;
+    /* Complete up to the last entry given when cut; else up to the group's last cseq (the
+     * cseqs without an entry: folded, horizon moves). Never back from `from`. */
+    if (!more)
+        upto = last_cseq > op->from ? last_cseq : op->from;
+    if (gone)
+        upto = op->from; /* nothing served: the reader re-pages (store.h, Changes) */
+    st_page_set_changes(op->page, upto, gone ? changes_first : 0);
+    st_page_finish(op->page, false, more);
     return ST_OK;
 }
 
@@ -58,6 +124,7 @@ static int groups_of(const PGresult *r, st_op *op)
                           pg_get_int8(r, i, 1), pg_get_int8(r, i, 2), read, read != UINT64_MAX);
         if (rc != ST_OK)
             return rc;
+        st_groups_set_last_cseq(op->groups, pg_get_int8(r, i, 6));
     }
     return ST_OK;
 }
@@ -68,6 +135,7 @@ static int group_of(const PGresult *r, st_op *op)
         return ST_ENOGROUP;
     op->last_mid = pg_get_int8(r, 0, 0);
     op->first_mid = pg_get_int8(r, 0, 3);
+    op->last_cseq = pg_get_int8(r, 0, 8);
     op->retain = (st_retain){.messages = pg_get_int8(r, 0, 4),
                              .ms = pg_get_int8(r, 0, 5),
                              .cap = pg_get_int8(r, 0, 6),
@@ -118,14 +186,22 @@ static int seen_of(const PGresult *r, st_op *op)
 /* Queues the statement of one read. */
 static int send_read(pg *p, st_op *op, pg_buf *b)
 {
-    pg_buf *params[4] = {&b[0], &b[1], &b[2], &b[3]};
+    pg_buf *params[5] = {&b[0], &b[1], &b[2], &b[3], &b[4]};
     switch (op->kind) {
     case ST_OP_READ_PAGE:
         pg_text(&b[0], op->gid.p, op->gid.n);
         pg_int8(&b[1], op->from);
         pg_int8(&b[2], op->limit);
         pg_int8(&b[3], op->max_bytes ? op->max_bytes : INT64_MAX);
-        return pg_send(p, op->dir == ST_AFTER ? PG_PAGE_AFTER : PG_PAGE_BEFORE, params, 4);
+        pg_text(&b[4], op->uid.p ? op->uid.p : "", op->uid.n);
+        return pg_send(p, op->dir == ST_AFTER ? PG_PAGE_AFTER : PG_PAGE_BEFORE, params, 5);
+    case ST_OP_READ_CHANGES:
+        pg_text(&b[0], op->gid.p, op->gid.n);
+        pg_int8(&b[1], op->from);
+        pg_int8(&b[2], op->limit < ST_CHANGES_LIMIT_MAX ? op->limit : ST_CHANGES_LIMIT_MAX);
+        pg_int8(&b[3], op->max_bytes ? op->max_bytes : INT64_MAX);
+        pg_text(&b[4], op->uid.p ? op->uid.p : "", op->uid.n);
+        return pg_send(p, PG_CHANGES, params, 5);
     case ST_OP_READ_GROUPS:
         pg_text(&b[0], op->uid.p, op->uid.n);
         return pg_send(p, PG_USER_GROUPS, params, 1);
@@ -150,11 +226,14 @@ static int send_read(pg *p, st_op *op, pg_buf *b)
 int pg_read(void *be, st_op *reads, char *why, size_t why_len)
 {
     pg *p = be;
-    pg_buf b[4] = {{0}};
+    pg_buf b[5] = {{0}};
     int rc = p->conn ? ST_OK : ST_EIO;
-    for (st_op *op = reads; rc == ST_OK && op; op = op->next_)
+    for (st_op *op = reads; rc == ST_OK && op; op = op->next_) {
+        for (int i = 0; i < 5; i++)
+            pg_buf_reset(&b[i]);
         rc = send_read(p, op, b);
-    for (int i = 0; i < 4; i++)
+    }
+    for (int i = 0; i < 5; i++)
         pg_buf_free(&b[i]);
     if (rc != ST_OK) {
         /* Some reads may be queued already: the pipeline is out of step. Drop it. */
@@ -174,6 +253,7 @@ int pg_read(void *be, st_op *reads, char *why, size_t why_len)
         }
         switch (PQresultStatus(r) == PGRES_TUPLES_OK ? op->kind : 0) {
         case ST_OP_READ_PAGE: op->result = page_of(r, op); break;
+        case ST_OP_READ_CHANGES: op->result = changes_of(r, op); break;
         case ST_OP_READ_GROUPS: op->result = groups_of(r, op); break;
         case ST_OP_READ_GROUP: op->result = group_of(r, op); break;
         case ST_OP_READ_MEMBERS: op->result = members_of(r, op); break;

@@ -37,6 +37,15 @@
  * Version 7 adds revocation (store.h, Revocation):
  *   revoked (uid, not_before)                     a user's not-before (Unix seconds), kept
  *                                                 for good
+ * Version 8 adds the change sequence and reactions (store.h, ST_OP_READ_CHANGES, ST_OP_REACT):
+ *   msgs.cseq, msgs.cts                           the cseq of the message's latest change
+ *                                                 (0: never changed) and when it was made
+ *   an index on msgs (gid, cseq) where cseq > 0   the change log: one entry per changed
+ *                                                 message, its latest (folded)
+ *   groups.last_cseq, groups.changes_first        the group's last cseq, and the lowest
+ *                                                 cseq after which the log is complete
+ *   reactions (gid, mid, key, uid)                one row per reaction set; an index on uid
+ *                                                 (an erasure drops a person's everywhere)
  * An older database is brought up to date at the first connect (nothing of it changes).
  * Ids are text in the "C" collation: byte order (the order store.h promises where it
  * promises one: a page of members), and the cheapest comparisons. groups and members are
@@ -128,6 +137,23 @@ static const char schema_v6[] =
 static const char schema_v7[] =
     "CREATE TABLE gw.revoked (uid text COLLATE \"C\" PRIMARY KEY, not_before bigint NOT NULL);"
     "INSERT INTO gw.schema_version VALUES (7, (extract(epoch from now()) * 1000)::bigint);";
+
+/* Version 8: the change sequence (store.h): a message's latest change and its time (the
+ * age retention of changes), the partial index that is the log of changes (a message
+ * changed again moves its one entry: the log holds one per message), the group's last
+ * cseq and the start of its complete log; reactions, keyed as they are counted (a
+ * message's keys in byte order, then who). */
+static const char schema_v8[] =
+    "ALTER TABLE gw.msgs ADD COLUMN cseq bigint NOT NULL DEFAULT 0,"
+    " ADD COLUMN cts bigint NOT NULL DEFAULT 0;"
+    "CREATE INDEX msgs_by_cseq ON gw.msgs (gid, cseq) WHERE cseq > 0;"
+    "ALTER TABLE gw.groups ADD COLUMN last_cseq bigint NOT NULL DEFAULT 0,"
+    " ADD COLUMN changes_first bigint NOT NULL DEFAULT 1;"
+    "CREATE TABLE gw.reactions (gid text COLLATE \"C\" NOT NULL, mid bigint NOT NULL,"
+    " key text COLLATE \"C\" NOT NULL, uid text COLLATE \"C\" NOT NULL,"
+    " PRIMARY KEY (gid, mid, key, uid));"
+    "CREATE INDEX reactions_by_uid ON gw.reactions (uid);"
+    "INSERT INTO gw.schema_version VALUES (8, (extract(epoch from now()) * 1000)::bigint);";
 
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
@@ -263,7 +289,8 @@ static int schema(pg *p, char *why, size_t why_len)
                    NULL, why, why_len) ||
              !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len) ||
              !exec(p, schema_v4, NULL, why, why_len) || !exec(p, schema_v5, NULL, why, why_len) ||
-             !exec(p, schema_v6, NULL, why, why_len) || !exec(p, schema_v7, NULL, why, why_len))) {
+             !exec(p, schema_v6, NULL, why, why_len) || !exec(p, schema_v7, NULL, why, why_len) ||
+             !exec(p, schema_v8, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -281,6 +308,7 @@ static int schema(pg *p, char *why, size_t why_len)
             (version < 5 && !exec(p, schema_v5, NULL, why, why_len)) ||
             (version < 6 && !exec(p, schema_v6, NULL, why, why_len)) ||
             (version < 7 && !exec(p, schema_v7, NULL, why, why_len)) ||
+            (version < 8 && !exec(p, schema_v8, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;

@@ -11,9 +11,18 @@
  *     but cannot follow a per-group count.
  * Several gateways may run passes over one database: a horizon only moves up, so two
  * passes over a group trim it once.
+ *
+ * A horizon moved takes the group's next cseq (store.h) in the same statement, and its
+ * reactions below go too. The retention of changes (st_options.changes_keep, _ms) moves
+ * the group's changes_first up in the same pass: by count, to last_cseq - N + 1; by age,
+ * past the last entry of the log older than the age. The log's entries below it stay (a
+ * message's cseq is also what pages show); they are never read again. The groups whose
+ * last cseq moved are told to the other gateways ('c' lines, store_pg_events.c).
  */
 #include "store_pg.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Sends what is queued and takes n results (and the Sync's). ST_EIO when the connection
@@ -74,8 +83,20 @@ int pg_retain(pg *p, st_op *op, char *why, size_t why_len)
     return ST_OK;
 }
 
-/* The page of groups: each one's horizon as the rules ask, into hs[i] (0: none moves). */
-static int plan(const PGresult *r, st_op *op, size_t n, uint64_t *hs)
+/* The changes_first the retention of changes asks for (the group's row r of the page;
+ * moved: its horizon moves, taking a cseq). */
+static uint64_t changes_first(const pg *p, const PGresult *r, int row, bool moved)
+{
+    uint64_t last = pg_get_int8(r, row, 9) + moved, first = pg_get_int8(r, row, 10), cf = first;
+    cf = st_changes_first_for(cf, last, st_changes_keep(p->changes_keep));
+    if (!PQgetisnull(r, row, 11) && pg_get_int8(r, row, 11) + 1 > cf)
+        cf = pg_get_int8(r, row, 11) + 1;
+    return cf;
+}
+
+/* The page of groups: each one's horizon as the rules ask, into hs[i] (0: none moves), and
+ * its changes_first into cf[i] (0: it stays). */
+static int plan(const pg *p, const PGresult *r, st_op *op, size_t n, uint64_t *hs, uint64_t *cf)
 {
     for (size_t i = 0; i < n; i++) {
         int row = (int)i;
@@ -89,8 +110,39 @@ static int plan(const PGresult *r, st_op *op, size_t n, uint64_t *hs)
         uint64_t min_ack = PQgetisnull(r, row, 8) ? last : pg_get_int8(r, row, 8);
         uint64_t h = st_retain_horizon(&eff, first, last, young, min_ack);
         hs[i] = h > first ? h : 0;
+        uint64_t c = changes_first(p, r, row, false); /* as RocksDB: before the move's cseq */
+        cf[i] = c > pg_get_int8(r, row, 10) ? c : 0;
     }
     return ST_OK;
+}
+
+/* The groups whose last cseq moved, told to the other gateways (best effort, as any
+ * announcement: the change log has them). */
+static void announce(pg *p, const st_list *changed)
+{
+    if (!st_list_count(changed))
+        return;
+    pg_announce a = {0};
+    pg_announce_reset(&a, p->origin);
+    for (size_t i = 0; i < st_list_count(changed); i++)
+        pg_announce_changed(&a, st_list_at(changed, i)->gid, st_list_at(changed, i)->hi);
+    int n = 0;
+    char why[256];
+    bool ok = false;
+    if (pg_announce_send(p, &a, &n, true) != ST_OK ||
+        round_trip(p, n, -1, NULL, &ok, why, sizeof(why)) != ST_OK)
+        ok = false;
+    pg_announce_done(p, &a, true, ok);
+    pg_announce_free(&a);
+}
+
+/* The gid of the i-th statement sent (the i-th group with something to do). */
+static st_id gid_of_trim(const PGresult *r, const uint64_t *hs, const uint64_t *cf, size_t n, int i)
+{
+    for (size_t k = 0; k < n; k++)
+        if ((hs[k] || cf[k]) && i-- == 0)
+            return pg_get_id(r, (int)k, 0);
+    return (st_id){NULL, 0};
 }
 
 int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
@@ -102,43 +154,46 @@ int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     size_t limit = st_list_limit(op->limit);
     /* The defaults' age limit and until-acked, as the statement takes them. */
     uint64_t ms = op->retain.ms == ST_KEEP_ALL ? 0 : op->retain.ms;
-    pg_buf b[5] = {{0}};
+    pg_buf b[6] = {{0}};
     pg_text(&b[0], op->gid.n ? op->gid.p : "", op->gid.n);
     pg_int8(&b[1], limit);
     pg_int8(&b[2], ms);
     pg_int8(&b[3], now);
     pg_int8(&b[4], op->retain.until_acked == ST_ACKED_ON);
-    pg_buf *params[5] = {&b[0], &b[1], &b[2], &b[3], &b[4]};
-    int rc = pg_send(p, PG_TRIM_READ, params, 5);
+    pg_int8(&b[5], p->changes_keep_ms);
+    pg_buf *params[6] = {&b[0], &b[1], &b[2], &b[3], &b[4], &b[5]};
+    int rc = pg_send(p, PG_TRIM_READ, params, 6);
     PGresult *r = NULL;
     bool ok = false;
     if (rc != ST_OK || round_trip(p, 1, 0, &r, &ok, why, why_len) != ST_OK) {
         PQclear(r);
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 6; i++)
             pg_buf_free(&b[i]);
         return lost(p, op, why, why_len);
     }
     size_t rows = ok ? (size_t)PQntuples(r) : 0, n = rows < limit ? rows : limit;
-    uint64_t *hs = n ? calloc(n, sizeof(*hs)) : NULL;
-    op->result = !ok ? ST_EIO : (n && !hs) ? ST_ENOMEM : plan(r, op, n, hs);
+    uint64_t *hs = n ? calloc(2 * n, sizeof(*hs)) : NULL, *cf = hs ? hs + n : NULL;
+    op->result = !ok ? ST_EIO : (n && !hs) ? ST_ENOMEM : plan(p, r, op, n, hs, cf);
     int sent = 0;
+    char head[32];
+    int head_n = snprintf(head, sizeof(head), "gw1 %016" PRIx64, p->origin);
     for (size_t i = 0; op->result == ST_OK && i < n; i++) {
-        if (!hs[i])
+        if (!hs[i] && !cf[i])
             continue;
         st_id gid = pg_get_id(r, (int)i, 0);
-        pg_buf_reset(&b[0]);
-        pg_buf_reset(&b[1]);
-        pg_buf_reset(&b[2]);
+        for (int k = 0; k < 4; k++)
+            pg_buf_reset(&b[k]);
         pg_text(&b[0], gid.p, gid.n);
-        pg_int8(&b[1], pg_get_int8(r, (int)i, 2));
-        pg_int8(&b[2], hs[i]);
-        if (pg_send(p, PG_TRIM, params, 3) != ST_OK || PQpipelineSync(p->conn) != 1) {
+        pg_int8(&b[1], hs[i] ? hs[i] : pg_get_int8(r, (int)i, 2));
+        pg_int8(&b[2], cf[i] ? cf[i] : pg_get_int8(r, (int)i, 10));
+        pg_text(&b[3], head, (size_t)head_n);
+        if (pg_send(p, PG_TRIM, params, 4) != ST_OK || PQpipelineSync(p->conn) != 1) {
             rc = ST_EIO;
             break;
         }
         sent++;
     }
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         pg_buf_free(&b[i]);
     /* The answers, in the order sent: each group trimmed or not (another writer in the
      * way: the next pass tries again). The flushing Sync's answer comes last. */
@@ -150,8 +205,16 @@ int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
             rc = ST_EIO;
             break;
         }
-        if (PQresultStatus(t) == PGRES_TUPLES_OK && PQntuples(t) == 1)
+        if (PQresultStatus(t) == PGRES_TUPLES_OK && PQntuples(t) == 1) {
             op->applied += (size_t)pg_get_int8(t, 0, 0);
+            /* changed: made with its first group (NULL when none: store.h) */
+            if (!PQgetisnull(t, 0, 1) && op->result == ST_OK && !op->changed &&
+                !(op->changed = st_list_new()))
+                op->result = ST_ENOMEM;
+            if (!PQgetisnull(t, 0, 1) && op->result == ST_OK)
+                op->result = st_list_add(op->changed, gid_of_trim(r, hs, cf, n, i), 0,
+                                         pg_get_int8(t, 0, 1), 0, NULL, 0);
+        }
         PQclear(t);
         if (pg_end(p, why, why_len) != ST_OK)
             rc = ST_EIO;
@@ -169,5 +232,7 @@ int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
         st_list_set_more(op->list, rows > limit);
     free(hs);
     PQclear(r);
+    if (rc == ST_OK && op->result == ST_OK && op->changed)
+        announce(p, op->changed);
     return rc == ST_OK ? ST_OK : lost(p, op, why, why_len);
 }

@@ -21,18 +21,51 @@
  * record bytes (but at least one), with the group's last mid from the same snapshot; no
  * row at all when the group does not exist. Read nearest to $2 first, so that a page
  * cut short by bytes keeps the messages nearest to where the client reads. */
+/* A message's reactions as text (NULL: none): a line a key, in byte order, "COUNT MINE
+ * KEY" (MINE 1: the reader $5 set it); a key holds no control character, so no '\n'. */
+#define RX_SQL(gid, mid, reader)                                                                   \
+    "(SELECT string_agg(k.c::text || ' ' || k.mine::int::text || ' ' || k.key, E'\\n'"             \
+    " ORDER BY k.key) FROM (SELECT key, count(*) AS c, bool_or(uid = " reader ") AS mine"          \
+    " FROM gw.reactions r WHERE r.gid = " gid " AND r.mid = " mid " GROUP BY key) k)"
+
 #define PAGE_SQL(cmp, order)                                                                       \
-    "SELECT g.last_mid, p.mid, p.ts, p.record, p.ver, p.ets, p.recalled::int::int8, g.first_mid"   \
-    " FROM gw.groups g LEFT JOIN LATERAL ("                                                        \
-    " SELECT mid, ts, record, ver, ets, recalled FROM ("                                           \
-    "  SELECT mid, ts, record, ver, ets, recalled, sum(octet_length(record)) OVER w AS run,"       \
-    "         row_number() OVER w AS rn FROM ("                                                    \
-    "   SELECT mid, ts, record, ver, ets, recalled FROM gw.msgs"                                   \
-    "   WHERE gid = g.gid AND mid " cmp " $2::int8"                                                \
-    "   ORDER BY mid " order " LIMIT $3::int8) x"                                                  \
-    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"                           \
-    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                                  \
-    " WHERE g.gid = $1::text ORDER BY p.mid " order
+    "SELECT g.last_mid, p.mid, p.ts, p.record, p.ver, p.ets, p.recalled::int::int8, g.first_mid,"  \
+    " g.last_cseq, p.cseq, " RX_SQL(                                                               \
+        "g.gid", "p.mid",                                                                          \
+        "$5::text") " FROM gw.groups g LEFT JOIN LATERAL ("                                        \
+                    " SELECT mid, ts, record, ver, ets, recalled, cseq FROM ("                     \
+                    "  SELECT mid, ts, record, ver, ets, recalled, cseq, "                         \
+                    "sum(octet_length(record)) OVER w AS run,"                                     \
+                    "         row_number() OVER w AS rn FROM ("                                    \
+                    "   SELECT mid, ts, record, ver, ets, recalled, cseq FROM gw.msgs"             \
+                    "   WHERE gid = g.gid AND mid " cmp " $2::int8"                                \
+                    "   ORDER BY mid " order " LIMIT $3::int8) x"                                  \
+                    "  WINDOW w AS (ORDER BY mid " order " ROWS UNBOUNDED PRECEDING)) y"           \
+                    " WHERE run <= $4::int8 OR rn = 1) p ON true"                                  \
+                    " WHERE g.gid = $1::text ORDER BY p.mid " order
+
+/* A page of changes (store.h, ST_OP_READ_CHANGES): the messages whose latest change is
+ * after cseq $2, in cseq order through the partial index (gid, cseq) (its predicate
+ * written out: a generic plan cannot prove it from $2), at most $3 and $4 record bytes
+ * (at least one), none when the log no longer goes back to $2 (changes_first), none below
+ * the horizon; with the group's figures from the same snapshot and how many there were
+ * of the $3 + 1 looked at (more). No row at all when the group does not exist. */
+#define CHANGES_SQL                                                                                \
+    "SELECT g.last_mid, g.first_mid, g.last_cseq, g.changes_first, p.mid, p.ts, p.record,"         \
+    " p.ver, p.ets, p.recalled::int::int8, p.cseq, " RX_SQL(                                       \
+        "g.gid", "p.mid",                                                                          \
+        "$5::text") ", p.total"                                                                    \
+                    " FROM gw.groups g LEFT JOIN LATERAL ("                                        \
+                    " SELECT mid, ts, record, ver, ets, recalled, cseq, total FROM ("              \
+                    "  SELECT mid, ts, record, ver, ets, recalled, cseq, "                         \
+                    "sum(octet_length(record)) OVER w AS run,"                                     \
+                    "         row_number() OVER w AS rn, count(*) OVER () AS total FROM ("         \
+                    "   SELECT mid, ts, record, ver, ets, recalled, cseq FROM gw.msgs"             \
+                    "   WHERE gid = g.gid AND cseq > 0 AND cseq > $2::int8 AND mid >= g.first_mid" \
+                    "   AND $2::int8 + 1 >= g.changes_first ORDER BY cseq LIMIT $3::int8 + 1) x"   \
+                    "  WINDOW w AS (ORDER BY cseq ROWS UNBOUNDED PRECEDING)) y"                    \
+                    " WHERE (run <= $4::int8 OR rn = 1) AND rn <= $3::int8) p ON true"             \
+                    " WHERE g.gid = $1::text ORDER BY p.cseq"
 
 const char *const pg_stmt_sql[PG_N_STMTS] = {
     /* A batch's groups, locked in key order until it commits ('g': gid, last_mid,
@@ -41,21 +74,28 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
      * other row it will read: memberships ('m': gid, uid, ack, joined_ms) and (uid, cid)
      * rows ('s': uid, cid, mid, ts, gid). */
     [PG_LOCK_GROUPS] = "SELECT 'g'::text, gid, NULL::text, last_mid, created_ms, NULL::text,"
-                       " first_mid FROM gw.groups WHERE gid = ANY($1::text[]) ORDER BY gid"
+                       " first_mid, last_cseq, changes_first FROM gw.groups WHERE gid = "
+                       "ANY($1::text[]) ORDER BY gid"
                        " FOR UPDATE",
     [PG_READ_ROWS] = "SELECT 'm'::text, m.gid, m.uid, m.ack, m.joined_ms, NULL::text, m.read"
-                     " FROM gw.members m JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
+                     ", NULL::int8, NULL::int8 FROM gw.members m"
+                     " JOIN unnest($1::text[], $2::text[]) AS k(gid, uid)"
                      " ON m.gid = k.gid AND m.uid = k.uid"
-                     " UNION ALL SELECT 's', s.uid, s.cid, s.mid, s.ts, s.gid, NULL::int8"
+                     " UNION ALL SELECT 's', s.uid, s.cid, s.mid, s.ts, s.gid, NULL::int8,"
+                     " NULL::int8, NULL::int8"
                      " FROM gw.sends s JOIN unnest($3::text[], $4::text[]) AS k(uid, cid)"
                      " ON s.uid = k.uid AND s.cid = k.cid",
     /* The fast path's check (store_pg_cache.c), raising GW001 when the cache was wrong. */
     [PG_EXPECT] = "SELECT gw.expect($1::text[], $2::int8[], $3::text[], $4::text[])",
     /* The writes: each over arrays sorted by key, so that two writers take their row
      * locks in one order. */
-    [PG_UPD_GROUPS] = "UPDATE gw.groups g SET last_mid = v.last_mid"
-                      " FROM unnest($1::text[], $2::int8[]) AS v(gid, last_mid)"
-                      " WHERE g.gid = v.gid",
+    /* last_cseq only moves up: the fast path's cached row may be older than another
+     * writer's change (the fast path appends, which take no cseq). */
+    [PG_UPD_GROUPS] =
+        "UPDATE gw.groups g SET last_mid = v.last_mid,"
+        " last_cseq = greatest(g.last_cseq, v.last_cseq)"
+        " FROM unnest($1::text[], $2::int8[], $3::int8[]) AS v(gid, last_mid, last_cseq)"
+        " WHERE g.gid = v.gid",
     [PG_INS_GROUPS] = "INSERT INTO gw.groups (gid, last_mid, created_ms)"
                       " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])",
     [PG_INS_MEMBERS] = "INSERT INTO gw.members (gid, uid, ack, joined_ms, read) SELECT * FROM"
@@ -75,14 +115,16 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
                     " SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::bytea[])",
     [PG_PAGE_AFTER] = PAGE_SQL(">", "ASC"),
     [PG_PAGE_BEFORE] = PAGE_SQL("<", "DESC"),
+    [PG_CHANGES] = CHANGES_SQL,
     /* A user's groups and its not-before (NULL: none), from one snapshot: one row at least,
      * a NULL gid when it has no group. */
-    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read, g.first_mid, r.not_before"
+    [PG_USER_GROUPS] = "SELECT m.gid, g.last_mid, m.ack, m.read, g.first_mid, r.not_before,"
+                       " g.last_cseq"
                        " FROM (SELECT $1::text AS uid) u LEFT JOIN gw.revoked r ON r.uid = u.uid"
                        " LEFT JOIN (gw.members m JOIN gw.groups g ON g.gid = m.gid)"
                        " ON m.uid = u.uid",
     [PG_GROUP] = "SELECT g.last_mid, m.ack, m.read, g.first_mid, g.keep_msgs, g.keep_ms,"
-                 " g.cap_msgs, g.acked::int8 FROM gw.groups g LEFT JOIN gw.members m"
+                 " g.cap_msgs, g.acked::int8, g.last_cseq FROM gw.groups g LEFT JOIN gw.members m"
                  " ON m.gid = g.gid AND m.uid = $2::text WHERE g.gid = $1::text",
     /* A page of a group's members after uid $2 ('': from the first), $3 of them and one
      * more (that tells whether there are more), with the group's last mid from the same
@@ -177,49 +219,102 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     /* Later versions of messages (store_pg_edit.c): the batch's messages as stored (their
      * groups are locked: no other writer changes them meanwhile), and the versions it
      * made, over arrays in key order. */
-    [PG_READ_MSGS] = "SELECT m.gid, m.mid, m.ts, m.ver, m.ets, m.recalled::int::int8, m.record"
-                     " FROM gw.msgs m JOIN unnest($1::text[], $2::int8[]) AS k(gid, mid)"
-                     " ON m.gid = k.gid AND m.mid = k.mid",
-    [PG_UPD_MSGS] = "UPDATE gw.msgs m SET ver = v.ver, ets = v.ets, recalled = v.recalled = 1,"
-                    " record = v.record FROM unnest($1::text[], $2::int8[], $3::int8[],"
-                    " $4::int8[], $5::int8[], $6::bytea[]) AS v(gid, mid, ver, ets, recalled,"
-                    " record) WHERE m.gid = v.gid AND m.mid = v.mid",
-    /* A person's erasure (store_pg_erase.c): the groups of its messages and memberships
-     * locked in key order; then its rows gone and its messages tombstones ($2, made at $3),
-     * the leaves written to the change log ($4: its header); answers the messages erased
-     * and the groups left, separated by spaces. */
+    [PG_READ_MSGS] = "SELECT m.gid, m.mid, m.ts, m.ver, m.ets, m.recalled::int::int8, m.record,"
+                     " m.cseq, " RX_SQL(
+                         "m.gid", "m.mid",
+                         "''") " FROM gw.msgs m JOIN unnest($1::text[], $2::int8[]) AS k(gid, mid)"
+                               " ON m.gid = k.gid AND m.mid = k.mid",
+    /* A change moves the message's one entry in the change log (its cseq, made at cts);
+     * a version 0: only that moved (a reaction), the rest stays. */
+    [PG_UPD_MSGS] = "UPDATE gw.msgs m SET ver = CASE WHEN v.ver > 0 THEN v.ver ELSE m.ver END,"
+                    " ets = CASE WHEN v.ver > 0 THEN v.ets ELSE m.ets END,"
+                    " recalled = CASE WHEN v.ver > 0 THEN v.recalled = 1 ELSE m.recalled END,"
+                    " record = CASE WHEN v.ver > 0 THEN v.record ELSE m.record END,"
+                    " cseq = v.cseq, cts = v.cts"
+                    " FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[],"
+                    " $6::bytea[], $7::int8[], $8::int8[]) AS v(gid, mid, ver, ets, recalled,"
+                    " record, cseq, cts) WHERE m.gid = v.gid AND m.mid = v.mid",
+    /* Reactions (store_pg_react.c): the batch's (gid, mid, uid, key) rows as stored, and
+     * those it set or cleared, over arrays in key order. */
+    [PG_READ_RX] = "SELECT r.gid, r.mid, r.uid, r.key FROM gw.reactions r"
+                   " JOIN unnest($1::text[], $2::int8[], $3::text[], $4::text[])"
+                   " AS k(gid, mid, uid, key) ON r.gid = k.gid AND r.mid = k.mid"
+                   " AND r.key = k.key AND r.uid = k.uid",
+    [PG_INS_RX] = "INSERT INTO gw.reactions (gid, mid, key, uid) SELECT gid, mid, key, uid"
+                  " FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[])"
+                  " AS v(gid, mid, uid, key) ON CONFLICT DO NOTHING",
+    [PG_DEL_RX] = "DELETE FROM gw.reactions r USING unnest($1::text[], $2::int8[], $3::text[],"
+                  " $4::text[]) AS v(gid, mid, uid, key) WHERE r.gid = v.gid AND r.mid = v.mid"
+                  " AND r.key = v.key AND r.uid = v.uid",
+    /* A recall drops the message's reactions (in the batch's transaction). */
+    [PG_DEL_RX_MSGS] = "DELETE FROM gw.reactions r USING unnest($1::text[], $2::int8[])"
+                       " AS v(gid, mid) WHERE r.gid = v.gid AND r.mid = v.mid",
+    /* A person's erasure (store_pg_erase.c): the groups of its messages, memberships and
+     * reactions locked in key order; then its rows gone, its messages tombstones ($2,
+     * made at $3) without their reactions, its reactions gone everywhere, each change
+     * taking its group's next cseq as RocksDB takes them (the tombstones first, one each,
+     * in mid order; then one per reaction of the person's dropped from a message that
+     * stays; a message's entry the last of its own), the groups' last_cseq moved, the leaves and
+     * the groups changed written to the change log ($4: its header); answers the messages erased,
+     * the groups left (separated by spaces), the rows of other kinds changed, and the groups
+     * changed with their last cseq ("GID CSEQ" pairs, separated by spaces). */
     [PG_ERASE_LOCK] = "SELECT gid FROM gw.groups WHERE gid IN (SELECT gid FROM gw.sends"
-                      " WHERE uid = $1::text UNION SELECT gid FROM gw.members WHERE uid = $1::text)"
+                      " WHERE uid = $1::text UNION SELECT gid FROM gw.members WHERE uid = $1::text"
+                      " UNION SELECT gid FROM gw.reactions WHERE uid = $1::text)"
                       " ORDER BY gid FOR UPDATE",
-    [PG_ERASE] = "WITH s AS (DELETE FROM gw.sends WHERE uid = $1::text RETURNING gid, mid),"
-                 " e AS (UPDATE gw.msgs m SET record = $2::bytea, ver = m.ver + 1, ets = $3::int8,"
-                 " recalled = true FROM s WHERE m.gid = s.gid AND m.mid = s.mid AND NOT m.recalled"
-                 " RETURNING 1),"
-                 " l AS (DELETE FROM gw.members WHERE uid = $1::text RETURNING gid),"
-                 " u AS (DELETE FROM gw.users WHERE uid = $1::text RETURNING 1),"
-                 " n AS (INSERT INTO gw.revoked AS r (uid, not_before) VALUES ($1::text,"
-                 " $3::int8 / 1000) ON CONFLICT (uid) DO UPDATE SET not_before ="
-                 " greatest(r.not_before, excluded.not_before) RETURNING 1),"
-                 " g AS (INSERT INTO gw.changes (body) SELECT $4::text || string_agg(E'\\nl ' ||"
-                 " gid || ' ' || $1::text, '' ORDER BY gid) FROM l HAVING count(*) > 0 RETURNING 1)"
-                 " SELECT (SELECT count(*) FROM e)::int8,"
-                 " (SELECT coalesce(string_agg(gid, ' ' ORDER BY gid), '') FROM l),"
-                 " (SELECT count(*) FROM u)::int8 + (SELECT count(*) FROM g)::int8",
-    /* A group's deletion: its row locked, then all of it gone, the leaves written to the change log
-     * ($2: its header); answers its last mid (NULL: no such group) and its members, separated by
-     * spaces. */
+    [PG_ERASE] =
+        "WITH s AS (DELETE FROM gw.sends WHERE uid = $1::text RETURNING gid, mid),"
+        " x AS (DELETE FROM gw.reactions WHERE uid = $1::text RETURNING gid, mid),"
+        " a AS (SELECT m.gid, m.mid, bool_or(t.tomb) AS tomb,"
+        "  count(*) FILTER (WHERE NOT t.tomb) AS nr FROM (SELECT gid, mid, true AS tomb"
+        "  FROM s UNION ALL SELECT gid, mid, false FROM x) t JOIN gw.msgs m ON m.gid = t.gid"
+        "  AND m.mid = t.mid WHERE NOT m.recalled GROUP BY m.gid, m.mid),"
+        " n AS (SELECT a.gid, a.mid, a.tomb, g.last_cseq + sum(CASE WHEN a.tomb THEN 1"
+        "  ELSE a.nr END) OVER (PARTITION BY a.gid ORDER BY a.tomb DESC, a.mid"
+        "  ROWS UNBOUNDED PRECEDING)::int8 AS cseq FROM a JOIN gw.groups g ON g.gid = a.gid),"
+        " e AS (UPDATE gw.msgs m SET cseq = n.cseq, cts = $3::int8,"
+        "  record = CASE WHEN n.tomb THEN $2::bytea ELSE m.record END,"
+        "  ver = m.ver + n.tomb::int, ets = CASE WHEN n.tomb THEN $3::int8 ELSE m.ets END,"
+        "  recalled = m.recalled OR n.tomb FROM n WHERE m.gid = n.gid AND m.mid = n.mid"
+        "  RETURNING n.gid, n.cseq, n.tomb),"
+        " d AS (DELETE FROM gw.reactions r USING n WHERE n.tomb AND r.gid = n.gid"
+        "  AND r.mid = n.mid AND r.uid <> $1::text RETURNING 1),"
+        " c AS (UPDATE gw.groups g SET last_cseq = h.hi FROM (SELECT gid, max(cseq) AS hi FROM e"
+        "  GROUP BY gid) h WHERE g.gid = h.gid RETURNING g.gid, h.hi),"
+        " l AS (DELETE FROM gw.members WHERE uid = $1::text RETURNING gid),"
+        " u AS (DELETE FROM gw.users WHERE uid = $1::text RETURNING 1),"
+        " nb AS (INSERT INTO gw.revoked AS r (uid, not_before) VALUES ($1::text,"
+        "  $3::int8 / 1000) ON CONFLICT (uid) DO UPDATE SET not_before ="
+        "  greatest(r.not_before, excluded.not_before) RETURNING 1),"
+        " w AS (INSERT INTO gw.changes (body) SELECT $4::text"
+        "  || coalesce((SELECT string_agg(E'\\nl ' || gid || ' ' || $1::text, '' ORDER BY gid)"
+        "  FROM l), '') || coalesce((SELECT string_agg(E'\\nc ' || gid || ' ' || hi::text, ''"
+        "  ORDER BY gid) FROM c), '')"
+        "  WHERE EXISTS (SELECT 1 FROM l) OR EXISTS (SELECT 1 FROM c) RETURNING 1)"
+        " SELECT (SELECT count(*) FROM e WHERE tomb)::int8,"
+        " (SELECT coalesce(string_agg(gid, ' ' ORDER BY gid), '') FROM l),"
+        " (SELECT count(*) FROM u)::int8 + (SELECT count(*) FROM w)::int8"
+        " + (SELECT count(*) FROM d)::int8,"
+        " (SELECT coalesce(string_agg(gid || ' ' || hi::text, ' ' ORDER BY gid), '') FROM c)",
+    /* A group's deletion: its row locked, then all of it gone, the leaves written to the
+     * change log with the deletion's cseq ($2: its header); answers its last mid (NULL: no
+     * such group), its members (separated by spaces), the rows of other kinds deleted and
+     * the deletion's cseq (its last_cseq + 1). */
     [PG_DROP_LOCK] = "SELECT last_mid FROM gw.groups WHERE gid = $1::text FOR UPDATE",
     [PG_DROP_GROUP] =
-        "WITH g AS (DELETE FROM gw.groups WHERE gid = $1::text RETURNING last_mid),"
+        "WITH g AS (DELETE FROM gw.groups WHERE gid = $1::text RETURNING last_mid, last_cseq),"
         " m AS (DELETE FROM gw.msgs WHERE gid = $1::text RETURNING 1),"
         " l AS (DELETE FROM gw.members WHERE gid = $1::text RETURNING uid),"
         " s AS (DELETE FROM gw.sends WHERE gid = $1::text RETURNING 1),"
         " w AS (DELETE FROM gw.unread_swept WHERE gid = $1::text RETURNING 1),"
+        " x AS (DELETE FROM gw.reactions WHERE gid = $1::text RETURNING 1),"
         " c AS (INSERT INTO gw.changes (body) SELECT $2::text || string_agg(E'\\nl ' ||"
-        " $1::text || ' ' || uid, '' ORDER BY uid) FROM l HAVING count(*) > 0 RETURNING 1)"
+        " $1::text || ' ' || uid || ' ' || (SELECT last_cseq + 1 FROM g)::text, '' ORDER BY uid)"
+        " FROM l HAVING count(*) > 0 RETURNING 1)"
         " SELECT (SELECT last_mid FROM g), (SELECT coalesce(string_agg(uid, ' ' ORDER BY uid),"
         " '') FROM l), (SELECT count(*) FROM m)::int8 + (SELECT count(*) FROM s)::int8 +"
-        " (SELECT count(*) FROM w)::int8 + (SELECT count(*) FROM c)::int8",
+        " (SELECT count(*) FROM w)::int8 + (SELECT count(*) FROM c)::int8"
+        " + (SELECT count(*) FROM x)::int8, (SELECT last_cseq + 1 FROM g)",
     /* Retention (store_pg_trim.c). A group's own ($2..$5: messages, ms, cap, until_acked;
      * ST_KEEP_ALL is -1 here); a row back when the group exists. */
     [PG_RETAIN] =
@@ -235,21 +330,41 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
         " CASE WHEN e.ms > 0 THEN coalesce((SELECT min(m.mid) FROM gw.msgs m WHERE m.gid = g.gid"
         "  AND m.mid >= g.first_mid AND m.mid <= g.first_mid + 10000 AND m.ts >= $4::int8 - e.ms),"
         "  least(g.last_mid, g.first_mid + 10000) + 1) END,"
-        " CASE WHEN e.acked THEN (SELECT min(ack) FROM gw.members WHERE gid = g.gid) END"
+        " CASE WHEN e.acked THEN (SELECT min(ack) FROM gw.members WHERE gid = g.gid) END,"
+        /* The retention of changes: the group's cseqs, and by age ($6 ms, 0: none) the last
+         * entry of the log older than that (NULL: none), the one before the first young
+         * enough to keep (found walking the log from its start). */
+        " g.last_cseq, g.changes_first,"
+        " CASE WHEN $6::int8 > 0 THEN (SELECT o.cseq FROM gw.msgs o WHERE o.gid = g.gid"
+        "  AND o.cseq > 0 AND o.cseq >= g.changes_first AND o.cseq < coalesce((SELECT y.cseq"
+        "  FROM gw.msgs y WHERE y.gid = g.gid AND y.cseq > 0 AND y.cseq >= g.changes_first"
+        "  AND y.cts >= $4::int8 - $6::int8 ORDER BY y.cseq LIMIT 1), g.last_cseq + 1)"
+        "  ORDER BY o.cseq DESC LIMIT 1) END"
         " FROM gw.groups g, LATERAL (SELECT CASE WHEN g.keep_ms = 0 THEN $3::int8"
         "  ELSE g.keep_ms END AS ms, (g.acked = 1 OR (g.acked = 0 AND $5::int8 = 1)) AS acked) e"
         " WHERE g.gid > $1::text ORDER BY g.gid LIMIT $2::int8 + 1",
-    /* One group's trim, a transaction of its own: the horizon moves to $3 from $2 (only up:
-     * another gateway's pass may have been first), and the messages in between go with
-     * their (uid, cid) rows; answers the messages deleted. Its row is locked first, as a
-     * batch locks it: no deadlock with one. */
-    [PG_TRIM] = "WITH h AS (UPDATE gw.groups SET first_mid = $3::int8 WHERE gid = $1::text"
-                " AND first_mid < $3::int8 RETURNING 1),"
-                " d AS (DELETE FROM gw.msgs WHERE gid = $1::text AND mid >= $2::int8"
-                " AND mid < $3::int8 AND EXISTS (SELECT 1 FROM h) RETURNING 1),"
-                " s AS (DELETE FROM gw.sends WHERE gid = $1::text AND mid >= $2::int8"
-                " AND mid < $3::int8 AND EXISTS (SELECT 1 FROM h))"
-                " SELECT count(*)::int8 FROM d",
+    /* One group's trim, a statement of its own: its row locked first (as a batch locks
+     * it: no deadlock with one), as it is now (another gateway's pass may have been
+     * first); the horizon moves up to $2, taking the group's next cseq, and the messages
+     * below it go with their (uid, cid) rows and reactions; the start of the change log
+     * moves up to $3; a horizon moved is written to the change log ($4: its header).
+     * Answers the messages deleted and the new last cseq (NULL: the horizon did not move). */
+    [PG_TRIM] = "WITH o AS (SELECT first_mid, last_cseq, changes_first FROM gw.groups"
+                " WHERE gid = $1::text FOR UPDATE),"
+                " h AS (UPDATE gw.groups g SET first_mid = greatest(o.first_mid, $2::int8),"
+                " last_cseq = o.last_cseq + (o.first_mid < $2::int8)::int,"
+                " changes_first = greatest(o.changes_first, $3::int8) FROM o"
+                " WHERE g.gid = $1::text AND (o.first_mid < $2::int8 OR o.changes_first < $3::int8)"
+                " RETURNING o.first_mid AS lo, g.last_cseq, o.first_mid < $2::int8 AS moved),"
+                " d AS (DELETE FROM gw.msgs WHERE gid = $1::text AND mid < $2::int8"
+                " AND mid >= (SELECT lo FROM h WHERE moved) RETURNING 1),"
+                " s AS (DELETE FROM gw.sends WHERE gid = $1::text AND mid < $2::int8"
+                " AND mid >= (SELECT lo FROM h WHERE moved)),"
+                " x AS (DELETE FROM gw.reactions WHERE gid = $1::text AND mid < $2::int8"
+                " AND mid >= (SELECT lo FROM h WHERE moved)),"
+                " c AS (INSERT INTO gw.changes (body) SELECT $4::text || E'\\nc ' || $1::text"
+                " || ' ' || last_cseq::text FROM h WHERE moved)"
+                " SELECT (SELECT count(*) FROM d)::int8, (SELECT last_cseq FROM h WHERE moved)",
 };
 
 const char *const pg_stmt_name[PG_N_STMTS] = {
@@ -297,6 +412,11 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_RETAIN] = "gw_retain",
     [PG_TRIM_READ] = "gw_trim_read",
     [PG_TRIM] = "gw_trim",
+    [PG_CHANGES] = "gw_changes",
+    [PG_DEL_RX_MSGS] = "gw_del_rx_msgs",
+    [PG_READ_RX] = "gw_read_rx",
+    [PG_INS_RX] = "gw_ins_rx",
+    [PG_DEL_RX] = "gw_del_rx",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */

@@ -29,8 +29,10 @@ printf 'gw1 00000000000000ff\nj g1 alice 3\nm g1 4 1700000000000 aGVsbG8=\nh g1 
   > "$work/fuzz_announce/seed"
 printf 'gw1 00000000000000fe\nv g1 bob 3\nt g1 bob\no alice 1\no carol 0 1700000000000\nb 2\nq 0\nO 5 0 1 alice bob' \
   > "$work/fuzz_announce/signals" # reads and the signals (presence, typing)
-printf 'gw1 00000000000000fd\ne g1 4 2 1700000000002 0 aGk=\nE g1 5 1 1700000000003 1\nl g1 bob' \
-  > "$work/fuzz_announce/versions" # a message's later versions (edit, recall)
+printf 'gw1 00000000000000fd\ne g1 4 2 1700000000002 0 3 aGk=\nE g1 5 1 1700000000003 1 4\nE g1 6 1 1700000000004 0\nl g1 bob' \
+  > "$work/fuzz_announce/versions" # a message's later versions (edit, recall), their cseqs
+printf 'gw1 00000000000000fc\nk g1 4 bob 1 2 9 \xf0\x9f\x91\x8d\nk g1 4 bob 0 1 10 a b\nc g1 11\nl g1 bob 12' \
+  > "$work/fuzz_announce/changes" # reactions, a group's changes pulled, a deletion's leave
 
 mkdir -p "$work/fuzz_json" # a request of each shape, and a binary body
 printf '{"t":"hello","rid":1,"token":"abc"}' > "$work/fuzz_json/hello"

@@ -12,7 +12,7 @@ typedef struct entry {
     struct entry *next;
     st_change ch;
     size_t size;
-    char bytes[]; /* gid, uid, record */
+    char bytes[]; /* gid, uid, key, record */
 } entry;
 
 struct gw_feed {
@@ -65,7 +65,7 @@ static void feed_free(gw_feed *f)
 
 static entry *copy(const st_change *c)
 {
-    size_t size = c->gid.n + c->uid.n + (c->record ? c->record_n : 0);
+    size_t size = c->gid.n + c->uid.n + c->key.n + (c->record ? c->record_n : 0);
     entry *e = malloc(sizeof(*e) + size);
     if (!e)
         return NULL;
@@ -82,6 +82,10 @@ static entry *copy(const st_change *c)
         memcpy(p, c->uid.p, c->uid.n);
     e->ch.uid.p = p;
     p += c->uid.n;
+    if (c->key.n) /* a reaction's key (ST_CH_REACT) */
+        memcpy(p, c->key.p, c->key.n);
+    e->ch.key.p = p;
+    p += c->key.n;
     if (c->record) {
         if (c->record_n)
             memcpy(p, c->record, c->record_n);

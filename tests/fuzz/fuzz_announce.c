@@ -48,9 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
             resync = true;
             continue;
         }
-        bool no_uid = c->kind == ST_CH_MSG || c->kind == ST_CH_EDIT; /* a message's */
+        /* a message's, a group's changes */
+        bool no_uid = c->kind == ST_CH_MSG || c->kind == ST_CH_EDIT || c->kind == ST_CH_CHANGED;
         if ((c->kind != ST_CH_SIGNOUT && !st_id_ok(c->gid)) || (no_uid && c->uid.n) ||
-            (!no_uid && !st_id_ok(c->uid)) || (c->kind == ST_CH_EDIT && (!c->mid || !c->ver)))
+            (!no_uid && !st_id_ok(c->uid)) || (c->kind == ST_CH_EDIT && (!c->mid || !c->ver)) ||
+            (c->kind == ST_CH_CHANGED && !c->cseq) ||
+            (c->kind == ST_CH_REACT &&
+             (!c->mid || !c->cseq || !st_react_key_ok(c->key.p, c->key.n))) ||
+            (c->kind != ST_CH_REACT && c->key.n))
             abort();
         if (c->kind == ST_CH_TYPING) {
             resync = true;
@@ -68,8 +73,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
                                               .ver_ts = c->ts,
                                               .recalled = c->recalled,
                                               .record = c->record ? c->record : "",
-                                              .record_n = c->record_n},
+                                              .record_n = c->record_n,
+                                              .cseq = c->cseq},
                                 c->record != NULL);
+        else if (c->kind == ST_CH_REACT)
+            pg_announce_react(&a, c->gid, c->mid, c->uid, c->key, c->on, c->count, c->cseq);
+        else if (c->kind == ST_CH_CHANGED)
+            pg_announce_changed(&a, c->gid, c->cseq);
+        else if (c->kind == ST_CH_LEAVE)
+            pg_announce_leave(&a, c->gid, c->uid, c->cseq);
         else
             pg_announce_member(&a,
                                c->kind == ST_CH_JOIN   ? 'j'
@@ -89,6 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
                 back[i].mid != ch[i].mid || back[i].ack != ch[i].ack ||
                 back[i].read != ch[i].read || back[i].ver != ch[i].ver ||
                 back[i].recalled != ch[i].recalled || back[i].ts != ch[i].ts ||
+                back[i].cseq != ch[i].cseq || back[i].count != ch[i].count ||
+                back[i].on != ch[i].on || !same_id(back[i].key, ch[i].key) ||
                 (ch[i].kind != ST_CH_MSG && !same_id(back[i].uid, ch[i].uid)))
                 abort();
             if (ch[i].record && (back[i].record_n != ch[i].record_n ||

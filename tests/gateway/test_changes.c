@@ -363,7 +363,9 @@ Test(changes, the_log_keeps_its_own_horizon, .timeout = 120)
     while (tclock_since(t0) < 20000 && (p = changes(alice, "g", 0, 0)).gone == 0)
         usleep(200 * 1000);
     cr_assert_eq(p.gone, 3, "the log serves the last two: after 2 and on");
-    cr_assert(p.n == 0 && p.last_cseq == 4 && p.upto == 0, "never silently short, nothing served: n %zu last %lu upto %lu", p.n, (unsigned long)p.last_cseq, (unsigned long)p.upto);
+    cr_assert(p.n == 0 && p.last_cseq == 4 && p.upto == 0,
+              "never silently short, nothing served: n %zu last %lu upto %lu", p.n,
+              (unsigned long)p.last_cseq, (unsigned long)p.upto);
     p = changes(alice, "g", 2, 0);
     cr_assert(p.gone == 0 && p.n == 2 && p.e[0].mid == 3 && p.e[1].mid == 4);
 }
@@ -387,4 +389,273 @@ Test(changes, a_deleted_group_says_so, .timeout = 90)
     ev = gwfx_request(bob, &sb, PR_EV_ERR);
     cr_assert(ev.err_code == PR_E_NOT_MEMBER || ev.err_code == PR_E_NO_GROUP);
     msgpack_sbuffer_destroy(&sb);
+}
+
+/* A member that signs in, joins g and then does not read (until the end: its socket's
+ * buffers are left as they are, so that it can read everything then). */
+static void idle_member(rawws *c, const char *uid)
+{
+    char *tok = gwfx_token(uid);
+    cr_assert_eq(rawws_open(c, fa.port, NULL, GWFX_WAIT), 0);
+    cr_assert_eq(rawws_hello(c, tok, false), 0, "%s signs in", uid);
+    free(tok);
+    cr_assert_eq(rawws_join(c, "g"), 0, "%s joins", uid);
+}
+
+Test(changes, a_reaction_flood_is_rate_limited_and_a_slow_reader_is_told_changed, .timeout = 180)
+{
+    static const char *const args[] = {"--queue-cap",
+                                       "4",
+                                       "--queue-bytes",
+                                       "65536",
+                                       "--rate-sends",
+                                       "50",
+                                       "--rate-burst",
+                                       "1",
+                                       "--rate-bytes",
+                                       "0",
+                                       NULL};
+    gwfx_start(&fa, args);
+    rawws slow;
+    idle_member(&slow, "slow");
+    gwc_conn *sender = gwfx_login(&fa, "sender", NULL);
+    gwc_conn *watcher = gwfx_login(&fa, "watcher", NULL);
+    gwfx_join(sender, "g");
+    gwfx_join(watcher, "g");
+    /* Messages until the slow member's socket and queue are full: it is a slow consumer
+     * (the messages become a notify) before the reactions come. */
+    char *body = malloc(60000);
+    memset(body, 'x', 60000);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    long t0 = tclock_ms();
+    int n = 0;
+    while ((n < 300 || gwfx_stat(&fa, "slow_consumers", "switches") == 0) &&
+           tclock_since(t0) < 30000) {
+        for (int i = 0; i < 20; i++, n++) {
+            char cid[16];
+            snprintf(cid, sizeof(cid), "m%d", n);
+            sb.size = 0;
+            pr_enc_send(&sb, PR_NO_RID, sl("g"), sl(cid),
+                        (pr_body){{(uint8_t *)body, 60000}, true});
+            gwfx_send(sender, &sb);
+            usleep(21 * 1000); /* within the send rate */
+        }
+        pr_event ev;
+        while (gwc_next(sender, 100, &ev) == 0)
+            ;
+        while (gwc_next(watcher, 0, &ev) == 0)
+            ;
+    }
+    free(body);
+    cr_assert_geq(gwfx_stat(&fa, "slow_consumers", "switches"), 1, "after %d messages", n);
+    long rss0 = gwfx_rss_kib(&fa);
+
+    /* Three seconds of reactions as fast as the sender can ask: set and clear in turn on
+     * the first message, at most 64 unanswered. */
+    long asked = 0, accepted = 0, limited = 0, answered = 0, pushed = 0;
+    t0 = tclock_ms();
+    while (tclock_since(t0) < 3000) {
+        while (asked - answered < 64) {
+            sb.size = 0;
+            pr_enc_react(&sb, (uint64_t)asked, sl("g"), 1, sl("+1"), asked % 2 == 0);
+            gwfx_send(sender, &sb);
+            asked++;
+        }
+        pr_event ev;
+        while (gwc_next(sender, 5, &ev) == 0) {
+            if (ev.t == PR_EV_ERR) {
+                cr_assert_eq(ev.err_code, PR_E_RATE_LIMITED, "%.*s", (int)ev.err_msg.n,
+                             ev.err_msg.p);
+                limited++;
+                answered++;
+            } else if (ev.t == PR_EV_REACTED) {
+                accepted += !ev.duplicate;
+                answered++;
+            }
+        }
+        while (gwc_next(watcher, 0, &ev) == 0)
+            pushed += ev.t == PR_EV_REACTED;
+    }
+    long took = tclock_since(t0);
+    pr_event ev;
+    while (answered < asked && gwc_next(sender, GWFX_WAIT, &ev) == 0) {
+        limited += ev.t == PR_EV_ERR;
+        accepted += ev.t == PR_EV_REACTED && !ev.duplicate;
+        answered += ev.t == PR_EV_ERR || ev.t == PR_EV_REACTED;
+    }
+    while (gwc_next(watcher, 1000, &ev) == 0)
+        pushed += ev.t == PR_EV_REACTED;
+    long rss1 = gwfx_rss_kib(&fa);
+    long bound = 50 + 50 * (took + 999) / 1000 + 5;
+    cr_log_info("reactions: %ld asked in %ld ms, %ld accepted (bound %ld), %ld refused, %ld "
+                "pushed to the reader; RSS %ld -> %ld KiB",
+                asked, took, accepted, bound, limited, pushed, rss0, rss1);
+    cr_assert_gt(limited, 0, "reactions are refused past the send rate");
+    cr_assert_leq(accepted, bound);
+    cr_assert_eq(pushed, accepted, "a reader gets every reaction made");
+    cr_assert_lt(rss1 - rss0, 64 * 1024, "RSS grew by %ld KiB", rss1 - rss0);
+    cr_log_info("react pushes %lld, coalesced %lld, notifies %lld, switches %lld",
+                gwfx_stat(&fa, "changes", "react_pushes"),
+                gwfx_stat(&fa, "slow_consumers", "react_coalesced"),
+                gwfx_stat(&fa, "slow_consumers", "notifies"),
+                gwfx_stat(&fa, "slow_consumers", "switches"));
+    cr_assert_geq(gwfx_stat(&fa, "slow_consumers", "react_coalesced"), 1);
+
+    /* The slow member reads at last: a notify, and one `changed` for all the reactions. */
+    bool changed = false;
+    uint64_t last_cseq = 0;
+    int rc = 0, evs = 0, last_t = 0;
+    while (!changed && (rc = rawws_next(&slow, GWFX_WAIT, &ev)) == 0) {
+        evs++;
+        last_t = ev.t;
+        if (ev.t == PR_EV_CHANGED) {
+            changed = true;
+            last_cseq = ev.last_cseq;
+        }
+        cr_assert_neq(ev.t, PR_EV_REACTED, "past the budget no reaction is queued");
+    }
+    cr_assert(changed,
+              "the slow member is told to pull changes (rc %d after %d events, the last %d)", rc,
+              evs, last_t);
+    cr_assert_eq(last_cseq, (uint64_t)accepted, "the newest cseq");
+    rawws_close(&slow);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(changes, the_api_reacts_and_reads_changes, .timeout = 90)
+{
+    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start(&fa, args);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    /* A bot's reaction (any uid, a member or not): the key URL-encoded. */
+    char *out = gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/%F0%9F%91%8D?uid=bot",
+                         NULL, 200);
+    json_t *o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o, "%s", out);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "key")), "\xf0\x9f\x91\x8d", "%s", out);
+    cr_assert_str_eq(json_string_value(json_object_get(o, "uid")), "bot");
+    cr_assert_eq(json_integer_value(json_object_get(o, "count")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(o, "cseq")), 1);
+    cr_assert(json_is_true(json_object_get(o, "on")) &&
+              json_is_false(json_object_get(o, "duplicate")));
+    json_decref(o);
+    free(out);
+    pr_event ev = gwfx_expect_of(alice, PR_EV_REACTED);
+    cr_assert(ev.cseq == 1 && gwfx_slice_is(ev.uid, "bot") &&
+              gwfx_slice_is(ev.key, "\xf0\x9f\x91\x8d"));
+    out = gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/%F0%9F%91%8D?uid=bot", NULL,
+                   200);
+    cr_assert(strstr(out, "\"duplicate\":true"), "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/ok?uid=carol", NULL, 200);
+    free(out);
+    /* The messages page: cseq and reactions; the page's last_cseq. */
+    out = gwfx_api(&fa, "GET", "/api/v1/groups/g/messages", NULL, 200);
+    cr_assert(strstr(out, "\"last_cseq\":2"), "%s", out);
+    cr_assert(strstr(out, "\"cseq\":2,\"reactions\":{"), "%s", out);
+    cr_assert(strstr(out, "\"ok\":1"), "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "DELETE", "/api/v1/groups/g/messages/1/reactions/ok?uid=carol", NULL, 200);
+    cr_assert(strstr(out, "\"count\":0") && strstr(out, "\"cseq\":3") &&
+                  strstr(out, "\"on\":false"),
+              "%s", out);
+    free(out);
+    out = gwfx_api(&fa, "GET", "/api/v1/groups/g/changes?after=1", NULL, 200);
+    o = json_loads(out, 0, NULL);
+    cr_assert_not_null(o, "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(o, "upto")), 3, "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(o, "last_cseq")), 3);
+    cr_assert(json_is_false(json_object_get(o, "more")));
+    json_t *msgs = json_object_get(o, "msgs");
+    cr_assert_eq(json_array_size(msgs), 1, "%s", out);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(msgs, 0), "cseq")), 3);
+    json_decref(o);
+    free(out);
+    /* Refusals. */
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/9/reactions/x?uid=bot", NULL, 404));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/x", NULL, 400));
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/a%01b?uid=bot", NULL, 400));
+    free(gwfx_api(&fa, "POST", "/api/v1/groups/g/messages/1/reactions/x?uid=bot", "{}", 405));
+    free(gwfx_api(&fa, "GET", "/api/v1/groups/g/changes?after=x", NULL, 400));
+    free(gwfx_api(&fa, "GET", "/api/v1/groups/nope/changes", NULL, 404));
+    for (int i = 0; i < 19; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/api/v1/groups/g/messages/1/reactions/k%d?uid=bot", i);
+        free(gwfx_api(&fa, "PUT", path, NULL, 200));
+    }
+    free(gwfx_api(&fa, "PUT", "/api/v1/groups/g/messages/1/reactions/k99?uid=bot", NULL, 413));
+}
+
+/* The JSON subprotocol: react and changes as JSON text, their answers as JSON. */
+static json_t *jnext_of(rawws *c, const char *t)
+{
+    for (;;) {
+        int op;
+        const uint8_t *p;
+        size_t n;
+        cr_assert_eq(rawws_read_frame(c, GWFX_WAIT, &op, &p, &n), 0, "no %s", t);
+        cr_assert_eq(op, RAWWS_TEXT);
+        json_t *j = json_loadb((const char *)p, n, 0, NULL);
+        cr_assert_not_null(j);
+        json_t *arr = json_is_array(j) ? j : NULL;
+        for (size_t i = 0; i < (arr ? json_array_size(arr) : 1); i++) {
+            json_t *m = arr ? json_array_get(arr, i) : j;
+            if (strcmp(json_string_value(json_object_get(m, "t")), t) == 0) {
+                json_incref(m);
+                json_decref(j);
+                return m;
+            }
+        }
+        json_decref(j);
+    }
+}
+
+Test(changes, the_json_subprotocol_reacts_and_reads_changes)
+{
+    gwfx_start(&fa, NULL);
+    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
+    gwfx_join(alice, "g");
+    gwfx_send_msg(alice, "g", "c1", "one");
+    rawws j;
+    cr_assert_eq(rawws_connect(&j, fa.port, NULL), 0);
+    j.subprotocol = "gw.v1.json";
+    cr_assert_eq(rawws_handshake(&j, fa.port, false, GWFX_WAIT), 0);
+    char *tok = gwfx_token("jo"), text[1024];
+    snprintf(text, sizeof(text), "{\"t\":\"hello\",\"rid\":1,\"token\":\"%s\"}", tok);
+    free(tok);
+    cr_assert_eq(rawws_send_text(&j, text), 0);
+    json_decref(jnext_of(&j, "welcome"));
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"join\",\"rid\":2,\"gid\":\"g\"}"), 0);
+    json_t *m = jnext_of(&j, "joined");
+    cr_assert_eq(json_integer_value(json_object_get(m, "last_cseq")), 0);
+    json_decref(m);
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"react\",\"rid\":3,\"gid\":\"g\",\"mid\":1,"
+                                     "\"key\":\"\\ud83d\\udc4d\",\"on\":true}"),
+                 0);
+    m = jnext_of(&j, "reacted");
+    cr_assert_eq(json_integer_value(json_object_get(m, "cseq")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(m, "key")), "\xf0\x9f\x91\x8d");
+    json_decref(m);
+    pr_event ev = gwfx_expect_of(alice, PR_EV_REACTED);
+    cr_assert(gwfx_slice_is(ev.uid, "jo"));
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"changes\",\"rid\":4,\"gid\":\"g\",\"after\":0}"), 0);
+    m = jnext_of(&j, "changes");
+    json_t *e = json_array_get(json_object_get(m, "msgs"), 0);
+    cr_assert_eq(json_integer_value(json_object_get(e, "cseq")), 1);
+    cr_assert_eq(
+        json_integer_value(json_object_get(json_object_get(e, "reactions"), "\xf0\x9f\x91\x8d")),
+        1);
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(e, "mine"), 0)),
+                     "\xf0\x9f\x91\x8d");
+    json_decref(m);
+    cr_assert_eq(rawws_send_text(&j, "{\"t\":\"react\",\"rid\":5,\"gid\":\"g\",\"mid\":1,"
+                                     "\"key\":\"\",\"on\":true}"),
+                 0);
+    m = jnext_of(&j, "err");
+    cr_assert_str_eq(json_string_value(json_object_get(m, "code")), "bad_field");
+    json_decref(m);
+    rawws_close(&j);
 }

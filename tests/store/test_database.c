@@ -458,11 +458,13 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
                      "ALTER TABLE gw.msgs DROP COLUMN ver, DROP COLUMN ets, DROP COLUMN recalled;"
                      "ALTER TABLE gw.groups DROP COLUMN first_mid, DROP COLUMN keep_msgs,"
                      " DROP COLUMN keep_ms, DROP COLUMN cap_msgs, DROP COLUMN acked;"
-                     "DROP INDEX gw.sends_gid_mid;"
+                     "DROP INDEX gw.sends_gid_mid; DROP TABLE gw.reactions;"
+                     "ALTER TABLE gw.msgs DROP COLUMN cseq, DROP COLUMN cts;"
+                     "ALTER TABLE gw.groups DROP COLUMN last_cseq, DROP COLUMN changes_first;"
                      "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
-    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 7);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 8);
     cr_assert_eq(pgfx_scalar(url, "SELECT mid FROM gw.unread_swept WHERE gid = 'g'"), 3,
                  "its groups are marked swept up to their last message");
     cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,

@@ -216,6 +216,7 @@ Test(edits, erasing_a_user_leaves_no_message_of_theirs)
     cr_assert(st_list_at(op.list, 0)->gid.n == 1 && st_list_at(op.list, 0)->gid.p[0] == 'g');
     cr_assert(st_list_at(op.list, 1)->gid.n == 1 && st_list_at(op.list, 1)->gid.p[0] == 'h');
     st_list_free(op.list);
+    st_list_free(op.changed);
     char rec[64];
     for (uint64_t mid = 1; mid <= 3; mid++) {
         st_msg m = one(s, mid, rec, sizeof(rec));
@@ -268,6 +269,7 @@ Test(edits, deleting_a_group_leaves_nothing_of_it)
     }
     cr_assert(alice && bob);
     st_list_free(op.list);
+    st_list_free(op.changed);
     uint64_t last = 0, ack = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("g"), &last), ST_ENOGROUP);
     st_page *p = NULL;

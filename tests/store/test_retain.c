@@ -22,6 +22,7 @@ static size_t trim(st_retain dflt)
     cr_assert_not(st_list_more(op.list));
     size_t n = op.applied;
     st_list_free(op.list);
+    st_list_free(op.changed);
     return n;
 }
 
@@ -220,6 +221,7 @@ Test(retain, a_pass_goes_page_by_page)
         st_id after = st_list_after(op.list);
         memcpy(gid, after.p, after.n);
         st_list_free(op.list);
+        st_list_free(op.changed);
         op = (st_op){
             .kind = ST_OP_TRIM, .limit = 2, .retain = {.messages = 1}, .gid = {gid, after.n}};
         if (!more)

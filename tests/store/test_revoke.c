@@ -60,6 +60,7 @@ Test(revoke, an_erasure_sets_the_not_before_and_keeps_it)
     fx_submit_wait(s, &op);
     cr_assert_eq(op.result, 0, "%s", st_strerror(op.result));
     st_list_free(op.list);
+    st_list_free(op.changed);
     cr_assert(op.not_before >= before && op.not_before <= (uint64_t)time(NULL));
     cr_assert_eq(not_before("mallory"), op.not_before, "what revokes the erased user's tokens");
     /* Erased again: the not-before does not go, nor back. */
