@@ -2,7 +2,10 @@
 // figures panel; and what members see of each other: "seen by" under the user's own
 // messages, who is online in the open group, who is typing; and "edit" and "delete" under
 // the user's own messages (an edited one says so, a deleted one shows as deleted, for
-// everyone). Everything the protocol asks
+// everyone); reactions under every message (a few emoji to click, their counts, the
+// user's own pressed). Messages edited, deleted, erased or reacted to while the page was
+// offline, or the group closed, are brought up to date by the client (its change cursor)
+// when it comes back or the group is opened again. Everything the protocol asks
 // of a client is in the gw-client package (clients/js); this file draws what it reports
 // and passes on what the user does (and sees: the messages on screen are marked read).
 // User text only ever goes into the page through textContent, never as HTML.
@@ -16,6 +19,8 @@ const LAST_USER_KEY = 'gw-demo-last-user';
 const NEAR_BOTTOM_PX = 80;
 const NEAR_TOP_PX = 120;
 const PRESENCE_NAMES = 8; // online members named in the group header; more are counted
+// The reactions offered under every message (others' keys show beside them when set).
+const REACTIONS = ['👍', '❤️', '😂', '🎉', '😮'];
 
 const timeFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
 
@@ -264,10 +269,47 @@ class MessageList {
     const c = this.changing && this.changing.key === e.key ? this.changing : null;
     const changeable = e.own && e.state === 'stored' && !e.recalled;
     if (c && !changeable) this.changing = null; // deleted meanwhile (another tab)
+    const reactions = e.state === 'stored' && !e.recalled ? [this.reactionLine(e)] : [];
     if (changeable && c && c.mode === 'edit') li.replaceChildren(meta, this.editor(e, c));
-    else if (changeable) li.replaceChildren(meta, body, this.changeLine(e, c));
-    else li.replaceChildren(meta, body);
+    else if (changeable) li.replaceChildren(meta, body, ...reactions, this.changeLine(e, c));
+    else li.replaceChildren(meta, body, ...reactions);
     if (e.own && e.state === 'stored') this.showSeen(li, this.seenOf(e.mid));
+  }
+
+  /** The reactions of a stored message: the fixed few, then any other key set (by
+   * another client), each with its count; the user's own pressed. A click sets or
+   * clears the user's; the count changes when the gateway answers (and in every other
+   * member's page with the push). */
+  reactionLine(e) {
+    const line = document.createElement('div');
+    line.className = 'reactions';
+    const have = new Map((e.reactions || []).map((r) => [r.key, r]));
+    const keys = [...REACTIONS, ...[...have.keys()].filter((k) => !REACTIONS.includes(k))];
+    for (const key of keys) {
+      const r = have.get(key) || { key, count: 0, mine: false };
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'react' + (r.count > 0 ? ' has' : '');
+      b.dataset.key = key;
+      b.dataset.count = String(r.count);
+      b.setAttribute('aria-pressed', String(r.mine));
+      b.title = r.mine ? `You reacted ${key}: click to take it back` : `React ${key}`;
+      const emoji = document.createElement('span');
+      emoji.className = 'key';
+      emoji.textContent = key; // a key is text, never HTML
+      b.append(emoji);
+      if (r.count > 0) {
+        const n = document.createElement('span');
+        n.className = 'count';
+        n.textContent = String(r.count);
+        b.append(n);
+      }
+      b.addEventListener('click', () => {
+        this.actions.react(e.mid, key, !r.mine).catch((err) => toast(`Reaction: ${err.message}`));
+      });
+      line.append(b);
+    }
+    return line;
   }
 
   /** The line under one of the user's own messages: "edit" and "delete", or the
@@ -464,6 +506,7 @@ class App {
         discard: (cid) => this.client && this.client.discard(cid),
         edit: (mid, text) => (this.client ? this.client.edit(this.gid, mid, text) : Promise.reject(new Error('signed out'))),
         recall: (mid) => (this.client ? this.client.recall(this.gid, mid) : Promise.reject(new Error('signed out'))),
+        react: (mid, key, on) => (this.client ? this.client.react(this.gid, mid, key, on) : Promise.reject(new Error('signed out'))),
       },
     });
     this.onScreenQueued = false;

@@ -29,12 +29,17 @@
 //                                                 a reply to edit(), or a push (only when newer
 //                                                 than the version this page knew)
 //   'recalled' {gid, mid, ver, ts, from, recalled: true}  a message recalled, likewise
+//   'reacted' {gid, mid, uid, key, on, count, cseq, duplicate}  a reaction set or cleared: a
+//                                                 reply to react(), or a push (reactions.js)
+//   'changes' {gid, after, upto, entries, applied, gone}  a `changes` reply applied to what
+//                                                 the group's view holds (cursor.js)
 //
 // This file is the class itself: its fields, the connection's life, the incoming frames.
 // Its other parts are methods in files of their own, installed on the prototype at the
 // end of this file: groups.js (the group list), views.js (a group's view, paging, acks),
 // reads.js (what the person has seen), peers.js (receipts, presence, typing), sends.js
 // (messages on their way), versions.js (edits and recalls: a message's later versions),
+// cursor.js (the change cursor: changes to held messages caught up), reactions.js,
 // tab-sync.js (the user's other tabs), batching.js (events once per task).
 
 import { encode, decode } from '@msgpack/msgpack';
@@ -54,6 +59,8 @@ import { sendMethods } from './sends.js';
 import { readMethods } from './reads.js';
 import { peerMethods } from './peers.js';
 import { versionMethods } from './versions.js';
+import { cursorMethods } from './cursor.js';
+import { reactionMethods } from './reactions.js';
 import { openTabChannel, tabSyncMethods } from './tab-sync.js';
 import { nothingDirty, batchingMethods } from './batching.js';
 
@@ -109,6 +116,11 @@ export class GwClient extends EventTarget {
     // Edits and recalls on their way (versions.js): seq -> {seq, frame, tries, resolve, reject}.
     this.changes = new Map();
     this.changeSeq = 0;
+    // The change cursors (cursor.js): each `changes` reply applied, for the tests: {gid,
+    // why, after, upto, last_cseq, entries, applied, more, gone}. An older gateway
+    // answers `changes` with bad_type: not asked again on that connection.
+    this.changeLog = [];
+    this.changesUnsupported = false;
     this.nextRid = 1;
     this.rids = new Map(); // rid -> {kind, gid, cid}
     this.groupsRefreshQueued = false;
@@ -247,6 +259,7 @@ export class GwClient extends EventTarget {
     this.rejectInFlight();
     this.rids.clear();
     this.resetSends();
+    this.resetCursors();
     for (const g of this.groups.values()) {
       if (!g.view) continue;
       g.view.fwdRid = null;
@@ -393,6 +406,9 @@ export class GwClient extends EventTarget {
       case 'edited':
       case 'recalled':
         return this.onVersion(m, info);
+      case 'reacted': return this.onReacted(m, info);
+      case 'changes': return this.onChanges(m, info);
+      case 'changed': return this.onChanged(m);
       case 'err': return this.onErr(m, info);
       default: return; // unknown types are ignored, like unknown keys
     }
@@ -407,6 +423,7 @@ export class GwClient extends EventTarget {
     clearTimeout(this.connectTimer);
     this.tokenRefusals = 0;
     this.peersUnsupported = false;
+    this.changesUnsupported = false;
     this.onlineSince = now();
     this.setState('online', '');
     // Resume: the counts are the gateway's (login pulls nothing), the open group pulls
@@ -416,7 +433,8 @@ export class GwClient extends EventTarget {
     for (const p of [...this.pending.values()].sort((a, b) => a.seq - b.seq)) {
       if (p.state === 'pending' && this.groups.has(p.gid)) this.transmitSend(p);
     }
-    this.resumeChanges(); // edits and recalls that got no reply: the same frames again
+    this.resumeChanges(); // edits, recalls and reactions that got no reply: the same frames again
+    this.resumeCursors(); // changes missed while offline, before the views are current
     const g = this.groups.get(this.openGid);
     if (g && g.view) {
       if (g.view.w === null) this.sendEnter(g);
@@ -436,7 +454,9 @@ export class GwClient extends EventTarget {
     const gid = m.gid !== undefined ? String(m.gid) : info && info.gid;
     const kind = info ? info.kind : m.gid !== undefined ? 'ack' : 'unknown';
     if (info && (info.kind === 'receipts' || info.kind === 'presence')) return this.onPeerErr(info, code, msg);
-    if (info && (info.kind === 'edit' || info.kind === 'recall')) return this.onChangeErr(info, code, msg, m.retry_ms);
+    if (info && (info.kind === 'edit' || info.kind === 'recall' || info.kind === 'react')) return this.onChangeErr(info, code, msg, m.retry_ms);
+    if (info && info.kind === 'changes' && this.onChangesErr(info, code, msg, m.retry_ms)) return;
+    if (info && info.kind === 'repage') return this.onRepageErr(info, code);
     if (info && info.kind === 'refresh') return; // a message pulled again: nothing to tell
     if (!info && code === 'bad_type') {
       // Only frames without a rid that this gateway does not know get this: a read,
@@ -468,7 +488,7 @@ export class GwClient extends EventTarget {
 // The other parts' methods, installed as the class's own are (not enumerable). A name
 // defined in two places is a mistake: caught here rather than one silently replacing
 // the other.
-for (const methods of [groupMethods, viewMethods, readMethods, peerMethods, sendMethods, versionMethods, tabSyncMethods, batchingMethods]) {
+for (const methods of [groupMethods, viewMethods, readMethods, peerMethods, sendMethods, versionMethods, cursorMethods, reactionMethods, tabSyncMethods, batchingMethods]) {
   for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(methods))) {
     if (name in GwClient.prototype) throw new Error(`GwClient.${name} is defined twice`);
     Object.defineProperty(GwClient.prototype, name, { ...d, enumerable: false });

@@ -4,13 +4,24 @@
 // (test/group-log.test.js) and reused by any client built on this package.
 //
 //   held     mid -> message: the dedup, by (gid, mid), whatever the gateway sends twice;
-//            each at the highest version seen of it (`ver`: 0, or absent, as sent)
+//            each at the newest state seen of it (its `cseq`, the cseq of its latest
+//            change, then its `ver`: 0, or absent, as sent)
 //   w        the contiguous watermark: every message with mid <= w is held (or was acked
 //            before the log was opened). null until the first page says where it stands
 //   ackedTo  the highest ack sent for the group. Only w is ever acked, never a mid beyond
 //            a hole: an ack is cumulative ("I hold everything up to here").
 //   firstMid the group's horizon (Retention): messages below it were deleted, so they
 //            never come. The watermark steps over them, and older history stops there.
+
+/** Whether state a of a message is newer than state b: by the cseq of its latest change
+ * (cursor.js; 0: never changed), and at the same cseq by its version (an older gateway
+ * has no cseq: versions alone). */
+export function newerState(a, b) {
+  const ca = a.cseq || 0;
+  const cb = b.cseq || 0;
+  if (ca !== cb) return ca > cb;
+  return (a.ver || 0) > (b.ver || 0);
+}
 
 export class GroupLog {
   constructor() {
@@ -50,6 +61,20 @@ export class GroupLog {
     return dropped;
   }
 
+  /** Drops the messages held below mid (the group's horizon, as a `changes` reply says
+   * it: what is held converges to what the group keeps). Returns the mids dropped. */
+  dropBelow(mid) {
+    const dropped = [];
+    for (const m of this.held.keys()) if (m < mid) dropped.push(m);
+    for (const m of dropped) this.held.delete(m);
+    if (dropped.length) {
+      this.lowest = null;
+      for (const m of this.held.keys()) if (this.lowest === null || m < this.lowest) this.lowest = m;
+      if (this.w !== null && this.w < mid - 1) this.w = mid - 1;
+    }
+    return dropped;
+  }
+
   /** The lowest mid held is at or below the horizon, which is above 1: the messages
    * before it were deleted by the group's retention (not merely none older exist). */
   olderGone() {
@@ -82,12 +107,13 @@ export class GroupLog {
     return 'held';
   }
 
-  /** Replaces a held message with a later version of it (m: {mid, from, ts, ver, body,
-   * recalled}): true when it was held at a lower version. Versions may overtake each
-   * other, so an older one changes nothing; a message not held is not added. */
+  /** Replaces a held message with a later state of it (m: {mid, from, ts, ver, body,
+   * recalled, cseq?, reactions?, mine?}): true when it was held at an older one
+   * (newerState: a lower cseq, or the same and a lower version). States may overtake
+   * each other, so an older one changes nothing; a message not held is not added. */
   update(m) {
     const held = this.held.get(m.mid);
-    if (!held || (m.ver || 0) <= (held.ver || 0)) return false;
+    if (!held || !newerState(m, held)) return false;
     this.held.set(m.mid, m);
     return true;
   }

@@ -74,6 +74,9 @@ export const groupMethods = {
         g.read = read;
         g.readWant = 0;
         g.versions.clear(); // later versions of that store's messages
+        g.cseq = null; // and its changes: the first page sets the cursor again
+        g.lastCseq = asInt(e.last_cseq);
+        g.recheckFrom = null;
         if (g.view) {
           g.view.horizon(firstMid);
           this.markView(gid, { reset: true });
@@ -93,6 +96,17 @@ export const groupMethods = {
         if (read !== null) g.read = Math.max(g.read ?? 0, read);
       }
       this.horizonOf(g, firstMid);
+      if (e.last_cseq !== undefined && e.last_cseq !== null) {
+        const lastCseq = asInt(e.last_cseq);
+        this.heardCseq(g, lastCseq);
+        // Fewer changes than the cursor has applied: the store was restored from an older
+        // copy. What is held is paged again, as when the log cannot serve the cursor.
+        if (isWelcome && g.cseq !== null && lastCseq < g.cseq) {
+          g.cseq = lastCseq;
+          g.lastCseq = lastCseq;
+          this.startRepage(g);
+        }
+      }
     }
     for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
     this.markGroups();
@@ -105,6 +119,7 @@ export const groupMethods = {
     g.lastMid = Math.max(g.lastMid, asInt(m.last_mid));
     g.ack = Math.max(g.ack, asInt(m.ack));
     this.horizonOf(g, asInt(m.first_mid));
+    this.heardCseq(g, asInt(m.last_cseq));
     this.markGroups();
     this.broadcast({ kind: 'membership' });
     this.dispatchEvent(new CustomEvent('joined', { detail: { gid } }));

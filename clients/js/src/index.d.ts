@@ -24,8 +24,59 @@ export interface StoredMessage {
   body?: string | Uint8Array;
   /** Its version: 0 (or absent) as sent, 1, 2, ... after each edit or its recall. */
   ver?: number;
-  /** Recalled by its sender: a tombstone, with no body. */
+  /** Recalled by its sender (or erased with its sender): a tombstone, with no body and
+   * no reactions. */
   recalled?: boolean;
+  /** The cseq of its latest change (edit, recall, erasure, reaction): the state held is
+   * complete up to it. Absent (0) when never changed. */
+  cseq?: number;
+  /** Its reactions: key -> count (keys with a count only). */
+  reactions?: Record<string, number>;
+  /** The keys of them the reader set. */
+  mine?: string[];
+  /** Held from a page read before changes already applied, or with a push applied over
+   * a hole: complete once a `changes` entry (pulled already) replaces it. */
+  partial?: boolean;
+}
+
+/** One reaction key of a message, as a view shows it. */
+export interface Reaction {
+  key: string;
+  count: number;
+  /** The user set it. */
+  mine: boolean;
+}
+
+/** A reaction set or cleared: what react() resolves with, and the 'reacted' event. */
+export interface Reacted {
+  gid: string;
+  mid: number;
+  /** Who set or cleared it. */
+  uid: string;
+  key: string;
+  on: boolean;
+  /** The key's count on the message now. */
+  count: number;
+  /** The change's cseq (with duplicate, the message's current cseq). */
+  cseq: number;
+  /** Nothing changed (the key was already set, or not set): not pushed to anyone. */
+  duplicate: boolean;
+}
+
+/** A `changes` reply applied to what a group's view holds. */
+export interface ChangesDetail {
+  gid: string;
+  /** The cursor it asked after. */
+  after: number;
+  /** The cursor now (complete up to it). */
+  upto: number;
+  /** Messages in it (each the latest state of one mid changed after `after`). */
+  entries: number;
+  /** Of them, held messages it replaced. */
+  applied: number;
+  /** The change log no longer reached `after` (changes_gone_before): the window held is
+   * being paged again. */
+  gone: boolean;
 }
 
 /** A later version of a message: an edit (its new body), or its recall (no body). What
@@ -43,6 +94,8 @@ export interface MessageVersion {
   recalled: boolean;
   /** The new body (an edit); absent for a recall. */
   body?: string | Uint8Array;
+  /** The change's cseq (a gateway with change cursors). */
+  cseq?: number;
 }
 
 /** What a group's view shows: stored messages by mid, then the user's pending ones. */
@@ -62,8 +115,13 @@ export interface ViewEntry {
   code?: string | null;
   /** The version shown: 0 as sent, more once edited (or recalled). */
   ver: number;
-  /** Recalled by its sender: text is '' (show that it was deleted). */
+  /** Recalled by its sender (or erased): text is '' (show that it was deleted). */
   recalled: boolean;
+  /** The cseq of the state shown (0: never changed; absent for the user's messages on
+   * their way). */
+  cseq?: number;
+  /** Its reactions by key ([] for none, and for a recalled message). */
+  reactions?: Reaction[];
 }
 
 export interface GroupSummary {
@@ -135,6 +193,9 @@ export interface ViewMeta {
    * older messages load, and when the view reaches mid 1. */
   olderGone: boolean;
   loadingOlder: boolean;
+  /** The view's first page, newer messages, or the changes to the messages it holds
+   * (`changes` after its cursor: on open, after a reconnect, on a hole or `changed`, or
+   * its window paged again) are on their way: it is current once this is false. */
   catchingUp: boolean;
   firstUnread: number | null;
   lastMid: number;
@@ -219,6 +280,12 @@ export interface GwClientEventMap {
   edited: CustomEvent<MessageVersion>;
   /** A message was recalled, likewise. */
   recalled: CustomEvent<MessageVersion>;
+  /** A reaction was set or cleared: the answer to react() (also a duplicate), or pushed
+   * (another member's, or this user's other session). The view's entry changes too. */
+  reacted: CustomEvent<Reacted>;
+  /** A `changes` reply was applied to a group's view (its entries changed by 'view'
+   * events). */
+  changes: CustomEvent<ChangesDetail>;
 }
 
 export interface GwClientOptions {
@@ -310,6 +377,19 @@ export declare class GwClient extends EventTarget {
   /** The highest version of a message known here (0: as sent, or not known). */
   versionOf(gid: string, mid: number): number;
 
+  /** Set (on: true, the default) or clear the user's reaction `key` (1 to 32 bytes of
+   * UTF-8, no control characters: an emoji) on message mid of gid. Idempotent: while
+   * offline it waits and is sent after the reconnect. Resolves with the gateway's answer
+   * (also a 'reacted' event); rejects with a GwRequestError: bad_field (a bad key, no
+   * such message, or a recalled one), too_large (the message has 20 keys), not_member,
+   * or 'offline' once signed out. */
+  react(gid: string, mid: number, key: string, on?: boolean): Promise<Reacted>;
+  /** The reactions of a held message ([] when none, or not held). */
+  reactionsOf(gid: string, mid: number): Reaction[];
+  /** The group's change cursor: every change up to this cseq is applied to what its view
+   * holds; null while it has none (never opened here, or an older gateway). */
+  changeCursor(gid: string): number | null;
+
   /** The person has seen every message of gid up to mid (cumulative: a lower mid
    * changes nothing). Sent in batches like the acks, and at once when the view is left;
    * the group's unread counts from it from then on. */
@@ -375,8 +455,8 @@ export declare class GroupLog {
   olderExists(): boolean;
   /** Keeps m unless it is held already (or is a lone push below what is held). */
   hold(m: StoredMessage, older?: boolean): 'held' | 'duplicate' | 'ignored';
-  /** Replaces a held message with a later version of it; true when it was held at a
-   * lower version (a message not held is not added). */
+  /** Replaces a held message with a later state of it (a higher cseq; at the same cseq,
+   * a higher version); true when it did (a message not held is not added). */
   update(m: StoredMessage): boolean;
   /** Moves w over every contiguous message now held; how many. */
   advance(): number;
@@ -390,4 +470,6 @@ export declare class GroupLog {
   acked(to?: number): void;
   /** Keeps only the newest `keep` messages. */
   trim(keep: number): void;
+  /** Drops the messages held below mid (the group's horizon); the mids dropped. */
+  dropBelow(mid: number): number[];
 }

@@ -36,10 +36,18 @@ function changeError(code, msg) {
 /** The version a held message (or a page entry) is at: 0 when it has none. */
 export const verOf = (m) => (m && m.ver ? m.ver : 0);
 
-/** The held message m at version v ({ver, recalled, body}): a recall leaves no body. */
+/** The held message m at version v ({ver, recalled, body}): a recall leaves no body and
+ * no reactions. It keeps m's cseq (cursor.js): the caller says when it is complete at
+ * the version's. */
 function atVersion(m, v) {
   const out = { mid: m.mid, from: m.from, ts: m.ts, ver: v.ver, recalled: !!v.recalled };
-  if (!v.recalled) out.body = v.body;
+  if (m.cseq) out.cseq = m.cseq;
+  if (m.partial) out.partial = true;
+  if (!v.recalled) {
+    out.body = v.body;
+    if (m.reactions) out.reactions = m.reactions;
+    if (m.mine) out.mine = m.mine;
+  }
   return out;
 }
 
@@ -186,7 +194,10 @@ export const versionMethods = {
   /** m, a message about to be held, at the highest version known of it. */
   latestOf(g, m) {
     const later = g.versions.get(m.mid);
-    return later && verOf(later) > verOf(m) ? atVersion(m, later) : m;
+    if (!later || verOf(later) <= verOf(m)) return m;
+    const out = atVersion(m, later);
+    out.partial = true; // what changed between m and that version is not known here
+    return out;
   },
 
   // ---- incoming ----------------------------------------------------------------------
@@ -195,16 +206,26 @@ export const versionMethods = {
   onVersion(m, info) {
     const v = { gid: String(m.gid), mid: asInt(m.mid), ver: asInt(m.ver), ts: asInt(m.ts), from: String(m.from), recalled: m.t === 'recalled' };
     if (!v.recalled) v.body = m.body;
+    if (m.cseq !== undefined) v.cseq = asInt(m.cseq);
     if (info && info.change) this.settleChange(info.change, v, null);
     const g = this.groups.get(v.gid);
     if (!g) {
       if (!info) this.queueGroupsRefresh(); // a group this page does not list yet
       return;
     }
+    const step = this.stepCursor(g, v.cseq || 0); // the change cursor (cursor.js)
     if (v.ver <= this.knownVer(g, v.mid)) return; // an older version, or one seen already
     this.keepVersion(g, { mid: v.mid, ver: v.ver, recalled: v.recalled, body: v.body });
     const held = g.view ? g.view.held.get(v.mid) : undefined;
-    if (held && g.view.update(atVersion(held, v))) this.markView(g.gid, { upserts: [this.entryOf(g.gid, g.view.held.get(v.mid))] });
+    if (held) {
+      const next = atVersion(held, v);
+      // Complete at this cseq only when every change before it is applied to it.
+      if (step === 'next' && !held.partial) {
+        next.cseq = v.cseq;
+        delete next.partial;
+      } else if (v.cseq) next.partial = true;
+      if (g.view.update(next)) this.markView(g.gid, { upserts: [this.entryOf(g.gid, next)] });
+    }
     this.dispatchEvent(new CustomEvent(v.recalled ? 'recalled' : 'edited', { detail: v }));
   },
 };

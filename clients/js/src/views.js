@@ -4,6 +4,7 @@
 // Also the Group and View classes that hold what the page knows of each group.
 
 import { GroupLog } from './group-log.js';
+import { reactionsOf, reactionList } from './reactions.js';
 import { bodyText, asInt, now } from './util.js';
 
 const PAGE_LIMIT = 100; // messages per enter/pull (the server's default page)
@@ -30,6 +31,15 @@ export class Group {
     // Later versions of its messages (versions.js): mid -> {mid, ver, recalled, body},
     // the newest kept, applied to a message held now or when it comes.
     this.versions = new Map();
+    // The change cursor (cursor.js): every change up to it is applied to what the view
+    // holds (null: none yet; the first page sets it); the highest cseq heard of the
+    // group; a stale page's last_cseq to pull the changes after again; the `changes`
+    // request on its way, and whether to ask again after its reply.
+    this.cseq = null;
+    this.lastCseq = 0;
+    this.recheckFrom = null;
+    this.changesRid = null;
+    this.changesAgain = false;
   }
 }
 
@@ -41,6 +51,8 @@ export class View extends GroupLog {
     this.fwdRid = null; // the enter or pull-after in flight (one at a time)
     this.olderRid = null; // the pull-before in flight
     this.ackTimer = null;
+    // The window held being paged again (changes_gone_before, cursor.js): {next, to, rid}.
+    this.repage = null;
   }
 }
 
@@ -55,7 +67,10 @@ export const viewMethods = {
     const g = this.groups.get(gid);
     if (!g) return;
     this.openGid = gid;
-    if (!g.view) g.view = new View();
+    if (!g.view) {
+      g.view = new View();
+      g.cseq = null; // nothing held: the first page sets it
+    }
     const v = g.view;
     v.horizon(g.firstMid); // a view kept from an earlier visit: held from the horizon on
     v.unacked = 0;
@@ -67,6 +82,9 @@ export const viewMethods = {
       // Messages that came live while the view was closed are seen now: ack them.
       this.flushAcks([gid], 'open');
       this.catchUp(g);
+      // And what changed in what it holds, before it is reported current.
+      this.pullChanges(g, 'open');
+      if (v.repage) this.repageStep(g);
     }
     this.markGroups();
   },
@@ -124,7 +142,8 @@ export const viewMethods = {
       // Nothing older to load because retention deleted it (not the group's start).
       olderGone: !v.hasOlder && v.olderRid === null && v.w !== null && v.olderGone(),
       loadingOlder: v.olderRid !== null,
-      catchingUp: v.w === null || v.fwdRid !== null,
+      // Its first page, newer ones, or the changes to what it holds are on their way.
+      catchingUp: v.w === null || v.fwdRid !== null || g.changesRid !== null || v.repage !== null,
       firstUnread: v.firstUnread,
       lastMid: g.lastMid,
       firstMid: g.firstMid,
@@ -172,10 +191,24 @@ export const viewMethods = {
     // The horizon: a page says it (gone_before, when it asked below it, is the same).
     this.horizonOf(g, Math.max(asInt(m.first_mid), asInt(m.gone_before)));
     if (info.view !== v) return; // a reply to a view that has since been replaced
+    // The change cursor (cursor.js): the first page sets it; a page read before changes
+    // already applied holds its entries as partial, and they are checked again.
+    const stale = this.pageCseq(g, m, info.kind === 'enter' && v.w === null);
+    const at = (e) => {
+      const x = this.fromPage(e);
+      if (stale) x.partial = true;
+      return x;
+    };
+    if (info.kind === 'repage') {
+      this.onRepage(g, m, msgs, stale);
+      if (stale) this.recheck(g, m);
+      return;
+    }
     if (info.kind === 'before') {
       v.olderRid = null;
-      for (const e of msgs) this.hold(g, this.fromPage(e), true);
+      for (const e of msgs) this.hold(g, at(e), true);
       v.hasOlder = msgs.length > 0 && !!m.more && v.olderExists();
+      if (stale) this.recheck(g, m);
       this.markView(gid);
       return;
     }
@@ -200,7 +233,10 @@ export const viewMethods = {
       v.lowest = null;
       for (const mid of v.held.keys()) if (v.lowest === null || mid < v.lowest) v.lowest = mid;
     }
-    for (const e of msgs) this.hold(g, this.fromPage(e));
+    for (const e of msgs) this.hold(g, at(e));
+    if (stale) this.recheck(g, m);
+    // Changes heard before the first page (pushes, a welcome) that it may not include.
+    else if (g.cseq !== null && g.lastCseq > g.cseq) this.pullChanges(g, 'first');
     v.hasOlder = v.olderExists();
     const before = v.w;
     this.advance(g, /* fromPage */ true);
@@ -233,6 +269,13 @@ export const viewMethods = {
   fromPage(e) {
     const m = { mid: asInt(e.mid), from: String(e.from), ts: asInt(e.ts), ver: asInt(e.ver), recalled: e.recalled === true };
     if (!m.recalled) m.body = e.body;
+    // The cseq of its latest change (cursor.js) and its reactions, when it has them.
+    if (asInt(e.cseq) > 0) m.cseq = asInt(e.cseq);
+    if (!m.recalled && e.reactions) {
+      const { reactions, mine } = reactionsOf(e);
+      m.reactions = reactions;
+      m.mine = mine;
+    }
     return m;
   },
 
@@ -354,6 +397,6 @@ export const viewMethods = {
   entryOf(gid, m) {
     const recalled = !!m.recalled;
     const { text, binary } = recalled ? { text: '', binary: false } : bodyText(m.body);
-    return { key: 'm' + m.mid, sort: m.mid, mid: m.mid, from: m.from, ts: m.ts, text, binary, own: m.from === this.uid, state: 'stored', ver: m.ver || 0, recalled };
+    return { key: 'm' + m.mid, sort: m.mid, mid: m.mid, from: m.from, ts: m.ts, text, binary, own: m.from === this.uid, state: 'stored', ver: m.ver || 0, recalled, cseq: m.cseq || 0, reactions: reactionList(m) };
   },
 };

@@ -203,7 +203,8 @@ test('edits and recalls: the other member sees both, live and after signing in a
     ],
   );
   const held = bob.groups.get('versions').view.held.get(2);
-  assert.deepEqual(held, { mid: 2, from: 'alice', ts: held.ts, ver: 1, recalled: true }, 'a tombstone: no body');
+  assert.deepEqual(held, { mid: 2, from: 'alice', ts: held.ts, ver: 1, recalled: true, cseq: held.cseq }, 'a tombstone: no body');
+  assert.ok(held.cseq > 0, 'held at the cseq of its recall');
   bob.stop();
   alice.stop();
 });

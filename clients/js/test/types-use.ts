@@ -1,5 +1,5 @@
 // Compiled (not run) by test/types.test.js: the declarations say what the code does.
-import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor, type MessageVersion, type StoredMessage, type StoreState } from 'gw-client';
+import { GwClient, GroupLog, backoffDelay, isValidId, type ViewEntry, type Receipts, type Presence, type GwRequestError, type Cursor, type MessageVersion, type StoredMessage, type StoreState, type Reacted, type Reaction, type ChangesDetail } from 'gw-client';
 
 const client = new GwClient({ url: 'ws://127.0.0.1:8443/ws', getToken: async () => 'token' });
 client.addEventListener('view', (ev) => {
@@ -74,3 +74,23 @@ const top: string = meta.olderGone ? 'Older messages are no longer kept' : meta.
 const dropped: number[] | null = log.horizon(firstMid);
 const moved: boolean = dropped !== null && log.olderGone() && !log.olderExists();
 console.log(top, meta.firstMid, moved, log.firstMid);
+
+// Reactions and the change cursor.
+const reacting: Promise<Reacted> = client.react('lobby', 3, '👍');
+reacting.then((r) => console.log(r.count, r.cseq, r.duplicate), (e: GwRequestError) => console.log(e.code));
+client.react('lobby', 3, '👍', false).catch(() => {});
+client.addEventListener('reacted', (ev) => console.log(ev.detail.uid, ev.detail.key, ev.detail.on, ev.detail.count));
+client.addEventListener('changes', (ev) => {
+  const d: ChangesDetail = ev.detail;
+  console.log(d.gid, d.after, d.upto, d.entries, d.applied, d.gone, client.changeCursor(d.gid));
+});
+const chips: Reaction[] = client.reactionsOf('lobby', 3);
+client.addEventListener('view', (ev) => {
+  for (const e of ev.detail.upserts) for (const r of e.reactions ?? []) console.log(r.key, r.count, r.mine, e.cseq ?? 0);
+});
+const withReactions: StoredMessage = { mid: 2, from: 'a', ts: 1, cseq: 7, reactions: { '👍': 2 }, mine: ['👍'] };
+const droppedMids: number[] = log.dropBelow(2);
+console.log(chips, withReactions, droppedMids, ev0());
+function ev0(): boolean {
+  return client.viewMeta('lobby').catchingUp;
+}
