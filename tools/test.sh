@@ -55,6 +55,12 @@ run_bin() { # NAME BIN [ARGS...]
   f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
   c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
   passed=$((passed + p)); failed=$((failed + f + c))
+  # Criterion also exits non-zero on an error logged by a passing test: said and counted,
+  # so the last line never reads "0 failed" on a run that fails.
+  if [ "$rc" -ne 0 ] && [ $((f + c)) -eq 0 ]; then
+    echo "tests: $name exited $rc with every test passing (an error logged above?)"
+    failed=$((failed + 1))
+  fi
   [ "$rc" -eq 0 ] || status=1
   # A sanitizer report (a leak found at a worker's exit, say) does not change Criterion's
   # counts, nor does an assertion that fails in a suite's teardown (a gateway that did not
