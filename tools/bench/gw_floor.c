@@ -45,12 +45,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define FL_HANDSHAKE_MAX 8192       /* bytes of an upgrade request */
-#define FL_MSG_MAX (1u << 20)       /* payload of a message (all its fragments) */
-#define FL_QUEUE_MAX (8u << 20)     /* bytes queued to one session before it is closed */
-#define FL_READ_CHUNK 65536         /* room made for each read */
-#define FL_IOV_MAX 1024             /* frames in one sendmsg (IOV_MAX on Linux) */
-#define FL_EVENTS 1024              /* epoll events taken per round */
+#define FL_HANDSHAKE_MAX 8192   /* bytes of an upgrade request */
+#define FL_MSG_MAX (1u << 20)   /* payload of a message (all its fragments) */
+#define FL_QUEUE_MAX (8u << 20) /* bytes queued to one session before it is closed */
+#define FL_READ_CHUNK 65536     /* room made for each read */
+#define FL_IOV_MAX 1024         /* frames in one sendmsg (IOV_MAX on Linux) */
+#define FL_EVENTS 1024          /* epoll events taken per round */
 #define FL_DEFAULT_MAX_SESSIONS 100000
 
 /* A server frame, ready to send: shared by every session it is queued to (one copy per
@@ -79,10 +79,10 @@ typedef struct fl_sess {
     uint8_t *in;  /* bytes read and not parsed yet (a handshake, then frames) */
     size_t in_n, in_cap;
     size_t in_need; /* bytes of the frame begun in it (0: none begun) */
-    uint8_t *msg; /* a fragmented message so far, unmasked */
+    uint8_t *msg;   /* a fragmented message so far, unmasked */
     size_t msg_n;
-    int msg_op;      /* its opcode (text or binary); 0: none under way */
-    fl_frame **q;    /* output queue: a ring of frames */
+    int msg_op;   /* its opcode (text or binary); 0: none under way */
+    fl_frame **q; /* output queue: a ring of frames */
     size_t q_head, q_n, q_cap;
     size_t q_off;   /* bytes of the head frame sent already */
     size_t q_bytes; /* bytes queued and not sent */
@@ -90,13 +90,13 @@ typedef struct fl_sess {
 
 typedef struct fl_server {
     int ep, lfd, sfd;
-    int spare_fd;    /* given up to accept-and-close a connection when out of descriptors */
+    int spare_fd; /* given up to accept-and-close a connection when out of descriptors */
     fl_src listener, signals;
-    fl_sess **sess;  /* every session, upgraded or not */
+    fl_sess **sess; /* every session, upgraded or not */
     size_t n_sess, cap_sess, max_sess;
     fl_sess **dirty; /* sessions given output this round */
     size_t n_dirty, cap_dirty;
-    fl_sess **dead;  /* sessions closed this round */
+    fl_sess **dead; /* sessions closed this round */
     size_t n_dead, cap_dead;
     struct iovec iov[FL_IOV_MAX];
 } fl_server;
@@ -727,16 +727,22 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': port = strtol(optarg, &end, 10); port = *end ? -1 : port; break;
+        case 'p':
+            port = strtol(optarg, &end, 10);
+            port = *end ? -1 : port;
+            break;
         case 'H': host = optarg; break;
-        case 'm': max_sess = strtol(optarg, &end, 10); max_sess = *end ? 0 : max_sess; break;
+        case 'm':
+            max_sess = strtol(optarg, &end, 10);
+            max_sess = *end ? 0 : max_sess;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (optind < argc || port < 0 || port > 65535 || max_sess < 1) {
         fprintf(stderr, "gw_floor: %s\n",
-                optind < argc ? "unexpected argument"
+                optind < argc  ? "unexpected argument"
                 : max_sess < 1 ? "--max-sessions must be at least 1"
                                : "--port 0-65535 is required");
         usage(stderr);
