@@ -103,8 +103,7 @@ static void expect_frame(rawws *c, int op, const void *p, size_t n, const char *
                  "%s: frame %d did not come (close code %d)", who, i, c->close_code);
     cr_assert_eq(got_op, op, "%s: frame %d: opcode %d, sent %d", who, i, got_op, op);
     cr_assert_eq(got_n, n, "%s: frame %d: %zu bytes, sent %zu", who, i, got_n, n);
-    cr_assert(n == 0 || memcmp(got, p, n) == 0, "%s: frame %d differs from what was sent", who,
-              i);
+    cr_assert(n == 0 || memcmp(got, p, n) == 0, "%s: frame %d differs from what was sent", who, i);
 }
 
 /* The handshake by hand, RFC 6455's own example key: the answer must carry its accept

@@ -82,7 +82,7 @@ typedef struct fl_sess {
     uint8_t *msg;   /* a fragmented message so far, unmasked */
     size_t msg_n;
     int msg_op;   /* its opcode (text or binary); 0: none under way */
-    fl_frame **q; /* output queue: a ring of frames */
+    fl_frame **q; /* output queue: a ring of frames (q_cap a power of two) */
     size_t q_head, q_n, q_cap;
     size_t q_off;   /* bytes of the head frame sent already */
     size_t q_bytes; /* bytes queued and not sent */
@@ -186,7 +186,7 @@ static void sess_kill(fl_server *sv, fl_sess *s)
     s->dead = true;
     close(s->fd); /* also takes it out of the epoll set */
     s->fd = -1;
-    for (; s->q_n; s->q_n--, s->q_head = (s->q_head + 1) % s->q_cap)
+    for (; s->q_n; s->q_n--, s->q_head = (s->q_head + 1) & (s->q_cap - 1))
         frame_unref(s->q[s->q_head]);
     s->q_bytes = 0;
     sv->dead[sv->n_dead++] = s; /* room for every session was made when it was accepted */
@@ -201,14 +201,14 @@ static bool queue_push(fl_sess *s, fl_frame *f)
         if (!nq)
             return false;
         for (size_t i = 0; i < s->q_n; i++)
-            nq[i] = s->q[(s->q_head + i) % s->q_cap];
+            nq[i] = s->q[(s->q_head + i) & (s->q_cap - 1)];
         free(s->q);
         s->q = nq;
         s->q_cap = ncap;
         s->q_head = 0;
     }
     f->refs++;
-    s->q[(s->q_head + s->q_n++) % s->q_cap] = f;
+    s->q[(s->q_head + s->q_n++) & (s->q_cap - 1)] = f;
     s->q_bytes += f->len;
     return true;
 }
@@ -219,7 +219,7 @@ static int send_queue(fl_server *sv, fl_sess *s)
 {
     int n = 0;
     for (size_t i = 0; i < s->q_n && n < FL_IOV_MAX; i++, n++) {
-        fl_frame *f = s->q[(s->q_head + i) % s->q_cap];
+        fl_frame *f = s->q[(s->q_head + i) & (s->q_cap - 1)];
         size_t off = i == 0 ? s->q_off : 0;
         sv->iov[n] = (struct iovec){f->data + off, f->len - off};
     }
@@ -238,7 +238,7 @@ static int send_queue(fl_server *sv, fl_sess *s)
         }
         left -= rest;
         s->q_off = 0;
-        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_head = (s->q_head + 1) & (s->q_cap - 1);
         s->q_n--;
         frame_unref(f);
     }
