@@ -321,3 +321,53 @@ Test(floor, the_load_generator_gets_every_frame)
     cr_assert_eq(field(report, "errors"), 0);
     floor_stop();
 }
+
+/* The queue bound: a session that does not read while 40 MiB are sent past it is closed
+ * once 8 MiB wait for it (beyond what the kernel's buffers hold), before it got them all;
+ * a session that reads gets every one. */
+Test(floor, a_reader_that_does_not_read_is_closed_past_8_MiB_queued)
+{
+    rawws a, reader, stuck;
+    open_client(&a);
+    open_client(&reader);
+    open_client(&stuck);
+    size_t n = 1u << 20;
+    uint8_t *p = malloc(n);
+    for (int i = 0; i < 40; i++) { /* one at a time: the reader never falls behind */
+        memset(p, 'a' + i % 26, n);
+        cr_assert_eq(rawws_send(&a, p, n, false), 0, "send %d", i);
+        expect_frame(&reader, RAWWS_BIN, p, n, "reader", i);
+    }
+    free(p);
+    int got = 0, op;
+    const uint8_t *f;
+    size_t fn;
+    while (rawws_read_frame(&stuck, WAIT_MS, &op, &f, &fn) == 0)
+        got++;
+    cr_assert_lt(got, 40, "the stuck session was not closed (it got all %d frames)", got);
+    cr_log_info("the stuck session got %d of 40 frames of 1 MiB before it was closed", got);
+    cr_assert_eq(rawws_send(&reader, "on", 2, false), 0);
+    expect_frame(&a, RAWWS_BIN, "on", 2, "a", 0);
+    rawws_close(&a);
+    rawws_close(&reader);
+    rawws_close(&stuck);
+    floor_stop();
+}
+
+/* --max-sessions (64 here): the 65th connection is closed at once, the others served. */
+Test(floor, connections_past_max_sessions_are_closed)
+{
+    static rawws c[64];
+    for (int i = 0; i < 64; i++)
+        cr_assert_eq(rawws_open(&c[i], floor_port, NULL, WAIT_MS), 0, "client %d", i);
+    rawws extra;
+    cr_assert_eq(rawws_connect(&extra, floor_port, NULL), 0); /* the kernel accepts it */
+    cr_assert_neq(rawws_handshake(&extra, floor_port, false, WAIT_MS), 0,
+                  "the 65th session was upgraded");
+    rawws_close(&extra);
+    cr_assert_eq(rawws_send(&c[0], "all", 3, false), 0);
+    expect_frame(&c[63], RAWWS_BIN, "all", 3, "client 63", 0);
+    for (int i = 0; i < 64; i++)
+        rawws_close(&c[i]);
+    floor_stop();
+}
