@@ -8,6 +8,8 @@
 #                               BENCH_STORE_URL: its store is that PostgreSQL database
 #   start_lws                   libwebsockets-test-server (mirror protocol)
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
+#   start_floor                 build/tools/gw_floor (tools/bench/gw_floor.c): the floor, a
+#                               broadcast server that only frames and sends (ws:// only)
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
 #   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
 #   start_pg / pg_newdb / pg_dropdb URL / stop_pg
@@ -177,6 +179,14 @@ start_node() {
   wait_port "$SRV_PORT" "$SRV_PID"
 }
 
+# ws:// only: the floor has no TLS (BENCH_TLS is not for it). FLOOR_BIN: another binary.
+start_floor() {
+  SRV_PORT=$(free_port)
+  bench_spawn "$BENCH_WORK/floor.log" "${FLOOR_BIN:-$bench_root/build/tools/gw_floor}" \
+    --port "$SRV_PORT" --host 127.0.0.1
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
 start_nchan() {
   SRV_PORT=$(free_port)
   local d="$BENCH_WORK/nchan"
@@ -318,7 +328,8 @@ print(v)' "$1"
 # apt-get as root or with sudo, non-interactive, no recommends): the peers' and tools'
 # Debian packages, the peers' npm packages (npm ci from tools/bench/peers/package-lock.json,
 # again whenever the lock file changed: a stamp in node_modules holds its checksum), and
-# the build (tools/setup.sh) when build/gw or build/tools/gw_load is missing.
+# the build (tools/setup.sh) when build/gw, build/tools/gw_load or build/tools/gw_floor is
+# missing.
 bench_install() {
   local pkgs=(libwebsockets-test-server nginx libnginx-mod-nchan mosquitto mosquitto-clients
               rocksdb-tools postgresql-15 postgresql-client-15 linux-perf curl)
@@ -348,7 +359,8 @@ bench_install() {
     (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >&2)
     echo "$sum" >"$peers/node_modules/.gw-installed-from"
   fi
-  if [ ! -x "$bench_root/build/gw" ] || [ ! -x "$bench_root/build/tools/gw_load" ]; then
+  if [ ! -x "$bench_root/build/gw" ] || [ ! -x "$bench_root/build/tools/gw_load" ] ||
+     [ ! -x "$bench_root/build/tools/gw_floor" ]; then
     echo "bench: building build/ (tools/setup.sh)" >&2
     "$bench_root/tools/setup.sh" >&2
   fi
