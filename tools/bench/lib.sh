@@ -8,6 +8,9 @@
 #                               BENCH_STORE_URL: its store is that PostgreSQL database
 #   start_lws                   libwebsockets-test-server (mirror protocol)
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
+#   start_bun [TLS]             tools/bench/peers/bun-broadcast.mjs under Bun (the npm
+#                               package bun, tools/bench/peers/node_modules); TLS (any
+#                               non-empty word) or BENCH_TLS: wss://
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
 #   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
 #   start_pg / pg_newdb / pg_dropdb URL / stop_pg
@@ -177,6 +180,28 @@ start_node() {
   wait_port "$SRV_PORT" "$SRV_PID"
 }
 
+# The bun binary npm gave tools/bench/peers (bench_install runs npm ci there): its bin link,
+# or the platform package's own binary when bun's postinstall did not run (npm with
+# ignore-scripts leaves the link on a placeholder). Prints the path of one that runs.
+bench_bun() {
+  local b nm="$bench_root/tools/bench/peers/node_modules"
+  for b in "$nm/.bin/bun" "$nm/bun/bin/bun.exe" "$nm"/@oven/bun-linux-*/bin/bun; do
+    [ -x "$b" ] && "$b" --version >/dev/null 2>&1 && { echo "$b"; return 0; }
+  done
+  echo "bench: no bun that runs in $nm (npm ci in tools/bench/peers)" >&2
+  return 1
+}
+
+start_bun() {
+  local tls=() bun
+  bun=$(bench_bun) || return 1
+  SRV_PORT=$(free_port)
+  [ -z "${1:-}${BENCH_TLS:-}" ] || { bench_cert; tls=("$BENCH_WORK/tls/cert.pem" "$BENCH_WORK/tls/key.pem"); }
+  bench_spawn "$BENCH_WORK/bun.log" "$bun" "$bench_root/tools/bench/peers/bun-broadcast.mjs" \
+    "$SRV_PORT" 127.0.0.1 ${tls[@]+"${tls[@]}"}
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
 start_nchan() {
   SRV_PORT=$(free_port)
   local d="$BENCH_WORK/nchan"
@@ -317,7 +342,8 @@ print(v)' "$1"
 # What run.sh needs, installed only when missing (tools/setup.sh's way: dpkg-query, then
 # apt-get as root or with sudo, non-interactive, no recommends): the peers' and tools'
 # Debian packages, the peers' npm packages (npm ci from tools/bench/peers/package-lock.json,
-# again whenever the lock file changed: a stamp in node_modules holds its checksum), and
+# again whenever the lock file changed: a stamp in node_modules holds its checksum, or when
+# no bun there runs: ws and bun, whose binary comes from npm, not from Debian), and
 # the build (tools/setup.sh) when build/gw or build/tools/gw_load is missing.
 bench_install() {
   local pkgs=(libwebsockets-test-server nginx libnginx-mod-nchan mosquitto mosquitto-clients
@@ -343,10 +369,12 @@ bench_install() {
   fi
   local peers="$bench_root/tools/bench/peers" sum
   sum=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
-  if [ ! -d "$peers/node_modules/ws" ] || [ "$(cat "$peers/node_modules/.gw-installed-from" 2>/dev/null)" != "$sum" ]; then
+  if [ ! -d "$peers/node_modules/ws" ] || ! bench_bun 2>/dev/null >&2 ||
+     [ "$(cat "$peers/node_modules/.gw-installed-from" 2>/dev/null)" != "$sum" ]; then
     echo "bench: npm ci in tools/bench/peers" >&2
     (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >&2)
     echo "$sum" >"$peers/node_modules/.gw-installed-from"
+    bench_bun >/dev/null || return 1
   fi
   if [ ! -x "$bench_root/build/gw" ] || [ ! -x "$bench_root/build/tools/gw_load" ]; then
     echo "bench: building build/ (tools/setup.sh)" >&2
