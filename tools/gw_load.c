@@ -65,7 +65,9 @@ static void usage(FILE *f)
             "                   same), with --raw-protocol NAME as subprotocol. A frame holds its\n"
             "                   due time as 16 hex digits. Flat out keeps --window frames in\n"
             "                   flight, measured at the first subscriber.\n"
-            "The token secret: --secret-file F or GW_SECRET.\n");
+            "The token secret: --secret-file F or GW_SECRET.\n"
+            "SIGINT or SIGTERM once running (sessions set up) ends the run early: what is in\n"
+            "  flight drains and the report is printed as at the end (before: exits at once).\n");
 }
 
 static int read_secret(load_cfg *cfg, const char *path)

@@ -65,7 +65,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tools/bench/lib.sh"
 
 runs=3 secs=5 quick='' rawlog=/dev/null profile='' outdir='' base=''
-work=() w1_sizes=() w4_sizes=() gw_flags=()
+work=() w1_sizes=() w4_sizes=() gw_flags=() only_kinds=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -77,14 +77,21 @@ while [ $# -gt 0 ]; do
     --base) base=$2; shift 2 ;;
     --sizes) read -ra w1_sizes <<<"$2"; shift 2 ;;
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
-    w1|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
+    --kinds) read -ra only_kinds <<<"$2"; shift 2 ;;
+    w1|w1big|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ ${#work[@]} -gt 0 ] || work=(w1 w2 w3 w4 w5 w6 threads storage)
+[ ${#work[@]} -gt 0 ] || work=(w1 w1big w2 w3 w4 w5 w6 threads storage)
 want() { local w; for w in "${work[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
+for k in ${only_kinds[@]+"${only_kinds[@]}"}; do
+  case "$k" in
+    gw*|lws|node|nchan|bun|bunws|floor) ;;
+    *) echo "run.sh: --kinds: unknown server kind $k (lws node nchan bun bunws floor)" >&2; exit 2 ;;
+  esac
+done
 
 load="$root/build/tools/gw_load"
 # Only retention asked for: none of the peers (nothing installed), the build and psql.
@@ -124,7 +131,9 @@ target() {
   case "$1" in
     gw*) echo "--url $ws://127.0.0.1:$SRV_PORT/ws" ;;
     lws) echo "--raw $ws://127.0.0.1:$SRV_PORT/ --raw-protocol lws-mirror-protocol" ;;
-    node) echo "--raw $ws://127.0.0.1:$SRV_PORT/" ;;
+    node|bun) echo "--raw $ws://127.0.0.1:$SRV_PORT/" ;;
+    bunws) echo "--raw ws://127.0.0.1:$SRV_PORT/" ;;
+    floor) echo "--raw ws://127.0.0.1:$SRV_PORT/" ;; # ws:// only: the floor has no TLS
     nchan) echo "--raw $ws://127.0.0.1:$SRV_PORT/sub --raw-pub $ws://127.0.0.1:$SRV_PORT/pub" ;;
   esac
 }
@@ -140,8 +149,35 @@ start_kind() {
     lws) start_lws ;;
     node) start_node ;;
     nchan) start_nchan ;;
+    bun) start_bun ;;
+    bunws) BENCH_TLS= start_bun ;; # W4 over ws:// (like gw1ws)
+    floor) start_floor_kind ;;
   esac
 }
+# The floor (tools/bench/gw_floor.c, lib.sh's start_floor): skipped with a message, never
+# an abort, when build/tools/gw_floor (or start_floor) is not there; its rows say failed.
+start_floor_kind() {
+  if [ ! -x "$root/build/tools/gw_floor" ] || ! declare -F start_floor >/dev/null; then
+    say "floor: build/tools/gw_floor or lib.sh's start_floor missing: skipped (cmake --build build --target gw_floor)"
+    return 1
+  fi
+  start_floor
+}
+# The server kinds of w1, w3, w4 and w1big: the gateway's always, the peers only those in
+# --kinds (all without it). Prints them in the order given.
+kinds_of() {
+  local k o
+  for k in "$@"; do
+    case "$k" in
+      gw*) echo "$k" ;;
+      *) if [ ${#only_kinds[@]} -eq 0 ]; then echo "$k"; else
+           for o in "${only_kinds[@]}"; do [ "$o" != "$k" ] || echo "$k"; done
+         fi ;;
+    esac
+  done
+}
+# plain KIND: true for the kinds that serve ws:// in W4 (the others serve wss:// there).
+plain() { case "$1" in gw1ws|bunws|floor) return 0 ;; *) return 1 ;; esac; }
 stats() {
   local s=http
   [ -z "${BENCH_TLS:-}" ] || s=https
@@ -188,7 +224,8 @@ fmt() { awk -v d="$1" -v v="$2" 'BEGIN{if (v ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) 
 
 declare -A name=([gw]="gateway" [gw1]="gateway, 1 thread" [gw2]="gateway, 2 threads" [gw1ws]="gateway, 1 thread, ws://"
                  [gwns]="gateway, --no-sync" [lws]="lws-test-server" [node]="node ws"
-                 [nchan]="nginx+nchan")
+                 [nchan]="nginx+nchan" [bun]="Bun (uWebSockets)" [bunws]="Bun, ws://"
+                 [floor]="floor (C, epoll)")
 
 # ---- Profiles (--profile) -------------------------------------------------------------
 # prof_for TAG TITLE: sets prof_file to the file to record into ("" when --profile is
@@ -237,7 +274,7 @@ fi
 results="${outdir:-$root/tools/bench/results}"
 w1_svg="$root/docs/bench-w1.svg"
 [ -z "$outdir" ] || w1_svg="$outdir/bench-w1.svg"
-w1_kinds=(gw1 gw2 lws node nchan)
+mapfile -t w1_kinds < <(kinds_of gw1 gw2 lws node nchan bun floor)
 w1() {
   local m k r d c out p
   for m in "${w1_sizes[@]}"; do
@@ -264,7 +301,9 @@ w1() {
     done
     # One more run each of the gateway (1 thread) and nchan with their system calls
     # counted, apart from the timed runs: what a delivery costs the kernel.
-    for k in gw1 nchan; do
+    local sysk
+    mapfile -t sysk < <(kinds_of gw1 nchan)
+    for k in "${sysk[@]}"; do
       start_kind "$k" || { say "w1 $m members, $k: did not start"; stop_srv; continue; }
       # shellcheck disable=SC2046
       out=$(SYSC="$BENCH_WORK/sysc" gwload "w1sys $k $m" $(target "$k") --sessions "$m" \
@@ -285,20 +324,24 @@ w1() {
   echo "### W1 fan-out ($runs runs of ${secs} s, median)"
   echo
   echo "gw1, gw2: the gateway with --threads 1, with --threads 2 (the peers: one thread each,"
-  echo "nginx one worker)."
+  echo "nginx one worker; Bun's JavaScript and uWebSockets on one thread too). The floor: a"
+  echo "C epoll server that only relays frames (tools/bench/gw_floor.c), what a delivery costs"
+  echo "with nothing but the sockets. On the gateway's rows: gw1 ÷ floor, the gateway's (1"
+  echo "thread) server us/delivery over the floor's; gw1/Bun, over Bun's."
   echo
-  echo "| members | server | deliveries/s | deliveries per server CPU s | gw1/peer deliveries/s | gw1/peer per CPU s | gw2/peer deliveries/s | server us/delivery | gw_load us/delivery |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| members | server | deliveries/s | deliveries per server CPU s | gw1/peer deliveries/s | gw1/peer per CPU s | gw2/peer deliveries/s | server us/delivery | gw_load us/delivery | gw1 ÷ floor server us/delivery | gw1/Bun server us/delivery |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for m in "${w1_sizes[@]}"; do
     for k in "${w1_kinds[@]}"; do
-      local rd="" rc="" r2=""
+      local rd="" rc="" r2="" rf="" rb=""
       case "$k" in
+        gw1) rf=$(ratio "${W1_SU[gw1,$m]}" "${W1_SU[floor,$m]:-}") rb=$(ratio "${W1_SU[gw1,$m]}" "${W1_SU[bun,$m]:-}") ;;
         gw*) ;;
         *) rd=$(ratio "${W1_D[gw1,$m]}" "${W1_D[$k,$m]}") rc=$(ratio "${W1_C[gw1,$m]}" "${W1_C[$k,$m]}")
            r2=$(ratio "${W1_D[gw2,$m]}" "${W1_D[$k,$m]}") ;;
       esac
-      row '| %d | %s | %.0f | %.0f | %s | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
-        "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "$r2" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}"
+      row '| %d | %s | %.0f | %.0f | %s | %s | %s | %.2f | %.2f | %s | %s |\n' "$m" "${name[$k]}" \
+        "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "$r2" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}" "$rf" "$rb"
     done
   done
   echo
@@ -307,8 +350,10 @@ w1() {
   echo
   echo "| members | server | system calls per delivery | sends per delivery | polls per delivery |"
   echo "|---|---|---|---|---|"
+  local sysk
+  mapfile -t sysk < <(kinds_of gw1 nchan)
   for m in "${w1_sizes[@]}"; do
-    for k in gw1 nchan; do
+    for k in "${sysk[@]}"; do
       local a b c
       read -r a b c <<<"${W1_SYS[$k,$m]:-nan nan nan}"
       row '| %d | %s | %s | %s | %s |\n' "$m" "${name[$k]}" "$a" "$b" "$c"
@@ -322,14 +367,21 @@ w1() {
   # Keep the medians (other group sizes measured before stay), then draw them all.
   mkdir -p "$results" "$(dirname "$w1_svg")"
   touch "$results/w1.tsv"
+  # A row per size and server that ran replaces its old one; one that failed (nan) leaves
+  # no row (no old figure beside new ones); servers not run this time (--kinds) keep theirs.
+  local ran=" "
+  for m in "${w1_sizes[@]}"; do
+    for k in "${w1_kinds[@]}"; do ran+="$m,$k "; done
+  done
   {
     for m in "${w1_sizes[@]}"; do
       for k in "${w1_kinds[@]}"; do
+        [ "${W1_D[$k,$m]}" != nan ] || continue
         printf '%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\n' "$m" "$k" "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" \
           "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}" "$(date -u +%Y-%m-%d)"
       done
     done
-    awk -v s=" ${w1_sizes[*]} " '!/^#/ && index(s, " " $1 " ") == 0' "$results/w1.tsv"
+    awk -v s="$ran" '!/^#/ && NF && index(s, " " $1 "," $2 " ") == 0' "$results/w1.tsv"
   } | sort -n -k1,1 -s >"$BENCH_WORK/w1.tsv"
   { echo "# members server deliveries_per_s deliveries_per_server_cpu_s server_us_per_delivery load_us_per_delivery date"
     cat "$BENCH_WORK/w1.tsv"; } >"$results/w1.tsv"
@@ -344,11 +396,12 @@ w1_plot() {
 import sys
 rows = [l.split() for l in sys.stdin if l.strip() and not l.startswith("#")]
 names = {"gw": "gateway", "gw1": "gateway, 1 thread", "gw2": "gateway, 2 threads",
-         "lws": "lws-test-server", "node": "node ws", "nchan": "nginx+nchan"}
+         "lws": "lws-test-server", "node": "node ws", "nchan": "nginx+nchan",
+         "bun": "Bun (uWebSockets)", "floor": "floor (C, epoll)"}
 colors = {"gw": "#9ecae1", "gw1": "#1f77b4", "gw2": "#08306b", "lws": "#7f7f7f",
-          "node": "#2ca02c", "nchan": "#d62728"}
+          "node": "#2ca02c", "nchan": "#d62728", "bun": "#ff7f0e", "floor": "#000000"}
 sizes = sorted({int(r[0]) for r in rows})
-order = ["gw", "gw1", "gw2", "lws", "node", "nchan"]
+order = ["gw", "gw1", "gw2", "lws", "node", "nchan", "bun", "floor"]
 kinds = sorted({r[1] for r in rows}, key=lambda k: (order.index(k) if k in order else len(order), k))
 val = {(int(r[0]), r[1]): (float(r[2]), float(r[3])) for r in rows}
 W, pad, top, step = 760, 60, 50, 140
@@ -474,8 +527,9 @@ w3() {
   echo "W1 maximum for 100 members, the gateway with 1 thread: $(printf '%.0f' "$max") deliveries/s ($(awk -v m="$max" 'BEGIN{printf "%.0f", m/100}') sends/s)."
   echo "The server runs under taskset -c 1 (the gateway with --threads 1, its store's threads"
   echo "on that core too), gw_load under taskset -c 0. The same open-loop rate is also offered"
-  echo "to libwebsockets-test-server (no storage, no acks, one frame per message), pinned the"
-  echo "same way: the latency of the stack and the load generator alone."
+  echo "to libwebsockets-test-server (no storage, no acks, one frame per message) and to Bun's"
+  echo "pub/sub broadcast (ws://; every thread Bun starts on core 1 too), pinned the same way:"
+  echo "the latency of the stack and the load generator alone."
   echo
   echo "The gateway's own loop (its histogram gw_loop_iteration_seconds, read 2 s into the run,"
   echo "after the sessions' set-up, and at its end): the longest iteration between the two, as"
@@ -483,18 +537,21 @@ w3() {
   echo
   echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | longest iteration, ms (up to) | iterations >= 1 ms |"
   echo "|---|---|---|---|---|---|---|---|---|"
-  declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server")
+  declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server"
+                     [bun]="Bun (uWebSockets)")
+  local w3k
+  mapfile -t w3k < <(kinds_of gw1 gwns lws bun)
   for frac in 25 50 75; do
     rate=$(awk -v m="$max" -v f="$frac" 'BEGIN{printf "%.0f", m / 100 * f / 100}')
     declare -A w3a=() w3b=() w3c=() w3d=() w3e=() w3f=()
     for ((r = 0; r < runs; r++)); do
-      for k in gw1 gwns lws; do
+      for k in "${w3k[@]}"; do
         BENCH_PIN=1 start_kind "$k" || { say "w3 $frac% $k: did not start"; stop_srv; continue; }
         p=
         [ "$r $k $frac" != "0 gw1 50" ] || { prof_for w3 "W3, 50% load, sync on, 1 thread, pinned"; p=$prof_file; }
         # The loop's histogram once the sessions are set up (2 s in), and at the end.
         local snap=
-        if [ "$k" != lws ]; then
+        if [[ "$k" == gw* ]]; then
           { sleep 2; metrics > "$BENCH_WORK/lag0" 2>/dev/null; } &
           snap=$!
         fi
@@ -502,7 +559,7 @@ w3() {
         out=$(PROF=$p LOAD_PIN=0 gwload "w3 $k $frac" $(target "$k") --sessions 100 \
               --group-size 100 --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
         [ -z "$snap" ] || wait "$snap" # that one only: the server is a child too
-        if [ "$k" != lws ]; then
+        if [[ "$k" == gw* ]]; then
           local lag
           lag=$(metrics | loop_window "$BENCH_WORK/lag0" 2>/dev/null || echo "nan nan")
           w3e[$k]+=" ${lag% *}" w3f[$k]+=" ${lag#* }"
@@ -513,14 +570,16 @@ w3() {
         say "w3 $frac% ($rate sends/s), $k, run $((r + 1)): p99 $(field "$out" latency_us.p99) us"
       done
     done
-    for k in gw1 gwns lws; do
+    for k in "${w3k[@]}"; do
+      local gwk=''
+      [[ "$k" != gw* ]] || gwk=1
       # shellcheck disable=SC2086
       row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f | %s | %s |\n' "$frac" "${w3name[$k]}" "$rate" \
         "$(med ${w3a[$k]:-})" "$(awk -v v="$(med ${w3b[$k]:-})" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med ${w3c[$k]:-})" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med ${w3d[$k]:-})" 'BEGIN{print v/1000}')" \
-        "$([ "$k" = lws ] && echo - || fmt 2 "$(med ${w3e[$k]:-})")" \
-        "$([ "$k" = lws ] && echo - || echo "$(fmt 3 "$(med ${w3f[$k]:-})")%")"
+        "$([ -z "$gwk" ] && echo - || fmt 2 "$(med ${w3e[$k]:-})")" \
+        "$([ -z "$gwk" ] && echo - || echo "$(fmt 3 "$(med ${w3f[$k]:-})")%")"
     done
     unset w3a w3b w3c w3d w3e w3f
   done
@@ -569,7 +628,7 @@ w6() {
 # caller; prints "RSS_PER_SESSION_BYTES RSS_MIB CPU_PERCENT" or nothing if it failed.
 w4_once() {
   local k=$1 m=$2 base out rss cpu t idle=$((secs * 2)) tls=1
-  [ "$k" != gw1ws ] || tls=
+  ! plain "$k" || tls=
   base=$(rss_kib "$SRV_PID")
   # shellcheck disable=SC2046
   out=$(PROF=${4:-} gwload "$3" $(BENCH_TLS=$tls target "$k") --idle --sessions "$m" --group-size 100 \
@@ -581,9 +640,12 @@ w4_once() {
 }
 w4() {
   local m k r v p a b c sizes=("${w4_sizes[@]}") idle=$((secs * 2))
-  local kinds=(gw1 gw2 gw1ws node nchan)
+  local kinds
+  mapfile -t kinds < <(kinds_of gw1 gw2 gw1ws node nchan bun bunws)
   echo
-  echo "### W4 idle sessions (wss://, and the gateway over ws:// too; held ${idle} s after set-up; $runs runs, median)"
+  echo "### W4 idle sessions (wss://, and the gateway and Bun over ws:// too; held ${idle} s after set-up; $runs runs, median)"
+  echo
+  echo "The last column: gw1/peer, and on Bun's ws:// row the gateway's ws:// row over Bun's."
   echo
   echo "| sessions | server | RSS per session (bytes) | server RSS (MiB) | CPU while idle (% of a core) | gw1/peer RSS per session |"
   echo "|---|---|---|---|---|---|"
@@ -592,7 +654,7 @@ w4() {
     for ((r = 0; r < runs; r++)); do
       for k in "${kinds[@]}"; do
         local tls=1
-        [ "$k" != gw1ws ] || tls=
+        ! plain "$k" || tls=
         BENCH_TLS=$tls start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
         p=
         [ "$r $k $m" != "0 gw1 ${sizes[0]}" ] || { prof_for w4 "W4, $m idle wss:// sessions, 1 thread"; p=$prof_file; }
@@ -610,7 +672,7 @@ w4() {
     done
     for k in "${kinds[@]}"; do
       row '| %d | %s | %.0f | %.1f | %.2f | %s |\n' "$m" "${name[$k]}" "${R[$k]}" "${M[$k]}" \
-        "${C[$k]}" "$(case "$k" in gw*) ;; *) ratio "${R[gw1]}" "${R[$k]}" ;; esac)"
+        "${C[$k]}" "$(case "$k" in gw*) ;; bunws) ratio "${R[gw1ws]}" "${R[$k]}" ;; *) ratio "${R[gw1]}" "${R[$k]}" ;; esac)"
     done
     unset rl ml cl R M C
   done
