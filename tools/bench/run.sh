@@ -2,16 +2,25 @@
 # The gateway's benchmark suite, each peer server measured in the same run.
 #   tools/bench/run.sh [--runs N] [--seconds S] [--quick] [--raw FILE] [--profile]
 #                      [--sizes "100 1000 10000"] [--idle-sizes "10000 50000"]
-#                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [WORKLOAD...]
-# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage versus retention (default: all but versus and
-# retention). Every figure is the median of N runs (default 3 of 5 s; --quick: 1 run of
-# 2 s, small sizes only: a smoke test).
+#                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [--kinds "LIST"]
+#                      [WORKLOAD...]
+# WORKLOAD: w1 w1big w2 w3 w4 w5 w6 threads storage versus retention (default: all but
+# versus and retention). Every figure is the median of N runs (default 3 of 5 s; --quick:
+# 1 run of 2 s, small sizes only: a smoke test).
+# Server kinds: the gateway (gw1, gw2: --threads 1, 2; gw1ws: 1 thread over ws:// in w4;
+# gwns: --no-sync in w3) and the peers: lws (libwebsockets-test-server), node (a Node.js
+# `ws` broadcast server, tools/bench/peers/ws-broadcast.mjs), nchan (nginx + nchan), bun
+# (Bun's own WebSocket server, uWebSockets, with its pub/sub: bun-broadcast.mjs; bunws: the
+# same over ws:// in w4), floor (build/tools/gw_floor, a C epoll relay with nothing but the
+# sockets: what a delivery costs at least; ws:// only; skipped with a message when it is
+# not built). --kinds "LIST": the peers of w1, w1big, w3 and w4 only those in LIST (the
+# gateway's kinds always run), e.g. --kinds "bun floor"; default: all.
 # Prints Markdown tables for docs/BENCHMARKS.md. Installs what it needs first, only what
 # is missing: the Debian packages (libwebsockets-test-server nginx libnginx-mod-nchan
 # mosquitto mosquitto-clients rocksdb-tools postgresql-15 postgresql-client-15 linux-perf
 # curl; nodejs and npm when there is no node or npm), as root or with sudo; the peers' npm
-# packages (npm ci in tools/bench/peers); the build (tools/setup.sh) when build/gw or
-# build/tools/gw_load is missing.
+# packages (npm ci in tools/bench/peers: ws, and bun, pinned, whose package brings its
+# binary); the build (tools/setup.sh) when build/gw or build/tools/gw_load is missing.
 # w1 keeps its medians in tools/bench/results/w1.tsv (a row per group size and server,
 # replaced when measured again) and draws docs/bench-w1.svg; --results DIR: both go to DIR
 # instead; --quick writes neither unless --results is given.
@@ -25,15 +34,24 @@
 #   w1 fan-out: one sender flat out, groups of 100, 1,000, 10,000: deliveries/s and per
 #      server CPU second, the gateway with 1 and with 2 threads. Peers:
 #      libwebsockets-test-server (lws-mirror-protocol), a Node.js `ws` broadcast server,
-#      nginx + nchan; then one more run each of the gateway (1 thread) and nchan with the
-#      system calls per delivery counted (perf stat).
+#      nginx + nchan, Bun (uWebSockets pub/sub), the floor; the gateway's (1 thread) server
+#      us/delivery over the floor's (gw1 ÷ floor) and over Bun's (gw1/Bun); then one more
+#      run each of the gateway (1 thread) and nchan with the system calls per delivery
+#      counted (perf stat).
+#   w1big W1 with one group of 19,000 members (20,000 would be more sockets than one server
+#      process may open: hard limit 20,000), the gateway (1 thread) and Bun taking turns
+#      every run; the sessions spread over gw_load processes of at most 9,000 each, all in
+#      the one group (a --uid-prefix each; the receivers-only ones started first and
+#      stopped by SIGTERM when the sender's is done): deliveries/s, server us/delivery,
+#      gw1/Bun.
 #   w2 durable sends (sync on) at 1, 64, 1,024 senders one send in flight, and 1 sender
 #      with 8 in flight; messages per fsync; peer db_bench.
 #   w3 send-to-deliver latency at 25/50/75% of w1's 1-thread maximum for a group of 100,
 #      pinned: the server on core 1 (the gateway with --threads 1, sync on and --no-sync;
-#      lws-test-server), gw_load on core 0.
+#      lws-test-server; Bun, ws://), gw_load on core 0.
 #   w4 idle sessions (10,000 and 50,000, wss://): server RSS per session, CPU while idle;
-#      the gateway with 1 and 2 threads, node, nchan.
+#      the gateway with 1 and 2 threads, node, nchan, Bun; the gateway (1 thread) and Bun
+#      over ws:// too.
 #   w5 offline pull: 25,000 unread over 40 groups, pages of 100 and 500, 1 and 8 pulls in
 #      flight (--pull-window): messages/s.
 #   w6 acks: ack frames per delivered message and ack writes/s, batched vs per message.
@@ -441,6 +459,105 @@ for i, k in enumerate(kinds):
 out.append("</svg>")
 print("\n".join(out))
 '
+}
+
+# ---- W1 big: one group of 19,000 -------------------------------------------------------
+# 20,000 members would be more sockets than one server process may open here (the
+# open-files hard limit is 20,000 and cannot be raised without CAP_SYS_RESOURCE): 19,000
+# leaves the server room for its other files. The sessions are spread over K gw_load
+# processes of at most 9,000 each. gw_load's group names do not depend on --uid-prefix
+# (receivers of a group of G are in g0 when there are at most G of them), so with a
+# prefix each, all K processes' receivers are members of the one group g0 (for a peer:
+# subscribers of its one topic). The K-1 receivers-only processes (--senders 0) start
+# first; once each is running, the one with the sender and the rest of the receivers runs
+# the timed part and measures the server's CPU; then the others get SIGTERM (gw_load ends
+# its run early and reports). Deliveries are all K processes' together; the server's CPU
+# is the sender's process's window (set-up excluded), which every delivery falls in:
+# nothing is sent before it starts.
+w1big_members=19000
+if [ "$(ulimit -Hn)" -lt $((w1big_members + 500)) ]; then
+  w1big_members=$(( $(ulimit -Hn) - 1000 ))
+  ! want w1big || say "w1big: open-files hard limit $(ulimit -Hn): $w1big_members members, not 19000"
+fi
+# w1big_once KIND MEMBERS TAG: one run against the server started; prints "DELIVERIES_PER_S
+# SERVER_US_PER_DELIVERY PROCESSES" (nothing when it failed).
+w1big_once() {
+  local k=$1 m=$2 tag=$3 n share first i j pids=() out o d cpu act ok=1
+  n=$(( (m + 8999) / 9000 ))
+  share=$(( m / n )) first=$(( m - m / n * (n - 1) ))
+  for ((i = 1; i < n; i++)); do
+    # shellcheck disable=SC2046
+    timeout 600 "$load" --json $(target "$k") --sessions "$share" --group-size "$m" --senders 0 \
+      --seconds 590 --sources "$(sources_for "$share")" --uid-prefix "big$i-" \
+      >"$BENCH_WORK/big$i.out" 2>"$BENCH_WORK/big$i.err" &
+    pids+=($!)
+  done
+  for ((i = 1; i < n; i++)); do # each set up (bounded: 300 s), or gone
+    for ((j = 0; j < 3000; j++)); do
+      grep -q 'running' "$BENCH_WORK/big$i.err" 2>/dev/null && break
+      kill -0 "${pids[i - 1]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    grep -q 'running' "$BENCH_WORK/big$i.err" 2>/dev/null ||
+      { say "$tag: receivers $i did not set up: $(tail -2 "$BENCH_WORK/big$i.err" | tr '\n' ' ')"; ok=; }
+  done
+  out=
+  if [ -n "$ok" ]; then
+    # shellcheck disable=SC2046
+    out=$(gwload "$tag" $(target "$k") --sessions "$first" --group-size "$m" --senders 1 \
+          --seconds "$secs" --sources "$(sources_for "$first")" --uid-prefix big0- \
+          --server-pid "$SRV_PID")
+  fi
+  d=$(field "$out" deliveries) cpu=$(field "$out" server_cpu_s) act=$(field "$out" active_s)
+  for ((i = 1; i < n; i++)); do
+    kill -TERM "${pids[i - 1]}" 2>/dev/null || true
+    wait "${pids[i - 1]}" || say "$tag: receivers $i: gw_load exited $?"
+    o=$(grep '^{"seconds"' "$BENCH_WORK/big$i.out" | tail -1 || true)
+    [ -n "$o" ] && echo "$tag receivers $i $o" >>"$rawlog"
+    if [ -n "$o" ] && [ -n "$d" ]; then d=$((d + $(field "$o" deliveries))); else d=; fi
+  done
+  [ -n "$d" ] && [ -n "$cpu" ] || return 0
+  awk -v d="$d" -v c="$cpu" -v a="$act" -v n="$n" \
+    'BEGIN{if (d > 0 && a > 0) printf "%.1f %.3f %d\n", d / a, c * 1e6 / d, n}'
+}
+w1big() {
+  local m=$w1big_members k r v a b n=1 kinds
+  mapfile -t kinds < <(kinds_of gw1 bun)
+  declare -A D=() U=()
+  for ((r = 0; r < runs; r++)); do
+    for k in "${kinds[@]}"; do
+      start_kind "$k" || { say "w1big $m members, $k: did not start"; stop_srv; continue; }
+      v=$(w1big_once "$k" "$m" "w1big $k $m")
+      stop_srv
+      [ -n "$v" ] || { say "w1big $m members, $k, run $((r + 1)): failed"; continue; }
+      read -r a b n <<<"$v"
+      D[$k]+=" $a" U[$k]+=" $b"
+      say "w1big $m members, $k, run $((r + 1)): $(fmt 0 "$a") deliveries/s, $b us/delivery ($n gw_load processes)"
+    done
+  done
+  echo
+  echo "### W1 big: one group of $m members ($runs runs of ${secs} s, taking turns, median)"
+  echo
+  echo "One sender flat out, as W1, to one group of $m (20,000 is more than one server process"
+  echo "may open here: open-files hard limit $(ulimit -Hn)). The sessions are spread over"
+  echo "$(( (m + 8999) / 9000 )) gw_load processes (at most 9,000 each), every receiver a member of the"
+  echo "same group (Bun: subscribed to the one topic); deliveries are all processes' together,"
+  echo "the server's CPU is taken over the sender's timed run. gw1: the gateway with --threads 1;"
+  echo "Bun over ws://. gw1/Bun: the gateway's server us/delivery over Bun's."
+  echo
+  echo "| members | server | deliveries/s | server us/delivery | gw1/Bun server us/delivery |"
+  echo "|---|---|---|---|---|"
+  local u1
+  # shellcheck disable=SC2086
+  u1=$(med ${U[gw1]:-})
+  for k in "${kinds[@]}"; do
+    local u
+    # shellcheck disable=SC2086
+    u=$(med ${U[$k]:-})
+    # shellcheck disable=SC2086
+    row '| %d | %s | %s | %s | %s |\n' "$m" "${name[$k]}" "$(fmt 0 "$(med ${D[$k]:-})")" \
+      "$(fmt 2 "$u")" "$([ "$k" = gw1 ] && ratio "$u1" "$(med ${U[bun]:-})" || true)"
+  done
 }
 
 # The gateway's W1 maximum with 1 thread for a group of 100 (measured here, the same
@@ -867,6 +984,6 @@ echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*
 echo "The gateway's default --threads here: $(nproc) (one per core)."
 # Each one asked for, in this order; the exit status is 0 when they all ran (a loop ending
 # on one not asked for must not make it 1).
-for w in w1 w2 w3 w6 w4 w5 threads storage versus retention; do
+for w in w1 w1big w2 w3 w6 w4 w5 threads storage versus retention; do
   if want "$w"; then "$w"; fi
 done
