@@ -14,7 +14,7 @@
 # same over ws:// in w4), floor (build/tools/gw_floor, a C epoll relay with nothing but the
 # sockets: what a delivery costs at least; ws:// only; skipped with a message when it is
 # not built). --kinds "LIST": the peers of w1, w1big, w3 and w4 only those in LIST (the
-# gateway's kinds always run), e.g. --kinds "bun floor"; default: all.
+# gateway's kinds always run; bun brings bunws), e.g. --kinds "bun floor"; default: all.
 # Prints Markdown tables for docs/BENCHMARKS.md. Installs what it needs first, only what
 # is missing: the Debian packages (libwebsockets-test-server nginx libnginx-mod-nchan
 # mosquitto mosquitto-clients rocksdb-tools postgresql-15 postgresql-client-15 linux-perf
@@ -182,14 +182,17 @@ start_floor_kind() {
   start_floor
 }
 # The server kinds of w1, w3, w4 and w1big: the gateway's always, the peers only those in
-# --kinds (all without it). Prints them in the order given.
+# --kinds (all without it; bun brings bunws along). Prints them in the order given.
 kinds_of() {
   local k o
   for k in "$@"; do
     case "$k" in
       gw*) echo "$k" ;;
       *) if [ ${#only_kinds[@]} -eq 0 ]; then echo "$k"; else
-           for o in "${only_kinds[@]}"; do [ "$o" != "$k" ] || echo "$k"; done
+           # bunws is bun's ws:// variant: asked for with bun too
+           for o in "${only_kinds[@]}"; do
+             [ "$o" != "$k" ] && [ "$o bunws" != "bun $k" ] || { echo "$k"; break; }
+           done
          fi ;;
     esac
   done
