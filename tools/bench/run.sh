@@ -473,55 +473,109 @@ print("\n".join(out))
 # prefix each, all K processes' receivers are members of the one group g0 (for a peer:
 # subscribers of its one topic). The K-1 receivers-only processes (--senders 0) start
 # first; once each is running, the one with the sender and the rest of the receivers runs
-# the timed part and measures the server's CPU; then the others get SIGTERM (gw_load ends
+# the timed part; once the others' deliveries have stopped, they get SIGTERM (gw_load ends
 # its run early and reports). Deliveries are all K processes' together; the server's CPU
-# is the sender's process's window (set-up excluded), which every delivery falls in:
-# nothing is sent before it starts.
+# is read from the sender's process's start (set-up excluded: nothing is sent before it)
+# to the moment the last process's deliveries stopped.
 w1big_members=19000
+# Source addresses 127.0.0.1 .. 50 for every gw_load process: each socket binds an address
+# before it connects, and the ports of the runs before stay taken (TIME_WAIT, the client
+# closed first) for a minute: over 50 addresses a run takes under 400 ports of each.
+w1big_sources=50
 if [ "$(ulimit -Hn)" -lt $((w1big_members + 500)) ]; then
   w1big_members=$(( $(ulimit -Hn) - 1000 ))
   ! want w1big || say "w1big: open-files hard limit $(ulimit -Hn): $w1big_members members, not 19000"
 fi
+# w1big_running FILE PID: waits until gw_load's stderr FILE says it is running (its
+# sessions set up; at most 300 s) while PID lives; false if not.
+w1big_running() {
+  local j
+  for ((j = 0; j < 6000; j++)); do
+    grep -q 'running' "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q 'running' "$1" 2>/dev/null
+}
+# w1big_delivered: the receivers-only processes' deliveries so far, from their progress
+# lines (one a second).
+w1big_delivered() {
+  local i t=0 v
+  for ((i = 1; i < $1; i++)); do
+    v=$(grep -o 'delivered [0-9]*' "$BENCH_WORK/big$i.err" 2>/dev/null | tail -1 | cut -d' ' -f2)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
 # w1big_once KIND MEMBERS TAG: one run against the server started; prints "DELIVERIES_PER_S
-# SERVER_US_PER_DELIVERY PROCESSES" (nothing when it failed).
+# SERVER_US_PER_DELIVERY PROCESSES" (nothing when it failed). The server's CPU is read by
+# this script from the moment the sender's process runs (every process set up) until the
+# deliveries have stopped in every process (the slowest reader's last frames included);
+# deliveries/s is every delivery over the time from that moment to the last delivery any
+# process saw.
 w1big_once() {
-  local k=$1 m=$2 tag=$3 n share first i j pids=() out o d cpu act ok=1
+  local k=$1 m=$2 tag=$3 n share first i pids=() t0s=() o d c0 c1 t0 last a b ok=1 mp
   n=$(( (m + 8999) / 9000 ))
   share=$(( m / n )) first=$(( m - m / n * (n - 1) ))
+  # The last run's files gone first: a stale "running" must not be read as this one's (the
+  # redirections below happen in the background, after this shell may have looked).
+  rm -f "$BENCH_WORK"/big[0-9]*.out "$BENCH_WORK"/big[0-9]*.err
   for ((i = 1; i < n; i++)); do
     # shellcheck disable=SC2046
     timeout 600 "$load" --json $(target "$k") --sessions "$share" --group-size "$m" --senders 0 \
-      --seconds 590 --sources "$(sources_for "$share")" --uid-prefix "big$i-" \
+      --seconds 590 --sources "$w1big_sources" --uid-prefix "big$i-" \
       >"$BENCH_WORK/big$i.out" 2>"$BENCH_WORK/big$i.err" &
     pids+=($!)
   done
-  for ((i = 1; i < n; i++)); do # each set up (bounded: 300 s), or gone
-    for ((j = 0; j < 3000; j++)); do
-      grep -q 'running' "$BENCH_WORK/big$i.err" 2>/dev/null && break
-      kill -0 "${pids[i - 1]}" 2>/dev/null || break
-      sleep 0.1
-    done
-    grep -q 'running' "$BENCH_WORK/big$i.err" 2>/dev/null ||
-      { say "$tag: receivers $i did not set up: $(tail -2 "$BENCH_WORK/big$i.err" | tr '\n' ' ')"; ok=; }
+  for ((i = 1; i < n; i++)); do
+    if w1big_running "$BENCH_WORK/big$i.err" "${pids[i - 1]}"; then
+      t0s+=("$(date +%s.%N)")
+    else
+      say "$tag: receivers $i did not set up: $(tail -2 "$BENCH_WORK/big$i.err" | tr '\n' ' ')"
+      ok=
+    fi
   done
-  out=
   if [ -n "$ok" ]; then
     # shellcheck disable=SC2046
-    out=$(gwload "$tag" $(target "$k") --sessions "$first" --group-size "$m" --senders 1 \
-          --seconds "$secs" --sources "$(sources_for "$first")" --uid-prefix big0- \
-          --server-pid "$SRV_PID")
+    timeout 600 "$load" --json $(target "$k") --sessions "$first" --group-size "$m" --senders 1 \
+      --seconds "$secs" --sources "$w1big_sources" --uid-prefix big0- \
+      --server-pid "$SRV_PID" >"$BENCH_WORK/big0.out" 2>"$BENCH_WORK/big0.err" &
+    mp=$!
+    if w1big_running "$BENCH_WORK/big0.err" "$mp"; then
+      t0=$(date +%s.%N) c0=$(cpu_s "$SRV_PID")
+    else
+      say "$tag: the sender's process did not set up: $(tail -2 "$BENCH_WORK/big0.err" | tr '\n' ' ')"
+      ok=
+    fi
+    wait "$mp" || say "$tag: gw_load exited $?: $(grep -v '^gw_load: [0-9]* s:' "$BENCH_WORK/big0.err" | tail -2 | tr '\n' ' ')"
   fi
-  d=$(field "$out" deliveries) cpu=$(field "$out" server_cpu_s) act=$(field "$out" active_s)
+  # Until the others' deliveries stop growing (two progress lines alike; at most 20 s).
+  a=-1
+  for ((i = 0; ok && i < 20; i++)); do
+    sleep 1.1
+    b=$(w1big_delivered "$n")
+    [ "$b" != "$a" ] || break
+    a=$b
+  done
+  [ -z "$ok" ] || c1=$(cpu_s "$SRV_PID")
+  o=$(grep '^{' "$BENCH_WORK/big0.out" 2>/dev/null | tail -1 || true)
+  [ -n "$o" ] && echo "$tag sender $o" >>"$rawlog"
+  d=$(field "$o" deliveries) last=$(awk -v t="${t0:-0}" -v a="$(field "$o" active_s)" 'BEGIN{printf "%.3f", t + a}')
   for ((i = 1; i < n; i++)); do
     kill -TERM "${pids[i - 1]}" 2>/dev/null || true
     wait "${pids[i - 1]}" || say "$tag: receivers $i: gw_load exited $?"
     o=$(grep '^{"seconds"' "$BENCH_WORK/big$i.out" | tail -1 || true)
     [ -n "$o" ] && echo "$tag receivers $i $o" >>"$rawlog"
-    if [ -n "$o" ] && [ -n "$d" ]; then d=$((d + $(field "$o" deliveries))); else d=; fi
+    if [ -n "$o" ] && [ -n "$d" ] && [ -n "$ok" ]; then
+      d=$((d + $(field "$o" deliveries)))
+      last=$(awk -v l="$last" -v t="${t0s[i - 1]}" -v a="$(field "$o" active_s)" 'BEGIN{printf "%.3f", (t + a > l) ? t + a : l}')
+    else
+      d=
+    fi
   done
-  [ -n "$d" ] && [ -n "$cpu" ] || return 0
-  awk -v d="$d" -v c="$cpu" -v a="$act" -v n="$n" \
-    'BEGIN{if (d > 0 && a > 0) printf "%.1f %.3f %d\n", d / a, c * 1e6 / d, n}'
+  [ -n "$ok" ] && [ -n "$d" ] || return 0
+  awk -v d="$d" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b - a}')" -v s="$(awk -v a="$t0" -v b="$last" 'BEGIN{print b - a}')" -v n="$n" \
+    'BEGIN{if (d > 0 && s > 0) printf "%.1f %.3f %d\n", d / s, c * 1e6 / d, n}'
 }
 w1big() {
   local m=$w1big_members k r v a b n=1 kinds
@@ -544,9 +598,12 @@ w1big() {
   echo "One sender flat out, as W1, to one group of $m (20,000 is more than one server process"
   echo "may open here: open-files hard limit $(ulimit -Hn)). The sessions are spread over"
   echo "$(( (m + 8999) / 9000 )) gw_load processes (at most 9,000 each), every receiver a member of the"
-  echo "same group (Bun: subscribed to the one topic); deliveries are all processes' together,"
-  echo "the server's CPU is taken over the sender's timed run. gw1: the gateway with --threads 1;"
-  echo "Bun over ws://. gw1/Bun: the gateway's server us/delivery over Bun's."
+  echo "same group (Bun: subscribed to the one topic), the receivers-only ones set up first."
+  echo "Deliveries are all processes' together; the server's CPU is read from the start of the"
+  echo "sender's timed run until every process's deliveries stopped (set-up excluded), and"
+  echo "deliveries/s is over the time from that start to the last delivery any process saw."
+  echo "gw1: the gateway with --threads 1; Bun over ws://. gw1/Bun: the gateway's server"
+  echo "us/delivery over Bun's."
   echo
   echo "| members | server | deliveries/s | server us/delivery | gw1/Bun server us/delivery |"
   echo "|---|---|---|---|---|"
