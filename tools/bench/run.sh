@@ -40,10 +40,9 @@
 #      counted (perf stat).
 #   w1big W1 with one group of 19,000 members (20,000 would be more sockets than one server
 #      process may open: hard limit 20,000), the gateway (1 thread) and Bun taking turns
-#      every run; the sessions spread over gw_load processes of at most 9,000 each, all in
-#      the one group (a --uid-prefix each; the receivers-only ones started first and
-#      stopped by SIGTERM when the sender's is done): deliveries/s, server us/delivery,
-#      gw1/Bun.
+#      every run; the receivers spread over gw_load processes of at most 9,000 each, all
+#      in the one group (a --uid-prefix each; started first, stopped by SIGTERM once every
+#      delivery came), the sender in one more: deliveries/s, server us/delivery, gw1/Bun.
 #   w2 durable sends (sync on) at 1, 64, 1,024 senders one send in flight, and 1 sender
 #      with 8 in flight; messages per fsync; peer db_bench.
 #   w3 send-to-deliver latency at 25/50/75% of w1's 1-thread maximum for a group of 100,
@@ -467,16 +466,17 @@ print("\n".join(out))
 # ---- W1 big: one group of 19,000 -------------------------------------------------------
 # 20,000 members would be more sockets than one server process may open here (the
 # open-files hard limit is 20,000 and cannot be raised without CAP_SYS_RESOURCE): 19,000
-# leaves the server room for its other files. The sessions are spread over K gw_load
+# leaves the server room for its other files. The receivers are spread over gw_load
 # processes of at most 9,000 each. gw_load's group names do not depend on --uid-prefix
 # (receivers of a group of G are in g0 when there are at most G of them), so with a
-# prefix each, all K processes' receivers are members of the one group g0 (for a peer:
-# subscribers of its one topic). The K-1 receivers-only processes (--senders 0) start
-# first; once each is running, the one with the sender and the rest of the receivers runs
-# the timed part; once the others' deliveries have stopped, they get SIGTERM (gw_load ends
-# its run early and reports). Deliveries are all K processes' together; the server's CPU
-# is read from the sender's process's start (set-up excluded: nothing is sent before it)
-# to the moment the last process's deliveries stopped.
+# prefix each, all processes' receivers are members of the one group g0 (for a peer:
+# subscribers of its one topic). The receivers-only processes (--senders 0) start first;
+# once each is running, one more process with the sender and a single receiver (a peer's
+# window is counted at a receiver of the sender's process) runs the timed part; once
+# every process's deliveries have stopped, the receivers-only ones get SIGTERM (gw_load
+# ends its run early and reports, every delivery counted however late it came). The
+# server's CPU is read from the sender's start (set-up excluded: nothing is sent before
+# it) to the moment the deliveries stopped; deliveries are all processes' together.
 w1big_members=19000
 # Source addresses 127.0.0.1 .. 50 for every gw_load process: each socket binds an address
 # before it connects, and the ports of the runs before stay taken (TIME_WAIT, the client
@@ -514,14 +514,17 @@ w1big_delivered() {
 # deliveries/s is every delivery over the time from that moment to the last delivery any
 # process saw.
 w1big_once() {
-  local k=$1 m=$2 tag=$3 n share first i pids=() t0s=() o d c0 c1 t0 last a b ok=1 mp
-  n=$(( (m + 8999) / 9000 ))
-  share=$(( m / n )) first=$(( m - m / n * (n - 1) ))
+  local k=$1 m=$2 tag=$3 n share i pids=() t0s=() o d c0 c1 t0 last a b ok=1 mp
+  # Processes 1..n-1: the receivers but one, in shares of at most 9,000; process 0: the
+  # sender and one receiver (for a peer, the window is what that one has received).
+  n=$(( (m - 1 + 8999) / 9000 + 1 ))
+  share=$(( (m - 1) / (n - 1) ))
   # The last run's files gone first: a stale "running" must not be read as this one's (the
   # redirections below happen in the background, after this shell may have looked).
   rm -f "$BENCH_WORK"/big[0-9]*.out "$BENCH_WORK"/big[0-9]*.err
   for ((i = 1; i < n; i++)); do
     # shellcheck disable=SC2046
+    [ "$i" -lt $((n - 1)) ] || share=$(( m - 1 - share * (n - 2) ))
     timeout 600 "$load" --json $(target "$k") --sessions "$share" --group-size "$m" --senders 0 \
       --seconds 590 --sources "$w1big_sources" --uid-prefix "big$i-" \
       >"$BENCH_WORK/big$i.out" 2>"$BENCH_WORK/big$i.err" &
@@ -537,7 +540,7 @@ w1big_once() {
   done
   if [ -n "$ok" ]; then
     # shellcheck disable=SC2046
-    timeout 600 "$load" --json $(target "$k") --sessions "$first" --group-size "$m" --senders 1 \
+    timeout 600 "$load" --json $(target "$k") --sessions 1 --group-size "$m" --senders 1 \
       --seconds "$secs" --sources "$w1big_sources" --uid-prefix big0- \
       --server-pid "$SRV_PID" >"$BENCH_WORK/big0.out" 2>"$BENCH_WORK/big0.err" &
     mp=$!
@@ -597,8 +600,9 @@ w1big() {
   echo
   echo "One sender flat out, as W1, to one group of $m (20,000 is more than one server process"
   echo "may open here: open-files hard limit $(ulimit -Hn)). The sessions are spread over"
-  echo "$(( (m + 8999) / 9000 )) gw_load processes (at most 9,000 each), every receiver a member of the"
-  echo "same group (Bun: subscribed to the one topic), the receivers-only ones set up first."
+  echo "$(( (m - 1 + 8999) / 9000 )) gw_load processes (at most 9,000 each) and one more with the sender and"
+  echo "one receiver, every receiver a member of the same group (Bun: subscribed to the one"
+  echo "topic), the receivers-only ones set up first and stopped when every delivery came."
   echo "Deliveries are all processes' together; the server's CPU is read from the start of the"
   echo "sender's timed run until every process's deliveries stopped (set-up excluded), and"
   echo "deliveries/s is over the time from that start to the last delivery any process saw."
