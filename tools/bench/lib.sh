@@ -8,10 +8,10 @@
 #                               BENCH_STORE_URL: its store is that PostgreSQL database
 #   start_lws                   libwebsockets-test-server (mirror protocol)
 #   start_node                  tools/bench/peers/ws-broadcast.mjs (npm ws)
+#   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
 #   start_bun [TLS]             tools/bench/peers/bun-broadcast.mjs under Bun (the npm
 #                               package bun, tools/bench/peers/node_modules); TLS (any
 #                               non-empty word) or BENCH_TLS: wss://
-#   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
 #   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
 #   start_pg / pg_newdb / pg_dropdb URL / stop_pg
 #                               a PostgreSQL 15 server of the run's own (tools/pg_server.sh,
@@ -180,28 +180,6 @@ start_node() {
   wait_port "$SRV_PORT" "$SRV_PID"
 }
 
-# The bun binary npm gave tools/bench/peers (bench_install runs npm ci there): its bin link,
-# or the platform package's own binary when bun's postinstall did not run (npm with
-# ignore-scripts leaves the link on a placeholder). Prints the path of one that runs.
-bench_bun() {
-  local b nm="$bench_root/tools/bench/peers/node_modules"
-  for b in "$nm/.bin/bun" "$nm/bun/bin/bun.exe" "$nm"/@oven/bun-linux-*/bin/bun; do
-    [ -x "$b" ] && "$b" --version >/dev/null 2>&1 && { echo "$b"; return 0; }
-  done
-  echo "bench: no bun that runs in $nm (npm ci in tools/bench/peers)" >&2
-  return 1
-}
-
-start_bun() {
-  local tls=() bun
-  bun=$(bench_bun) || return 1
-  SRV_PORT=$(free_port)
-  [ -z "${1:-}${BENCH_TLS:-}" ] || { bench_cert; tls=("$BENCH_WORK/tls/cert.pem" "$BENCH_WORK/tls/key.pem"); }
-  bench_spawn "$BENCH_WORK/bun.log" "$bun" "$bench_root/tools/bench/peers/bun-broadcast.mjs" \
-    "$SRV_PORT" 127.0.0.1 ${tls[@]+"${tls[@]}"}
-  wait_port "$SRV_PORT" "$SRV_PID"
-}
-
 start_nchan() {
   SRV_PORT=$(free_port)
   local d="$BENCH_WORK/nchan"
@@ -227,6 +205,28 @@ start_nchan() {
   done
   [ -n "$w" ] || { echo "bench: no nginx worker" >&2; return 1; }
   SRV_STOP=$SRV_PID SRV_PID=$w
+}
+
+# The bun binary npm gave tools/bench/peers (bench_install runs npm ci there): its bin link,
+# or the platform package's own binary when bun's postinstall did not run (npm with
+# ignore-scripts leaves the link on a placeholder). Prints the path of one that runs.
+bench_bun() {
+  local b nm="$bench_root/tools/bench/peers/node_modules"
+  for b in "$nm/.bin/bun" "$nm/bun/bin/bun.exe" "$nm"/@oven/bun-linux-*/bin/bun; do
+    [ -x "$b" ] && "$b" --version >/dev/null 2>&1 && { echo "$b"; return 0; }
+  done
+  echo "bench: no bun that runs in $nm (npm ci in tools/bench/peers)" >&2
+  return 1
+}
+
+start_bun() {
+  local tls=() bun
+  bun=$(bench_bun) || return 1
+  SRV_PORT=$(free_port)
+  [ -z "${1:-}${BENCH_TLS:-}" ] || { bench_cert; tls=("$BENCH_WORK/tls/cert.pem" "$BENCH_WORK/tls/key.pem"); }
+  bench_spawn "$BENCH_WORK/bun.log" "$bun" "$bench_root/tools/bench/peers/bun-broadcast.mjs" \
+    "$SRV_PORT" 127.0.0.1 ${tls[@]+"${tls[@]}"}
+  wait_port "$SRV_PORT" "$SRV_PID"
 }
 
 # ---- PostgreSQL: one server of the run's own, a database per gateway started -------------
@@ -342,8 +342,7 @@ print(v)' "$1"
 # What run.sh needs, installed only when missing (tools/setup.sh's way: dpkg-query, then
 # apt-get as root or with sudo, non-interactive, no recommends): the peers' and tools'
 # Debian packages, the peers' npm packages (npm ci from tools/bench/peers/package-lock.json,
-# again whenever the lock file changed: a stamp in node_modules holds its checksum, or when
-# no bun there runs: ws and bun, whose binary comes from npm, not from Debian), and
+# again whenever the lock file changed: a stamp in node_modules holds its checksum), and
 # the build (tools/setup.sh) when build/gw or build/tools/gw_load is missing.
 bench_install() {
   local pkgs=(libwebsockets-test-server nginx libnginx-mod-nchan mosquitto mosquitto-clients
@@ -367,6 +366,8 @@ bench_install() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       "${missing[@]}" >&2
   fi
+  # npm ci there again also when no bun there runs (ws and bun: Bun's binary comes from
+  # its npm package, not from Debian).
   local peers="$bench_root/tools/bench/peers" sum
   sum=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
   if [ ! -d "$peers/node_modules/ws" ] || ! bench_bun 2>/dev/null >&2 ||

@@ -174,7 +174,7 @@ start_kind() {
 # The floor (tools/bench/gw_floor.c, lib.sh's start_floor): skipped with a message, never
 # an abort, when build/tools/gw_floor (or start_floor) is not there; its rows say failed.
 start_floor_kind() {
-  if [ ! -x "$root/build/tools/gw_floor" ] || ! declare -F start_floor >/dev/null; then
+  if [ ! -x "${FLOOR_BIN:-$root/build/tools/gw_floor}" ] || ! declare -F start_floor >/dev/null; then
     say "floor: build/tools/gw_floor or lib.sh's start_floor missing: skipped (cmake --build build --target gw_floor)"
     return 1
   fi
