@@ -167,7 +167,7 @@ start_kind() {
     node) start_node ;;
     nchan) start_nchan ;;
     bun) start_bun ;;
-    bunws) BENCH_TLS= start_bun ;; # W4 over ws:// (like gw1ws)
+    bunws) BENCH_TLS='' start_bun ;; # W4 over ws:// (like gw1ws)
     floor) start_floor_kind ;;
   esac
 }
@@ -190,7 +190,7 @@ kinds_of() {
       *) if [ ${#only_kinds[@]} -eq 0 ]; then echo "$k"; else
            # bunws is bun's ws:// variant: asked for with bun too
            for o in "${only_kinds[@]}"; do
-             [ "$o" != "$k" ] && [ "$o bunws" != "bun $k" ] || { echo "$k"; break; }
+             if [ "$o" = "$k" ] || [ "$o bunws" = "bun $k" ]; then echo "$k"; break; fi
            done
          fi ;;
     esac
@@ -523,8 +523,8 @@ w1big_once() {
   # redirections below happen in the background, after this shell may have looked).
   rm -f "$BENCH_WORK"/big[0-9]*.out "$BENCH_WORK"/big[0-9]*.err
   for ((i = 1; i < n; i++)); do
-    # shellcheck disable=SC2046
     [ "$i" -lt $((n - 1)) ] || share=$(( m - 1 - share * (n - 2) ))
+    # shellcheck disable=SC2046
     timeout 600 "$load" --json $(target "$k") --sessions "$share" --group-size "$m" --senders 0 \
       --seconds 590 --sources "$w1big_sources" --uid-prefix "big$i-" \
       >"$BENCH_WORK/big$i.out" 2>"$BENCH_WORK/big$i.err" &
@@ -620,7 +620,7 @@ w1big() {
     u=$(med ${U[$k]:-})
     # shellcheck disable=SC2086
     row '| %d | %s | %s | %s | %s |\n' "$m" "${name[$k]}" "$(fmt 0 "$(med ${D[$k]:-})")" \
-      "$(fmt 2 "$u")" "$([ "$k" = gw1 ] && ratio "$u1" "$(med ${U[bun]:-})" || true)"
+      "$(fmt 2 "$u")" "$(if [ "$k" = gw1 ]; then ratio "$u1" "$(med ${U[bun]:-})"; fi)"
   done
 }
 
