@@ -344,7 +344,8 @@ w1() {
   echo "### W1 fan-out ($runs runs of ${secs} s, median)"
   echo
   echo "gw1, gw2: the gateway with --threads 1, with --threads 2 (the peers: one thread each,"
-  echo "nginx one worker; Bun's JavaScript and uWebSockets on one thread too). The floor: a"
+  echo "nginx one worker; Bun's server on its one JavaScript thread, its GC helpers' CPU counted"
+  echo "with it, as every thread's is for every server). The floor: a"
   echo "C epoll server that only relays frames (tools/bench/gw_floor.c), what a delivery costs"
   echo "with nothing but the sockets. On the gateway's rows: gw1 ÷ floor, the gateway's (1"
   echo "thread) server us/delivery over the floor's; gw1/Bun, over Bun's."
