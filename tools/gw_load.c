@@ -60,6 +60,8 @@ static void usage(FILE *f)
             "  --uid-prefix P   put P before every user name (several gw_load processes on one\n"
             "                   store, each its own users; at most 16 characters)\n"
             "  --json           print the report as one JSON object\n"
+            "SIGINT or SIGTERM once running (sessions set up) ends the run early: what is in\n"
+            "  flight drains and the report is printed as at the end (before: exits at once).\n"
             "Peers (for side-by-side benchmarks), no protocol v1: every session subscribes at\n"
             "  --raw URL        and the senders publish frames at --raw-pub URL (default the\n"
             "                   same), with --raw-protocol NAME as subprotocol. A frame holds its\n"

@@ -9,11 +9,24 @@
 #include "gwc.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Set by SIGINT/SIGTERM: the timed part ends early, then drains and reports as at its end.
+ * Several gw_load processes sharing one group (tools/bench/run.sh's w1big) stop those that
+ * only receive this way when the one that sends is done. File scope: a signal handler can
+ * reach nothing else. */
+static volatile sig_atomic_t stop_early;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_early = 1;
+}
 
 static void run_init(load_run *r, const load_cfg *cfg)
 {
@@ -278,7 +291,8 @@ static void run_timed(load_run *r, double srv0)
     uint64_t iv_deliveries = 0, iv_confirmed = 0;
     double iv_cpu = srv0;
     int next_sender = 0;
-    while (load_now_ns() < until && (!cfg->count || st->sends < (uint64_t)cfg->count)) {
+    while (!stop_early && load_now_ns() < until &&
+           (!cfg->count || st->sends < (uint64_t)cfg->count)) {
         int64_t now = load_now_ns();
         send_due(r, now, &next_sender);
         load_pump(r, cfg->rate > 0 ? 1 : 5);
@@ -325,6 +339,10 @@ static int run_sessions(load_run *r)
     fprintf(stderr, "gw_load: %d sessions in %d groups, %d senders: running %.0f s\n", r->n,
             load_n_groups(cfg), cfg->senders, cfg->seconds);
 
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     double cpu0 = load_self_cpu_s(), srv0 = cfg->server_pid ? load_servers_cpu_s(cfg) : 0;
     r->t0 = load_now_ns();
     run_timed(r, srv0);

@@ -11,6 +11,9 @@
 #   start_floor                 build/tools/gw_floor (tools/bench/gw_floor.c): the floor, a
 #                               broadcast server that only frames and sends (ws:// only)
 #   start_nchan                 nginx + nchan from tools/bench/peers/nchan.conf.in
+#   start_bun [TLS]             tools/bench/peers/bun-broadcast.mjs under Bun (the npm
+#                               package bun, tools/bench/peers/node_modules); TLS (any
+#                               non-empty word) or BENCH_TLS: wss://
 #   start_mosquitto NAME        mosquitto with persistence in $BENCH_WORK/NAME
 #   start_pg / pg_newdb / pg_dropdb URL / stop_pg
 #                               a PostgreSQL 15 server of the run's own (tools/pg_server.sh,
@@ -214,6 +217,28 @@ start_nchan() {
   SRV_STOP=$SRV_PID SRV_PID=$w
 }
 
+# The bun binary npm gave tools/bench/peers (bench_install runs npm ci there): its bin link,
+# or the platform package's own binary when bun's postinstall did not run (npm with
+# ignore-scripts leaves the link on a placeholder). Prints the path of one that runs.
+bench_bun() {
+  local b nm="$bench_root/tools/bench/peers/node_modules"
+  for b in "$nm/.bin/bun" "$nm/bun/bin/bun.exe" "$nm"/@oven/bun-linux-*/bin/bun; do
+    [ -x "$b" ] && "$b" --version >/dev/null 2>&1 && { echo "$b"; return 0; }
+  done
+  echo "bench: no bun that runs in $nm (npm ci in tools/bench/peers)" >&2
+  return 1
+}
+
+start_bun() {
+  local tls=() bun
+  bun=$(bench_bun) || return 1
+  SRV_PORT=$(free_port)
+  [ -z "${1:-}${BENCH_TLS:-}" ] || { bench_cert; tls=("$BENCH_WORK/tls/cert.pem" "$BENCH_WORK/tls/key.pem"); }
+  bench_spawn "$BENCH_WORK/bun.log" "$bun" "$bench_root/tools/bench/peers/bun-broadcast.mjs" \
+    "$SRV_PORT" 127.0.0.1 ${tls[@]+"${tls[@]}"}
+  wait_port "$SRV_PORT" "$SRV_PID"
+}
+
 # ---- PostgreSQL: one server of the run's own, a database per gateway started -------------
 BENCH_PGDIR='' BENCH_PG_URL=''
 start_pg() {
@@ -352,12 +377,16 @@ bench_install() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       "${missing[@]}" >&2
   fi
+  # npm ci there again also when no bun there runs (ws and bun: Bun's binary comes from
+  # its npm package, not from Debian).
   local peers="$bench_root/tools/bench/peers" sum
   sum=$(sha256sum "$peers/package-lock.json" | cut -d' ' -f1)
-  if [ ! -d "$peers/node_modules/ws" ] || [ "$(cat "$peers/node_modules/.gw-installed-from" 2>/dev/null)" != "$sum" ]; then
+  if [ ! -d "$peers/node_modules/ws" ] || ! bench_bun 2>/dev/null >&2 ||
+     [ "$(cat "$peers/node_modules/.gw-installed-from" 2>/dev/null)" != "$sum" ]; then
     echo "bench: npm ci in tools/bench/peers" >&2
     (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >&2)
     echo "$sum" >"$peers/node_modules/.gw-installed-from"
+    bench_bun >/dev/null || return 1
   fi
   if [ ! -x "$bench_root/build/gw" ] || [ ! -x "$bench_root/build/tools/gw_load" ] ||
      [ ! -x "$bench_root/build/tools/gw_floor" ]; then

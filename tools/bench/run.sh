@@ -2,16 +2,25 @@
 # The gateway's benchmark suite, each peer server measured in the same run.
 #   tools/bench/run.sh [--runs N] [--seconds S] [--quick] [--raw FILE] [--profile]
 #                      [--sizes "100 1000 10000"] [--idle-sizes "10000 50000"]
-#                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [WORKLOAD...]
-# WORKLOAD: w1 w2 w3 w4 w5 w6 threads storage versus retention (default: all but versus and
-# retention). Every figure is the median of N runs (default 3 of 5 s; --quick: 1 run of
-# 2 s, small sizes only: a smoke test).
+#                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [--kinds "LIST"]
+#                      [WORKLOAD...]
+# WORKLOAD: w1 w1big w2 w3 w4 w5 w6 threads storage versus retention (default: all but
+# versus and retention). Every figure is the median of N runs (default 3 of 5 s; --quick:
+# 1 run of 2 s, small sizes only: a smoke test).
+# Server kinds: the gateway (gw1, gw2: --threads 1, 2; gw1ws: 1 thread over ws:// in w4;
+# gwns: --no-sync in w3) and the peers: lws (libwebsockets-test-server), node (a Node.js
+# `ws` broadcast server, tools/bench/peers/ws-broadcast.mjs), nchan (nginx + nchan), bun
+# (Bun's own WebSocket server, uWebSockets, with its pub/sub: bun-broadcast.mjs; bunws: the
+# same over ws:// in w4), floor (build/tools/gw_floor, a C epoll relay with nothing but the
+# sockets: what a delivery costs at least; ws:// only; skipped with a message when it is
+# not built). --kinds "LIST": the peers of w1, w1big, w3 and w4 only those in LIST (the
+# gateway's kinds always run; bun brings bunws), e.g. --kinds "bun floor"; default: all.
 # Prints Markdown tables for docs/BENCHMARKS.md. Installs what it needs first, only what
 # is missing: the Debian packages (libwebsockets-test-server nginx libnginx-mod-nchan
 # mosquitto mosquitto-clients rocksdb-tools postgresql-15 postgresql-client-15 linux-perf
 # curl; nodejs and npm when there is no node or npm), as root or with sudo; the peers' npm
-# packages (npm ci in tools/bench/peers); the build (tools/setup.sh) when build/gw or
-# build/tools/gw_load is missing.
+# packages (npm ci in tools/bench/peers: ws, and bun, pinned, whose package brings its
+# binary); the build (tools/setup.sh) when build/gw or build/tools/gw_load is missing.
 # w1 keeps its medians in tools/bench/results/w1.tsv (a row per group size and server,
 # replaced when measured again) and draws docs/bench-w1.svg; --results DIR: both go to DIR
 # instead; --quick writes neither unless --results is given.
@@ -25,15 +34,23 @@
 #   w1 fan-out: one sender flat out, groups of 100, 1,000, 10,000: deliveries/s and per
 #      server CPU second, the gateway with 1 and with 2 threads. Peers:
 #      libwebsockets-test-server (lws-mirror-protocol), a Node.js `ws` broadcast server,
-#      nginx + nchan; then one more run each of the gateway (1 thread) and nchan with the
-#      system calls per delivery counted (perf stat).
+#      nginx + nchan, Bun (uWebSockets pub/sub), the floor; the gateway's (1 thread) server
+#      us/delivery over the floor's (gw1 ÷ floor) and over Bun's (gw1/Bun); then one more
+#      run each of the gateway (1 thread) and nchan with the system calls per delivery
+#      counted (perf stat).
+#   w1big W1 with one group of 19,000 members (20,000 would be more sockets than one server
+#      process may open: hard limit 20,000), the gateway (1 thread) and Bun taking turns
+#      every run; the receivers spread over gw_load processes of at most 9,000 each, all
+#      in the one group (a --uid-prefix each; started first, stopped by SIGTERM once every
+#      delivery came), the sender in one more: deliveries/s, server us/delivery, gw1/Bun.
 #   w2 durable sends (sync on) at 1, 64, 1,024 senders one send in flight, and 1 sender
 #      with 8 in flight; messages per fsync; peer db_bench.
 #   w3 send-to-deliver latency at 25/50/75% of w1's 1-thread maximum for a group of 100,
 #      pinned: the server on core 1 (the gateway with --threads 1, sync on and --no-sync;
-#      lws-test-server), gw_load on core 0.
+#      lws-test-server; Bun, ws://), gw_load on core 0.
 #   w4 idle sessions (10,000 and 50,000, wss://): server RSS per session, CPU while idle;
-#      the gateway with 1 and 2 threads, node, nchan.
+#      the gateway with 1 and 2 threads, node, nchan, Bun; the gateway (1 thread) and Bun
+#      over ws:// too.
 #   w5 offline pull: 25,000 unread over 40 groups, pages of 100 and 500, 1 and 8 pulls in
 #      flight (--pull-window): messages/s.
 #   w6 acks: ack frames per delivered message and ack writes/s, batched vs per message.
@@ -65,7 +82,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tools/bench/lib.sh"
 
 runs=3 secs=5 quick='' rawlog=/dev/null profile='' outdir='' base=''
-work=() w1_sizes=() w4_sizes=() gw_flags=()
+work=() w1_sizes=() w4_sizes=() gw_flags=() only_kinds=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=$2; shift 2 ;;
@@ -77,14 +94,21 @@ while [ $# -gt 0 ]; do
     --base) base=$2; shift 2 ;;
     --sizes) read -ra w1_sizes <<<"$2"; shift 2 ;;
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
-    w1|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
+    --kinds) read -ra only_kinds <<<"$2"; shift 2 ;;
+    w1|w1big|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ ${#work[@]} -gt 0 ] || work=(w1 w2 w3 w4 w5 w6 threads storage)
+[ ${#work[@]} -gt 0 ] || work=(w1 w1big w2 w3 w4 w5 w6 threads storage)
 want() { local w; for w in "${work[@]}"; do [ "$w" = "$1" ] && return 0; done; return 1; }
+for k in ${only_kinds[@]+"${only_kinds[@]}"}; do
+  case "$k" in
+    gw*|lws|node|nchan|bun|bunws|floor) ;;
+    *) echo "run.sh: --kinds: unknown server kind $k (lws node nchan bun bunws floor)" >&2; exit 2 ;;
+  esac
+done
 
 load="$root/build/tools/gw_load"
 # Only retention asked for: none of the peers (nothing installed), the build and psql.
@@ -124,7 +148,9 @@ target() {
   case "$1" in
     gw*) echo "--url $ws://127.0.0.1:$SRV_PORT/ws" ;;
     lws) echo "--raw $ws://127.0.0.1:$SRV_PORT/ --raw-protocol lws-mirror-protocol" ;;
-    node) echo "--raw $ws://127.0.0.1:$SRV_PORT/" ;;
+    node|bun) echo "--raw $ws://127.0.0.1:$SRV_PORT/" ;;
+    bunws) echo "--raw ws://127.0.0.1:$SRV_PORT/" ;;
+    floor) echo "--raw ws://127.0.0.1:$SRV_PORT/" ;; # ws:// only: the floor has no TLS
     nchan) echo "--raw $ws://127.0.0.1:$SRV_PORT/sub --raw-pub $ws://127.0.0.1:$SRV_PORT/pub" ;;
   esac
 }
@@ -140,8 +166,38 @@ start_kind() {
     lws) start_lws ;;
     node) start_node ;;
     nchan) start_nchan ;;
+    bun) start_bun ;;
+    bunws) BENCH_TLS='' start_bun ;; # W4 over ws:// (like gw1ws)
+    floor) start_floor_kind ;;
   esac
 }
+# The floor (tools/bench/gw_floor.c, lib.sh's start_floor): skipped with a message, never
+# an abort, when build/tools/gw_floor (or start_floor) is not there; its rows say failed.
+start_floor_kind() {
+  if [ ! -x "${FLOOR_BIN:-$root/build/tools/gw_floor}" ] || ! declare -F start_floor >/dev/null; then
+    say "floor: build/tools/gw_floor or lib.sh's start_floor missing: skipped (cmake --build build --target gw_floor)"
+    return 1
+  fi
+  start_floor
+}
+# The server kinds of w1, w3, w4 and w1big: the gateway's always, the peers only those in
+# --kinds (all without it; bun brings bunws along). Prints them in the order given.
+kinds_of() {
+  local k o
+  for k in "$@"; do
+    case "$k" in
+      gw*) echo "$k" ;;
+      *) if [ ${#only_kinds[@]} -eq 0 ]; then echo "$k"; else
+           # bunws is bun's ws:// variant: asked for with bun too
+           for o in "${only_kinds[@]}"; do
+             if [ "$o" = "$k" ] || [ "$o bunws" = "bun $k" ]; then echo "$k"; break; fi
+           done
+         fi ;;
+    esac
+  done
+}
+# plain KIND: true for the kinds that serve ws:// in W4 (the others serve wss:// there).
+plain() { case "$1" in gw1ws|bunws|floor) return 0 ;; *) return 1 ;; esac; }
 stats() {
   local s=http
   [ -z "${BENCH_TLS:-}" ] || s=https
@@ -188,7 +244,8 @@ fmt() { awk -v d="$1" -v v="$2" 'BEGIN{if (v ~ /^-?[0-9.]+([eE][-+]?[0-9]+)?$/) 
 
 declare -A name=([gw]="gateway" [gw1]="gateway, 1 thread" [gw2]="gateway, 2 threads" [gw1ws]="gateway, 1 thread, ws://"
                  [gwns]="gateway, --no-sync" [lws]="lws-test-server" [node]="node ws"
-                 [nchan]="nginx+nchan")
+                 [nchan]="nginx+nchan" [bun]="Bun (uWebSockets)" [bunws]="Bun, ws://"
+                 [floor]="floor (C, epoll)")
 
 # ---- Profiles (--profile) -------------------------------------------------------------
 # prof_for TAG TITLE: sets prof_file to the file to record into ("" when --profile is
@@ -237,7 +294,7 @@ fi
 results="${outdir:-$root/tools/bench/results}"
 w1_svg="$root/docs/bench-w1.svg"
 [ -z "$outdir" ] || w1_svg="$outdir/bench-w1.svg"
-w1_kinds=(gw1 gw2 lws node nchan)
+mapfile -t w1_kinds < <(kinds_of gw1 gw2 lws node nchan bun floor)
 w1() {
   local m k r d c out p
   for m in "${w1_sizes[@]}"; do
@@ -264,7 +321,9 @@ w1() {
     done
     # One more run each of the gateway (1 thread) and nchan with their system calls
     # counted, apart from the timed runs: what a delivery costs the kernel.
-    for k in gw1 nchan; do
+    local sysk
+    mapfile -t sysk < <(kinds_of gw1 nchan)
+    for k in "${sysk[@]}"; do
       start_kind "$k" || { say "w1 $m members, $k: did not start"; stop_srv; continue; }
       # shellcheck disable=SC2046
       out=$(SYSC="$BENCH_WORK/sysc" gwload "w1sys $k $m" $(target "$k") --sessions "$m" \
@@ -285,20 +344,25 @@ w1() {
   echo "### W1 fan-out ($runs runs of ${secs} s, median)"
   echo
   echo "gw1, gw2: the gateway with --threads 1, with --threads 2 (the peers: one thread each,"
-  echo "nginx one worker)."
+  echo "nginx one worker; Bun's server on its one JavaScript thread, its GC helpers' CPU counted"
+  echo "with it, as every thread's is for every server). The floor: a"
+  echo "C epoll server that only relays frames (tools/bench/gw_floor.c), what a delivery costs"
+  echo "with nothing but the sockets. On the gateway's rows: gw1 ÷ floor, the gateway's (1"
+  echo "thread) server us/delivery over the floor's; gw1/Bun, over Bun's."
   echo
-  echo "| members | server | deliveries/s | deliveries per server CPU s | gw1/peer deliveries/s | gw1/peer per CPU s | gw2/peer deliveries/s | server us/delivery | gw_load us/delivery |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| members | server | deliveries/s | deliveries per server CPU s | gw1/peer deliveries/s | gw1/peer per CPU s | gw2/peer deliveries/s | server us/delivery | gw_load us/delivery | gw1 ÷ floor server us/delivery | gw1/Bun server us/delivery |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for m in "${w1_sizes[@]}"; do
     for k in "${w1_kinds[@]}"; do
-      local rd="" rc="" r2=""
+      local rd="" rc="" r2="" rf="" rb=""
       case "$k" in
+        gw1) rf=$(ratio "${W1_SU[gw1,$m]}" "${W1_SU[floor,$m]:-}") rb=$(ratio "${W1_SU[gw1,$m]}" "${W1_SU[bun,$m]:-}") ;;
         gw*) ;;
         *) rd=$(ratio "${W1_D[gw1,$m]}" "${W1_D[$k,$m]}") rc=$(ratio "${W1_C[gw1,$m]}" "${W1_C[$k,$m]}")
            r2=$(ratio "${W1_D[gw2,$m]}" "${W1_D[$k,$m]}") ;;
       esac
-      row '| %d | %s | %.0f | %.0f | %s | %s | %s | %.2f | %.2f |\n' "$m" "${name[$k]}" \
-        "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "$r2" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}"
+      row '| %d | %s | %.0f | %.0f | %s | %s | %s | %.2f | %.2f | %s | %s |\n' "$m" "${name[$k]}" \
+        "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" "$rd" "$rc" "$r2" "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}" "$rf" "$rb"
     done
   done
   echo
@@ -307,8 +371,10 @@ w1() {
   echo
   echo "| members | server | system calls per delivery | sends per delivery | polls per delivery |"
   echo "|---|---|---|---|---|"
+  local sysk
+  mapfile -t sysk < <(kinds_of gw1 nchan)
   for m in "${w1_sizes[@]}"; do
-    for k in gw1 nchan; do
+    for k in "${sysk[@]}"; do
       local a b c
       read -r a b c <<<"${W1_SYS[$k,$m]:-nan nan nan}"
       row '| %d | %s | %s | %s | %s |\n' "$m" "${name[$k]}" "$a" "$b" "$c"
@@ -322,14 +388,21 @@ w1() {
   # Keep the medians (other group sizes measured before stay), then draw them all.
   mkdir -p "$results" "$(dirname "$w1_svg")"
   touch "$results/w1.tsv"
+  # A row per size and server that ran replaces its old one; one that failed (nan) leaves
+  # no row (no old figure beside new ones); servers not run this time (--kinds) keep theirs.
+  local ran=" "
+  for m in "${w1_sizes[@]}"; do
+    for k in "${w1_kinds[@]}"; do ran+="$m,$k "; done
+  done
   {
     for m in "${w1_sizes[@]}"; do
       for k in "${w1_kinds[@]}"; do
+        [ "${W1_D[$k,$m]}" != nan ] || continue
         printf '%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\n' "$m" "$k" "${W1_D[$k,$m]}" "${W1_C[$k,$m]}" \
           "${W1_SU[$k,$m]}" "${W1_LU[$k,$m]}" "$(date -u +%Y-%m-%d)"
       done
     done
-    awk -v s=" ${w1_sizes[*]} " '!/^#/ && index(s, " " $1 " ") == 0' "$results/w1.tsv"
+    awk -v s="$ran" '!/^#/ && NF && index(s, " " $1 "," $2 " ") == 0' "$results/w1.tsv"
   } | sort -n -k1,1 -s >"$BENCH_WORK/w1.tsv"
   { echo "# members server deliveries_per_s deliveries_per_server_cpu_s server_us_per_delivery load_us_per_delivery date"
     cat "$BENCH_WORK/w1.tsv"; } >"$results/w1.tsv"
@@ -344,11 +417,12 @@ w1_plot() {
 import sys
 rows = [l.split() for l in sys.stdin if l.strip() and not l.startswith("#")]
 names = {"gw": "gateway", "gw1": "gateway, 1 thread", "gw2": "gateway, 2 threads",
-         "lws": "lws-test-server", "node": "node ws", "nchan": "nginx+nchan"}
+         "lws": "lws-test-server", "node": "node ws", "nchan": "nginx+nchan",
+         "bun": "Bun (uWebSockets)", "floor": "floor (C, epoll)"}
 colors = {"gw": "#9ecae1", "gw1": "#1f77b4", "gw2": "#08306b", "lws": "#7f7f7f",
-          "node": "#2ca02c", "nchan": "#d62728"}
+          "node": "#2ca02c", "nchan": "#d62728", "bun": "#ff7f0e", "floor": "#000000"}
 sizes = sorted({int(r[0]) for r in rows})
-order = ["gw", "gw1", "gw2", "lws", "node", "nchan"]
+order = ["gw", "gw1", "gw2", "lws", "node", "nchan", "bun", "floor"]
 kinds = sorted({r[1] for r in rows}, key=lambda k: (order.index(k) if k in order else len(order), k))
 val = {(int(r[0]), r[1]): (float(r[2]), float(r[3])) for r in rows}
 W, pad, top, step = 760, 60, 50, 140
@@ -388,6 +462,167 @@ for i, k in enumerate(kinds):
 out.append("</svg>")
 print("\n".join(out))
 '
+}
+
+# ---- W1 big: one group of 19,000 -------------------------------------------------------
+# 20,000 members would be more sockets than one server process may open here (the
+# open-files hard limit is 20,000 and cannot be raised without CAP_SYS_RESOURCE): 19,000
+# leaves the server room for its other files. The receivers are spread over gw_load
+# processes of at most 9,000 each. gw_load's group names do not depend on --uid-prefix
+# (receivers of a group of G are in g0 when there are at most G of them), so with a
+# prefix each, all processes' receivers are members of the one group g0 (for a peer:
+# subscribers of its one topic). The receivers-only processes (--senders 0) start first;
+# once each is running, one more process with the sender and a single receiver (a peer's
+# window is counted at a receiver of the sender's process) runs the timed part; once
+# every process's deliveries have stopped, the receivers-only ones get SIGTERM (gw_load
+# ends its run early and reports, every delivery counted however late it came). The
+# server's CPU is read from the sender's start (set-up excluded: nothing is sent before
+# it) to the moment the deliveries stopped; deliveries are all processes' together.
+w1big_members=19000
+# Source addresses 127.0.0.1 .. 50 for every gw_load process: each socket binds an address
+# before it connects, and the ports of the runs before stay taken (TIME_WAIT, the client
+# closed first) for a minute: over 50 addresses a run takes under 400 ports of each.
+w1big_sources=50
+if [ "$(ulimit -Hn)" -lt $((w1big_members + 500)) ]; then
+  w1big_members=$(( $(ulimit -Hn) - 1000 ))
+  ! want w1big || say "w1big: open-files hard limit $(ulimit -Hn): $w1big_members members, not 19000"
+fi
+# w1big_running FILE PID: waits until gw_load's stderr FILE says it is running (its
+# sessions set up; at most 300 s) while PID lives; false if not.
+w1big_running() {
+  local j
+  for ((j = 0; j < 6000; j++)); do
+    grep -q 'running' "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q 'running' "$1" 2>/dev/null
+}
+# w1big_delivered: the receivers-only processes' deliveries so far, from their progress
+# lines (one a second).
+w1big_delivered() {
+  local i t=0 v
+  for ((i = 1; i < $1; i++)); do
+    v=$(grep -o 'delivered [0-9]*' "$BENCH_WORK/big$i.err" 2>/dev/null | tail -1 | cut -d' ' -f2)
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+# w1big_once KIND MEMBERS TAG: one run against the server started; prints "DELIVERIES_PER_S
+# SERVER_US_PER_DELIVERY PROCESSES" (nothing when it failed). The server's CPU is read by
+# this script from the moment the sender's process runs (every process set up) until the
+# deliveries have stopped in every process (the slowest reader's last frames included);
+# deliveries/s is every delivery over the time from that moment to the last delivery any
+# process saw.
+w1big_once() {
+  local k=$1 m=$2 tag=$3 n share i pids=() t0s=() o d c0 c1 t0 last a b ok=1 mp
+  # Processes 1..n-1: the receivers but one, in shares of at most 9,000; process 0: the
+  # sender and one receiver (for a peer, the window is what that one has received).
+  n=$(( (m - 1 + 8999) / 9000 + 1 ))
+  share=$(( (m - 1) / (n - 1) ))
+  # The last run's files gone first: a stale "running" must not be read as this one's (the
+  # redirections below happen in the background, after this shell may have looked).
+  rm -f "$BENCH_WORK"/big[0-9]*.out "$BENCH_WORK"/big[0-9]*.err
+  for ((i = 1; i < n; i++)); do
+    [ "$i" -lt $((n - 1)) ] || share=$(( m - 1 - share * (n - 2) ))
+    # shellcheck disable=SC2046
+    timeout 600 "$load" --json $(target "$k") --sessions "$share" --group-size "$m" --senders 0 \
+      --seconds 590 --sources "$w1big_sources" --uid-prefix "big$i-" \
+      >"$BENCH_WORK/big$i.out" 2>"$BENCH_WORK/big$i.err" &
+    pids+=($!)
+  done
+  for ((i = 1; i < n; i++)); do
+    if w1big_running "$BENCH_WORK/big$i.err" "${pids[i - 1]}"; then
+      t0s+=("$(date +%s.%N)")
+    else
+      say "$tag: receivers $i did not set up: $(tail -2 "$BENCH_WORK/big$i.err" | tr '\n' ' ')"
+      ok=
+    fi
+  done
+  if [ -n "$ok" ]; then
+    # shellcheck disable=SC2046
+    timeout 600 "$load" --json $(target "$k") --sessions 1 --group-size "$m" --senders 1 \
+      --seconds "$secs" --sources "$w1big_sources" --uid-prefix big0- \
+      --server-pid "$SRV_PID" >"$BENCH_WORK/big0.out" 2>"$BENCH_WORK/big0.err" &
+    mp=$!
+    if w1big_running "$BENCH_WORK/big0.err" "$mp"; then
+      t0=$(date +%s.%N) c0=$(cpu_s "$SRV_PID")
+    else
+      say "$tag: the sender's process did not set up: $(tail -2 "$BENCH_WORK/big0.err" | tr '\n' ' ')"
+      ok=
+    fi
+    wait "$mp" || say "$tag: gw_load exited $?: $(grep -v '^gw_load: [0-9]* s:' "$BENCH_WORK/big0.err" | tail -2 | tr '\n' ' ')"
+  fi
+  # Until the others' deliveries stop growing (two progress lines alike; at most 20 s).
+  a=-1
+  for ((i = 0; ok && i < 20; i++)); do
+    sleep 1.1
+    b=$(w1big_delivered "$n")
+    [ "$b" != "$a" ] || break
+    a=$b
+  done
+  [ -z "$ok" ] || c1=$(cpu_s "$SRV_PID")
+  o=$(grep '^{' "$BENCH_WORK/big0.out" 2>/dev/null | tail -1 || true)
+  [ -n "$o" ] && echo "$tag sender $o" >>"$rawlog"
+  d=$(field "$o" deliveries) last=$(awk -v t="${t0:-0}" -v a="$(field "$o" active_s)" 'BEGIN{printf "%.3f", t + a}')
+  for ((i = 1; i < n; i++)); do
+    kill -TERM "${pids[i - 1]}" 2>/dev/null || true
+    wait "${pids[i - 1]}" || say "$tag: receivers $i: gw_load exited $?"
+    o=$(grep '^{"seconds"' "$BENCH_WORK/big$i.out" | tail -1 || true)
+    [ -n "$o" ] && echo "$tag receivers $i $o" >>"$rawlog"
+    if [ -n "$o" ] && [ -n "$d" ] && [ -n "$ok" ]; then
+      d=$((d + $(field "$o" deliveries)))
+      last=$(awk -v l="$last" -v t="${t0s[i - 1]}" -v a="$(field "$o" active_s)" 'BEGIN{printf "%.3f", (t + a > l) ? t + a : l}')
+    else
+      d=
+    fi
+  done
+  [ -n "$ok" ] && [ -n "$d" ] || return 0
+  awk -v d="$d" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN{print b - a}')" -v s="$(awk -v a="$t0" -v b="$last" 'BEGIN{print b - a}')" -v n="$n" \
+    'BEGIN{if (d > 0 && s > 0) printf "%.1f %.3f %d\n", d / s, c * 1e6 / d, n}'
+}
+w1big() {
+  local m=$w1big_members k r v a b n=1 kinds
+  mapfile -t kinds < <(kinds_of gw1 bun)
+  declare -A D=() U=()
+  for ((r = 0; r < runs; r++)); do
+    for k in "${kinds[@]}"; do
+      start_kind "$k" || { say "w1big $m members, $k: did not start"; stop_srv; continue; }
+      v=$(w1big_once "$k" "$m" "w1big $k $m")
+      stop_srv
+      [ -n "$v" ] || { say "w1big $m members, $k, run $((r + 1)): failed"; continue; }
+      read -r a b n <<<"$v"
+      D[$k]+=" $a" U[$k]+=" $b"
+      say "w1big $m members, $k, run $((r + 1)): $(fmt 0 "$a") deliveries/s, $b us/delivery ($n gw_load processes)"
+    done
+  done
+  echo
+  echo "### W1 big: one group of $m members ($runs runs of ${secs} s, taking turns, median)"
+  echo
+  echo "One sender flat out, as W1, to one group of $m (20,000 is more than one server process"
+  echo "may open here: open-files hard limit $(ulimit -Hn)). The sessions are spread over"
+  echo "$(( (m - 1 + 8999) / 9000 )) gw_load processes (at most 9,000 each) and one more with the sender and"
+  echo "one receiver, every receiver a member of the same group (Bun: subscribed to the one"
+  echo "topic), the receivers-only ones set up first and stopped when every delivery came."
+  echo "Deliveries are all processes' together; the server's CPU is read from the start of the"
+  echo "sender's timed run until every process's deliveries stopped (set-up excluded), and"
+  echo "deliveries/s is over the time from that start to the last delivery any process saw."
+  echo "gw1: the gateway with --threads 1; Bun over ws://. gw1/Bun: the gateway's server"
+  echo "us/delivery over Bun's."
+  echo
+  echo "| members | server | deliveries/s | server us/delivery | gw1/Bun server us/delivery |"
+  echo "|---|---|---|---|---|"
+  local u1
+  # shellcheck disable=SC2086
+  u1=$(med ${U[gw1]:-})
+  for k in "${kinds[@]}"; do
+    local u
+    # shellcheck disable=SC2086
+    u=$(med ${U[$k]:-})
+    # shellcheck disable=SC2086
+    row '| %d | %s | %s | %s | %s |\n' "$m" "${name[$k]}" "$(fmt 0 "$(med ${D[$k]:-})")" \
+      "$(fmt 2 "$u")" "$(if [ "$k" = gw1 ]; then ratio "$u1" "$(med ${U[bun]:-})"; fi)"
+  done
 }
 
 # The gateway's W1 maximum with 1 thread for a group of 100 (measured here, the same
@@ -474,8 +709,9 @@ w3() {
   echo "W1 maximum for 100 members, the gateway with 1 thread: $(printf '%.0f' "$max") deliveries/s ($(awk -v m="$max" 'BEGIN{printf "%.0f", m/100}') sends/s)."
   echo "The server runs under taskset -c 1 (the gateway with --threads 1, its store's threads"
   echo "on that core too), gw_load under taskset -c 0. The same open-loop rate is also offered"
-  echo "to libwebsockets-test-server (no storage, no acks, one frame per message), pinned the"
-  echo "same way: the latency of the stack and the load generator alone."
+  echo "to libwebsockets-test-server (no storage, no acks, one frame per message) and to Bun's"
+  echo "pub/sub broadcast (ws://; every thread Bun starts on core 1 too), pinned the same way:"
+  echo "the latency of the stack and the load generator alone."
   echo
   echo "The gateway's own loop (its histogram gw_loop_iteration_seconds, read 2 s into the run,"
   echo "after the sessions' set-up, and at its end): the longest iteration between the two, as"
@@ -483,18 +719,21 @@ w3() {
   echo
   echo "| load | server | sends/s | deliveries/s | p50 ms | p99 ms | p99.9 ms | longest iteration, ms (up to) | iterations >= 1 ms |"
   echo "|---|---|---|---|---|---|---|---|---|"
-  declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server")
+  declare -A w3name=([gw1]="gateway, sync on" [gwns]="gateway, --no-sync" [lws]="lws-test-server"
+                     [bun]="Bun (uWebSockets)")
+  local w3k
+  mapfile -t w3k < <(kinds_of gw1 gwns lws bun)
   for frac in 25 50 75; do
     rate=$(awk -v m="$max" -v f="$frac" 'BEGIN{printf "%.0f", m / 100 * f / 100}')
     declare -A w3a=() w3b=() w3c=() w3d=() w3e=() w3f=()
     for ((r = 0; r < runs; r++)); do
-      for k in gw1 gwns lws; do
+      for k in "${w3k[@]}"; do
         BENCH_PIN=1 start_kind "$k" || { say "w3 $frac% $k: did not start"; stop_srv; continue; }
         p=
         [ "$r $k $frac" != "0 gw1 50" ] || { prof_for w3 "W3, 50% load, sync on, 1 thread, pinned"; p=$prof_file; }
         # The loop's histogram once the sessions are set up (2 s in), and at the end.
         local snap=
-        if [ "$k" != lws ]; then
+        if [[ "$k" == gw* ]]; then
           { sleep 2; metrics > "$BENCH_WORK/lag0" 2>/dev/null; } &
           snap=$!
         fi
@@ -502,7 +741,7 @@ w3() {
         out=$(PROF=$p LOAD_PIN=0 gwload "w3 $k $frac" $(target "$k") --sessions 100 \
               --group-size 100 --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID")
         [ -z "$snap" ] || wait "$snap" # that one only: the server is a child too
-        if [ "$k" != lws ]; then
+        if [[ "$k" == gw* ]]; then
           local lag
           lag=$(metrics | loop_window "$BENCH_WORK/lag0" 2>/dev/null || echo "nan nan")
           w3e[$k]+=" ${lag% *}" w3f[$k]+=" ${lag#* }"
@@ -513,14 +752,16 @@ w3() {
         say "w3 $frac% ($rate sends/s), $k, run $((r + 1)): p99 $(field "$out" latency_us.p99) us"
       done
     done
-    for k in gw1 gwns lws; do
+    for k in "${w3k[@]}"; do
+      local gwk=''
+      [[ "$k" != gw* ]] || gwk=1
       # shellcheck disable=SC2086
       row '| %d%% | %s | %d | %.0f | %.2f | %.2f | %.2f | %s | %s |\n' "$frac" "${w3name[$k]}" "$rate" \
         "$(med ${w3a[$k]:-})" "$(awk -v v="$(med ${w3b[$k]:-})" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med ${w3c[$k]:-})" 'BEGIN{print v/1000}')" \
         "$(awk -v v="$(med ${w3d[$k]:-})" 'BEGIN{print v/1000}')" \
-        "$([ "$k" = lws ] && echo - || fmt 2 "$(med ${w3e[$k]:-})")" \
-        "$([ "$k" = lws ] && echo - || echo "$(fmt 3 "$(med ${w3f[$k]:-})")%")"
+        "$([ -z "$gwk" ] && echo - || fmt 2 "$(med ${w3e[$k]:-})")" \
+        "$([ -z "$gwk" ] && echo - || echo "$(fmt 3 "$(med ${w3f[$k]:-})")%")"
     done
     unset w3a w3b w3c w3d w3e w3f
   done
@@ -569,7 +810,7 @@ w6() {
 # caller; prints "RSS_PER_SESSION_BYTES RSS_MIB CPU_PERCENT" or nothing if it failed.
 w4_once() {
   local k=$1 m=$2 base out rss cpu t idle=$((secs * 2)) tls=1
-  [ "$k" != gw1ws ] || tls=
+  ! plain "$k" || tls=
   base=$(rss_kib "$SRV_PID")
   # shellcheck disable=SC2046
   out=$(PROF=${4:-} gwload "$3" $(BENCH_TLS=$tls target "$k") --idle --sessions "$m" --group-size 100 \
@@ -581,9 +822,12 @@ w4_once() {
 }
 w4() {
   local m k r v p a b c sizes=("${w4_sizes[@]}") idle=$((secs * 2))
-  local kinds=(gw1 gw2 gw1ws node nchan)
+  local kinds
+  mapfile -t kinds < <(kinds_of gw1 gw2 gw1ws node nchan bun bunws)
   echo
-  echo "### W4 idle sessions (wss://, and the gateway over ws:// too; held ${idle} s after set-up; $runs runs, median)"
+  echo "### W4 idle sessions (wss://, and the gateway and Bun over ws:// too; held ${idle} s after set-up; $runs runs, median)"
+  echo
+  echo "The last column: gw1/peer, and on Bun's ws:// row the gateway's ws:// row over Bun's."
   echo
   echo "| sessions | server | RSS per session (bytes) | server RSS (MiB) | CPU while idle (% of a core) | gw1/peer RSS per session |"
   echo "|---|---|---|---|---|---|"
@@ -592,7 +836,7 @@ w4() {
     for ((r = 0; r < runs; r++)); do
       for k in "${kinds[@]}"; do
         local tls=1
-        [ "$k" != gw1ws ] || tls=
+        ! plain "$k" || tls=
         BENCH_TLS=$tls start_kind "$k" || { say "w4 $m $k: did not start"; stop_srv; continue; }
         p=
         [ "$r $k $m" != "0 gw1 ${sizes[0]}" ] || { prof_for w4 "W4, $m idle wss:// sessions, 1 thread"; p=$prof_file; }
@@ -610,7 +854,7 @@ w4() {
     done
     for k in "${kinds[@]}"; do
       row '| %d | %s | %.0f | %.1f | %.2f | %s |\n' "$m" "${name[$k]}" "${R[$k]}" "${M[$k]}" \
-        "${C[$k]}" "$(case "$k" in gw*) ;; *) ratio "${R[gw1]}" "${R[$k]}" ;; esac)"
+        "${C[$k]}" "$(case "$k" in gw*) ;; bunws) ratio "${R[gw1ws]}" "${R[$k]}" ;; *) ratio "${R[gw1]}" "${R[$k]}" ;; esac)"
     done
     unset rl ml cl R M C
   done
@@ -805,6 +1049,6 @@ echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*
 echo "The gateway's default --threads here: $(nproc) (one per core)."
 # Each one asked for, in this order; the exit status is 0 when they all ran (a loop ending
 # on one not asked for must not make it 1).
-for w in w1 w2 w3 w6 w4 w5 threads storage versus retention; do
+for w in w1 w1big w2 w3 w6 w4 w5 threads storage versus retention; do
   if want "$w"; then "$w"; fi
 done
