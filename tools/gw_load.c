@@ -10,12 +10,14 @@
  * confirmed sends/s, deliveries/s, send-to-deliver latency p50/p99/p99.9, ack frames,
  * errors, its own CPU time and the server's (from /proc), and stops by itself. Other
  * modes: --idle (hold sessions), --own-groups (durable sends without fan-out), --pull (a
- * returning user reads its unread messages page by page), --raw (a peer server).
+ * returning user reads its unread messages page by page), --raw (a peer server), --xmpp
+ * (an XMPP server's MUC and MAM under the same load).
  *
  * This file parses the options and runs the mode's driver; load_run.h says which file
  * holds what.
  */
 #include "load_run.h"
+#include "load_xmpp.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -28,6 +30,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gw_load --url ws://127.0.0.1:PORT/ws [options]\n"
+            "       gw_load --xmpp ws://127.0.0.1:PORT/xmpp-websocket [options]\n"
             "  --url U1,U2,...  several gateways (a cluster, at most 8): receivers and senders\n"
             "                   round robin over them, latency reported per URL too\n"
             "  --sessions N     receiving sessions (default 100)\n"
@@ -65,12 +68,48 @@ static void usage(FILE *f)
             "                   same), with --raw-protocol NAME as subprotocol. A frame holds its\n"
             "                   due time as 16 hex digits. Flat out keeps --window frames in\n"
             "                   flight, measured at the first subscriber.\n"
+            "XMPP servers (the same runs on MUC rooms, RFC 7395 XMPP over WebSocket):\n"
+            "  --xmpp URL       instead of --url: ws://HOST:PORT/PATH, subprotocol xmpp. Users\n"
+            "                   <uid-prefix>u<N> (receivers u0.., then the senders), registered\n"
+            "                   beforehand; rooms <uid-prefix>room<N>, made by their first\n"
+            "                   sender (or first receiver). A send is confirmed when the room\n"
+            "                   reflects it to its sender; send_latency_us is send-to-confirm.\n"
+            "                   With --pull: catch-up by MAM (XEP-0313) pages of L after the last\n"
+            "                   archived id seen before leaving; pull.bytes is what was received\n"
+            "  --xmpp-domain D  the users' domain (default localhost)\n"
+            "  --xmpp-muc M     the MUC service (default conference.D)\n"
+            "  --xmpp-password P  every user's password (default bench)\n"
+            "  --xmpp-members M each room's members (affiliation member, online or not): users\n"
+            "                   u<room * group-size> .. +M-1, and the senders (default: the\n"
+            "                   room's online receivers)\n"
+            "  --xmpp-preloaded with --pull: the rooms hold the messages already; read each whole\n"
+            "                   archive (checked against --count when given)\n"
             "The token secret: --secret-file F or GW_SECRET.\n");
 }
 
 static int read_secret(load_cfg *cfg, const char *path)
 {
     return load_read_file("gw_load", path, cfg->secret, sizeof(cfg->secret), &cfg->secret_n);
+}
+
+/* Names that go into JIDs and XML attributes unescaped: a small safe alphabet, and
+ * lowercase (servers fold JIDs to lowercase: a nick compared as sent must match). */
+static bool name_ok(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n > max)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+              s[i] == '-' || s[i] == '_'))
+            return false;
+    return true;
+}
+
+static bool xmpp_names_ok(const load_cfg *cfg)
+{
+    return name_ok(cfg->uid_prefix, 16) && name_ok(cfg->xmpp_domain, 120) && cfg->xmpp_domain[0] &&
+           name_ok(cfg->xmpp_muc, 120) && cfg->xmpp_muc[0];
 }
 
 static int parse(load_cfg *cfg, int argc, char **argv)
@@ -101,6 +140,12 @@ static int parse(load_cfg *cfg, int argc, char **argv)
         {"pull-window", required_argument, 0, 'K'},
         {"interval", required_argument, 0, 'I'},
         {"uid-prefix", required_argument, 0, 'U'},
+        {"xmpp", required_argument, 0, 'X'},
+        {"xmpp-domain", required_argument, 0, 1001},
+        {"xmpp-muc", required_argument, 0, 1002},
+        {"xmpp-password", required_argument, 0, 1003},
+        {"xmpp-members", required_argument, 0, 1004},
+        {"xmpp-preloaded", no_argument, 0, 1005},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -113,7 +158,9 @@ static int parse(load_cfg *cfg, int argc, char **argv)
                       .sources = 1,
                       .pull_groups = 40,
                       .pull_window = 1,
-                      .uid_prefix = ""};
+                      .uid_prefix = "",
+                      .xmpp_domain = "localhost",
+                      .xmpp_password = "bench"};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -154,6 +201,12 @@ static int parse(load_cfg *cfg, int argc, char **argv)
         case 'o': cfg->raw_proto = optarg; break;
         case 'U': cfg->uid_prefix = optarg; break;
         case 'j': cfg->json = true; break;
+        case 'X': cfg->xmpp = optarg; break;
+        case 1001: cfg->xmpp_domain = optarg; break;
+        case 1002: cfg->xmpp_muc = optarg; break;
+        case 1003: cfg->xmpp_password = optarg; break;
+        case 1004: cfg->xmpp_members = atoi(optarg); break;
+        case 1005: cfg->xmpp_preloaded = true; break;
         case 'f':
             if (read_secret(cfg, optarg))
                 return -1;
@@ -171,6 +224,17 @@ static int parse(load_cfg *cfg, int argc, char **argv)
         if (!cfg->secret_n) /* no tokens in raw mode */
             cfg->secret_n = 16;
     }
+    if (cfg->xmpp) {
+        cfg->url = cfg->urls[0] = cfg->xmpp;
+        cfg->n_urls = 1;
+        if (!cfg->secret_n) /* no tokens: SASL PLAIN */
+            cfg->secret_n = 16;
+        if (!cfg->xmpp_muc) {
+            snprintf(cfg->xmpp_muc_buf, sizeof(cfg->xmpp_muc_buf), "conference.%s",
+                     cfg->xmpp_domain);
+            cfg->xmpp_muc = cfg->xmpp_muc_buf;
+        }
+    }
     const char *bad = !cfg->url                                     ? "--url (or --raw) is required"
                       : cfg->secret_n < 16                          ? "no secret (16+ bytes)"
                       : cfg->sessions < 0 || cfg->sessions > 200000 ? "--sessions 0-200000"
@@ -185,7 +249,13 @@ static int parse(load_cfg *cfg, int argc, char **argv)
                       : cfg->seconds <= 0 || cfg->seconds > 3600       ? "--seconds 0-3600"
                       : cfg->interval < 0 || cfg->interval > 3600      ? "--interval 0-3600"
                       : cfg->sources < 1 || cfg->sources > 250         ? "--sources 1-250"
-                                                                       : NULL;
+                      : cfg->xmpp && !xmpp_names_ok(cfg)
+                          ? "--uid-prefix, --xmpp-domain, --xmpp-muc: letters, digits, . - _ only"
+                      : cfg->xmpp && (cfg->xmpp_members < 0 || cfg->xmpp_members > 100000)
+                          ? "--xmpp-members 0-100000"
+                      : cfg->xmpp && strlen(cfg->xmpp_password) > 128
+                          ? "--xmpp-password: 128 bytes at most"
+                          : NULL;
     if (bad) {
         fprintf(stderr, "gw_load: %s (see --help)\n", bad);
         return -1;
@@ -204,6 +274,8 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max; /* one socket per session */
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    if (cfg.xmpp)
+        return cfg.pull ? load_xmpp_pull(&cfg) : load_xmpp(&cfg);
     if (cfg.pull)
         return load_pull(&cfg);
     if (cfg.raw_sub)
