@@ -331,6 +331,9 @@ static void on_iq(load_sess *s, const xs_stanza *st)
     xfan *fx = fan_of(s->run);
     if (strcmp(st->type, "error") == 0) {
         lx_stanza_error(s->run, "setting a room up", st);
+        if (strncmp(st->id, "aff", 3) == 0)
+            fprintf(stderr, "gw_load: xmpp: (rooms persist: a room an earlier run made has that "
+                            "run's owner; another --uid-prefix gives new rooms)\n");
         return;
     }
     int room;
@@ -425,18 +428,20 @@ static void fan_open(load_sess *s)
 
 static bool is_signed_in(const load_sess *s)
 {
-    return s->welcomed;
+    return s->welcomed || s->run->st.errors;
 }
 
+/* The waits of the set-up end early on an error (said when it came): true then too, and
+ * fan_set_up looks at the error count. */
 static bool rooms_ready(const load_sess *s)
 {
     const xfan *fx = fan_of(s->run);
-    return fx->rooms_ready == fx->n_rooms;
+    return fx->rooms_ready == fx->n_rooms || s->run->st.errors;
 }
 
 static bool is_joined(const load_sess *s)
 {
-    return s->joined;
+    return s->joined || s->run->st.errors;
 }
 
 /* Signed in; the owners create and set up the rooms; then everyone else joins. */
@@ -444,13 +449,14 @@ static bool fan_set_up(load_run *r)
 {
     const load_cfg *cfg = r->cfg;
     xfan *fx = fan_of(r);
-    if (!load_wait_all(r, is_signed_in, 60 + r->n / 200.0, "signing in (xmpp)"))
+    if (!load_wait_all(r, is_signed_in, 60 + r->n / 200.0, "signing in (xmpp)") || r->st.errors)
         return false;
     for (int room = 0; room < fx->n_rooms && r->n; room++) {
         load_sess *o = owner_of(r, room);
         lx_join(o, lx_of(o), room);
     }
-    if (r->n && !load_wait_all(r, rooms_ready, 60 + fx->n_rooms / 50.0, "creating the rooms"))
+    if (r->n && (!load_wait_all(r, rooms_ready, 60 + fx->n_rooms / 50.0, "creating the rooms") ||
+                 r->st.errors))
         return false;
     for (int i = 0; i < r->n; i++) {
         load_sess *s = &r->ss[i];
@@ -460,7 +466,7 @@ static bool fan_set_up(load_run *r)
                 lx_join(s, lx_of(s), room);
     }
     (void)cfg;
-    return load_wait_all(r, is_joined, 60 + r->n / 100.0, "joining the rooms");
+    return load_wait_all(r, is_joined, 60 + r->n / 100.0, "joining the rooms") && !r->st.errors;
 }
 
 static void fan_send(load_sess *s, int64_t meant_ns)
