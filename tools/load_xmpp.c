@@ -416,8 +416,9 @@ static void fan_close(load_sess *s, int code)
 {
     load_run *r = s->run;
     if (!fan_of(r)->leaving && r->closed <= 5)
-        fprintf(stderr, "gw_load: xmpp: session %s closed (%d%s%s)\n", lx_of(s)->name, code,
-                lw_error(s->k)[0] ? ": " : "", lw_error(s->k));
+        fprintf(stderr, "gw_load: xmpp: session of %.16su%d closed (%d%s%s)\n", r->cfg->uid_prefix,
+                s->sender ? r->cfg->sessions + s->id : s->id, code, lw_error(s->k)[0] ? ": " : "",
+                lw_error(s->k));
 }
 
 static void fan_open(load_sess *s)
