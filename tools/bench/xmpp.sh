@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck shell=bash disable=SC2034,SC2119,SC2120,SC2154 # sourced: lib.sh and run.sh set and use these
 # XMPP servers as benchmark peers of the gateway: ejabberd (Debian's 23.01) and Prosody
 # (Debian's 0.12), each an instance of the run's own in a temporary folder, serving XMPP
 # over WebSocket (RFC 7395, no TLS) on 127.0.0.1 at a free port, storing everything
@@ -24,6 +25,9 @@
 #                           the server and every PostgreSQL process at that moment, for
 #                           gw_load --server-pid (its CPU is the server's own + the
 #                           database's); call it again once the server has connected
+#   pg_cpu_s                the PostgreSQL server's CPU seconds so far (every process of
+#                           it, those that ended too): what run.sh's xmpp workload adds
+#                           to each server's own CPU, the same way for all three
 #   xmpp_register PREFIX N  accounts PREFIXu0 .. PREFIXu(N-1), password "bench": one SQL
 #                           INSERT (ejabberdctl/prosodyctl register run one process a user,
 #                           about 1 s each for ejabberdctl); prosody's first user with
@@ -75,6 +79,22 @@ xmpp_pids() {
     for c in $(pgrep -P "$pm" || true); do l+=",$c"; done
   fi
   XMPP_PIDS=$l
+}
+
+# pg_cpu_s: CPU seconds of the run's PostgreSQL server so far, every process of it: the
+# postmaster's own and those of its children it has reaped (a backend that ended: cutime,
+# cstime), and its live children's (backends, WAL writer, checkpointer, autovacuum). Read
+# before and after a load, the difference is the database's share of the work, exact
+# even when processes come and go (gw_load --server-pid sums at most 8 pids and loses
+# one that ends during the run).
+pg_cpu_s() {
+  local pm c
+  pm=$(head -1 "$BENCH_PGDIR/data/postmaster.pid" 2>/dev/null || true)
+  [ -n "$pm" ] || { echo 0; return 0; }
+  { sed 's/.*) //' "/proc/$pm/stat" | awk '{print $12 + $13 + $14 + $15}'
+    for c in $(pgrep -P "$pm" || true); do
+      sed 's/.*) //' "/proc/$c/stat" 2>/dev/null | awk '{print $12 + $13}'
+    done; } | awk -v t="$(getconf CLK_TCK)" '{s += $1} END {printf "%.3f\n", s / t}'
 }
 
 # xmpp_fill TEMPLATE OUT PORT: the template with the run's values.
