@@ -66,6 +66,12 @@ xmpp_install() {
       $sudo update-rc.d "$s" disable >&2 || true
     fi
   done
+  # ejabberdctl started Erlang's port mapper (epmd, 0.0.0.0:4369) for that service: gone
+  # with it when no node is left (the benchmark's ejabberd runs without distribution).
+  if [[ " ${missing[*]} " == *" ejabberd "* ]] && command -v epmd >/dev/null &&
+     ! epmd -names 2>/dev/null | grep -q '^name '; then
+    epmd -kill >/dev/null 2>&1 || true
+  fi
 }
 
 # xmpp_pids [PID]: the server's pid and every PostgreSQL process of the run's server.
