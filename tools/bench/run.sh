@@ -973,10 +973,12 @@ xmpp() {
   echo "schedulers (one per core), Prosody in its one thread. Server CPU is the server's own"
   echo "process plus every PostgreSQL process's (backends, WAL writer, ...) over the measured part."
   echo "A message is confirmed when the sender has the gateway's \`sent\` (stored) or the room's"
-  echo "reflection of it (both XMPP servers archive it before they broadcast it)."
+  echo "reflection of it (both XMPP servers archive it before they broadcast it). Each XMPP server"
+  echo "first gets an unmeasured warm-up (1 s of W2's shape in other rooms; Erlang loads code on"
+  echo "first use); the gateway none."
   echo
-  echo "W2: a room (group) of 100 members, 10 online, each of the 10 sending flat out with one"
-  echo "message in flight; sender latency is send-to-confirm."
+  echo "W2: a room (group) of 100 members, 10 online (90 members by affiliation, never online), each"
+  echo "of the 10 sending flat out with one message in flight; sender latency is send-to-confirm."
   echo
   echo "| server | confirmed messages/s | server CPU us/message (own + PostgreSQL) | of which PostgreSQL | sender p50 ms | sender p99 ms | gateway/peer messages/s | peer/gateway CPU per message |"
   echo "|---|---|---|---|---|---|---|---|"

@@ -163,8 +163,9 @@ xmpp_register() {
         SELECT '${prefix}u' || g, '$XMPP_DOMAIN', 'bench' FROM generate_series(0, $((n - 1))) g
         ON CONFLICT DO NOTHING" ;;
     prosody)
-      prosodyctl --config "$XMPP_DIR/prosody.cfg.lua" register "${prefix}u0" "$XMPP_DOMAIN" bench >&2 ||
-        return 1
+      prosodyctl --config "$XMPP_DIR/prosody.cfg.lua" register "${prefix}u0" "$XMPP_DOMAIN" bench \
+        >>"$XMPP_DIR/prosodyctl.log" 2>&1 ||
+        { echo "bench: prosodyctl register failed:" >&2; tail -3 "$XMPP_DIR/prosodyctl.log" >&2; return 1; }
       from=1
       [ "$n" -gt 1 ] || return 0
       psql -q -v ON_ERROR_STOP=1 "$XMPP_DB" -c "INSERT INTO prosody (host, \"user\", store, key, type, value)
