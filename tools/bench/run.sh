@@ -916,8 +916,15 @@ xmpp() {
       xmpp_start "$k" || { say "xmpp w2 $k: did not start"; xmpp_stop "$k"; continue; }
       xmpp_room "$k"
       xmpp_load "xmpp w2 $k" "${XMPP_TARGET[@]}" "${XMPP_ROOM[@]}" --window 1 --seconds "$secs"
-      xmpp_stop "$k"
       c=$(xf confirmed)
+      # Every message confirmed is in PostgreSQL (the XMPP servers' archive tables).
+      if [ "$k" != xgw ] && [ -n "$c" ]; then
+        local a
+        a=$(xmpp_archived xroom || echo 0)
+        [ "$a" -ge "$c" ] || say "xmpp w2 $k: $c confirmed but $a archived in PostgreSQL"
+        say "xmpp w2 $k: $a messages archived in PostgreSQL for $c confirmed"
+      fi
+      xmpp_stop "$k"
       if [ -n "$c" ] && [ "$c" != 0 ]; then
         M[$k]+=" $(xf confirmed_per_s)"
         cpu=$(awk -v a="$(xf server_cpu_s)" -v b="$XPG" 'BEGIN{print a + b}')

@@ -32,6 +32,7 @@
 #                           INSERT (ejabberdctl/prosodyctl register run one process a user,
 #                           about 1 s each for ejabberdctl); prosody's first user with
 #                           prosodyctl register (which makes its tables)
+#   xmpp_archived [PREFIX]  messages archived in PostgreSQL for the rooms PREFIX...
 #   stop_xmpp               stops the server (TERM, then KILL after 5 s), drops its database
 # Run directly: tools/bench/xmpp.sh check: installs what is missing, starts PostgreSQL and
 # each server in turn, runs tools/bench/xmpp_check.py against it (SASL PLAIN login over
@@ -184,11 +185,13 @@ stop_xmpp() {
   XMPP_URL='' XMPP_DB='' XMPP_KIND='' XMPP_PIDS='' XMPP_DIR='' SRV_PID='' SRV_PORT=''
 }
 
-# The number of archived messages of the current server's rooms, from PostgreSQL.
+# xmpp_archived [ROOM_PREFIX]: the number of archived messages of the current server's
+# rooms (those whose name starts with ROOM_PREFIX), from PostgreSQL.
 xmpp_archived() {
   case "$XMPP_KIND" in
-    ejabberd) psql -Atq "$XMPP_DB" -c "SELECT count(*) FROM archive WHERE username LIKE '%@$XMPP_MUC'" ;;
-    prosody) psql -Atq "$XMPP_DB" -c "SELECT count(*) FROM prosodyarchive WHERE host = '$XMPP_MUC' AND store = 'muc_log'" ;;
+    ejabberd) psql -Atq "$XMPP_DB" -c "SELECT count(*) FROM archive WHERE username LIKE '${1:-}%@$XMPP_MUC'" ;;
+    prosody) psql -Atq "$XMPP_DB" -c "SELECT count(*) FROM prosodyarchive WHERE host = '$XMPP_MUC'
+                                      AND store = 'muc_log' AND \"user\" LIKE '${1:-}%'" ;;
   esac
 }
 
