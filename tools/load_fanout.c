@@ -13,8 +13,11 @@ static void send_message(load_sess *s, int64_t meant_ns)
     load_run *r = s->run;
     char gid[24], cid[32];
     load_next_gid(s, gid, sizeof(gid));
-    /* Unique across runs too: the same cid from the same user would be a resend. */
-    snprintf(cid, sizeof(cid), "%x-%lu", r->run_id, (unsigned long)r->st.sends);
+    /* Unique across runs too: the same cid from the same user would be a resend. Its
+     * last part is the time the send was meant to go: `sent` echoes the cid, which gives
+     * the send-to-confirm latency without a table of sends in flight. */
+    snprintf(cid, sizeof(cid), "%x-%lu-%llx", r->run_id, (unsigned long)r->st.sends,
+             (unsigned long long)meant_ns);
     load_vary_body(r, r->body);
     memcpy(r->body, &meant_ns, sizeof(meant_ns)); /* one clock: this process */
     pr_enc_send(&r->sb, PR_NO_RID, load_sl(gid), load_sl(cid),

@@ -40,6 +40,7 @@ typedef struct puller {
     uint64_t next_rid;
     int next_group, groups_done;
     uint64_t msgs, pages, unread;
+    uint64_t bytes; /* received by the returning user's session, from its connect on */
     int64_t last_page_ns;
 } puller;
 
@@ -183,6 +184,8 @@ static void read_frame(puller *p, const uint8_t *f, size_t n)
 static void on_frame(load_sess *s, const uint8_t *f, size_t n)
 {
     puller *p = s->run->mode_data;
+    if (s == &p->r->ss[2])
+        p->bytes += n;
     if (p->reading)
         read_frame(p, f, n);
     else
@@ -350,12 +353,14 @@ static int run_pull(puller *p)
     double cpu_srv = cfg->server_pid ? load_servers_cpu_s(cfg) - srv0 : 0;
     sign_out(p); /* the acks out */
     printf("{\"pull\":{\"limit\":%d,\"groups\":%d,\"messages\":%lu,\"pages\":%lu,"
-           "\"seconds\":%.3f,\"messages_per_s\":%.1f,\"pages_per_s\":%.1f},\"pull_window\":%d,"
+           "\"seconds\":%.3f,\"messages_per_s\":%.1f,\"pages_per_s\":%.1f,\"bytes\":%lu},"
+           "\"pull_window\":%d,"
            "\"stored\":%lu,\"fill_seconds\":%.2f,\"errors\":%lu,\"load_cpu_s\":%.3f,"
            "\"server_cpu_s\":%.3f}\n",
            cfg->pull, cfg->pull_groups, (unsigned long)p->msgs, (unsigned long)p->pages, secs,
-           (double)p->msgs / secs, (double)p->pages / secs, cfg->pull_window,
-           (unsigned long)r->st.confirmed, fill_s, (unsigned long)r->st.errors, cpu_self, cpu_srv);
+           (double)p->msgs / secs, (double)p->pages / secs, (unsigned long)p->bytes,
+           cfg->pull_window, (unsigned long)r->st.confirmed, fill_s, (unsigned long)r->st.errors,
+           cpu_self, cpu_srv);
     int rc = p->msgs == (uint64_t)count && p->unread == (uint64_t)count && !r->st.errors ? 0 : 1;
     if (rc)
         fprintf(stderr, "gw_load: pull: read %lu of %ld messages (%lu unread at sign-in)\n",

@@ -233,6 +233,12 @@ static void report(const load_run *r, double secs, double cpu_self, double cpu_s
                    (long)load_hist_quantile(&st->lat_url[u], 0.99),
                    (long)load_hist_quantile(&st->lat_url[u], 0.999),
                    u == cfg->n_urls - 1 ? "]" : "");
+        /* Send-to-confirm, as the sender sees it (from when the send was meant to go). */
+        if (st->lat_send.count)
+            printf(",\"send_latency_us\":{\"p50\":%ld,\"p99\":%ld,\"p999\":%ld,\"max\":%ld}",
+                   (long)load_hist_quantile(&st->lat_send, 0.5),
+                   (long)load_hist_quantile(&st->lat_send, 0.99),
+                   (long)load_hist_quantile(&st->lat_send, 0.999), (long)st->lat_send.max);
         printf("}\n");
         return;
     }
@@ -247,6 +253,11 @@ static void report(const load_run *r, double secs, double cpu_self, double cpu_s
            (double)load_hist_quantile(&st->lat, 0.5) / 1000.0,
            (double)load_hist_quantile(&st->lat, 0.99) / 1000.0,
            (double)load_hist_quantile(&st->lat, 0.999) / 1000.0, (double)st->lat.max / 1000.0);
+    if (st->lat_send.count)
+        printf("send-to-confirm latency: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n",
+               (double)load_hist_quantile(&st->lat_send, 0.5) / 1000.0,
+               (double)load_hist_quantile(&st->lat_send, 0.99) / 1000.0,
+               (double)load_hist_quantile(&st->lat_send, 0.999) / 1000.0);
     for (int u = 0; cfg->n_urls > 1 && u < cfg->n_urls; u++)
         printf("  receivers at %s: %lu deliveries, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n",
                cfg->urls[u], (unsigned long)st->deliveries_url[u],
@@ -323,7 +334,7 @@ static void run_timed(load_run *r, double srv0)
     }
 }
 
-static int run_sessions(load_run *r)
+int load_run_go(load_run *r)
 {
     const load_cfg *cfg = r->cfg;
     for (int i = 0; i < r->n; i++) {
@@ -403,7 +414,7 @@ int load_run_sessions(const load_cfg *cfg, const load_mode *m)
         fprintf(stderr, "gw_load: cannot start (out of memory)\n");
         return 1;
     }
-    int rc = run_sessions(r);
+    int rc = load_run_go(r);
     load_run_free(r);
     return rc;
 }

@@ -11,6 +11,8 @@
  *   load_raw.c     --raw: a peer server's subscribers and publishers
  *   load_pull.c    --pull (W5): a returning user reads its unread messages, pipelined
  *   load_page.c    the lean reader of `page` frames that load_pull uses
+ *   load_xmpp.c, load_xmpp_pull.c, xmpp_stanza.c
+ *                  --xmpp: an XMPP server's MUC and MAM under the same load (load_xmpp.h)
  *
  * One thread. The configuration is read-only once parsed; everything a run changes is
  * in its load_run, which the sessions point back to (no mutable file-scope state).
@@ -63,6 +65,14 @@ typedef struct load_cfg {
     const char *raw_proto;  /* raw mode: subprotocol to ask for ("" for none) */
     double interval;        /* > 0: a report line every this many seconds (soak runs) */
     bool json;
+    /* --xmpp: an XMPP server over WebSocket (load_xmpp.h) instead of the gateway */
+    const char *xmpp;          /* its URL (ws://HOST:PORT/PATH), or NULL */
+    const char *xmpp_domain;   /* the users' domain */
+    const char *xmpp_muc;      /* the MUC service's domain */
+    const char *xmpp_password; /* every user's */
+    int xmpp_members;          /* > 0: each room's members (affiliation), online or not */
+    bool xmpp_preloaded;       /* --pull: the rooms already hold the messages: read them all */
+    char xmpp_muc_buf[256];    /* conference.<domain> when --xmpp-muc is not given */
 } load_cfg;
 
 typedef struct load_run load_run;
@@ -82,6 +92,7 @@ typedef struct load_sess {
 typedef struct load_stats {
     uint64_t sends, confirmed, deliveries, ack_frames, read_frames, notifies, errors, gaps;
     load_hist lat;
+    load_hist lat_send; /* send-to-confirm (the sender's view), meant time to confirmation */
     load_hist lat_url[LOAD_MAX_URLS]; /* by the receiver's URL (--url with several) */
     uint64_t deliveries_url[LOAD_MAX_URLS];
 } load_stats;
@@ -157,6 +168,9 @@ long load_servers_rss_kib(const load_cfg *cfg);
  * cfg->sessions receivers and cfg->senders senders, sets them up, runs for
  * cfg->seconds (or cfg->count sends), drains, reports. Returns the exit code. */
 int load_run_sessions(const load_cfg *cfg, const load_mode *m);
+/* The same for a run made by load_run_new (its mode_data set by the driver): the
+ * cfg->sessions + cfg->senders sessions it was made with. Returns the exit code. */
+int load_run_go(load_run *r);
 
 /* ---- load_sess.c: sessions that speak the protocol (fan-out, own groups, idle) ---- */
 int load_n_groups(const load_cfg *cfg);

@@ -78,6 +78,31 @@ static void on_delivery(load_sess *s, const pr_message *m)
     maybe_ack(s, false, now);
 }
 
+/* The send-to-confirm latency from a cid load_fanout made ("RUN-SEQ-MEANT", hex last):
+ * other cids (two parts) are left out. */
+static void sent_latency(load_stats *st, pr_slice cid)
+{
+    const char *c = (const char *)cid.p;
+    int dashes = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < cid.n; i++)
+        if (c[i] == '-') {
+            dashes++;
+            last = i + 1;
+        }
+    if (dashes != 2 || last >= cid.n || cid.n - last > 16)
+        return;
+    int64_t meant = 0;
+    for (size_t i = last; i < cid.n; i++) {
+        char h = c[i];
+        int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
+        if (v < 0)
+            return;
+        meant = meant * 16 + v;
+    }
+    load_hist_add(&st->lat_send, (load_now_ns() - meant) / 1000);
+}
+
 static int on_event(void *ud, const pr_event *ev)
 {
     load_sess *s = ud;
@@ -101,6 +126,7 @@ static int on_event(void *ud, const pr_event *ev)
     case PR_EV_SENT:
         s->inflight--;
         st->confirmed++;
+        sent_latency(st, ev->cid);
         break;
     case PR_EV_MSG: on_delivery(s, &ev->msg); break;
     case PR_EV_NOTIFY: st->notifies++; break;

@@ -50,12 +50,13 @@ root=$(cd -P "$(dirname "$0")/.." && pwd)
 # and libwebsockets' libev plugin are the gateway's event loop; libpq (libpq-dev) is the
 # PostgreSQL backend's client, and PostgreSQL 15 itself (the server, psql, pgbench) is
 # what the tests and benchmarks run it against, in servers of their own; libcurl
-# (libcurl4-openssl-dev, the OpenSSL build like the rest) is the unread webhook's client.
+# (libcurl4-openssl-dev, the OpenSSL build like the rest) is the unread webhook's client;
+# libexpat (libexpat1-dev) reads XMPP stanzas in gw_load --xmpp (the XMPP benchmark peers).
 packages=(build-essential cmake pkg-config git
           libwebsockets-dev libssl-dev openssl librocksdb-dev libmsgpack-dev
           libcriterion-dev libjwt-dev libjansson-dev uthash-dev rocksdb-tools libwslay-dev
           libev-dev libwebsockets-evlib-ev libpq-dev postgresql-15 postgresql-client-15
-          libcurl4-openssl-dev
+          libcurl4-openssl-dev libexpat1-dev
           curl python3-prometheus-client python3-websockets)
 # The web demo and its browser tests: Debian's chromium, driven by playwright-core (no
 # browser is ever downloaded); Node.js and npm for their npm packages, only when no node

@@ -4,8 +4,8 @@
 #                      [--sizes "100 1000 10000"] [--idle-sizes "10000 50000"]
 #                      [--gw-flags "FLAGS"] [--results DIR] [--base DIR] [--kinds "LIST"]
 #                      [WORKLOAD...]
-# WORKLOAD: w1 w1big w2 w3 w4 w5 w6 threads storage versus retention (default: all but
-# versus and retention). Every figure is the median of N runs (default 3 of 5 s; --quick:
+# WORKLOAD: w1 w1big w2 w3 w4 w5 w6 threads storage versus retention xmpp (default: all
+# but versus, retention and xmpp). Every figure is the median of N runs (default 3 of 5 s; --quick:
 # 1 run of 2 s, small sizes only: a smoke test).
 # Server kinds: the gateway (gw1, gw2: --threads 1, 2; gw1ws: 1 thread over ws:// in w4;
 # gwns: --no-sync in w3) and the peers: lws (libwebsockets-test-server), node (a Node.js
@@ -69,6 +69,15 @@
 #      retention, 30 s, for the contrast), and W2 at 64 senders with retention on against
 #      off, taking turns (--runs each). About 11 minutes; --quick 3 to 5. Needs no
 #      peers: run alone, it installs nothing (curl, psql and the build must be there).
+#   xmpp: the gateway (--threads 1) on PostgreSQL against ejabberd 23.01 and Prosody 0.12
+#      (Debian's; tools/bench/xmpp.sh installs them when missing and runs its own instances,
+#      configured by tools/bench/peers/ejabberd.yml.in and prosody.cfg.lua.in), all three
+#      storing in one PostgreSQL server of the run's own (synchronous_commit on), XMPP over
+#      WebSocket, gw_load --xmpp: W2 a room of 100, 10 online each sending (window 1):
+#      confirmed messages/s, server CPU (own + PostgreSQL's) per message, send-to-confirm
+#      p50/p99; W3 at half each one's W2 maximum: send-to-deliver p50/p99/p99.9; W5 1,000
+#      messages in each of 40 rooms caught up after being offline: MAM pages of 100 vs the
+#      gateway's pull pages of 100, wall time, bytes, messages. Ratios gateway/peer.
 # Servers bind 127.0.0.1 only; everything started (perf too) is stopped on exit and on
 # Ctrl-C; every gw_load run is bounded (timeout 600 s).
 # shellcheck disable=SC2119 # stop_srv: its argument is optional
@@ -95,7 +104,7 @@ while [ $# -gt 0 ]; do
     --sizes) read -ra w1_sizes <<<"$2"; shift 2 ;;
     --idle-sizes) read -ra w4_sizes <<<"$2"; shift 2 ;;
     --kinds) read -ra only_kinds <<<"$2"; shift 2 ;;
-    w1|w1big|w2|w3|w4|w5|w6|threads|storage|versus|retention) work+=("$1"); shift ;;
+    w1|w1big|w2|w3|w4|w5|w6|threads|storage|versus|retention|xmpp) work+=("$1"); shift ;;
     --gw-flags) read -ra gw_flags <<<"$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -/{/^#/p}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -1043,12 +1052,233 @@ versus() {
     "$(ratio "$n" "$b")"
 }
 
+# ---- XMPP: the gateway on PostgreSQL against ejabberd and Prosody ----------------------
+# tools/bench/xmpp.sh starts the XMPP servers (configurations in tools/bench/peers/); one
+# PostgreSQL server of the workload's own, a fresh database for every server started.
+# xmpp_kinds: xgw (the gateway, --threads 1, on PostgreSQL), ejabberd, prosody.
+xmpp_kinds=(xgw ejabberd prosody)
+declare -A xname=([xgw]="gateway, 1 thread, PostgreSQL" [ejabberd]="ejabberd 23.01" [prosody]="Prosody 0.12")
+xmpp_start() {
+  XMPP_TARGET=()
+  case "$1" in
+    xgw)
+      XMPP_DB=$(pg_newdb) || return 1
+      BENCH_STORE_URL=$XMPP_DB start_gwt 1 || return 1
+      XMPP_TARGET=(--url "ws://127.0.0.1:$SRV_PORT/ws") ;;
+    *)
+      "start_$1" || return 1
+      # Every user the driver may use: PREFIX u0..u199 (W2's 100 members and more).
+      xmpp_register x 200 || return 1
+      # A warm-up, unmeasured, in rooms of their own (users w...): W2's shape for 1 s at
+      # 100 messages/s, then tools/bench/xmpp_check.py (a login, a join, 5 messages, a MAM
+      # query). Erlang loads a module on its first call: a fresh ejabberd's first run
+      # stalls 0.2-0.4 s at its start (measured; not the second run, nor a new room then),
+      # a cost a running deployment paid long ago. The gateway (compiled, nothing loaded
+      # lazily) needs none.
+      XMPP_TARGET=(--xmpp "$XMPP_URL" --xmpp-domain "$XMPP_DOMAIN" --xmpp-muc "$XMPP_MUC"
+                   --xmpp-password bench)
+      xmpp_register w 100 || return 1
+      timeout 60 "$load" "${XMPP_TARGET[@]}" --uid-prefix w --sessions 0 --group-size 100 \
+        --senders 10 --xmpp-members 100 --rate 100 --seconds 1 >/dev/null 2>"$BENCH_WORK/x.err" ||
+        say "xmpp: $1's warm-up load failed: $(tail -1 "$BENCH_WORK/x.err")"
+      timeout 60 /usr/bin/python3 "$root/tools/bench/xmpp_check.py" "$XMPP_URL" "$XMPP_DOMAIN" \
+        "$XMPP_MUC" wu98 wu99 wcheck 5 >/dev/null || say "xmpp: $1's warm-up check failed"
+      XMPP_TARGET+=(--uid-prefix x) ;;
+  esac
+}
+xmpp_stop() {
+  if [ "$1" = xgw ]; then
+    stop_srv
+    [ -z "$XMPP_DB" ] || pg_dropdb "$XMPP_DB"
+    XMPP_DB=''
+  else
+    stop_xmpp
+  fi
+}
+# xmpp_room KIND: W2's and W3's room (group) of 100 members, 10 of them online and
+# sending; sets XMPP_ROOM to gw_load's arguments for it. The gateway: 90 members join g0
+# first and go offline (u0..u89, as storage.sh's), then gw_load's 10 senders (s0..s9) join
+# it and send to it, each receiving the others' (no receivers besides: --sessions 0).
+# XMPP: the same shape, gw_load's 10 senders (u0..u9; the first, the owner, makes the
+# room) and u0..u99 members by affiliation (--xmpp-members), u10..u99 never online.
+xmpp_room() {
+  if [ "$1" = xgw ]; then
+    timeout 120 "$load" "${XMPP_TARGET[@]}" --idle --sessions 90 --group-size 90 --senders 0 \
+      --seconds 1 >/dev/null 2>"$BENCH_WORK/x.err" ||
+      say "xmpp: the 90 offline members did not join: $(tail -1 "$BENCH_WORK/x.err")"
+    XMPP_ROOM=(--sessions 0 --group-size 100 --senders 10)
+  else
+    XMPP_ROOM=(--sessions 0 --group-size 100 --senders 10 --xmpp-members 100)
+  fi
+}
+# xf FIELD: a field of the last run's JSON line ("" if it has none).
+xf() { field "$XOUT" "$1" 2>/dev/null || true; }
+# xmpp_load TAG ARGS...: one bounded gw_load run against the server started (its own CPU
+# through --server-pid), PostgreSQL's CPU read around the measured part (from gw_load's
+# "running" line, once sessions are set up, to its end); sets XOUT (its JSON line, "" if
+# it failed) and XPG (PostgreSQL's CPU seconds).
+xmpp_load() {
+  local tag=$1 lp i p0 rc=0
+  shift
+  timeout 600 "$load" --json "$@" --server-pid "$SRV_PID" >"$BENCH_WORK/x.out" 2>"$BENCH_WORK/x.err" &
+  lp=$!
+  p0=$(pg_cpu_s)
+  for ((i = 0; i < 2400; i++)); do
+    grep -q 'running' "$BENCH_WORK/x.err" 2>/dev/null && break
+    kill -0 "$lp" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q 'running' "$BENCH_WORK/x.err" 2>/dev/null && p0=$(pg_cpu_s)
+  wait "$lp" || rc=$?
+  XPG=$(awk -v a="$p0" -v b="$(pg_cpu_s)" 'BEGIN{printf "%.3f", b - a}')
+  XOUT=$(grep '^{' "$BENCH_WORK/x.out" | tail -1 || true)
+  [ "$rc" -eq 0 ] || say "$tag: gw_load exited $rc: $(grep -v '^gw_load: [0-9]* s:' "$BENCH_WORK/x.err" | tail -2 | tr '\n' ' ')"
+  [ -z "$XOUT" ] || echo "$tag $XOUT pg_cpu_s=$XPG" >>"$rawlog"
+}
+# The send-to-confirm latency (confirm: the room's reflection to the sender, the
+# gateway's `sent`): whichever name gw_load gives it.
+xmpp_sendlat() {
+  local n v
+  for n in send_latency_us confirm_latency_us; do
+    v=$(xf "$n.$1")
+    [ -z "$v" ] || { echo "$v"; return 0; }
+  done
+  echo nan
+}
+ms() { awk -v v="$1" 'BEGIN{if (v ~ /^[0-9.eE+-]+$/) printf "%.2f", v / 1000; else printf "nan"}'; }
+xmpp() {
+  . "$root/tools/bench/xmpp.sh"
+  xmpp_install || { say "xmpp: the XMPP servers could not be installed"; return 1; }
+  start_pg || { say "xmpp: no PostgreSQL server"; return 1; }
+  local r k out c cpu
+  declare -A M=() U=() UP=() S50=() S99=() L50=() L99=() L999=() LD=() RT=()
+  declare -A PM=() PP=() PB=() PS=() PR=()
+  # W2: a room of 100 members, 10 of them online, each sending flat out one message at a
+  # time (window 1: the next once the last is confirmed).
+  for ((r = 0; r < runs; r++)); do
+    for k in "${xmpp_kinds[@]}"; do
+      xmpp_start "$k" || { say "xmpp w2 $k: did not start"; xmpp_stop "$k"; continue; }
+      xmpp_room "$k"
+      xmpp_load "xmpp w2 $k" "${XMPP_TARGET[@]}" "${XMPP_ROOM[@]}" --window 1 --seconds "$secs"
+      c=$(xf confirmed)
+      # Every message confirmed is in PostgreSQL (the XMPP servers' archive tables).
+      if [ "$k" != xgw ] && [ -n "$c" ]; then
+        local a
+        a=$(xmpp_archived xroom || echo 0)
+        [ "$a" -ge "$c" ] || say "xmpp w2 $k: $c confirmed but $a archived in PostgreSQL"
+        say "xmpp w2 $k: $a messages archived in PostgreSQL for $c confirmed"
+      fi
+      xmpp_stop "$k"
+      if [ -n "$c" ] && [ "$c" != 0 ]; then
+        M[$k]+=" $(xf confirmed_per_s)"
+        cpu=$(awk -v a="$(xf server_cpu_s)" -v b="$XPG" 'BEGIN{print a + b}')
+        U[$k]+=" $(awk -v t="$cpu" -v c="$c" 'BEGIN{print t * 1e6 / c}')"
+        UP[$k]+=" $(awk -v t="$XPG" -v c="$c" 'BEGIN{print t * 1e6 / c}')"
+        S50[$k]+=" $(xmpp_sendlat p50)" S99[$k]+=" $(xmpp_sendlat p99)"
+      fi
+      say "xmpp w2 $k, run $((r + 1)): $(xf confirmed_per_s) confirmed/s, PostgreSQL ${XPG} CPU s"
+    done
+  done
+  for k in "${xmpp_kinds[@]}"; do
+    # shellcheck disable=SC2086
+    M[$k]=$(med ${M[$k]:-}) U[$k]=$(med ${U[$k]:-}) UP[$k]=$(med ${UP[$k]:-})
+    # shellcheck disable=SC2086
+    S50[$k]=$(med ${S50[$k]:-}) S99[$k]=$(med ${S99[$k]:-})
+  done
+  # W3: each server at half its own W2 maximum, open loop.
+  for ((r = 0; r < runs; r++)); do
+    for k in "${xmpp_kinds[@]}"; do
+      RT[$k]=$(awk -v m="${M[$k]}" 'BEGIN{if (m ~ /^[0-9.eE+-]+$/ && m > 0) printf "%.0f", m / 2; else print 0}')
+      [ "${RT[$k]}" -gt 0 ] || continue
+      xmpp_start "$k" || { say "xmpp w3 $k: did not start"; xmpp_stop "$k"; continue; }
+      xmpp_room "$k"
+      xmpp_load "xmpp w3 $k" "${XMPP_TARGET[@]}" "${XMPP_ROOM[@]}" --rate "${RT[$k]}" --seconds "$secs"
+      xmpp_stop "$k"
+      LD[$k]+=" $(xf deliveries_per_s)" L50[$k]+=" $(xf latency_us.p50)"
+      L99[$k]+=" $(xf latency_us.p99)" L999[$k]+=" $(xf latency_us.p999)"
+      say "xmpp w3 $k at ${RT[$k]} messages/s, run $((r + 1)): p99 $(xf latency_us.p99) us"
+    done
+  done
+  # W5: 1,000 messages in each of 40 rooms while a member is offline, then its catch-up:
+  # MAM queries of 100 per page, one room at a time; the gateway's pull, pages of 100.
+  for ((r = 0; r < runs; r++)); do
+    for k in "${xmpp_kinds[@]}"; do
+      xmpp_start "$k" || { say "xmpp w5 $k: did not start"; xmpp_stop "$k"; continue; }
+      xmpp_load "xmpp w5 $k" "${XMPP_TARGET[@]}" --pull 100 --pull-groups 40 --pull-window 1 \
+        --count 40000
+      xmpp_stop "$k"
+      PM[$k]+=" $(xf pull.messages)" PP[$k]+=" $(xf pull.pages)"
+      PB[$k]+=" $(xf pull.bytes)" PS[$k]+=" $(xf pull.seconds)"
+      PR[$k]+=" $(xf pull.messages_per_s)"
+      say "xmpp w5 $k, run $((r + 1)): $(xf pull.messages) messages in $(xf pull.seconds) s"
+    done
+  done
+  stop_pg
+  echo
+  echo "### XMPP: the gateway on PostgreSQL, ejabberd and Prosody ($runs runs of ${secs} s, median)"
+  echo
+  echo "All three store in databases of one PostgreSQL 15 server of the run's own (tools/pg_server.sh:"
+  echo "synchronous_commit on, fsync on), speak WebSocket on 127.0.0.1 without TLS (XMPP: RFC 7395,"
+  echo "SASL PLAIN, MUC rooms archived by MAM; tools/bench/xmpp.sh and tools/bench/peers/), with"
+  echo "rate limits off. The gateway runs with --threads 1; ejabberd with Erlang's default"
+  echo "schedulers (one per core), Prosody in its one thread. Server CPU is the server's own"
+  echo "process plus every PostgreSQL process's (backends, WAL writer, ...) over the measured part."
+  echo "A message is confirmed when the sender has the gateway's \`sent\` (stored) or the room's"
+  echo "reflection of it (both XMPP servers archive it before they broadcast it). Each XMPP server"
+  echo "first gets an unmeasured warm-up (1 s of W2's shape in other rooms; Erlang loads code on"
+  echo "first use); the gateway none."
+  echo
+  echo "W2: a room (group) of 100 members, 10 online (90 members by affiliation, never online), each"
+  echo "of the 10 sending flat out with one message in flight; sender latency is send-to-confirm."
+  echo
+  echo "| server | confirmed messages/s | server CPU us/message (own + PostgreSQL) | of which PostgreSQL | sender p50 ms | sender p99 ms | gateway/peer messages/s | peer/gateway CPU per message |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for k in "${xmpp_kinds[@]}"; do
+    local a="" b=""
+    [ "$k" = xgw ] || { a=$(ratio "${M[xgw]}" "${M[$k]}"); b=$(ratio "${U[$k]}" "${U[xgw]}"); }
+    row '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "${xname[$k]}" "$(fmt 0 "${M[$k]}")" \
+      "$(fmt 1 "${U[$k]}")" "$(fmt 1 "${UP[$k]}")" "$(ms "${S50[$k]}")" "$(ms "${S99[$k]}")" "$a" "$b"
+  done
+  echo
+  echo "W3: the same room at half of each server's own W2 maximum (open loop, the 10 senders in"
+  echo "turn); latency is send-to-deliver at the 9 other online members."
+  echo
+  echo "| server | messages/s offered | deliveries/s | p50 ms | p99 ms | p99.9 ms | peer/gateway p99 |"
+  echo "|---|---|---|---|---|---|---|"
+  for k in "${xmpp_kinds[@]}"; do
+    local p99
+    # shellcheck disable=SC2086
+    p99=$(med ${L99[$k]:-})
+    # shellcheck disable=SC2086
+    row '| %s | %s | %s | %s | %s | %s | %s |\n' "${xname[$k]}" "${RT[$k]:-0}" "$(fmt 0 "$(med ${LD[$k]:-})")" \
+      "$(ms "$(med ${L50[$k]:-})")" "$(ms "$p99")" "$(ms "$(med ${L999[$k]:-})")" \
+      "$([ "$k" = xgw ] || ratio "$p99" "$(med ${L99[xgw]:-})")"
+  done
+  echo
+  echo "W5: 1,000 messages stored in each of 40 rooms (groups) while a member is offline; then its"
+  echo "catch-up, one room at a time: MAM queries of 100 per page after the last message it had"
+  echo "seen (XMPP), pulls of 100 per page after its stored ack (the gateway)."
+  echo
+  echo "| server | messages caught up | pages | bytes received | bytes/message | catch-up s | messages/s | peer/gateway catch-up time |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for k in "${xmpp_kinds[@]}"; do
+    local pm pb ps
+    # shellcheck disable=SC2086
+    pm=$(med ${PM[$k]:-}) pb=$(med ${PB[$k]:-}) ps=$(med ${PS[$k]:-})
+    # shellcheck disable=SC2086
+    row '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "${xname[$k]}" "$(fmt 0 "$pm")" \
+      "$(fmt 0 "$(med ${PP[$k]:-})")" "$(fmt 0 "$pb")" "$(ratio "$pb" "$pm" | sed 's/n\/a/nan/')" \
+      "$(fmt 3 "$ps")" "$(fmt 0 "$(med ${PR[$k]:-})")" \
+      "$([ "$k" = xgw ] || ratio "$ps" "$(med ${PS[xgw]:-})")"
+  done
+}
+
 echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))," \
   "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME")," \
   "$(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "The gateway's default --threads here: $(nproc) (one per core)."
 # Each one asked for, in this order; the exit status is 0 when they all ran (a loop ending
 # on one not asked for must not make it 1).
-for w in w1 w1big w2 w3 w6 w4 w5 threads storage versus retention; do
+for w in w1 w1big w2 w3 w6 w4 w5 threads storage versus retention xmpp; do
   if want "$w"; then "$w"; fi
 done
