@@ -61,8 +61,10 @@
 #   storage: bytes on disk per message, a group of 500 with 200 offline, vs mosquitto.
 #   versus: this build against another build of the gateway (--base DIR: a build folder
 #      with its gw, say an older commit's), the two taking turns in every run with the same
-#      gw_load: W1 at the sizes up to 1,000 members with 1 and 2 threads, and W2 at 64
-#      senders (one send in flight each); each figure beside the base's, and new/base.
+#      gw_load: W1 at the sizes up to 1,000 members with 1 and 2 threads, W2 at 64
+#      senders (one send in flight each) on RocksDB and on PostgreSQL (a server of the
+#      run's own, a fresh database per gateway), and W5 (pages of 100, 8 pulls in flight);
+#      each figure beside the base's, and new/base.
 #   retention: tools/bench/retention.sh (its header): on RocksDB and on PostgreSQL (a server
 #      of the run's own), store.disk_bytes over time under a steady durable send load with
 #      --retain-messages 10000 (20 groups at 6,000 messages/s, 150 s; the same load without
@@ -1005,7 +1007,7 @@ start_as() {
 versus() {
   [ -n "$base" ] && [ -x "$base/gw" ] || { say "versus: --base DIR, a build folder with its gw"; return 1; }
   local m k r t who out sizes=()
-  declare -A VD=() VC=() VS=()
+  declare -A VD=() VC=() VS=() VP=()
   for m in "${w1_sizes[@]}"; do [ "$m" -gt 1000 ] || sizes+=("$m"); done
   for m in "${sizes[@]}"; do
     for ((r = 0; r < runs; r++)); do
@@ -1022,16 +1024,38 @@ versus() {
       done
     done
   done
+  # W2 on both backends (PostgreSQL: a server of the run's own, a fresh database for every
+  # gateway started, as in threads), then W5 (pages of 100, 8 pulls in flight: RocksDB).
+  local bk url
+  start_pg || say "versus: no PostgreSQL server: W2 on RocksDB only"
   for ((r = 0; r < runs; r++)); do
+    for bk in rocksdb postgres; do
+      [ "$bk" = rocksdb ] || [ -n "$BENCH_PG_URL" ] || continue
+      for who in base new; do
+        url=
+        [ "$bk" = rocksdb ] || url=$(pg_newdb)
+        if BENCH_STORE_URL=$url start_as "$who"; then
+          out=$(gwload "versus w2 $bk $who" --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 0 \
+                --senders 64 --own-groups --window 1 --seconds "$secs" --sources 2 --server-pid "$SRV_PID")
+          VS[$bk,$who]+=" $(field "$out" confirmed_per_s)"
+          say "versus w2 64 senders, $bk, $who, run $((r + 1)): $(field "$out" confirmed_per_s) sends/s"
+        else
+          say "versus w2, $bk, $who: did not start"
+        fi
+        stop_srv
+        [ -z "$url" ] || pg_dropdb "$url"
+      done
+    done
     for who in base new; do
-      start_as "$who" || { say "versus w2, $who: did not start"; stop_srv; continue; }
-      out=$(gwload "versus w2 $who" --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 0 --senders 64 \
-            --own-groups --window 1 --seconds "$secs" --sources 2 --server-pid "$SRV_PID")
+      start_as "$who" || { say "versus w5, $who: did not start"; stop_srv; continue; }
+      out=$(gwload "versus w5 $who" --url "ws://127.0.0.1:$SRV_PORT/ws" --pull 100 --pull-groups 40 \
+            --pull-window 8 --count 25000 --server-pid "$SRV_PID")
       stop_srv
-      VS[$who]+=" $(field "$out" confirmed_per_s)"
-      say "versus w2 64 senders, $who, run $((r + 1)): $(field "$out" confirmed_per_s) sends/s"
+      VP[$who]+=" $(field "$out" pull.messages_per_s)"
+      say "versus w5 pages of 100, window 8, $who, run $((r + 1)): $(field "$out" pull.messages_per_s) messages/s"
     done
   done
+  stop_pg
   echo
   echo "### This build against $base/gw ($runs runs of ${secs} s each, taking turns, median)"
   echo
@@ -1046,10 +1070,17 @@ versus() {
         "$b" "$n" "$(ratio "$n" "$b")" "$bc" "$nc" "$(ratio "$nc" "$bc")"
     done
   done
+  for bk in rocksdb postgres; do
+    # shellcheck disable=SC2086
+    b=$(med ${VS[$bk,base]:-}) n=$(med ${VS[$bk,new]:-})
+    [ -n "$b$n" ] || continue
+    row '| W2, 64 senders, confirmed sends/s (sync on), %s | %d | %.0f | %.0f | %s |  |  |  |\n' \
+      "$([ "$bk" = rocksdb ] && echo RocksDB || echo PostgreSQL)" "$(nproc)" "$b" "$n" "$(ratio "$n" "$b")"
+  done
   # shellcheck disable=SC2086
-  b=$(med ${VS[base]:-}) n=$(med ${VS[new]:-})
-  row '| W2, 64 senders, confirmed sends/s (sync on) | %d | %.0f | %.0f | %s |  |  |  |\n' "$(nproc)" "$b" "$n" \
-    "$(ratio "$n" "$b")"
+  b=$(med ${VP[base]:-}) n=$(med ${VP[new]:-})
+  row '| W5, 25,000 unread over 40 groups, pages of 100, 8 in flight, messages pulled/s | %d | %.0f | %.0f | %s |  |  |  |\n' \
+    "$(nproc)" "$b" "$n" "$(ratio "$n" "$b")"
 }
 
 # ---- XMPP: the gateway on PostgreSQL against ejabberd and Prosody ----------------------

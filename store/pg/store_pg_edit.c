@@ -104,23 +104,15 @@ void pg_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
 
 /* The batch's changed message rows in key order (NULL with *n 0: none; NULL with *n set:
  * no memory). */
+static bool dirty(const pg_row *r, int arg)
+{
+    (void)arg;
+    return r->dirty;
+}
+
 static pg_row **dirty_msgs(pg *p, size_t *n)
 {
-    *n = 0;
-    pg_row *r, *tmp;
-    HASH_ITER (hh, p->rows, r, tmp)
-        *n += r->kind == 'x' && r->dirty;
-    if (!*n)
-        return NULL;
-    pg_row **rows = malloc(*n * sizeof(*rows));
-    if (!rows)
-        return NULL;
-    size_t k = 0;
-    HASH_ITER (hh, p->rows, r, tmp)
-        if (r->kind == 'x' && r->dirty)
-            rows[k++] = r;
-    qsort(rows, *n, sizeof(*rows), pg_row_by_key); /* the UPDATE's arrays: one lock order */
-    return rows;
+    return pg_rows_sorted(p, 'x', dirty, 0, n); /* the UPDATE's arrays: one lock order */
 }
 
 int pg_versions_send(pg *p, int *n_stmts)
@@ -148,13 +140,7 @@ int pg_versions_send(pg *p, int *n_stmts)
         pg_arr_int8(&a[7], r->cts);
     }
     free(rows);
-    pg_buf *params[8] = {&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]};
-    int rc = pg_send(p, PG_UPD_MSGS, params, 8);
-    for (int i = 0; i < 8; i++)
-        pg_buf_free(&a[i]);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, PG_UPD_MSGS, a, 8, n_stmts);
 }
 
 void pg_versions_announce(pg *p, pg_announce *a, pg_announce *log)

@@ -28,7 +28,8 @@ static void core_destroy(st_store *s)
     free(s);
 }
 
-int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len)
+int st_core_open(const st_backend *ops, const st_options *o, st_store **out, char *errmsg,
+                 size_t errmsg_len)
 {
     *out = NULL;
     bool pg = o && o->url && *o->url;
@@ -39,7 +40,7 @@ int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len
     st_store *s = calloc(1, sizeof(*s));
     if (!s)
         return ST_ENOMEM;
-    s->be_ops = pg ? &st_pg_backend : &st_rocks_backend;
+    s->be_ops = ops;
     s->open_groups = o->open_groups;
     s->max_batch = o->max_batch ? o->max_batch : 4096;
     s->on_event = o->on_event;

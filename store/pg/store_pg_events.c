@@ -63,15 +63,9 @@ static void payload_end(pg_announce *a)
 {
     if (a->cur_changes == 0)
         return;
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 4;
-        pg_buf *np = realloc(a->list, cap * sizeof(*np));
-        if (!np) {
-            a->oom = true;
-            return;
-        }
-        a->list = np;
-        a->cap = cap;
+    if (!st_room(&a->list, &a->cap, a->n + 1, sizeof(*a->list), 4)) {
+        a->oom = true;
+        return;
     }
     a->list[a->n++] = a->cur;
     memset(&a->cur, 0, sizeof(a->cur));
@@ -285,18 +279,10 @@ void pg_announce_done(pg *p, pg_announce *a, bool committed, bool sent)
     if (!committed || a->n == 0)
         return; /* not committed: nothing of it to tell (the late ones wait on) */
     atomic_fetch_add(&p->late_total, 1);
-    if (p->n_late + a->n > p->cap_late) {
-        size_t cap = p->cap_late ? p->cap_late : 16;
-        while (cap < p->n_late + a->n)
-            cap *= 2;
-        pg_buf *nl = realloc(p->late, cap * sizeof(*nl));
-        if (!nl) {
-            p->owe_resync = true;
-            atomic_fetch_add(&p->late_dropped, a->n);
-            return;
-        }
-        p->late = nl;
-        p->cap_late = cap;
+    if (!st_room(&p->late, &p->cap_late, p->n_late + a->n, sizeof(*p->late), 16)) {
+        p->owe_resync = true;
+        atomic_fetch_add(&p->late_dropped, a->n);
+        return;
     }
     for (size_t i = 0; i < a->n; i++) { /* moved: the batch's list forgets them */
         p->late[p->n_late++] = a->list[i];

@@ -24,14 +24,8 @@ st_list *st_list_new(void)
 int st_list_add(st_list *l, st_id gid, uint64_t lo, uint64_t hi, uint64_t mark, const void *text,
                 size_t text_n)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        st_item *ni = realloc(l->items, cap * sizeof(*ni));
-        if (!ni)
-            return ST_ENOMEM;
-        l->items = ni;
-        l->cap = cap;
-    }
+    if (!st_room(&l->items, &l->cap, l->n + 1, sizeof(*l->items), 16))
+        return ST_ENOMEM;
     char *b = malloc(gid.n + text_n + 1);
     if (!b)
         return ST_ENOMEM;

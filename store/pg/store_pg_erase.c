@@ -23,30 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Takes n results (the caller knows how many it queued) and the Sync's; ok: each was
- * COMMAND_OK or TUPLES_OK. keep: index of one to hand back (the caller PQclears it), or
- * -1. ST_EIO when the connection failed. */
-static int take(pg *p, int n, int keep, PGresult **kept, bool *ok, char *why, size_t why_len)
-{
-    *ok = true;
-    for (int i = 0; i < n; i++) {
-        PGresult *r = pg_result(p, why, why_len);
-        if (!r)
-            return ST_EIO;
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-            if (*ok)
-                pg_why(p, r, "an erasure failed", why, why_len);
-            *ok = false;
-        }
-        if (i == keep && kept)
-            *kept = r;
-        else
-            PQclear(r);
-    }
-    return pg_end(p, why, why_len);
-}
-
 /* BEGIN, the lock (its first parameter only), the statement, COMMIT, in one round trip.
  * ST_OK with the statement's one row in *row (the caller PQclears it), or with *row NULL
  * when the database refused (rolled back: the op fails, the store goes on); ST_EIO when
@@ -62,11 +38,9 @@ static int one_tx(pg *p, enum pg_stmt lock, enum pg_stmt stmt, pg_buf *const *pa
         rc = pg_send(p, stmt, params, n);
     if (rc == ST_OK)
         rc = pg_send(p, PG_COMMIT, NULL, 0);
-    if (rc == ST_OK)
-        rc = pg_sync(p, why, why_len);
     bool ok = false;
     if (rc == ST_OK)
-        rc = take(p, 4, 2, row, &ok, why, why_len);
+        rc = pg_round_trip(p, 4, 2, row, &ok, "an erasure failed", why, why_len);
     if (rc != ST_OK) {
         PQclear(*row);
         *row = NULL;
@@ -78,9 +52,8 @@ static int one_tx(pg *p, enum pg_stmt lock, enum pg_stmt stmt, pg_buf *const *pa
     if (!ok || PQntuples(*row) != 1) {
         PQclear(*row);
         *row = NULL;
-        if (PQtransactionStatus(p->conn) != PQTRANS_IDLE && pg_send(p, PG_ROLLBACK, NULL, 0) == 0 &&
-            pg_sync(p, why, why_len) == ST_OK)
-            take(p, 1, -1, NULL, &ok, why, why_len);
+        if (PQtransactionStatus(p->conn) != PQTRANS_IDLE && pg_send(p, PG_ROLLBACK, NULL, 0) == 0)
+            pg_round_trip(p, 1, -1, NULL, &ok, "an erasure failed", why, why_len);
     }
     return ST_OK;
 }
@@ -125,8 +98,8 @@ static void announce(pg *p, const st_op *op)
     int n = 0;
     char why[256];
     bool ok = false;
-    if (pg_announce_send(p, &a, &n, true) == ST_OK && pg_sync(p, why, sizeof(why)) == ST_OK)
-        take(p, n, -1, NULL, &ok, why, sizeof(why));
+    if (pg_announce_send(p, &a, &n, true) == ST_OK)
+        pg_round_trip(p, n, -1, NULL, &ok, "an erasure failed", why, sizeof(why));
     pg_announce_done(p, &a, true, ok);
     pg_announce_free(&a);
 }

@@ -5,9 +5,12 @@
 #ifndef GW_STORE_PG_H
 #define GW_STORE_PG_H
 
-#include "store_internal.h"
+#include "st_pg.h"
+#include "store_backend.h"
 
 #include <libpq-fe.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <uthash.h>
 
 #define PG_SCHEMA_VERSION 8 /* what this build creates and understands */
@@ -218,6 +221,16 @@ int pg_sync(pg *p, char *why, size_t why_len);
 PGresult *pg_result(pg *p, char *why, size_t why_len);
 /* Takes the Sync's result. 0 or ST_EIO. */
 int pg_end(pg *p, char *why, size_t why_len);
+/* Sends st with a[0..n) (n at most 8) as its parameters and frees them; counts the
+ * statement in *n_stmts (NULL: not counted) when it went. 0, ST_ENOMEM or ST_EIO. */
+int pg_send_arrays(pg *p, enum pg_stmt st, pg_buf *a, int n, int *n_stmts);
+/* Ends a round trip of n statements queued with one Sync: sends it, takes their n results
+ * and the Sync's. *ok: each was COMMAND_OK or TUPLES_OK (set once the Sync went); the
+ * first that was not writes its error to why as `what` says (NULL: why is left alone);
+ * *kept: result `keep` (-1: none; the caller PQclears it), NULL otherwise. 0, or ST_EIO
+ * when the connection failed. */
+int pg_round_trip(pg *p, int n, int keep, PGresult **kept, bool *ok, const char *what, char *why,
+                  size_t why_len);
 
 /* Did a failed statement lose to another writer (a unique key, a deadlock, a
  * serialization failure): worth applying the batch again? */
@@ -242,13 +255,35 @@ st_id pg_get_id(const PGresult *r, int row, int col);
 #define PG_OID_INT8 20
 #define PG_OID_TEXT 25
 
-/* ---- the batch's rows (store_pg.c) and the fast path (store_pg_cache.c) ------------ */
+/* ---- the batch's rows (store_pg_rows.c) and the fast path (store_pg_cache.c) ------------ */
 
 pg_row *pg_row_find(pg *p, char kind, st_id a, st_id b);
 /* The row for (kind, a, b), added (not existing, not present) if new. NULL: no memory. */
 pg_row *pg_row_want(pg *p, char kind, st_id a, st_id b);
 /* qsort order of pg_row pointers: by key (writes in one lock order across writers). */
 int pg_row_by_key(const void *x, const void *y);
+/* The batch's rows of kind that take(r, arg) picks, in key order (the statements' arrays:
+ * one lock order): a malloc'd array of *n (the caller frees it); NULL with *n 0: none;
+ * NULL with *n set: no memory. Inline, so that each caller's take is a direct call. */
+static inline pg_row **pg_rows_sorted(pg *p, char kind, bool (*take)(const pg_row *r, int arg),
+                                      int arg, size_t *n)
+{
+    *n = 0;
+    pg_row *r, *tmp;
+    HASH_ITER (hh, p->rows, r, tmp)
+        *n += r->kind == kind && take(r, arg);
+    if (!*n)
+        return NULL;
+    pg_row **rows = malloc(*n * sizeof(*rows));
+    if (!rows)
+        return NULL;
+    size_t k = 0;
+    HASH_ITER (hh, p->rows, r, tmp)
+        if (r->kind == kind && take(r, arg))
+            rows[k++] = r;
+    qsort(rows, *n, sizeof(*rows), pg_row_by_key);
+    return rows;
+}
 
 /* A batch of appends whose groups and memberships are all cached takes its rows from
  * the cache (no round trip): true then, the rows filled. */

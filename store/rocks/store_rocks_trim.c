@@ -27,67 +27,15 @@
 #define COMPACT_EVERY_MS 60000
 #define RANGES_MAX 1024 /* deleted ranges listed for the next hint; past it, the family */
 
-/* The group's value, as the batch and the database have it: 1 (found), 0, ST_EIO. */
-static int group_of(rk *r, st_id gid, st_group_row *g)
-{
-    rk_key k;
-    rk_key_id(&k, gid);
-    char *err = NULL;
-    size_t n = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
-        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS], k.b, k.n, &n, &err);
-    if (err) {
-        rocksdb_free(err);
-        return ST_EIO;
-    }
-    int found = v && rk_group_decode(v, n, g);
-    rocksdb_free(v);
-    return found;
-}
-
 int rk_retain(rk *r, st_op *op)
 {
     st_group_row g;
-    int rc = group_of(r, op->gid, &g);
+    int rc = rk_group_row(r, op->gid, &g);
     if (rc <= 0)
         return rc < 0 ? rc : ST_ENOGROUP;
     g.retain = op->retain;
-    rk_key k;
-    char v[RK_GROUP_VAL_MAX];
-    rk_key_id(&k, op->gid);
-    rocksdb_writebatch_wi_put_cf(r->wb, r->rw.cf[RK_CF_GROUPS], k.b, k.n, v,
-                                 rk_group_encode(&g, v));
+    rk_put_group(r, op->gid, &g);
     return ST_OK;
-}
-
-/* An iterator over cf's keys in [lo, hi) (hi NULL: to the end of lo's prefix, which end
- * holds: RocksDB keeps a pointer to a bound, not a copy, so the bound must live as long
- * as the iterator). */
-static rocksdb_iterator_t *range(rk *r, enum rk_cf cf, const rk_key *lo, const rk_key *hi,
-                                 rocksdb_readoptions_t **ro, rk_key *end)
-{
-    *ro = rocksdb_readoptions_create();
-    rocksdb_readoptions_set_iterate_lower_bound(*ro, lo->b, lo->n);
-    if (hi)
-        rocksdb_readoptions_set_iterate_upper_bound(*ro, hi->b, hi->n);
-    else if (rk_key_prefix_end(lo, end)) /* always: ids are printable ASCII */
-        rocksdb_readoptions_set_iterate_upper_bound(*ro, end->b, end->n);
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->rw.db, *ro, r->rw.cf[cf]);
-    rocksdb_iter_seek(it, lo->b, lo->n);
-    return it;
-}
-
-static int range_done(rocksdb_iterator_t *it, rocksdb_readoptions_t *ro, int rc)
-{
-    char *err = NULL;
-    rocksdb_iter_get_error(it, &err);
-    if (err) {
-        rocksdb_free(err);
-        rc = ST_EIO;
-    }
-    rocksdb_iter_destroy(it);
-    rocksdb_readoptions_destroy(ro);
-    return rc;
 }
 
 /* The first mid from g's horizon (at most ST_TRIM_STEP on) whose message was sent at or
@@ -100,7 +48,7 @@ static int first_young(rk *r, st_id gid, const st_group_row *g, uint64_t since, 
     rk_key_msg(&lo, gid, g->first_mid);
     rk_key_msg(&hi, gid, *young);
     rocksdb_readoptions_t *ro;
-    rocksdb_iterator_t *it = range(r, RK_CF_MSGS, &lo, &hi, &ro, NULL);
+    rocksdb_iterator_t *it = rk_range(r, RK_CF_MSGS, &lo, &hi, &ro, NULL);
     for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kn, vn;
         const char *k = rocksdb_iter_key(it, &kn);
@@ -111,7 +59,7 @@ static int first_young(rk *r, st_id gid, const st_group_row *g, uint64_t since, 
             break;
         }
     }
-    return range_done(it, ro, ST_OK);
+    return rk_iter_end(it, ro, ST_OK);
 }
 
 /* The lowest ack of gid's members (none: last_mid, nobody lacks anything). */
@@ -122,7 +70,7 @@ static int lowest_ack(rk *r, st_id gid, uint64_t last_mid, uint64_t *min_ack)
     rk_key_id(&lo, gid);
     rocksdb_readoptions_t *ro;
     rk_key end;
-    rocksdb_iterator_t *it = range(r, RK_CF_MEMBERS, &lo, NULL, &ro, &end);
+    rocksdb_iterator_t *it = rk_range(r, RK_CF_MEMBERS, &lo, NULL, &ro, &end);
     for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t vn;
         const char *v = rocksdb_iter_value(it, &vn);
@@ -130,7 +78,7 @@ static int lowest_ack(rk *r, st_id gid, uint64_t last_mid, uint64_t *min_ack)
         if (rk_member_decode(v, vn, &m) && m.ack < *min_ack)
             *min_ack = m.ack;
     }
-    return range_done(it, ro, ST_OK);
+    return rk_iter_end(it, ro, ST_OK);
 }
 
 /* A deleted range, for the next compaction hint. */
@@ -161,7 +109,7 @@ static int drop_reactions(rk *r, rocksdb_writebatch_t *wb, st_id gid, uint64_t l
     rk_key_msg(&klo, gid, lo);
     rk_key_msg(&khi, gid, hi);
     rocksdb_readoptions_t *ro;
-    rocksdb_iterator_t *it = range(r, RK_CF_REACTIONS, &klo, &khi, &ro, NULL);
+    rocksdb_iterator_t *it = rk_range(r, RK_CF_REACTIONS, &klo, &khi, &ro, NULL);
     bool any = false;
     for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kn;
@@ -178,7 +126,7 @@ static int drop_reactions(rk *r, rocksdb_writebatch_t *wb, st_id gid, uint64_t l
     if (any)
         rocksdb_writebatch_delete_range_cf(wb, r->rw.cf[RK_CF_REACTIONS], klo.b, klo.n, khi.b,
                                            khi.n);
-    return range_done(it, ro, ST_OK);
+    return rk_iter_end(it, ro, ST_OK);
 }
 
 /* Where the change log may begin (store.h, Changes): past what changes_keep leaves out,
@@ -194,7 +142,7 @@ static int log_start(rk *r, st_id gid, const st_group_row *g, uint64_t now, uint
     rk_key_msg(&lo, gid, *first);
     rk_key_msg(&hi, gid, g->last_cseq + 1);
     rocksdb_readoptions_t *ro;
-    rocksdb_iterator_t *it = range(r, RK_CF_CHANGES, &lo, &hi, &ro, NULL);
+    rocksdb_iterator_t *it = rk_range(r, RK_CF_CHANGES, &lo, &hi, &ro, NULL);
     for (size_t n = 0; rocksdb_iter_valid(it) && n < ST_TRIM_STEP; rocksdb_iter_next(it), n++) {
         size_t kn, vn;
         const char *k = rocksdb_iter_key(it, &kn);
@@ -203,7 +151,7 @@ static int log_start(rk *r, st_id gid, const st_group_row *g, uint64_t now, uint
             break; /* the first young entry: the log from it on stays */
         *first = st_get_be64(k + kn - 8) + 1;
     }
-    return range_done(it, ro, ST_OK);
+    return rk_iter_end(it, ro, ST_OK);
 }
 
 /* One group of the pass: its horizon moved in wb when the rule asks (a change: it takes

@@ -33,14 +33,8 @@ void rk_unread_msg(rk *r, st_id gid, uint64_t mid, uint64_t ts)
         l->hi = mid;
         return;
     }
-    if (r->n_lines == r->cap_lines) {
-        size_t cap = r->cap_lines ? 2 * r->cap_lines : 16;
-        rk_log_line *nl = realloc(r->lines, cap * sizeof(*nl));
-        if (!nl)
-            return; /* that line is missing: its messages are looked at by their gateway */
-        r->lines = nl;
-        r->cap_lines = cap;
-    }
+    if (!st_room(&r->lines, &r->cap_lines, r->n_lines + 1, sizeof(*r->lines), 16))
+        return; /* that line is missing: its messages are looked at by their gateway */
     l = &r->lines[r->n_lines++];
     memcpy(l->gid, gid.p, gid.n);
     l->gid_n = gid.n;
@@ -72,19 +66,6 @@ void rk_unread_lines(rk *r)
 
 /* ---- rows ---------------------------------------------------------------------------- */
 
-/* A row from the batch, then the database: 1 (*v malloc'd, *n its length), 0, ST_EIO. */
-static int get_row(rk *r, enum rk_cf cf, const char *key, size_t key_n, char **v, size_t *n)
-{
-    char *err = NULL;
-    *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(r->wb, r->rw.db, r->ropts, r->rw.cf[cf],
-                                                        key, key_n, n, &err);
-    if (err) {
-        rocksdb_free(err);
-        return ST_EIO;
-    }
-    return *v != NULL;
-}
-
 static void put_row(rk *r, enum rk_cf cf, const char *key, size_t key_n, const char *v, size_t n)
 {
     rocksdb_writebatch_wi_put_cf(r->wb, r->rw.cf[cf], key, key_n, v, n);
@@ -97,7 +78,7 @@ static int get_swept(rk *r, st_id gid, uint64_t *mid)
     rk_key_id(&k, gid);
     char *v;
     size_t n;
-    int rc = get_row(r, RK_CF_UNREAD_SWEPT, k.b, k.n, &v, &n);
+    int rc = rk_get_row(r, RK_CF_UNREAD_SWEPT, k.b, k.n, &v, &n);
     *mid = rc == 1 && n == 8 ? st_get_be64(v) : 0;
     rocksdb_free(rc == 1 ? v : NULL);
     return rc < 0 ? rc : ST_OK;
@@ -111,7 +92,7 @@ static int claim(rk *r, st_op *op, uint64_t now)
         st_tell *t = &op->tells[i];
         char *v;
         size_t n;
-        int rc = get_row(r, RK_CF_UNREAD_TELLS, t->id.p, t->id.n, &v, &n);
+        int rc = rk_get_row(r, RK_CF_UNREAD_TELLS, t->id.p, t->id.n, &v, &n);
         if (rc < 0)
             return rc;
         if (rc == 1) {
@@ -139,7 +120,7 @@ static int sent(rk *r, st_op *op)
         const st_tell *t = &op->tells[i];
         char *v;
         size_t n;
-        int rc = get_row(r, RK_CF_UNREAD_TELLS, t->id.p, t->id.n, &v, &n);
+        int rc = rk_get_row(r, RK_CF_UNREAD_TELLS, t->id.p, t->id.n, &v, &n);
         if (rc < 0)
             return rc;
         if (rc == 1 && n >= TELL_HDR && !v[16]) {
@@ -348,50 +329,24 @@ int rk_unread_mark_all(rk *r, char *why, size_t why_len)
     return rc;
 }
 
-int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
+int rk_unread_op(rk *r, st_op *op, uint64_t now)
 {
-    rk *r = be;
-    for (st_op *op = ops; op; op = op->next_) {
-        int rc;
-        r->unreadable = false;
-        switch (op->kind) {
-        case ST_OP_TELL_CLAIM: rc = claim(r, op, now); break;
-        case ST_OP_TELL_SENT: rc = sent(r, op); break;
-        case ST_OP_TELL_ADOPT: rc = adopt(r, op); break;
-        case ST_OP_SWEPT: rc = swept(r, op); break;
-        case ST_OP_READ_UNSWEPT: rc = unswept(r, op); break;
-        case ST_OP_SIGNAL: rc = ST_OK; break; /* one gateway: nobody to tell */
-        case ST_OP_ERASE_USER: rc = rk_erase_user(r, op, now); break;
-        case ST_OP_DELETE_GROUP: rc = rk_delete_group(r, op); break;
-        case ST_OP_RETAIN: rc = rk_retain(r, op); break;
-        case ST_OP_TRIM: rc = rk_trim(r, op, now, why, why_len); break;
-        default: rc = ST_EINVAL; break;
-        }
-        /* Each op is a write of its own: what it changed, or nothing (a read). */
-        if (rc == ST_OK)
-            rc = rk_write(r, why, why_len);
-        else
-            rocksdb_writebatch_wi_clear(r->wb);
-        rk_scrub_batch_end(r, rc == ST_OK); /* an erasure's tombstones (store_rocks_erase.c) */
-        op->result = rc;
-        if (rc != ST_OK) {
-            st_read_discard(op);
-            if (op->kind == ST_OP_TELL_CLAIM)
-                for (size_t i = 0; i < op->n_tells; i++)
-                    op->tells[i].claimed = false;
-            if (rc == ST_EIO) {
-                for (st_op *rest = op->next_; rest; rest = rest->next_)
-                    rest->result = ST_EIO;
-                return ST_EIO;
-            }
-        }
+    switch (op->kind) {
+    case ST_OP_TELL_CLAIM: return claim(r, op, now);
+    case ST_OP_TELL_SENT: return sent(r, op);
+    case ST_OP_TELL_ADOPT: return adopt(r, op);
+    case ST_OP_SWEPT: return swept(r, op);
+    case ST_OP_READ_UNSWEPT: return unswept(r, op);
+    case ST_OP_SIGNAL: return ST_OK; /* one gateway: nobody to tell */
+    default: return ST_EINVAL;
     }
-    char scrub_why[256];
-    rk_scrub(r, scrub_why, sizeof(scrub_why));
+}
+
+void rk_unread_prune(rk *r, uint64_t now)
+{
     uint64_t mono = st_mono_ms();
     if (mono >= r->prune_at) {
         r->prune_at = mono + PRUNE_EVERY_MS;
         prune(r, now);
     }
-    return ST_OK;
 }

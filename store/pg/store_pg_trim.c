@@ -25,32 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Sends what is queued and takes n results (and the Sync's). ST_EIO when the connection
- * failed; *ok: every statement succeeded; *kept: result `keep` (the caller PQclears). */
-static int round_trip(pg *p, int n, int keep, PGresult **kept, bool *ok, char *why, size_t why_len)
-{
-    *ok = true;
-    if (kept)
-        *kept = NULL;
-    if (pg_sync(p, why, why_len) != ST_OK)
-        return ST_EIO;
-    for (int i = 0; i < n; i++) {
-        PGresult *r = pg_result(p, why, why_len);
-        if (!r)
-            return ST_EIO;
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-            *ok = false;
-        if (i == keep && kept)
-            *kept = r;
-        else
-            PQclear(r);
-        if (pg_end(p, why, why_len) != ST_OK) /* each statement has a Sync of its own */
-            return ST_EIO;
-    }
-    return ST_OK;
-}
-
 static int lost(pg *p, st_op *op, char *why, size_t why_len)
 {
     if (!why[0])
@@ -74,7 +48,7 @@ int pg_retain(pg *p, st_op *op, char *why, size_t why_len)
         pg_buf_free(&b[i]);
     PGresult *r = NULL;
     bool ok = false;
-    if (rc != ST_OK || round_trip(p, 1, 0, &r, &ok, why, why_len) != ST_OK) {
+    if (rc != ST_OK || pg_round_trip(p, 1, 0, &r, &ok, NULL, why, why_len) != ST_OK) {
         PQclear(r);
         return lost(p, op, why, why_len);
     }
@@ -130,7 +104,7 @@ static void announce(pg *p, const st_list *changed)
     char why[256];
     bool ok = false;
     if (pg_announce_send(p, &a, &n, true) != ST_OK ||
-        round_trip(p, n, -1, NULL, &ok, why, sizeof(why)) != ST_OK)
+        pg_round_trip(p, n, -1, NULL, &ok, NULL, why, sizeof(why)) != ST_OK)
         ok = false;
     pg_announce_done(p, &a, true, ok);
     pg_announce_free(&a);
@@ -165,7 +139,7 @@ int pg_trim(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     int rc = pg_send(p, PG_TRIM_READ, params, 6);
     PGresult *r = NULL;
     bool ok = false;
-    if (rc != ST_OK || round_trip(p, 1, 0, &r, &ok, why, why_len) != ST_OK) {
+    if (rc != ST_OK || pg_round_trip(p, 1, 0, &r, &ok, NULL, why, why_len) != ST_OK) {
         PQclear(r);
         for (int i = 0; i < 6; i++)
             pg_buf_free(&b[i]);

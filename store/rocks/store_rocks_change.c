@@ -16,38 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rk_each_in_batch(rk *r, enum rk_cf cf, const rk_key *prefix,
-                     int (*fn)(rk *r, void *ud, const char *k, size_t kn), void *ud)
-{
-    rocksdb_iterator_t *base = rocksdb_create_iterator_cf(r->rw.db, r->ropts, r->rw.cf[cf]);
-    /* The batch's view over the database's; it owns base from here. Bounds are not
-     * promised over the batch's part: the prefix is checked on each key. */
-    rocksdb_iterator_t *it =
-        rocksdb_writebatch_wi_create_iterator_with_base_cf(r->wb, base, r->rw.cf[cf]);
-    int rc = ST_OK;
-    for (rocksdb_iter_seek(it, prefix->b, prefix->n); rc == ST_OK && rocksdb_iter_valid(it);
-         rocksdb_iter_next(it)) {
-        size_t kn;
-        const char *k = rocksdb_iter_key(it, &kn);
-        if (kn < prefix->n || memcmp(k, prefix->b, prefix->n) != 0)
-            break;
-        /* fn may write into the batch, which the iterator reads: work on a copy. */
-        char copy[RK_KEY_MAX];
-        if (kn > sizeof(copy))
-            continue; /* no key of ours is so long */
-        memcpy(copy, k, kn);
-        rc = fn(r, ud, copy, kn);
-    }
-    char *err = NULL;
-    rocksdb_iter_get_error(it, &err);
-    if (err) {
-        rocksdb_free(err);
-        rc = ST_EIO;
-    }
-    rocksdb_iter_destroy(it);
-    return rc;
-}
-
 static void del(rk *r, enum rk_cf cf, const char *k, size_t kn)
 {
     rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[cf], k, kn);
@@ -58,16 +26,13 @@ int rk_get_reaction(void *be, st_id gid, uint64_t mid, st_id uid, st_id key)
     rk *r = be;
     rk_key k;
     rk_key_user_react(&k, uid, gid, mid, key);
-    char *err = NULL;
+    char *v;
     size_t n = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
-        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_USER_REACTIONS], k.b, k.n, &n, &err);
-    if (err) {
-        rocksdb_free(err);
+    int found = rk_get_row(r, RK_CF_USER_REACTIONS, k.b, k.n, &v, &n);
+    if (found < 0) {
         r->unreadable = true;
-        return ST_EIO;
+        return found;
     }
-    int found = v != NULL;
     rocksdb_free(v);
     return found;
 }
@@ -126,44 +91,15 @@ int rk_drop_reactions(rk *r, st_id gid, uint64_t mid)
     return rk_each_in_batch(r, RK_CF_REACTIONS, &prefix, drop_one, NULL);
 }
 
-/* The group's row as the batch has it. 1, 0 (none), ST_EIO. */
-static int group_row(rk *r, st_id gid, st_group_row *g)
-{
-    rk_key k;
-    rk_key_id(&k, gid);
-    char *err = NULL;
-    size_t n = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
-        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS], k.b, k.n, &n, &err);
-    if (err) {
-        rocksdb_free(err);
-        return ST_EIO;
-    }
-    int found = v && rk_group_decode(v, n, g);
-    rocksdb_free(v);
-    return found;
-}
-
 int rk_take_cseq(rk *r, st_id gid, uint64_t *cseq)
 {
     st_group_row g;
-    int rc = group_row(r, gid, &g);
+    int rc = rk_group_row(r, gid, &g);
     if (rc <= 0)
         return rc;
     *cseq = ++g.last_cseq;
-    rk_key k;
-    char v[RK_GROUP_VAL_MAX];
-    rk_key_id(&k, gid);
-    rocksdb_writebatch_wi_put_cf(r->wb, r->rw.cf[RK_CF_GROUPS], k.b, k.n, v,
-                                 rk_group_encode(&g, v));
+    rk_put_group(r, gid, &g);
     return 1;
-}
-
-int rk_changed(st_op *op, st_id gid, uint64_t cseq)
-{
-    if (!op->changed && !(op->changed = st_list_new()))
-        return ST_ENOMEM;
-    return st_list_note_hi(op->changed, gid, cseq);
 }
 
 /* One of an erased user's reactions (user_reactions: uid, gid, mid, key): both rows go,

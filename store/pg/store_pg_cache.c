@@ -97,13 +97,7 @@ int pg_cache_send_check(pg *p, int *n_stmts)
             pg_arr_bytes(&a[3], r->b.p, r->b.n);
         }
     }
-    pg_buf *params[4] = {&a[0], &a[1], &a[2], &a[3]};
-    int rc = pg_send(p, PG_EXPECT, params, 4);
-    for (int i = 0; i < 4; i++)
-        pg_buf_free(&a[i]);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, PG_EXPECT, a, 4, n_stmts);
 }
 
 void pg_cache_keep(pg *p)

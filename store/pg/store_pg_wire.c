@@ -568,6 +568,19 @@ int pg_send(pg *p, enum pg_stmt st, pg_buf *const *params, int n)
                : ST_EIO;
 }
 
+int pg_send_arrays(pg *p, enum pg_stmt st, pg_buf *a, int n, int *n_stmts)
+{
+    pg_buf *params[8] = {NULL};
+    for (int i = 0; i < n; i++)
+        params[i] = &a[i];
+    int rc = pg_send(p, st, params, n);
+    for (int i = 0; i < n; i++)
+        pg_buf_free(&a[i]);
+    if (rc == ST_OK && n_stmts)
+        (*n_stmts)++;
+    return rc;
+}
+
 int pg_sync(pg *p, char *why, size_t why_len)
 {
     if (!p->conn || PQpipelineSync(p->conn) != 1) {
@@ -650,6 +663,32 @@ int pg_end(pg *p, char *why, size_t why_len)
         return ST_EIO;
     }
     return ST_OK;
+}
+
+int pg_round_trip(pg *p, int n, int keep, PGresult **kept, bool *ok, const char *what, char *why,
+                  size_t why_len)
+{
+    if (kept)
+        *kept = NULL;
+    if (pg_sync(p, why, why_len) != ST_OK)
+        return ST_EIO;
+    *ok = true;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = pg_result(p, why, why_len);
+        if (!r)
+            return ST_EIO;
+        ExecStatusType st = PQresultStatus(r);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            if (*ok && what)
+                pg_why(p, r, what, why, why_len);
+            *ok = false;
+        }
+        if (i == keep && kept)
+            *kept = r;
+        else
+            PQclear(r);
+    }
+    return pg_end(p, why, why_len);
 }
 
 bool pg_retryable(const PGresult *r)

@@ -272,233 +272,6 @@ static int rk_begin(void *be, st_op *writes, char *why, size_t why_len)
     return ST_OK;
 }
 
-/* Reads key from the batch, then the database, into out (want bytes, or at least want
- * when more is set). Returns 1 found, 0 absent, ST_EIO. */
-static int get(rk *r, enum rk_cf cf, const rk_key *k, char *out, size_t want, size_t *got)
-{
-    char *err = NULL;
-    size_t n = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(r->wb, r->rw.db, r->ropts,
-                                                             r->rw.cf[cf], k->b, k->n, &n, &err);
-    if (err) {
-        rocksdb_free(err);
-        r->unreadable = true;
-        return ST_EIO;
-    }
-    int found = v && (got ? n >= want && n - want <= ST_MAX_ID : n == want);
-    if (found) {
-        memcpy(out, v, got ? n : want);
-        if (got)
-            *got = n;
-    }
-    rocksdb_free(v);
-    return found;
-}
-
-static void put(rk *r, enum rk_cf cf, const rk_key *k, const char *v, size_t vlen)
-{
-    rocksdb_writebatch_wi_put_cf(r->wb, r->rw.cf[cf], k->b, k->n, v, vlen);
-}
-
-static int rk_get_group(void *be, st_id gid, st_group_row *g)
-{
-    rk_key k;
-    char v[RK_GROUP_VAL + ST_MAX_ID]; /* either size (get's `got`: up to ST_MAX_ID more) */
-    size_t n = 0;
-    rk_key_id(&k, gid);
-    int rc = get(be, RK_CF_GROUPS, &k, v, RK_GROUP_VAL, &n);
-    if (rc == 1 && !rk_group_decode(v, n, g))
-        rc = 0; /* no row of ours is written so */
-    return rc;
-}
-
-static void rk_put_group(void *be, st_id gid, const st_group_row *g)
-{
-    rk_key k;
-    char v[RK_GROUP_VAL_MAX];
-    rk_key_id(&k, gid);
-    put(be, RK_CF_GROUPS, &k, v, rk_group_encode(g, v));
-}
-
-static int rk_get_member(void *be, st_id gid, st_id uid, st_member_row *m)
-{
-    rk_key k;
-    char v[RK_MEMBER_VAL_READ + ST_MAX_ID];
-    size_t n = 0;
-    rk_key_id2(&k, gid, uid);
-    int rc = get(be, RK_CF_MEMBERS, &k, v, RK_MEMBER_VAL, &n);
-    if (rc == 1 && !rk_member_decode(v, n, m))
-        rc = 0; /* no row of ours is written so */
-    return rc;
-}
-
-/* A member that never sent a read keeps the 16 bytes of the releases before reads. */
-static void rk_put_member(void *be, st_id gid, st_id uid, const st_member_row *m)
-{
-    rk_key k;
-    char v[RK_MEMBER_VAL_READ];
-    rk_key_id2(&k, gid, uid);
-    st_put_be64(v, m->ack);
-    st_put_be64(v + 8, m->joined_ms);
-    st_put_be64(v + 16, m->read);
-    put(be, RK_CF_MEMBERS, &k, v, m->has_read ? RK_MEMBER_VAL_READ : RK_MEMBER_VAL);
-}
-
-/* A user's time that only moves forward (last_seen, not-before). */
-static void put_later(void *be, enum rk_cf cf, st_id uid, uint64_t t)
-{
-    rk_key k;
-    char v[8];
-    rk_key_id(&k, uid);
-    if (get(be, cf, &k, v, sizeof(v), NULL) == 1 && st_get_be64(v) >= t)
-        return;
-    st_put_be64(v, t);
-    put(be, cf, &k, v, sizeof(v));
-}
-
-static void rk_put_seen(void *be, st_id uid, uint64_t ms)
-{
-    put_later(be, RK_CF_USERS, uid, ms);
-}
-
-void rk_put_not_before(void *be, st_id uid, uint64_t secs)
-{
-    put_later(be, RK_CF_REVOKED, uid, secs);
-}
-
-static void rk_add_member(void *be, st_id gid, st_id uid, const st_member_row *m)
-{
-    rk_put_member(be, gid, uid, m);
-    rk_key k;
-    rk_key_id2(&k, uid, gid);
-    put(be, RK_CF_USER_GROUPS, &k, "", 0);
-}
-
-void rk_del_member(void *be, st_id gid, st_id uid)
-{
-    rk *r = be;
-    rk_key k;
-    rk_key_id2(&k, gid, uid);
-    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MEMBERS], k.b, k.n);
-    rk_key_id2(&k, uid, gid);
-    rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USER_GROUPS], k.b, k.n);
-}
-
-static int rk_get_send(void *be, st_id uid, st_id cid, st_send_row *row)
-{
-    rk_key k;
-    char v[RK_SEND_HDR + ST_MAX_ID];
-    size_t n = 0;
-    rk_key_id2(&k, uid, cid);
-    int rc = get(be, RK_CF_SENDS, &k, v, RK_SEND_HDR, &n);
-    if (rc == 1) {
-        row->mid = st_get_be64(v);
-        row->ts = st_get_be64(v + 8);
-        row->gid_n = n - RK_SEND_HDR;
-        memcpy(row->gid, v + RK_SEND_HDR, row->gid_n);
-    }
-    return rc;
-}
-
-static void rk_put_send(void *be, st_id uid, st_id cid, const st_send_row *row)
-{
-    rk_key k;
-    char v[RK_SEND_HDR + ST_MAX_ID];
-    rk_key_id2(&k, uid, cid);
-    st_put_be64(v, row->mid);
-    st_put_be64(v + 8, row->ts);
-    memcpy(v + RK_SEND_HDR, row->gid, row->gid_n);
-    put(be, RK_CF_SENDS, &k, v, RK_SEND_HDR + row->gid_n);
-}
-
-static void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n)
-{
-    rk *r = be;
-    rk_key k;
-    rk_key_msg(&k, gid, mid);
-    /* The value is the timestamp and the record: given to RocksDB in two slices. */
-    char hdr[RK_MSG_HDR];
-    st_put_be64(hdr, ts);
-    const char *parts[2] = {hdr, rec ? rec : ""};
-    size_t sizes[2] = {RK_MSG_HDR, n};
-    const char *kp[1] = {k.b};
-    size_t ks[1] = {k.n};
-    rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
-    rk_unread_msg(r, gid, mid, ts);
-}
-
-int rk_get_msg(void *be, st_id gid, uint64_t mid, st_msg_row *row)
-{
-    rk *r = be;
-    rk_key k;
-    rk_key_msg(&k, gid, mid);
-    char *err = NULL;
-    size_t n = 0;
-    rocksdb_free(r->msg_val);
-    r->msg_val = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
-        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_MSGS], k.b, k.n, &n, &err);
-    if (err) {
-        rocksdb_free(err);
-        r->unreadable = true;
-        return ST_EIO;
-    }
-    st_msg m;
-    if (!r->msg_val || !rk_msg_decode(r->msg_val, n, &m, r->msg_rx))
-        return 0;
-    *row = (st_msg_row){.ts = m.ts,
-                        .ver = m.ver,
-                        .ver_ts = m.ver_ts,
-                        .recalled = m.recalled,
-                        .record = m.record,
-                        .record_n = m.record_n,
-                        .cseq = m.cseq,
-                        .reactions = m.reactions,
-                        .n_reactions = m.n_reactions};
-    return 1;
-}
-
-/* The message's value as m says (its header, then the record), into the batch. */
-void rk_put_msg_row(rk *r, st_id gid, uint64_t mid, const st_msg_row *m)
-{
-    rk_key k;
-    rk_key_msg(&k, gid, mid);
-    char hdr[RK_MSG_HDR_VER + RK_MSG_EXT_MAX];
-    const char *parts[2] = {hdr, m->record ? m->record : ""};
-    size_t sizes[2] = {rk_msg_encode_hdr(m, hdr), m->record_n};
-    const char *kp[1] = {k.b};
-    size_t ks[1] = {k.n};
-    rocksdb_writebatch_wi_putv_cf(r->wb, r->rw.cf[RK_CF_MSGS], 1, kp, ks, 2, parts, sizes);
-}
-
-/* The version replaces the value: what the message said before is gone from the store's
- * reads at once, and from its files once compaction has rewritten them. */
-void rk_put_version(void *be, st_id gid, uint64_t mid, const st_msg_row *m)
-{
-    rk *r = be;
-    rk_put_msg_row(r, gid, mid, m);
-    if (m->recalled) {
-        rk_scrub_note(r, gid, mid);
-        /* Its reactions go with it. A failed read of them fails the batch (get's way). */
-        if (rk_drop_reactions(r, gid, mid) != ST_OK)
-            r->unreadable = true;
-    }
-}
-
-/* Is the folder still the one opened? false with why if it was removed or replaced. */
-static bool folder_same(rk *r, char *why, size_t why_len)
-{
-    struct stat st;
-    if (stat(r->path, &st) != 0) {
-        snprintf(why, why_len, "the store's folder %s is gone: %s", r->path, strerror(errno));
-        return false;
-    }
-    if (st.st_dev != r->dev || st.st_ino != r->ino) {
-        snprintf(why, why_len, "the store's folder %s was replaced by another one", r->path);
-        return false;
-    }
-    return true;
-}
-
 static void rk_rollback(void *be)
 {
     rk *r = be;
@@ -520,35 +293,45 @@ static int rk_commit(void *be, char *why, size_t why_len)
     return rc;
 }
 
-/* One (synced) write of the whole batch. The folder is checked before the write (write
- * nothing into a folder that moved) and after it (do not confirm a write it was moved
- * during). */
-int rk_write(rk *r, char *why, size_t why_len)
+/* st_backend.unread: the ops that are not messages (the unread webhook's, erasures,
+ * deletions, retention), each a write of its own, in order. Here, over the files that
+ * carry each op out, which never call this one back. */
+static int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len)
 {
-    int rc = ST_OK;
-    if (r->unreadable) { /* a row the batch rests on could not be read: write none of it */
+    rk *r = be;
+    for (st_op *op = ops; op; op = op->next_) {
+        int rc;
         r->unreadable = false;
-        rocksdb_writebatch_wi_clear(r->wb);
-        snprintf(why, why_len, "reading the rows of a write failed");
-        return ST_EIO;
-    }
-    if (rocksdb_writebatch_wi_count(r->wb) == 0)
-        return ST_OK;
-    char *err = NULL;
-    if (!folder_same(r, why, why_len)) {
-        rc = ST_EIO;
-    } else {
-        rocksdb_write_writebatch_wi(r->rw.db, r->wopts, r->wb, &err);
-        if (err) {
-            snprintf(why, why_len, "%s", err);
-            rocksdb_free(err);
-            rc = ST_EIO;
-        } else if (!folder_same(r, why, why_len)) {
-            rc = ST_EIO;
+        switch (op->kind) {
+        case ST_OP_ERASE_USER: rc = rk_erase_user(r, op, now); break;
+        case ST_OP_DELETE_GROUP: rc = rk_delete_group(r, op); break;
+        case ST_OP_RETAIN: rc = rk_retain(r, op); break;
+        case ST_OP_TRIM: rc = rk_trim(r, op, now, why, why_len); break;
+        default: rc = rk_unread_op(r, op, now); break;
+        }
+        /* Each op is a write of its own: what it changed, or nothing (a read). */
+        if (rc == ST_OK)
+            rc = rk_write(r, why, why_len);
+        else
+            rocksdb_writebatch_wi_clear(r->wb);
+        rk_scrub_batch_end(r, rc == ST_OK); /* an erasure's tombstones (store_rocks_erase.c) */
+        op->result = rc;
+        if (rc != ST_OK) {
+            st_read_discard(op);
+            if (op->kind == ST_OP_TELL_CLAIM)
+                for (size_t i = 0; i < op->n_tells; i++)
+                    op->tells[i].claimed = false;
+            if (rc == ST_EIO) {
+                for (st_op *rest = op->next_; rest; rest = rest->next_)
+                    rest->result = ST_EIO;
+                return ST_EIO;
+            }
         }
     }
-    rocksdb_writebatch_wi_clear(r->wb);
-    return rc;
+    char scrub_why[256];
+    rk_scrub(r, scrub_why, sizeof(scrub_why));
+    rk_unread_prune(r, now);
+    return ST_OK;
 }
 
 /* ---- trouble ------------------------------------------------------------------------------ */
@@ -572,7 +355,7 @@ static bool probe_write(rk *r, char *why, size_t why_len)
 static int rk_probe(void *be, char *why, size_t why_len)
 {
     rk *r = be;
-    if (!folder_same(r, why, why_len) || !probe_write(r, why, why_len))
+    if (!rk_folder_same(r, why, why_len) || !probe_write(r, why, why_len))
         return ST_EIO;
     char scrub_why[256]; /* idle: the recalls' scrub need not wait (a failed one waits) */
     rk_scrub(r, scrub_why, sizeof(scrub_why));
@@ -614,7 +397,7 @@ static int rk_recover(void *be, char *why, size_t why_len)
     rk *r = be;
     /* A folder that went away is not reopened (that would find nothing, or another
      * database); the handles stay as they are until it is back. */
-    bool ok = folder_same(r, why, why_len);
+    bool ok = rk_folder_same(r, why, why_len);
     if (ok && !(r->rw.db && probe_write(r, why, why_len)))
         ok = reopen(r, why, why_len) && probe_write(r, why, why_len);
     if (!ok)

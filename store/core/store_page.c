@@ -147,16 +147,8 @@ int st_page_add(st_page *p, const st_msg *m)
         return ST_ENOMEM;
     if (!grow_bytes(&p->bytes, &p->used, &p->room, n + keys))
         return ST_ENOMEM;
-    if (p->n_rx + m->n_reactions > p->cap_rx) {
-        size_t cap = p->cap_rx ? p->cap_rx * 2 : 16;
-        while (cap < p->n_rx + m->n_reactions)
-            cap *= 2;
-        st_reaction *nr = realloc(p->rx, cap * sizeof(*nr));
-        if (!nr)
-            return ST_ENOMEM;
-        p->rx = nr;
-        p->cap_rx = cap;
-    }
+    if (!st_room(&p->rx, &p->cap_rx, p->n_rx + m->n_reactions, sizeof(*p->rx), 16))
+        return ST_ENOMEM;
     if (n)
         memcpy(p->bytes + p->used, m->record, n);
     p->offs[p->n] = p->used;

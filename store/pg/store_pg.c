@@ -44,46 +44,6 @@
 
 /* ---- the batch's rows ------------------------------------------------------------------- */
 
-static size_t make_key(char *key, char kind, st_id a, st_id b)
-{
-    size_t n = 0;
-    key[n++] = kind;
-    key[n++] = (char)a.n;
-    memcpy(key + n, a.p, a.n);
-    n += a.n;
-    if (b.n) {
-        key[n++] = (char)b.n;
-        memcpy(key + n, b.p, b.n);
-        n += b.n;
-    }
-    return n;
-}
-
-pg_row *pg_row_find(pg *p, char kind, st_id a, st_id b)
-{
-    char key[sizeof(((pg_row *)0)->key)];
-    size_t n = make_key(key, kind, a, b);
-    pg_row *r = NULL;
-    HASH_FIND(hh, p->rows, key, n, r);
-    return r;
-}
-
-/* The row for (kind, a, b), added (not existing, not present) if new. NULL: no memory. */
-pg_row *pg_row_want(pg *p, char kind, st_id a, st_id b)
-{
-    pg_row *r = pg_row_find(p, kind, a, b);
-    if (r)
-        return r;
-    if (!(r = calloc(1, sizeof(*r))))
-        return NULL;
-    r->kind = kind;
-    r->key_n = make_key(r->key, kind, a, b);
-    r->a = (st_id){r->key + 2, a.n};
-    r->b = b.n ? (st_id){r->key + 3 + a.n, b.n} : (st_id){NULL, 0};
-    HASH_ADD(hh, p->rows, key, r->key_n, r);
-    return r;
-}
-
 static void rows_clear(pg *p)
 {
     pg_row *r, *tmp;
@@ -153,14 +113,10 @@ static int fail_tx(pg *p, PGresult *r, const char *what, char *why, size_t why_l
     return rc;
 }
 
-/* Takes the rows of one statement of round trip 1 (kind, a, b, n1, n2, gid of a send). */
-static int take_rows(pg *p, char *why, size_t why_len)
+/* The rows of one statement of round trip 1 (kind, a, b, n1, n2, gid of a send) into the
+ * batch's. */
+static int rows_take(pg *p, PGresult *r)
 {
-    PGresult *r = pg_result(p, why, why_len);
-    if (!r)
-        return ST_EIO;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return fail_tx(p, r, "reading the batch's rows failed", why, why_len);
     for (int row = 0; row < PQntuples(r); row++) {
         char kind = PQgetvalue(r, row, 0)[0];
         pg_row *x = pg_row_find(p, kind, pg_get_id(r, row, 1),
@@ -193,36 +149,27 @@ static int take_rows(pg *p, char *why, size_t why_len)
         }
         x->existed = x->present = true;
     }
-    PQclear(r);
     return ST_OK;
 }
 
-/* The answer of round trip 1's read of the messages that edits change. */
-static int take_msgs(pg *p, char *why, size_t why_len)
+/* Takes the next read of round trip 1 into the batch with take (ST_OK or ST_ENOMEM): ST_OK;
+ * ST_EIO when the connection failed or memory ran out (why says so); fail_tx's when the
+ * read failed (as `what` says). */
+static int take_read(pg *p, const char *what, int (*take)(pg *p, PGresult *r), char *why,
+                     size_t why_len)
 {
     PGresult *r = pg_result(p, why, why_len);
     if (!r)
         return ST_EIO;
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return fail_tx(p, r, "reading the batch's messages failed", why, why_len);
-    int rc = pg_msgs_take(p, r);
+        return fail_tx(p, r, what, why, why_len);
+    int rc = take(p, r);
     PQclear(r);
-    if (rc != ST_OK)
+    if (rc != ST_OK) {
         snprintf(why, why_len, "out of memory");
-    return rc == ST_OK ? ST_OK : ST_EIO;
-}
-
-/* The answer of round trip 1's read of the reactions the batch sets or clears. */
-static int take_rx(pg *p, char *why, size_t why_len)
-{
-    PGresult *r = pg_result(p, why, why_len);
-    if (!r)
         return ST_EIO;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        return fail_tx(p, r, "reading the batch's reactions failed", why, why_len);
-    int rc = pg_rx_take(p, r);
-    PQclear(r);
-    return rc;
+    }
+    return ST_OK;
 }
 
 /* The answers of round trip 1: BEGIN's, the locked groups, the other rows, the messages
@@ -239,10 +186,12 @@ static int take_reads(pg *p, bool msgs, bool rx, char *why, size_t why_len)
     for (int i = 0; i < 2 + msgs + rx; i++) {
         if (!p->conn)
             return ST_EIO;
-        int one = rc != ST_OK      ? ST_OK
-                  : i < 2          ? take_rows(p, why, why_len)
-                  : i == 2 && msgs ? take_msgs(p, why, why_len)
-                                   : take_rx(p, why, why_len);
+        int one =
+            rc != ST_OK ? ST_OK
+            : i < 2     ? take_read(p, "reading the batch's rows failed", rows_take, why, why_len)
+            : i == 2 && msgs
+                ? take_read(p, "reading the batch's messages failed", pg_msgs_take, why, why_len)
+                : take_read(p, "reading the batch's reactions failed", pg_rx_take, why, why_len);
         if (rc == ST_OK)
             rc = one;
         else if (p->conn) /* after a failure the rest are skipped: take their results */
@@ -386,28 +335,16 @@ static void pg_put_send(void *be, st_id uid, st_id cid, const st_send_row *s)
 static void pg_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n)
 {
     pg *p = be;
-    if (p->n_msgs == p->cap_msgs) {
-        size_t cap = p->cap_msgs ? p->cap_msgs * 2 : 64;
-        pg_msg *nm = realloc(p->msgs, cap * sizeof(*nm));
-        if (!nm)
-            abort(); /* a few dozen bytes per message: no way to go on without them */
-        p->msgs = nm;
-        p->cap_msgs = cap;
-    }
+    if (!st_room(&p->msgs, &p->cap_msgs, p->n_msgs + 1, sizeof(*p->msgs), 64))
+        abort(); /* a few dozen bytes per message: no way to go on without them */
     p->msgs[p->n_msgs++] = (pg_msg){gid, mid, ts, rec, n};
 }
 
 static void times_add(pg_times *t, st_id uid, uint64_t at)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        st_seen *nv = realloc(t->v, cap * sizeof(*nv));
-        if (!nv) {
-            t->lost = true;
-            return;
-        }
-        t->v = nv;
-        t->cap = cap;
+    if (!st_room(&t->v, &t->cap, t->n + 1, sizeof(*t->v), 16)) {
+        t->lost = true;
+        return;
     }
     t->v[t->n++] = (st_seen){uid, at};
 }
@@ -438,31 +375,19 @@ static enum change change_of(const pg_row *r)
     return r->existed ? DELETE : NONE;
 }
 
-int pg_row_by_key(const void *x, const void *y)
+static bool has_change(const pg_row *r, int want)
 {
-    const pg_row *a = *(pg_row *const *)x, *b = *(pg_row *const *)y;
-    int c = memcmp(a->key, b->key, a->key_n < b->key_n ? a->key_n : b->key_n);
-    return c ? c : (a->key_n > b->key_n) - (a->key_n < b->key_n);
+    return change_of(r) == (enum change)want;
 }
 
 /* Queues one statement over the rows of kind with the given change, in key order; 0 if
  * there are none. */
 static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n_stmts)
 {
-    size_t n = 0;
-    pg_row *r, *tmp;
-    HASH_ITER (hh, p->rows, r, tmp)
-        n += r->kind == kind && change_of(r) == want;
-    if (!n)
-        return ST_OK;
-    pg_row **rows = malloc(n * sizeof(*rows));
+    size_t n;
+    pg_row **rows = pg_rows_sorted(p, kind, has_change, (int)want, &n);
     if (!rows)
-        return ST_ENOMEM;
-    size_t k = 0;
-    HASH_ITER (hh, p->rows, r, tmp)
-        if (r->kind == kind && change_of(r) == want)
-            rows[k++] = r;
-    qsort(rows, n, sizeof(*rows), pg_row_by_key);
+        return n ? ST_ENOMEM : ST_OK;
     pg_buf a[5] = {{0}};
     int np = kind == 'g' ? 3 : kind == 's' ? 5 : (want == DELETE ? 2 : 5);
     static const unsigned oids[3][5] = {
@@ -473,8 +398,8 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
     int t = kind == 'g' ? 0 : kind == 'm' ? 1 : 2;
     for (int i = 0; i < np; i++)
         pg_arr_begin(&a[i], oids[t][i], n);
-    for (k = 0; k < n; k++) {
-        r = rows[k];
+    for (size_t k = 0; k < n; k++) {
+        const pg_row *r = rows[k];
         pg_arr_bytes(&a[0], r->a.p, r->a.n);
         if (kind == 'g') {
             pg_arr_int8(&a[1], r->v.g.last_mid);
@@ -494,13 +419,7 @@ static int send_rows(pg *p, enum pg_stmt st, char kind, enum change want, int *n
         }
     }
     free(rows);
-    pg_buf *params[5] = {&a[0], &a[1], &a[2], &a[3], &a[4]};
-    int rc = pg_send(p, st, params, np);
-    for (int i = 0; i < 5; i++)
-        pg_buf_free(&a[i]);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, st, a, np, n_stmts); /* a[np..] were never begun */
 }
 
 static int by_uid(const void *x, const void *y)
@@ -532,13 +451,7 @@ static int send_times(pg *p, pg_times *t, enum pg_stmt stmt, int *n_stmts)
         pg_arr_bytes(&a[0], t->v[i].uid.p, t->v[i].uid.n);
         pg_arr_int8(&a[1], t->v[i].ms);
     }
-    pg_buf *params[2] = {&a[0], &a[1]};
-    int rc = pg_send(p, stmt, params, 2);
-    pg_buf_free(&a[0]);
-    pg_buf_free(&a[1]);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, stmt, a, 2, n_stmts);
 }
 
 static int by_msg(const void *x, const void *y)
@@ -566,13 +479,7 @@ static int send_msgs(pg *p, int *n_stmts)
         pg_arr_int8(&a[2], m->ts);
         pg_arr_bytes(&a[3], m->rec, m->n);
     }
-    pg_buf *params[4] = {&a[0], &a[1], &a[2], &a[3]};
-    int rc = pg_send(p, PG_INS_MSGS, params, 4);
-    for (int i = 0; i < 4; i++)
-        pg_buf_free(&a[i]);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, PG_INS_MSGS, a, 4, n_stmts);
 }
 
 /* Does the batch's announcement go in its transaction? When it makes or ends a
@@ -744,18 +651,15 @@ static int pg_commit(void *be, char *why, size_t why_len)
         rc = pg_cache_send_check(p, &n);
     if (rc == ST_OK)
         rc = send_msgs(p, &n);
-    if (rc == ST_OK)
-        rc = send_rows(p, PG_INS_SENDS, 's', INSERT, &n);
-    if (rc == ST_OK)
-        rc = send_rows(p, PG_INS_GROUPS, 'g', INSERT, &n);
-    if (rc == ST_OK)
-        rc = send_rows(p, PG_UPD_GROUPS, 'g', UPDATE, &n);
-    if (rc == ST_OK)
-        rc = send_rows(p, PG_DEL_MEMBERS, 'm', DELETE, &n);
-    if (rc == ST_OK)
-        rc = send_rows(p, PG_INS_MEMBERS, 'm', INSERT, &n);
-    if (rc == ST_OK)
-        rc = send_rows(p, PG_UPD_MEMBERS, 'm', UPDATE, &n);
+    static const struct {
+        enum pg_stmt st;
+        char kind;
+        enum change want;
+    } rows[] = {{PG_INS_SENDS, 's', INSERT},   {PG_INS_GROUPS, 'g', INSERT},
+                {PG_UPD_GROUPS, 'g', UPDATE},  {PG_DEL_MEMBERS, 'm', DELETE},
+                {PG_INS_MEMBERS, 'm', INSERT}, {PG_UPD_MEMBERS, 'm', UPDATE}};
+    for (size_t i = 0; rc == ST_OK && i < sizeof(rows) / sizeof(rows[0]); i++)
+        rc = send_rows(p, rows[i].st, rows[i].kind, rows[i].want, &n);
     if (rc == ST_OK)
         rc = send_times(p, &p->seen, PG_UPS_SEEN, &n);
     if (rc == ST_OK)

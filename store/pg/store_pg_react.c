@@ -85,15 +85,6 @@ static void add(pg_buf *a, const pg_rx *r)
     pg_arr_bytes(&a[3], r->rkey.p, r->rkey.n);
 }
 
-static int send4(pg *p, enum pg_stmt st, pg_buf *a)
-{
-    pg_buf *params[4] = {&a[0], &a[1], &a[2], &a[3]};
-    int rc = pg_send(p, st, params, 4);
-    for (int i = 0; i < 4; i++)
-        pg_buf_free(&a[i]);
-    return rc;
-}
-
 int pg_rx_send_read(pg *p, bool *sent)
 {
     *sent = false;
@@ -105,7 +96,7 @@ int pg_rx_send_read(pg *p, bool *sent)
     pg_rx *r, *tmp;
     HASH_ITER (hh, p->rxs, r, tmp)
         add(a, r);
-    int rc = send4(p, PG_READ_RX, a);
+    int rc = pg_send_arrays(p, PG_READ_RX, a, 4, NULL);
     *sent = rc == ST_OK;
     return rc;
 }
@@ -158,10 +149,14 @@ static int send_changed(pg *p, bool on, int *n_stmts)
     for (k = 0; k < n; k++)
         add(a, v[k]);
     free(v);
-    int rc = send4(p, on ? PG_INS_RX : PG_DEL_RX, a);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, on ? PG_INS_RX : PG_DEL_RX, a, 4, n_stmts);
+}
+
+/* A message row recalled by the batch (its reactions go). */
+static bool recalled(const pg_row *x, int arg)
+{
+    (void)arg;
+    return x->versioned && x->v.x.recalled;
 }
 
 int pg_rx_send_writes(pg *p, int *n_stmts)
@@ -172,20 +167,10 @@ int pg_rx_send_writes(pg *p, int *n_stmts)
     if (rc != ST_OK)
         return rc;
     /* A recall drops every reaction of its message (store.h, Changes). */
-    size_t n = 0;
-    pg_row *x, *tmp;
-    HASH_ITER (hh, p->rows, x, tmp)
-        n += x->kind == 'x' && x->versioned && x->v.x.recalled;
-    if (!n)
-        return ST_OK;
-    pg_row **v = malloc(n * sizeof(*v));
+    size_t n, k;
+    pg_row **v = pg_rows_sorted(p, 'x', recalled, 0, &n);
     if (!v)
-        return ST_ENOMEM;
-    size_t k = 0;
-    HASH_ITER (hh, p->rows, x, tmp)
-        if (x->kind == 'x' && x->versioned && x->v.x.recalled)
-            v[k++] = x;
-    qsort(v, n, sizeof(*v), pg_row_by_key);
+        return n ? ST_ENOMEM : ST_OK;
     pg_buf a[2] = {{0}};
     pg_arr_begin(&a[0], PG_OID_TEXT, n);
     pg_arr_begin(&a[1], PG_OID_INT8, n);
@@ -194,13 +179,7 @@ int pg_rx_send_writes(pg *p, int *n_stmts)
         pg_arr_int8(&a[1], st_get_be64(v[k]->b.p));
     }
     free(v);
-    pg_buf *params[2] = {&a[0], &a[1]};
-    rc = pg_send(p, PG_DEL_RX_MSGS, params, 2);
-    pg_buf_free(&a[0]);
-    pg_buf_free(&a[1]);
-    if (rc == ST_OK)
-        (*n_stmts)++;
-    return rc;
+    return pg_send_arrays(p, PG_DEL_RX_MSGS, a, 2, n_stmts);
 }
 
 void pg_rx_announce(pg *p, pg_announce *a, pg_announce *log)

@@ -19,40 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each key of cf starting with prefix: fn(ud, key, key_n, value, value_n); stops at the
- * first error fn returns. */
-static int each(rk *r, enum rk_cf cf, const rk_key *prefix,
-                int (*fn)(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn),
-                st_op *op)
-{
-    rk_key end;
-    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-    rocksdb_readoptions_set_iterate_lower_bound(ro, prefix->b, prefix->n);
-    if (rk_key_prefix_end(prefix, &end)) /* always: ids are printable ASCII */
-        rocksdb_readoptions_set_iterate_upper_bound(ro, end.b, end.n);
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->rw.db, ro, r->rw.cf[cf]);
-    int rc = ST_OK;
-    for (rocksdb_iter_seek(it, prefix->b, prefix->n); rc == ST_OK && rocksdb_iter_valid(it);
-         rocksdb_iter_next(it)) {
-        size_t kn, vn;
-        const char *k = rocksdb_iter_key(it, &kn);
-        const char *v = rocksdb_iter_value(it, &vn);
-        rc = fn(r, op, k, kn, v, vn);
-    }
-    char *err = NULL;
-    rocksdb_iter_get_error(it, &err);
-    if (err) {
-        rocksdb_free(err);
-        rc = ST_EIO;
-    }
-    rocksdb_iter_destroy(it);
-    rocksdb_readoptions_destroy(ro);
-    return rc;
-}
-
 /* One (uid, cid) row: its message a tombstone (unless recalled before), the row gone. */
-static int erase_sent(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+static int erase_sent(rk *r, void *ud, const char *k, size_t kn, const char *v, size_t vn)
 {
+    st_op *op = ud;
     if (vn < RK_SEND_HDR)
         return ST_OK;
     st_id gid = {v + RK_SEND_HDR, vn - RK_SEND_HDR};
@@ -86,16 +56,23 @@ static int erase_sent(rk *r, st_op *op, const char *k, size_t kn, const char *v,
     return ST_OK;
 }
 
-/* One of the user's groups (user_groups: len uid, len gid): the membership goes. */
-static int erase_member(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+/* A membership found from either side (an erased user's, user_groups: len uid, len gid;
+ * a deleted group's, members: len gid, len uid): both its rows go, and the other side is
+ * listed (the user's group; the group's member). */
+static int drop_member(rk *r, void *ud, const char *k, size_t kn, const char *v, size_t vn)
 {
+    st_op *op = ud;
     (void)v;
     (void)vn;
-    st_id gid;
-    if (!rk_key_second_id(k, kn, &gid))
+    st_id other;
+    if (!rk_key_second_id(k, kn, &other))
         return ST_OK;
-    rk_del_member(r, gid, op->uid);
-    return st_list_add(op->list, gid, 0, 0, 0, NULL, 0);
+    if (op->kind == ST_OP_ERASE_USER) {
+        rk_del_member(r, other, op->uid);
+        return st_list_add(op->list, other, 0, 0, 0, NULL, 0);
+    }
+    rk_del_member(r, op->gid, other);
+    return st_list_add(op->list, (st_id){NULL, 0}, 0, 0, 0, other.p, other.n);
 }
 
 int rk_erase_user(rk *r, st_op *op, uint64_t now)
@@ -105,11 +82,11 @@ int rk_erase_user(rk *r, st_op *op, uint64_t now)
     op->ts = now;
     rk_key prefix;
     rk_key_id(&prefix, op->uid);
-    int rc = each(r, RK_CF_SENDS, &prefix, erase_sent, op);
+    int rc = rk_each(r, RK_CF_SENDS, &prefix, erase_sent, op);
     if (rc == ST_OK) /* after the tombstones, which dropped the reactions on them */
         rc = rk_erase_reactions(r, op, now);
     if (rc == ST_OK)
-        rc = each(r, RK_CF_USER_GROUPS, &prefix, erase_member, op);
+        rc = rk_each(r, RK_CF_USER_GROUPS, &prefix, drop_member, op);
     if (rc == ST_OK)
         rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_USERS], prefix.b, prefix.n);
     if (rc == ST_OK) { /* what revokes the erased user's tokens: it stays */
@@ -120,52 +97,30 @@ int rk_erase_user(rk *r, st_op *op, uint64_t now)
 }
 
 /* One message of the group: it goes. */
-static int drop_msg(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
+static int drop_msg(rk *r, void *ud, const char *k, size_t kn, const char *v, size_t vn)
 {
-    (void)op;
+    (void)ud;
     (void)v;
     (void)vn;
     rocksdb_writebatch_wi_delete_cf(r->wb, r->rw.cf[RK_CF_MSGS], k, kn);
     return ST_OK;
 }
 
-/* One member of the group (members: len gid, len uid): the membership goes, both rows. */
-static int drop_member(rk *r, st_op *op, const char *k, size_t kn, const char *v, size_t vn)
-{
-    (void)v;
-    (void)vn;
-    st_id uid;
-    if (!rk_key_second_id(k, kn, &uid))
-        return ST_OK;
-    rk_del_member(r, op->gid, uid);
-    return st_list_add(op->list, (st_id){NULL, 0}, 0, 0, 0, uid.p, uid.n);
-}
-
 int rk_delete_group(rk *r, st_op *op)
 {
     if (!(op->list = st_list_new()))
         return ST_ENOMEM;
-    rk_key gk;
-    rk_key_id(&gk, op->gid);
-    char *err = NULL;
-    size_t n = 0;
-    char *v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(
-        r->wb, r->rw.db, r->ropts, r->rw.cf[RK_CF_GROUPS], gk.b, gk.n, &n, &err);
-    if (err) {
-        rocksdb_free(err);
-        return ST_EIO;
-    }
     st_group_row g;
-    if (!v || !rk_group_decode(v, n, &g)) {
-        rocksdb_free(v);
-        return ST_ENOGROUP;
-    }
+    int rc = rk_group_row(r, op->gid, &g);
+    if (rc <= 0)
+        return rc < 0 ? rc : ST_ENOGROUP;
     op->applied = (size_t)g.last_mid; /* its last mid: the messages it had */
     op->cseq = g.last_cseq + 1;       /* the deletion's change (store.h, Changes) */
-    rocksdb_free(v);
-    int rc = each(r, RK_CF_MSGS, &gk, drop_msg, op); /* msgs keys begin with len gid */
+    rk_key gk;
+    rk_key_id(&gk, op->gid);
+    rc = rk_each(r, RK_CF_MSGS, &gk, drop_msg, op); /* msgs keys begin with len gid */
     if (rc == ST_OK)
-        rc = each(r, RK_CF_MEMBERS, &gk, drop_member, op);
+        rc = rk_each(r, RK_CF_MEMBERS, &gk, drop_member, op);
     if (rc == ST_OK) /* its change log and reactions (a gid made again starts afresh) */
         rc = rk_drop_group_changes(r, op->gid);
     if (rc == ST_OK) {

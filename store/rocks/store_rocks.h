@@ -5,9 +5,12 @@
 #ifndef GW_STORE_ROCKS_H
 #define GW_STORE_ROCKS_H
 
-#include "store_internal.h"
+#include "st_rocks.h"
+#include "store_backend.h"
 
+#include <pthread.h>
 #include <rocksdb/c.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 /* Column families, in the order they are opened. */
@@ -117,11 +120,17 @@ int rk_read(void *be, st_op *reads, char *why, size_t why_len);
  * the batch's lines into its write; the ops (st_backend.unread). */
 void rk_unread_msg(rk *r, st_id gid, uint64_t mid, uint64_t ts);
 void rk_unread_lines(rk *r);
-int rk_unread(void *be, st_op *ops, uint64_t now, char *why, size_t why_len);
+/* The unread webhook's ops (claim, sent, adopt, swept, unswept, signal) into the batch:
+ * ST_EINVAL for any other kind (store_rocks.c's rk_unread runs the rest). */
+int rk_unread_op(rk *r, st_op *op, uint64_t now);
+/* Prunes old tells and lines, at most every PRUNE_EVERY_MS. */
+void rk_unread_prune(rk *r, uint64_t now);
 /* A database made before the marks were: every group is marked swept up to its last
  * message (what was stored before is not looked at again). 0 or ST_EIO. */
 int rk_unread_mark_all(rk *r, char *why, size_t why_len);
 /* A synced write of the batch (writes nothing when it is empty). 0 or ST_EIO. */
+/* Is the folder still the one opened? false with why if it was removed or replaced. */
+bool rk_folder_same(rk *r, char *why, size_t why_len);
 int rk_write(rk *r, char *why, size_t why_len);
 
 /* A message as stored, and a later version of it (st_backend.get_msg, put_version). */
@@ -142,10 +151,49 @@ int rk_take_cseq(rk *r, st_id gid, uint64_t *cseq);
 int rk_erase_reactions(rk *r, st_op *op, uint64_t now);
 /* A deleted group's change log and reactions, into the batch. */
 int rk_drop_group_changes(rk *r, st_id gid);
-/* Notes that gid's last_cseq is now cseq in op->changed (one item per group). */
-int rk_changed(st_op *op, st_id gid, uint64_t cseq);
-/* An iterator with every row of cf starting with prefix, the batch's writes over the
- * database's (a batch's earlier ops included); stops at fn's first error. */
+/* Notes that gid's last_cseq is now cseq in op->changed (one item per group). Here, not
+ * in store_rocks_change.c: trims and erasures note their changes without calling into the
+ * change log's file (which calls the rows of store_rocks.c: a loop of five files). */
+static inline int rk_changed(st_op *op, st_id gid, uint64_t cseq)
+{
+    if (!op->changed && !(op->changed = st_list_new()))
+        return ST_ENOMEM;
+    return st_list_note_hi(op->changed, gid, cseq);
+}
+/* st_backend's row operations (store_rocks_rows.c), named in the table (store_rocks.c). */
+int rk_get_group(void *be, st_id gid, st_group_row *g);
+int rk_get_member(void *be, st_id gid, st_id uid, st_member_row *m);
+void rk_put_member(void *be, st_id gid, st_id uid, const st_member_row *m);
+void rk_put_seen(void *be, st_id uid, uint64_t ms);
+void rk_add_member(void *be, st_id gid, st_id uid, const st_member_row *m);
+int rk_get_send(void *be, st_id uid, st_id cid, st_send_row *row);
+void rk_put_send(void *be, st_id uid, st_id cid, const st_send_row *row);
+void rk_put_msg(void *be, st_id gid, uint64_t mid, uint64_t ts, const void *rec, size_t n);
+/* A row of cf from the batch, then the database: 1 (*v is RocksDB's: rocksdb_free it, *n
+ * its length), 0 (absent, *v NULL), ST_EIO (*v NULL). Marks nothing: a caller whose
+ * failed read must fail the batch sets r->unreadable. */
+int rk_get_row(rk *r, enum rk_cf cf, const char *key, size_t key_n, char **v, size_t *n);
+/* The group's row as the batch has it: 1, 0 (none, or not a row of ours), ST_EIO (the batch
+ * not marked); and a row into the batch (st_backend.get_group is the first marking). */
+int rk_group_row(rk *r, st_id gid, st_group_row *g);
+void rk_put_group(void *be, st_id gid, const st_group_row *g);
+
+/* Walks over a family's rows (store_rocks_iter.c), on the store thread:
+ *   - rk_range: an iterator over cf's keys in [lo, hi), seeked to lo (hi NULL: to the end
+ *     of lo's prefix, which *end holds: RocksDB keeps a pointer to a bound, not a copy,
+ *     so the bound must live as long as the iterator); *ro its options;
+ *   - rk_iter_end: frees it and ro (NULL: none): ST_EIO when it stopped on an error,
+ *     else rc;
+ *   - rk_each: fn(r, ud, key, value) for each row of the database starting with prefix;
+ *   - rk_each_in_batch: fn(r, ud, key) for each such row, the batch's writes over the
+ *     database's (a batch's earlier ops included; fn gets a copy of the key, so it may
+ *     write into the batch).
+ * Both each stop at fn's first error and answer it. */
+typedef int rk_row_fn(rk *r, void *ud, const char *k, size_t kn, const char *v, size_t vn);
+rocksdb_iterator_t *rk_range(rk *r, enum rk_cf cf, const rk_key *lo, const rk_key *hi,
+                             rocksdb_readoptions_t **ro, rk_key *end);
+int rk_iter_end(rocksdb_iterator_t *it, rocksdb_readoptions_t *ro, int rc);
+int rk_each(rk *r, enum rk_cf cf, const rk_key *prefix, rk_row_fn *fn, void *ud);
 int rk_each_in_batch(rk *r, enum rk_cf cf, const rk_key *prefix,
                      int (*fn)(rk *r, void *ud, const char *k, size_t kn), void *ud);
 /* A membership's two rows (members and user_groups) out, in the batch (st_backend.del_member). */

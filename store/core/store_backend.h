@@ -1,21 +1,25 @@
 /*
- * Private to the store module: the core (the queue, the store thread, the trouble policy,
- * the figures) and the table of operations a backend provides.
+ * The store's core, as its backends see it (store/core/): the face of the core folder.
  *
- * The core owns what is the same whatever holds the data: the queue st_submit fills, the
- * store thread that drains it in batches, the meaning of each write (store_apply.c, over
- * the backend's rows), retries, the trouble policy (store_recover.c) and the figures. A
- * backend owns its handles and how rows are read and written: RocksDB (store_rocks*.c)
- * or PostgreSQL (store_pg*.c). It is called on the store thread only, except `read` when
+ * Owns: the table of operations a backend provides (st_backend), the rows the meaning of
+ * the writes reads and writes through it, the builders of what reads answer (pages, group
+ * and member lists, the unread webhook's lists), the retention rules, and the helpers both
+ * backends share once (ids and their byte order, big-endian numbers, the clocks).
+ * Never calls: a backend (rocks/, pg/) other than through the st_backend it is given, nor
+ * the top of the store (store_open.c). A backend includes store.h, this header and its own
+ * folder's; never store_internal.h (the core's private state) nor another backend's.
+ *
+ * A backend owns its handles and how rows are read and written: RocksDB (rocks/) or
+ * PostgreSQL (pg/). It is called on the store thread only, except `read` when
  * `inline_reads` is set (then from any thread, concurrently).
  */
-#ifndef GW_STORE_INTERNAL_H
-#define GW_STORE_INTERNAL_H
+#ifndef GW_STORE_BACKEND_H
+#define GW_STORE_BACKEND_H
 
 #include "store.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- rows, as the meaning of the writes sees them ------------------------------------ */
 
@@ -162,86 +166,10 @@ typedef struct st_backend {
     uint64_t (*origin)(void *be);
 } st_backend;
 
-extern const st_backend st_rocks_backend;
-extern const st_backend st_pg_backend;
-
-/* ---- the core ------------------------------------------------------------------------- */
-
-#define ST_LAT_N 1024
-
-/* Latencies of the last ST_LAT_N events (commits, reads), for p50 and p99. */
-typedef struct st_lat {
-    pthread_mutex_t mu;
-    uint32_t us[ST_LAT_N];
-    size_t n, next;
-} st_lat;
-
-struct st_store {
-    const st_backend *be_ops;
-    void *be;
-    bool open_groups;
-    size_t max_batch;
-    st_event_fn on_event;
-    void *event_ud;
-
-    /* The queue, filled by st_submit, drained by the store thread. */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    st_op *head;
-    st_op *tail;
-    atomic_size_t pending; /* ops queued, not yet taken */
-    bool closing;          /* under mu: refuse new ops, drain and stop */
-    pthread_t thread;
-
-    /* Figures (written by the store thread, read by anyone). */
-    atomic_uint_fast64_t commits;
-    atomic_uint_fast64_t ops;
-    atomic_uint_fast64_t appends;
-    atomic_uint_fast64_t commit_failures;
-    atomic_uint_fast64_t commit_retries;
-    atomic_uint_fast64_t messages; /* counted at open, then kept by the store thread */
-    atomic_uint_fast64_t groups;
-    atomic_uint_fast64_t commit_us_sum;
-    atomic_uint_fast64_t reads;
-    atomic_uint_fast64_t read_us_sum;
-    atomic_bool writable;
-    atomic_uint_fast64_t write_errors;
-    atomic_uint_fast64_t recoveries;
-    atomic_uint_fast64_t failed_at_ms; /* monotonic ms of the first failed write; 0: none */
-    st_lat commit_lat, read_lat;
-
-    /* Trouble (store_recover.c): store thread only, except err under err_mu. */
-    bool failed;          /* refuse ops until recovered */
-    uint64_t retry_at_ms; /* next recovery attempt (monotonic) */
-    uint64_t retry_ms;    /* pause before the attempt after that */
-    uint64_t attempts;
-    uint64_t refused;
-    char first_err[512]; /* the failure that started it, for the recovery's log line */
-    pthread_mutex_t err_mu;
-    char err[512]; /* the latest failure's message, "" while writable */
-};
-
-/* The store thread's body (store_writer.c). */
-void *st_thread_main(void *arg);
-
-/* The meaning of one write, applied through the backend's rows at server time now
- * (store_apply.c). Returns the op's result; ST_EIO when a row could not be read. A write
- * is checked before it changes anything, so a refused one leaves nothing behind. */
-int st_apply(st_store *s, st_op *op, uint64_t now);
-
-/* Latency rings. */
-void st_lat_init(st_lat *l);
-void st_lat_add(st_lat *l, uint64_t us);
-void st_lat_quantiles(st_lat *l, uint64_t *p50, uint64_t *p99);
-void st_lat_destroy(st_lat *l);
-
-/* ---- trouble (store_recover.c), store thread only ------------------------------------ */
-
-/* A write failed (why: the backend's message): start refusing ops, schedule recovery. */
-void st_fail(st_store *s, const char *why);
-/* False while the store refuses ops. While failing, makes a recovery attempt when one
- * is due and returns true if that worked. */
-bool st_recover(st_store *s);
+/* The top of the store (store_open.c) opens the core over the backend it chose: st_open's
+ * work but the choice (store.h). Never called by a backend. */
+int st_core_open(const st_backend *ops, const st_options *o, st_store **out, char *errmsg,
+                 size_t errmsg_len);
 
 /* ---- pages, group lists and member lists, built by the backends' reads (store_page.c) */
 
@@ -341,5 +269,27 @@ uint64_t st_get_be64(const char *p);
 uint64_t st_now_ms(void);  /* wall clock, for timestamps */
 uint64_t st_mono_ms(void); /* monotonic, for durations */
 uint64_t st_mono_us(void);
+
+/* ---- growing arrays, for the core and both backends ---------------------------------- */
+
+/* Room for `need` elements of `size` bytes in a growing array of *cap; at: the address of
+ * the array's pointer (&p->items). When it does not hold them, the array moves to room
+ * for *cap doubled (first when 0) until it does, *cap set. false when memory ran out
+ * (the array kept as it was, *cap too). Inline: the usual case is the one comparison. */
+static inline bool st_room(void *at, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : first;
+    while (c < need)
+        c *= 2;
+    void *v;
+    memcpy(&v, at, sizeof(v));
+    if (!(v = realloc(v, c * size)))
+        return false;
+    memcpy(at, &v, sizeof(v));
+    *cap = c;
+    return true;
+}
 
 #endif

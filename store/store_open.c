@@ -1,0 +1,13 @@
+/*
+ * The top of the store: st_open's choice of a backend, the only place that names both.
+ * The core (core/) opens over whichever table it is given; the backends (rocks/, pg/)
+ * never see each other.
+ */
+#include "st_pg.h"
+#include "st_rocks.h"
+
+int st_open(const st_options *o, st_store **out, char *errmsg, size_t errmsg_len)
+{
+    bool pg = o && o->url && *o->url;
+    return st_core_open(pg ? &st_pg_backend : &st_rocks_backend, o, out, errmsg, errmsg_len);
+}
