@@ -20,22 +20,19 @@ once per program, with PROGRAM: the program's name is its target; FACE may be le
 when nothing includes the folder. A plain add_executable in a folder's CMakeLists.txt
 (gateway/server's gw) counts as a program of that folder.
 
-For tools/ (helper T, issue 38): tools/CMakeLists.txt says
-    set(GW_TOOLS_FOLDERS common cli load attack crash bench)
+tools/ (docs/ARCHITECTURE.md, "Tools"): tools/CMakeLists.txt says
     set(GW_FOLDER_PREFIX tools_)                  # its libraries: gw_tools_<folder>
     set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tools)  # build/tools/<name>
-    foreach(f ${GW_TOOLS_FOLDERS})
-      add_subdirectory(${f})
-    endforeach()
+    set(GW_TOOLS_FOLDERS common cli load attack crash bench)
 and each tools/<folder>/CMakeLists.txt declares its library and programs, e.g.
-    gw_folder(common SOURCES load_ws.c load_hist.c load_proc.c load_util.c
-      FACE load_ws.h load_hist.h load_proc.h load_util.h ackrule.h
-      DEPENDS gw_client PkgConfig::OPENSSL)            # the library gw_tools_common
-    gw_folder(gw_load PROGRAM SOURCES gw_load.c load_run.c ...
-      DEPENDS gw_tools_common wslay PkgConfig::EXPAT m)  # the program gw_load
-A program's sources must be in its folder (the folder is read from the object's path);
-a folder of programs only (cli/) needs no FACE. DEPENDS on targets outside the tree
-(gw_client, gw_store) are not folders and are not checked here.
+    gw_folder(common SOURCES load_hist.c load_proc.c load_util.c load_ws.c
+      FACE ackrule.h load_hist.h load_proc.h load_util.h load_ws.h
+      DEPENDS gw_client wslay PkgConfig::OPENSSL m)    # the library gw_tools_common
+    gw_folder(gw_load PROGRAM SOURCES gw_load.c load_fanout.c ...
+      DEPENDS gw_tools_common gw_tools_xmpp_stanza gw_client m)  # the program gw_load
+A program's sources are in its folder (the folder is read from the object's path); a
+folder of programs only (cli/, attack/, bench/) needs no FACE. DEPENDS on targets outside
+the tree (gw_client, gw_store) are not folders and are not checked here.
 
 Rules (docs/ARCHITECTURE.md, "The gateway's layers"):
   1. A file calls only files of its own folder or of a folder its folder links (DEPENDS,
