@@ -89,6 +89,9 @@ int cli_token_again(cli *c);
 const char *cli_close_reason(const cli *c);
 /* Finds gid in c->welcome; true and *g if the user is a member. */
 bool cli_welcome_group(const cli *c, const char *gid, pr_group *g);
+/* cli_open_or_say, then the group in the welcome: 0 with *g, or -1 after saying why (not a
+ * member). */
+int cli_open_member(cli *c, const char *gid, pr_group *g);
 /* Sends an encoded frame on c->k. Returns 0 or a GWC_E* code. */
 int cli_send(cli *c, const msgpack_sbuffer *sb);
 /* Sends a request with rid and waits up to the timeout for the reply with that rid,
@@ -100,6 +103,10 @@ int cli_request(cli *c, const msgpack_sbuffer *sb, uint64_t rid, enum pr_ev_type
 void cli_say_err(const pr_event *ev, const char *gid);
 /* Sends ack {gid: mid}. Returns 0 or a GWC_E* code. */
 int cli_send_ack(cli *c, const char *gid, uint64_t mid);
+/* Sends what an encoder just wrote into sb (enc_rc: the encoder's return, nonzero when out
+ * of memory), then destroys sb: for the loops that reconnect. 1 sent; 0 the connection is
+ * closed (the loop reconnects); -1 failed, said ("cannot send[ what]: ..."). */
+int cli_send_built(cli *c, msgpack_sbuffer *sb, int enc_rc, const char *what);
 
 /* gw_cli_out.c: every function writes to stdout. */
 void out_message(const cli *c, pr_slice gid, const pr_message *m);

@@ -285,6 +285,30 @@ int cli_send_ack(cli *c, const char *gid, uint64_t mid)
     return rc;
 }
 
+int cli_send_built(cli *c, msgpack_sbuffer *sb, int enc_rc, const char *what)
+{
+    int rc = enc_rc ? GWC_ENOMEM : cli_send(c, sb);
+    msgpack_sbuffer_destroy(sb);
+    if (rc == GWC_ECLOSED)
+        return 0;
+    if (rc) {
+        cli_err("cannot send%s%s: %s", what ? " " : "", what ? what : "", gwc_strerror(rc));
+        return -1;
+    }
+    return 1;
+}
+
+int cli_open_member(cli *c, const char *gid, pr_group *g)
+{
+    if (cli_open_or_say(c))
+        return -1;
+    if (!cli_welcome_group(c, gid, g)) {
+        cli_err("%s: not a member of this group (join it first)", gid);
+        return -1;
+    }
+    return 0;
+}
+
 void cli_say_err(const pr_event *ev, const char *gid)
 {
     const char *hint = "";
