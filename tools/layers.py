@@ -40,9 +40,12 @@ Rules (docs/ARCHITECTURE.md, "The gateway's layers"):
      link core/ only). A folder's DEPENDS name only folders listed before it.
   2. Every call loop (a set of files that reach each other) is inside one folder and has
      at most 4 files.
-  3. A file includes only its own folder's headers and the faces of the folders it links;
+  3. A file includes only its own folder's headers and the faces of the folders it links
+     (an include by a path, "../load/load_run.h", counts as one of load_run.h);
      and the tree's face (the "." folder's FACE: store.h, which every folder of the store
      implements). Another tree's header only if it is that tree's face.
+An object whose source is in no declared folder (a new folder not listed in the tree's
+GW_<TREE>_FOLDERS, a file left at the top of tools/) is a breach too.
 Symbols resolve within a link: the tree's libraries, and for a program its own objects
 over them (each program has its own main, usage...). A tree whose folders are not
 declared yet is skipped (said so). Prints the figures per tree and every breach; exits 1
@@ -216,7 +219,7 @@ def allowed(tree, target_folder):
         direct[f] = set()
         for t in tree.depends.get(f, ()):
             g = target_folder.get(t)
-            if g is None or g == f:
+            if g is None or g == f or g not in tree.order:
                 continue
             direct[f].add(g)
             if tree.order.index(g) > tree.order.index(f):
@@ -252,7 +255,7 @@ def includes(tree, may, others):
                 m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
                 if not m:
                     continue
-                h = m.group(1)
+                h = os.path.basename(m.group(1))  # "../load/load_run.h" is load_run.h
                 if h in foreign and foreign[h]:
                     count += 1
                     if h not in foreign[h].face():
@@ -278,10 +281,14 @@ def check(tree, build, others, graph):
     if not objs:
         print(f"layers: {tree.name}/: no object files under {build}/{tree.name} (build first)")
         return None
-    target_folder = {}
+    target_folder, stray = {}, []
     for target, src, _ in objs:
         target_folder.setdefault(target, tree.folder_of(src))
+        if tree.folder_of(src) not in tree.order:
+            stray.append(f"{tree.name}/{src} (target {target}) is in no declared folder "
+                         f"(GW_{tree.name.upper()}_FOLDERS)")
     may, bad = allowed(tree, target_folder)
+    bad += stray
     syms = {obj: symbols(obj) for _, _, obj in objs}
     lib_owner = {}
     for target, src, obj in objs:
