@@ -20,22 +20,19 @@ once per program, with PROGRAM: the program's name is its target; FACE may be le
 when nothing includes the folder. A plain add_executable in a folder's CMakeLists.txt
 (gateway/server's gw) counts as a program of that folder.
 
-For tools/ (helper T, issue 38): tools/CMakeLists.txt says
-    set(GW_TOOLS_FOLDERS common cli load attack crash bench)
+tools/ (docs/ARCHITECTURE.md, "Tools"): tools/CMakeLists.txt says
     set(GW_FOLDER_PREFIX tools_)                  # its libraries: gw_tools_<folder>
     set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tools)  # build/tools/<name>
-    foreach(f ${GW_TOOLS_FOLDERS})
-      add_subdirectory(${f})
-    endforeach()
+    set(GW_TOOLS_FOLDERS common cli load attack crash bench)
 and each tools/<folder>/CMakeLists.txt declares its library and programs, e.g.
-    gw_folder(common SOURCES load_ws.c load_hist.c load_proc.c load_util.c
-      FACE load_ws.h load_hist.h load_proc.h load_util.h ackrule.h
-      DEPENDS gw_client PkgConfig::OPENSSL)            # the library gw_tools_common
-    gw_folder(gw_load PROGRAM SOURCES gw_load.c load_run.c ...
-      DEPENDS gw_tools_common wslay PkgConfig::EXPAT m)  # the program gw_load
-A program's sources must be in its folder (the folder is read from the object's path);
-a folder of programs only (cli/) needs no FACE. DEPENDS on targets outside the tree
-(gw_client, gw_store) are not folders and are not checked here.
+    gw_folder(common SOURCES load_hist.c load_proc.c load_util.c load_ws.c
+      FACE ackrule.h load_hist.h load_proc.h load_util.h load_ws.h
+      DEPENDS gw_client wslay PkgConfig::OPENSSL m)    # the library gw_tools_common
+    gw_folder(gw_load PROGRAM SOURCES gw_load.c load_fanout.c ...
+      DEPENDS gw_tools_common gw_tools_xmpp_stanza gw_client m)  # the program gw_load
+A program's sources are in its folder (the folder is read from the object's path); a
+folder of programs only (cli/, attack/, bench/) needs no FACE. DEPENDS on targets outside
+the tree (gw_client, gw_store) are not folders and are not checked here.
 
 Rules (docs/ARCHITECTURE.md, "The gateway's layers"):
   1. A file calls only files of its own folder or of a folder its folder links (DEPENDS,
@@ -43,9 +40,12 @@ Rules (docs/ARCHITECTURE.md, "The gateway's layers"):
      link core/ only). A folder's DEPENDS name only folders listed before it.
   2. Every call loop (a set of files that reach each other) is inside one folder and has
      at most 4 files.
-  3. A file includes only its own folder's headers and the faces of the folders it links;
+  3. A file includes only its own folder's headers and the faces of the folders it links
+     (an include by a path, "../load/load_run.h", counts as one of load_run.h);
      and the tree's face (the "." folder's FACE: store.h, which every folder of the store
      implements). Another tree's header only if it is that tree's face.
+An object whose source is in no declared folder (a new folder not listed in the tree's
+GW_<TREE>_FOLDERS, a file left at the top of tools/) is a breach too.
 Symbols resolve within a link: the tree's libraries, and for a program its own objects
 over them (each program has its own main, usage...). A tree whose folders are not
 declared yet is skipped (said so). Prints the figures per tree and every breach; exits 1
@@ -219,7 +219,7 @@ def allowed(tree, target_folder):
         direct[f] = set()
         for t in tree.depends.get(f, ()):
             g = target_folder.get(t)
-            if g is None or g == f:
+            if g is None or g == f or g not in tree.order:
                 continue
             direct[f].add(g)
             if tree.order.index(g) > tree.order.index(f):
@@ -255,7 +255,7 @@ def includes(tree, may, others):
                 m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
                 if not m:
                     continue
-                h = m.group(1)
+                h = os.path.basename(m.group(1))  # "../load/load_run.h" is load_run.h
                 if h in foreign and foreign[h]:
                     count += 1
                     if h not in foreign[h].face():
@@ -281,10 +281,14 @@ def check(tree, build, others, graph):
     if not objs:
         print(f"layers: {tree.name}/: no object files under {build}/{tree.name} (build first)")
         return None
-    target_folder = {}
+    target_folder, stray = {}, []
     for target, src, _ in objs:
         target_folder.setdefault(target, tree.folder_of(src))
+        if tree.folder_of(src) not in tree.order:
+            stray.append(f"{tree.name}/{src} (target {target}) is in no declared folder "
+                         f"(GW_{tree.name.upper()}_FOLDERS)")
     may, bad = allowed(tree, target_folder)
+    bad += stray
     syms = {obj: symbols(obj) for _, _, obj in objs}
     lib_owner = {}
     for target, src, obj in objs:

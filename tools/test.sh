@@ -91,8 +91,10 @@ count_summary() { # NAME LOG RC PASS_SED FAIL_SED
 section "format"
 # One test: passes when no file differs.
 if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
-# The gateway's layering on the build just made (tools/layers.py: no call into a folder
-# above, call loops inside one folder of at most 4 files, includes of lower faces only).
+# The layering of gateway/, store/ and tools/ checked on a build, from the gw_folder
+# declarations (FACE, DEPENDS): no call into a folder not linked (above or beside), loops
+# inside one folder of at most 4 files, includes of own folder and linked faces only;
+# figures per tree; --graph (tools/layers.py).
 section "layers"
 if python3 "$root/tools/layers.py" "$root/build"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
 

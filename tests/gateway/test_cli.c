@@ -6,7 +6,7 @@
  * Also the client-side ack rule that gw_cli's tail and gw_load share (tools/ackrule.h),
  * as a unit: no gateway, times given.
  */
-#include "../../tools/ackrule.h"
+#include "../../tools/common/ackrule.h"
 #include "gwfx.h"
 
 #include <criterion/criterion.h>

@@ -1,6 +1,6 @@
 /* A short load through the real load generator: 300 sessions in groups of 100, two
  * senders flat out for three seconds, over ws:// and over wss:// (the load generator's
- * own WebSocket client, tools/load_ws.c, has a TLS path of its own). Everything sent is
+ * own WebSocket client, tools/common/load_ws.c, has a TLS path of its own). Everything sent is
  * confirmed and delivered to every member, the generator's counts agree exactly with the
  * gateway's /stats, and the gateway then stops cleanly (under the sanitizer build: with
  * no report and no leak, since it must exit 0). */

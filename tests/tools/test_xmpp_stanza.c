@@ -1,5 +1,5 @@
 /*
- * xmpp_stanza (tools/xmpp_stanza.c): gw_load --xmpp's reading of one XMPP-over-WebSocket
+ * xmpp_stanza (tools/load/xmpp_stanza.c): gw_load --xmpp's reading of one XMPP-over-WebSocket
  * message, on stanzas shaped as prosody 0.12 and ejabberd 23.01 send them (namespace
  * prefixes as they use them), and on input that is not one well-formed element.
  */

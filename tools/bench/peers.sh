@@ -105,8 +105,18 @@ receipts() {
 
 # ---- reads on W1 and W6 -------------------------------------------------------------------
 declare -A W1
+# group_of_100 MODE ARGS...: gw_load on the gateway just started, 100 sessions in one group
+# for $secs s, the client acking only (MODE acks) or each ack followed by a read (reads).
+group_of_100() {
+  local extra=()
+  [ "$1" = acks ] || extra=(--reads)
+  shift
+  gwload --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 100 --group-size 100 "$@" \
+    --seconds "$secs" --server-pid "$SRV_PID" ${extra[@]+"${extra[@]}"}
+}
+
 reads() {
-  local mode r out extra
+  local mode r out
   echo
   echo "### Reads in a group of 100, one sender flat out ($runs runs of ${secs} s, median)"
   echo
@@ -116,11 +126,8 @@ reads() {
   declare -A dl sv
   for ((r = 0; r < runs; r++)); do
     for mode in acks reads; do
-      extra=()
-      [ "$mode" = acks ] || extra=(--reads)
       start_gw gw --threads 1
-      out=$(gwload --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 100 --group-size 100 \
-            --senders 1 --seconds "$secs" --server-pid "$SRV_PID" ${extra[@]+"${extra[@]}"})
+      out=$(group_of_100 "$mode" --senders 1)
       stop_srv
       dl[$mode]+=" $(field "$out" deliveries_per_active_s)"
       sv[$mode]+=" $(field "$out" server_cpu_us_per_delivery)"
@@ -136,7 +143,7 @@ reads() {
 }
 
 cursors() {
-  local rate mode r out st t extra
+  local rate mode r out st t
   rate=$(awk -v m="${W1[acks]:-20000}" 'BEGIN{printf "%.0f", m / 100 / 2}')
   echo
   echo "### Cursor writes, group of 100 at $rate sends/s (50% of the rate above; $runs runs of ${secs} s, median)"
@@ -146,11 +153,8 @@ cursors() {
   declare -A dl fr wr en sv
   for ((r = 0; r < runs; r++)); do
     for mode in acks reads; do
-      extra=()
-      [ "$mode" = acks ] || extra=(--reads)
       start_gw gw --threads 1
-      out=$(gwload --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 100 --group-size 100 \
-            --rate "$rate" --seconds "$secs" --server-pid "$SRV_PID" ${extra[@]+"${extra[@]}"})
+      out=$(group_of_100 "$mode" --rate "$rate")
       sleep 0.5 # the coalescer's last flush
       st=$(stats)
       stop_srv

@@ -10,7 +10,7 @@
  * PATH_OR_URL: an empty RocksDB folder (made if missing) or a PostgreSQL URL of an empty
  * database. Output: one line of key=value figures.
  */
-#include "store.h"
+#include "bench_store.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -81,10 +81,7 @@ int main(int argc, char **argv)
     }
     st_options o;
     st_options_init(&o);
-    if (strncmp(where, "postgres", 8) == 0)
-        o.url = where;
-    else
-        o.path = where;
+    bench_store_where(&o, where);
     st_store *s = NULL;
     char err[256];
     int rc = st_open(&o, &s, err, sizeof(err));

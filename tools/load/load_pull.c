@@ -39,9 +39,8 @@ typedef struct puller {
     int q_head, q_n;
     uint64_t next_rid;
     int next_group, groups_done;
-    uint64_t msgs, pages, unread;
-    uint64_t bytes; /* received by the returning user's session, from its connect on */
-    int64_t last_page_ns;
+    uint64_t unread;
+    load_catchup c; /* the reading's figures (bytes: the returning user's session's) */
 } puller;
 
 static void say_err(puller *p, const pr_event *ev)
@@ -146,9 +145,9 @@ static void on_page(puller *p, load_frame *fr, const load_msg *m)
     pull_req q = p->q[p->q_head];
     p->q_head = (p->q_head + 1) % p->cfg->pull_window;
     p->q_n--;
-    p->pages++;
-    p->msgs += m->n;
-    p->last_page_ns = load_now_ns();
+    p->c.pages++;
+    p->c.msgs += m->n;
+    p->c.last_page_ns = load_now_ns();
     uint64_t end = q.after + m->n;
     if (m->more && m->n) {
         request(p, q.g, false, end);
@@ -185,7 +184,7 @@ static void on_frame(load_sess *s, const uint8_t *f, size_t n)
 {
     puller *p = s->run->mode_data;
     if (s == &p->r->ss[2])
-        p->bytes += n;
+        p->c.bytes += n;
     if (p->reading)
         read_frame(p, f, n);
     else
@@ -242,8 +241,9 @@ static bool settled(const puller *p)
     return p->s->inflight == 0;
 }
 
-static bool read_all(const puller *p)
+static bool read_all(const void *arg)
 {
+    const puller *p = arg;
     return p->groups_done == p->cfg->pull_groups && !p->q_n;
 }
 
@@ -299,10 +299,7 @@ static bool fill(puller *p, long count)
 /* Closes the phase's session, after what it queued went out (bounded). */
 static void sign_out(puller *p)
 {
-    for (int64_t until = load_now_ns() + 2000000000;
-         lw_queued(p->s->k) && lw_state(p->s->k) == LW_OPEN && load_now_ns() < until;)
-        load_pump(p->r, 5);
-    lw_close(p->s->k);
+    load_sess_close_drained(p->r, p->s);
 }
 
 static int run_pull(puller *p)
@@ -326,8 +323,7 @@ static int run_pull(puller *p)
     sign_out(p);
 
     /* 3. The user comes back and reads every group. */
-    double cpu0 = load_self_cpu_s(), srv0 = cfg->server_pid ? load_servers_cpu_s(cfg) : 0;
-    int64_t t0 = load_now_ns();
+    load_catchup_start(&p->c, cfg);
     if (!sign_in(p, 2, false))
         return 1;
     if (p->welcome_groups != cfg->pull_groups) {
@@ -338,33 +334,13 @@ static int run_pull(puller *p)
     p->reading = true;
     for (int i = 0; i < cfg->pull_window; i++)
         start_next_group(p);
-    p->last_page_ns = load_now_ns();
-    while (!read_all(p)) {
-        if (r->st.errors || lw_state(p->s->k) == LW_CLOSED ||
-            load_now_ns() - p->last_page_ns > PULL_WAIT_NS) {
-            fprintf(stderr, "gw_load: pull: reading: %s\n",
-                    r->st.errors ? "failed" : "connection closed or timed out");
-            break;
-        }
-        load_pump(r, 5);
-    }
-    double secs = (double)(load_now_ns() - t0) / 1e9;
-    double cpu_self = load_self_cpu_s() - cpu0;
-    double cpu_srv = cfg->server_pid ? load_servers_cpu_s(cfg) - srv0 : 0;
+    load_catchup_read(&p->c, r, p->s, read_all, p, "pull");
     sign_out(p); /* the acks out */
-    printf("{\"pull\":{\"limit\":%d,\"groups\":%d,\"messages\":%lu,\"pages\":%lu,"
-           "\"seconds\":%.3f,\"messages_per_s\":%.1f,\"pages_per_s\":%.1f,\"bytes\":%lu},"
-           "\"pull_window\":%d,"
-           "\"stored\":%lu,\"fill_seconds\":%.2f,\"errors\":%lu,\"load_cpu_s\":%.3f,"
-           "\"server_cpu_s\":%.3f}\n",
-           cfg->pull, cfg->pull_groups, (unsigned long)p->msgs, (unsigned long)p->pages, secs,
-           (double)p->msgs / secs, (double)p->pages / secs, (unsigned long)p->bytes,
-           cfg->pull_window, (unsigned long)r->st.confirmed, fill_s, (unsigned long)r->st.errors,
-           cpu_self, cpu_srv);
-    int rc = p->msgs == (uint64_t)count && p->unread == (uint64_t)count && !r->st.errors ? 0 : 1;
+    load_catchup_report(&p->c, r, cfg->pull_groups, "", fill_s);
+    int rc = p->c.msgs == (uint64_t)count && p->unread == (uint64_t)count && !r->st.errors ? 0 : 1;
     if (rc)
         fprintf(stderr, "gw_load: pull: read %lu of %ld messages (%lu unread at sign-in)\n",
-                (unsigned long)p->msgs, count, (unsigned long)p->unread);
+                (unsigned long)p->c.msgs, count, (unsigned long)p->unread);
     return rc;
 }
 

@@ -21,9 +21,6 @@
 #define DEFAULT_URL "wss://localhost:8443/ws"
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_RETRY_MS 60000
-#define TOKEN_MAX 8192
-
-volatile sig_atomic_t cli_stop;
 
 static void usage(FILE *f)
 {
@@ -169,71 +166,6 @@ static bool id_ok(const char *what, const char *s)
         return true;
     cli_err("%s '%s' is not a valid id (1-64 of [A-Za-z0-9_.:-])", what, s);
     return false;
-}
-
-/* The token: --token, --token-file or $GW_TOKEN, trimmed of surrounding white space. */
-static int load_token(const char *arg, const char *file, char **out)
-{
-    char buf[TOKEN_MAX + 1];
-    size_t n;
-    if (arg && file) {
-        cli_err("give --token or --token-file, not both");
-        return CLI_EXIT_USAGE;
-    }
-    if (!arg && !file)
-        arg = getenv("GW_TOKEN");
-    if (file) {
-        FILE *f = fopen(file, "rb");
-        if (!f) {
-            cli_err("--token-file %s: %s", file, strerror(errno));
-            return CLI_EXIT_FAIL;
-        }
-        n = fread(buf, 1, TOKEN_MAX, f);
-        bool more = fgetc(f) != EOF;
-        fclose(f);
-        if (more) {
-            cli_err("--token-file %s: over %d bytes: not a token", file, TOKEN_MAX);
-            return CLI_EXIT_FAIL;
-        }
-    } else if (arg && *arg) {
-        n = strlen(arg);
-        if (n > TOKEN_MAX) {
-            cli_err("the token is over %d bytes", TOKEN_MAX);
-            return CLI_EXIT_USAGE;
-        }
-        memcpy(buf, arg, n);
-    } else {
-        cli_err("no token: give --token T, --token-file F or set GW_TOKEN (see gw_token)");
-        return CLI_EXIT_USAGE;
-    }
-    buf[n] = '\0';
-    char *s = buf + strspn(buf, " \t\r\n");
-    size_t len = strlen(s);
-    while (len && strchr(" \t\r\n", s[len - 1]))
-        s[--len] = '\0';
-    if (!len) {
-        cli_err("the token is empty");
-        return CLI_EXIT_FAIL;
-    }
-    if (!(*out = strdup(s))) {
-        cli_err("out of memory");
-        return CLI_EXIT_FAIL;
-    }
-    return CLI_EXIT_OK;
-}
-
-int cli_token_again(cli *c)
-{
-    char *fresh = NULL;
-    if (!c->o.token_file || load_token(NULL, c->o.token_file, &fresh) != CLI_EXIT_OK)
-        return -1;
-    if (strcmp(fresh, c->token) == 0) {
-        free(fresh);
-        return -1; /* the same token would be refused the same way */
-    }
-    free(c->token);
-    c->token = fresh;
-    return 0;
 }
 
 /* True if path holds a PEM certificate: libwebsockets only logs a file it cannot use. */
@@ -525,7 +457,7 @@ static int run(int argc, char **argv, cli *c)
     int rc = parse_options(argc, argv, c, &a);
     if (rc >= 0 || (rc = check_command(c, &a)) >= 0)
         return rc;
-    if ((rc = load_token(a.token, a.token_file, &c->token)))
+    if ((rc = cli_load_token(a.token, a.token_file, &c->token)))
         return rc;
     c->o.token_file = a.token_file;
     gwc_options go = {.ca_file = c->o.ca_file, .insecure = c->o.insecure};

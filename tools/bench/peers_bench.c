@@ -16,6 +16,7 @@
  * The token secret: GW_SECRET. Output: one line of key=value figures.
  */
 #include "gwc.h"
+#include "bench_store.h"
 #include "store.h"
 
 #include <getopt.h>
@@ -63,10 +64,7 @@ static void fill(const char *where, int members, int msgs, unsigned seed)
 {
     st_options o;
     st_options_init(&o);
-    if (strncmp(where, "postgresql://", 13) == 0)
-        o.url = where;
-    else
-        o.path = where;
+    bench_store_where(&o, where);
     o.sync = false;
     st_store *s = NULL;
     char err[512];

@@ -76,15 +76,10 @@ static int pull(tailer *t)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     uint64_t rid = ++t->c->next_rid;
-    int rc = pr_enc_pull(&sb, rid, cli_slice(t->gid), false, t->ack.held, 0) ? GWC_ENOMEM
-                                                                             : cli_send(t->c, &sb);
-    msgpack_sbuffer_destroy(&sb);
-    if (rc == GWC_ECLOSED)
-        return 0; /* the loop resumes */
-    if (rc) {
-        cli_err("cannot send pull: %s", gwc_strerror(rc));
-        return -1;
-    }
+    int rc = cli_send_built(
+        t->c, &sb, pr_enc_pull(&sb, rid, cli_slice(t->gid), false, t->ack.held, 0), "pull");
+    if (rc <= 0)
+        return rc; /* closed (0): the loop resumes */
     t->pull_rid = rid;
     t->pull_sent_at = cli_now_ms();
     return 0;
@@ -173,13 +168,9 @@ int cli_cmd_tail(cli *c, const char *gid)
 {
     tailer t = {.c = c, .gid = gid};
     int64_t end = c->o.seconds_ms ? cli_now_ms() + c->o.seconds_ms : INT64_MAX;
-    if (cli_open_or_say(c))
-        return CLI_EXIT_FAIL;
     pr_group g;
-    if (!cli_welcome_group(c, gid, &g)) {
-        cli_err("%s: not a member of this group (join it first)", gid);
+    if (cli_open_member(c, gid, &g))
         return CLI_EXIT_FAIL;
-    }
     ackrule_cadence(&t.ack, c->ack_every, c->ack_delay_ms);
     ackrule_start(&t.ack, g.ack, g.ack, now_ns());
     t.known = g.last_mid;
@@ -230,13 +221,9 @@ int cli_cmd_tail(cli *c, const char *gid)
 int cli_cmd_pull(cli *c, const char *gid)
 {
     const cli_opts *o = &c->o;
-    if (cli_open_or_say(c))
-        return CLI_EXIT_FAIL;
     pr_group g;
-    if (!cli_welcome_group(c, gid, &g)) {
-        cli_err("%s: not a member of this group (join it first)", gid);
+    if (cli_open_member(c, gid, &g))
         return CLI_EXIT_FAIL;
-    }
     bool before = o->has_before;
     uint64_t at = before ? o->before : o->has_after ? o->after : g.ack;
     uint64_t hi = at, lo = at; /* after: highest mid printed; before: lowest */

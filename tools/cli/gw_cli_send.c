@@ -217,16 +217,10 @@ static int send_due(sender *s)
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         pr_body body = {{it->body, it->len}, false};
-        int rc = pr_enc_send(&sb, it->n, cli_slice(s->gid), cli_slice(it->cid), body)
-                     ? GWC_ENOMEM
-                     : cli_send(s->c, &sb);
-        msgpack_sbuffer_destroy(&sb);
-        if (rc == GWC_ECLOSED)
-            return 0; /* the loop reconnects */
-        if (rc) {
-            cli_err("cannot send: %s", gwc_strerror(rc));
-            return -1;
-        }
+        int rc = cli_send_built(
+            s->c, &sb, pr_enc_send(&sb, it->n, cli_slice(s->gid), cli_slice(it->cid), body), NULL);
+        if (rc <= 0)
+            return rc; /* closed (0): the loop reconnects */
         it->on_wire = true;
         it->sent_at = now;
     }
@@ -307,13 +301,9 @@ int cli_cmd_send(cli *c, const char *gid, int argc, char **argv)
         snprintf(s.prefix, sizeof(s.prefix), "%s", c->o.cid_prefix);
     else
         random_prefix(s.prefix, sizeof(s.prefix));
-    if (cli_open_or_say(c))
-        return CLI_EXIT_FAIL;
     pr_group g;
-    if (!cli_welcome_group(c, gid, &g)) {
-        cli_err("%s: not a member of this group (join it first)", gid);
+    if (cli_open_member(c, gid, &g))
         return CLI_EXIT_FAIL;
-    }
     int rc = 0;
     if (argc > 0) { /* the words of TEXT, joined by spaces, are one message */
         size_t len = 0;

@@ -2,7 +2,8 @@
  * gw_cli internals: what the files of the command-line client share.
  *
  *   gw_cli.c       options, usage, and the one-request commands (groups, join, leave)
- *   gw_cli_conn.c  connecting, signing in, requests with bounded waits, reconnecting
+ *   gw_cli_conn.c  the token, connecting, signing in, requests with bounded waits,
+ *                  reconnecting, cli_stop; it calls none of the other files
  *   gw_cli_out.c   printing messages and replies as text or as JSON lines
  *   gw_cli_send.c  send: one message, or each line of standard input
  *   gw_cli_tail.c  tail (live, acked, resumed after a disconnect) and pull (pages)
@@ -63,7 +64,7 @@ typedef struct cli {
     pr_event welcome; /* borrows from k until the next gwc_next on it */
 } cli;
 
-/* Set by SIGINT and SIGTERM: long-running commands finish cleanly. */
+/* Set by SIGINT and SIGTERM (gw_cli.c's handler): long-running commands finish cleanly. */
 extern volatile sig_atomic_t cli_stop;
 
 /* gw_cli_conn.c */
@@ -77,6 +78,10 @@ int cli_open_or_say(cli *c);
 /* After a lost connection: says so, then signs in again with backoff until it works, a
  * fatal failure, cli_stop, or `until` (ms, cli_now_ms clock). Returns 0 or -1 (said why). */
 int cli_reopen(cli *c, const char *what, int64_t until);
+/* The token: --token (arg), --token-file (file) or $GW_TOKEN, trimmed of surrounding white
+ * space, into *out (the caller's, to free). CLI_EXIT_OK, or CLI_EXIT_USAGE or CLI_EXIT_FAIL
+ * after saying why. */
+int cli_load_token(const char *arg, const char *file, char **out);
 /* The application's new token, after a sign-out or a refusal: --token-file read again.
  * 0 when it holds a token other than c->token (now in it), else -1 (quietly). */
 int cli_token_again(cli *c);
@@ -84,6 +89,9 @@ int cli_token_again(cli *c);
 const char *cli_close_reason(const cli *c);
 /* Finds gid in c->welcome; true and *g if the user is a member. */
 bool cli_welcome_group(const cli *c, const char *gid, pr_group *g);
+/* cli_open_or_say, then the group in the welcome: 0 with *g, or -1 after saying why (not a
+ * member). */
+int cli_open_member(cli *c, const char *gid, pr_group *g);
 /* Sends an encoded frame on c->k. Returns 0 or a GWC_E* code. */
 int cli_send(cli *c, const msgpack_sbuffer *sb);
 /* Sends a request with rid and waits up to the timeout for the reply with that rid,
@@ -95,6 +103,10 @@ int cli_request(cli *c, const msgpack_sbuffer *sb, uint64_t rid, enum pr_ev_type
 void cli_say_err(const pr_event *ev, const char *gid);
 /* Sends ack {gid: mid}. Returns 0 or a GWC_E* code. */
 int cli_send_ack(cli *c, const char *gid, uint64_t mid);
+/* Sends what an encoder just wrote into sb (enc_rc: the encoder's return, nonzero when out
+ * of memory), then destroys sb: for the loops that reconnect. 1 sent; 0 the connection is
+ * closed (the loop reconnects); -1 failed, said ("cannot send[ what]: ..."). */
+int cli_send_built(cli *c, msgpack_sbuffer *sb, int enc_rc, const char *what);
 
 /* gw_cli_out.c: every function writes to stdout. */
 void out_message(const cli *c, pr_slice gid, const pr_message *m);

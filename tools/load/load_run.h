@@ -180,6 +180,28 @@ void load_next_gid(load_sess *s, char *gid, size_t n);
  * its senders' hooks (send, flat_out, in_flight) to a copy. */
 extern const load_mode load_gw_mode;
 
+/* ---- load_catchup.c: what W5's two drivers (load_pull.c, load_xmpp_pull.c) share ---- */
+/* Closes s after what it queued went out (2 s at most). */
+void load_sess_close_drained(load_run *r, load_sess *s);
+/* The returning user's reading: its figures, and the time and CPU it took. */
+typedef struct load_catchup {
+    uint64_t msgs, pages, bytes;    /* read; bytes received by the returning user */
+    int64_t last_page_ns;           /* when the last page came: 30 s without one ends it */
+    double cpu0, srv0;              /* CPU seconds (this process, the servers) at the start */
+    int64_t t0;                     /* the start: before the sign-in */
+    double secs, cpu_self, cpu_srv; /* the reading's, taken at its end */
+} load_catchup;
+/* Takes the start's time and CPU figures. */
+void load_catchup_start(load_catchup *c, const load_cfg *cfg);
+/* Runs the loop until done(arg); stops early after an error, a close of s or 30 s without a
+ * page, saying so (who: the driver's name in messages). Then takes the end's figures. */
+void load_catchup_read(load_catchup *c, load_run *r, const load_sess *s, bool (*done)(const void *),
+                       const void *arg, const char *who);
+/* Prints the JSON line; extra: the driver's own fields after pull_window, each with its
+ * trailing comma ("" for none). */
+void load_catchup_report(const load_catchup *c, const load_run *r, int groups, const char *extra,
+                         double fill_s);
+
 /* ---- the drivers: each returns the exit code ---- */
 int load_fanout(const load_cfg *cfg); /* load_fanout.c: W1, and W2 with --own-groups */
 int load_idle(const load_cfg *cfg);   /* load_idle.c */

@@ -4,15 +4,13 @@
  * message, compared with what a replica holds.
  */
 #include "conv.h"
+#include "gw_crash.h"
 
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #define RESP_MAX (8u << 20)
@@ -73,19 +71,13 @@ int conv_api(int port, const char *key, const char *method, const char *path, co
         *resp = NULL;
     if (port <= 0)
         return 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = node_connect(port, 5);
     if (fd < 0)
         return 0;
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int status = 0;
     size_t bn = body ? strlen(body) : 0;
     char *req = malloc(1024 + strlen(path) + bn);
-    if (req && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+    if (req) {
         int hn = sprintf(req,
                          "%s /api/v1%s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
                          "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",

@@ -11,6 +11,7 @@
  */
 #include "gw_cli.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@
 
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
+#define TOKEN_MAX 8192
+
+volatile sig_atomic_t cli_stop;
 
 /* Kinds of open() failures. */
 enum {
@@ -281,6 +285,30 @@ int cli_send_ack(cli *c, const char *gid, uint64_t mid)
     return rc;
 }
 
+int cli_send_built(cli *c, msgpack_sbuffer *sb, int enc_rc, const char *what)
+{
+    int rc = enc_rc ? GWC_ENOMEM : cli_send(c, sb);
+    msgpack_sbuffer_destroy(sb);
+    if (rc == GWC_ECLOSED)
+        return 0;
+    if (rc) {
+        cli_err("cannot send%s%s: %s", what ? " " : "", what ? what : "", gwc_strerror(rc));
+        return -1;
+    }
+    return 1;
+}
+
+int cli_open_member(cli *c, const char *gid, pr_group *g)
+{
+    if (cli_open_or_say(c))
+        return -1;
+    if (!cli_welcome_group(c, gid, g)) {
+        cli_err("%s: not a member of this group (join it first)", gid);
+        return -1;
+    }
+    return 0;
+}
+
 void cli_say_err(const pr_event *ev, const char *gid)
 {
     const char *hint = "";
@@ -331,4 +359,68 @@ int cli_request(cli *c, const msgpack_sbuffer *sb, uint64_t rid, enum pr_ev_type
     else
         cli_err("request failed: %s", gwc_strerror(rc));
     return -1;
+}
+
+int cli_load_token(const char *arg, const char *file, char **out)
+{
+    char buf[TOKEN_MAX + 1];
+    size_t n;
+    if (arg && file) {
+        cli_err("give --token or --token-file, not both");
+        return CLI_EXIT_USAGE;
+    }
+    if (!arg && !file)
+        arg = getenv("GW_TOKEN");
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f) {
+            cli_err("--token-file %s: %s", file, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        n = fread(buf, 1, TOKEN_MAX, f);
+        bool more = fgetc(f) != EOF;
+        fclose(f);
+        if (more) {
+            cli_err("--token-file %s: over %d bytes: not a token", file, TOKEN_MAX);
+            return CLI_EXIT_FAIL;
+        }
+    } else if (arg && *arg) {
+        n = strlen(arg);
+        if (n > TOKEN_MAX) {
+            cli_err("the token is over %d bytes", TOKEN_MAX);
+            return CLI_EXIT_USAGE;
+        }
+        memcpy(buf, arg, n);
+    } else {
+        cli_err("no token: give --token T, --token-file F or set GW_TOKEN (see gw_token)");
+        return CLI_EXIT_USAGE;
+    }
+    buf[n] = '\0';
+    char *s = buf + strspn(buf, " \t\r\n");
+    size_t len = strlen(s);
+    while (len && strchr(" \t\r\n", s[len - 1]))
+        s[--len] = '\0';
+    if (!len) {
+        cli_err("the token is empty");
+        return CLI_EXIT_FAIL;
+    }
+    if (!(*out = strdup(s))) {
+        cli_err("out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
+int cli_token_again(cli *c)
+{
+    char *fresh = NULL;
+    if (!c->o.token_file || cli_load_token(NULL, c->o.token_file, &fresh) != CLI_EXIT_OK)
+        return -1;
+    if (strcmp(fresh, c->token) == 0) {
+        free(fresh);
+        return -1; /* the same token would be refused the same way */
+    }
+    free(c->token);
+    c->token = fresh;
+    return 0;
 }

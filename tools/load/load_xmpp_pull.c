@@ -37,8 +37,7 @@ typedef struct xpull {
     int *page_no;
     long *page_results;
     int next_room, rooms_done, in_flight;
-    uint64_t msgs, pages, bytes;
-    int64_t last_page_ns;
+    load_catchup c; /* the reading's figures */
 } xpull;
 
 static void query_page(xpull *p, int room, bool before_last)
@@ -76,8 +75,8 @@ static void start_next_room(xpull *p)
 static void on_page(xpull *p, int room, const xs_stanza *st)
 {
     p->in_flight--;
-    p->pages++;
-    p->last_page_ns = load_now_ns();
+    p->c.pages++;
+    p->c.last_page_ns = load_now_ns();
     if (!st->fin) {
         if (++p->r->st.errors <= 5)
             fprintf(stderr, "gw_load: xmpp pull: room %d: a MAM answer without <fin>\n", room);
@@ -154,7 +153,7 @@ static void on_message(xpull *p, const xs_stanza *st)
         if (p->reading && sscanf(st->queryid, "p%d-%d", &room, &k) == 2 && room >= 0 &&
             room < p->rooms) {
             p->page_results[room]++;
-            p->msgs++;
+            p->c.msgs++;
         }
         return;
     }
@@ -172,7 +171,7 @@ static void on_frame(load_sess *s, const uint8_t *f, size_t n)
     if (s != p->s)
         return; /* a session of an earlier step, closing */
     if (p->reading)
-        p->bytes += n;
+        p->c.bytes += n;
     xs_stanza st;
     if (!lx_parse(p->r, p->xp, f, n, &st) || lx_sign_in_step(s, &p->x, &st))
         return;
@@ -264,10 +263,7 @@ static bool join_all(xpull *p)
 static void sign_out(xpull *p)
 {
     lx_sendf(p->s, "<close xmlns=\"urn:ietf:params:xml:ns:xmpp-framing\"/>");
-    for (int64_t until = load_now_ns() + 2000000000;
-         lw_queued(p->s->k) && lw_state(p->s->k) == LW_OPEN && load_now_ns() < until;)
-        load_pump(p->r, 5);
-    lw_close(p->s->k);
+    load_sess_close_drained(p->r, p->s);
 }
 
 /* The filler stores count messages round robin, --window awaiting their reflection. */
@@ -301,8 +297,9 @@ static bool fill(xpull *p, long count)
     return wait_for(p, settled, "storing");
 }
 
-static bool read_all(const xpull *p)
+static bool read_all(const void *arg)
 {
+    const xpull *p = arg;
     return p->rooms_done == p->rooms && !p->in_flight;
 }
 
@@ -329,39 +326,22 @@ static int run_pull(xpull *p)
         sign_out(p);
     }
     /* 3. The user comes back and reads every archive after what it had seen. */
-    double cpu0 = load_self_cpu_s(), srv0 = cfg->server_pid ? load_servers_cpu_s(cfg) : 0;
-    int64_t t0 = load_now_ns();
+    load_catchup_start(&p->c, cfg);
     p->reading = true;
     if (!sign_in(p, 2))
         return 1;
     for (int i = 0; i < cfg->pull_window; i++)
         start_next_room(p);
-    p->last_page_ns = load_now_ns();
-    while (!read_all(p)) {
-        if (r->st.errors || lw_state(p->s->k) == LW_CLOSED ||
-            load_now_ns() - p->last_page_ns > XP_WAIT_NS) {
-            fprintf(stderr, "gw_load: xmpp pull: reading: %s\n",
-                    r->st.errors ? "failed" : "connection closed or timed out");
-            break;
-        }
-        load_pump(r, 5);
-    }
-    double secs = (double)(load_now_ns() - t0) / 1e9;
-    double cpu_self = load_self_cpu_s() - cpu0;
-    double cpu_srv = cfg->server_pid ? load_servers_cpu_s(cfg) - srv0 : 0;
+    load_catchup_read(&p->c, r, p->s, read_all, p, "xmpp pull");
     p->reading = false;
     sign_out(p);
-    printf("{\"pull\":{\"limit\":%d,\"groups\":%d,\"messages\":%lu,\"pages\":%lu,"
-           "\"seconds\":%.3f,\"messages_per_s\":%.1f,\"pages_per_s\":%.1f,\"bytes\":%lu},"
-           "\"pull_window\":%d,\"xmpp\":true,\"preloaded\":%s,\"stored\":%lu,"
-           "\"fill_seconds\":%.2f,\"errors\":%lu,\"load_cpu_s\":%.3f,\"server_cpu_s\":%.3f}\n",
-           cfg->pull, p->rooms, (unsigned long)p->msgs, (unsigned long)p->pages, secs,
-           (double)p->msgs / secs, (double)p->pages / secs, (unsigned long)p->bytes,
-           cfg->pull_window, cfg->xmpp_preloaded ? "true" : "false", (unsigned long)r->st.confirmed,
-           fill_s, (unsigned long)r->st.errors, cpu_self, cpu_srv);
-    int rc = (!count || p->msgs == (uint64_t)count) && !r->st.errors ? 0 : 1;
+    load_catchup_report(&p->c, r, p->rooms,
+                        cfg->xmpp_preloaded ? "\"xmpp\":true,\"preloaded\":true,"
+                                            : "\"xmpp\":true,\"preloaded\":false,",
+                        fill_s);
+    int rc = (!count || p->c.msgs == (uint64_t)count) && !r->st.errors ? 0 : 1;
     if (rc)
-        fprintf(stderr, "gw_load: xmpp pull: read %lu of %ld messages\n", (unsigned long)p->msgs,
+        fprintf(stderr, "gw_load: xmpp pull: read %lu of %ld messages\n", (unsigned long)p->c.msgs,
                 count);
     return rc;
 }

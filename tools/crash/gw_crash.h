@@ -33,6 +33,9 @@ int node_stop(int i);
 void nodes_kill_all(void);
 /* GET /healthz of node i: the status, 0 when it does not answer. */
 int node_healthz(int i);
+/* A TCP connection to port on 127.0.0.1 (a node's), its reads and writes bounded by
+ * timeout_s: the socket (the caller's to close), or -1. */
+int node_connect(int port, int timeout_s);
 /* Runs cmd through the shell in the background (its output to log); one at a time. */
 bool cmd_start(const char *cmd, const char *log);
 /* True once the command has ended (*ok: it exited 0). */

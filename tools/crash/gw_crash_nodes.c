@@ -209,26 +209,37 @@ void nodes_kill_all(void)
         kill(-cmd_pid, SIGKILL);
 }
 
+int node_connect(int port, int timeout_s)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {timeout_s, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* The status code of GET /healthz on node i (200: its store takes writes), 0 if it did
  * not answer within a second. */
 int node_healthz(int i)
 {
     if (!node_up(i))
         return 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = node_connect(nodes[i].port, 1);
     if (fd < 0)
         return 0;
-    struct timeval tv = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)nodes[i].port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int code = 0;
     char buf[64];
     const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1)) {
+    if (write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1)) {
         ssize_t got = read(fd, buf, sizeof(buf) - 1);
         if (got > 0) {
             buf[got] = 0;
