@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -152,13 +151,8 @@ Test(crash, sigkill_during_synced_appends_loses_nothing_confirmed, .timeout = 12
         /* The kill must land among appends, not in the child's open (which can take most
          * of a second under the sanitizers on a busy machine): the clock starts at its
          * first confirmed append. */
-        fd_set first;
-        FD_ZERO(&first);
-        FD_SET(fds[0], &first);
-        struct timeval first_wait = {20, 0};
         report r0;
-        cr_assert(select(fds[0] + 1, &first, NULL, NULL, &first_wait) > 0 &&
-                      read(fds[0], &r0, sizeof(r0)) == sizeof(r0),
+        cr_assert(fx_readable(fds[0], 20 * 1000) && read(fds[0], &r0, sizeof(r0)) == sizeof(r0),
                   "round %d: the child confirmed no append within 20 s", round);
         cr_assert_lt(n_reports, MAX_REPORTS);
         reports[n_reports++] = r0;
@@ -169,11 +163,7 @@ Test(crash, sigkill_during_synced_appends_loses_nothing_confirmed, .timeout = 12
             if (tclock_since(t0) >= run_ms)
                 break;
             report r;
-            fd_set rd;
-            FD_ZERO(&rd);
-            FD_SET(fds[0], &rd);
-            struct timeval tv = {0, 10000};
-            if (select(fds[0] + 1, &rd, NULL, NULL, &tv) > 0) {
+            if (fx_readable(fds[0], 10)) {
                 ssize_t got = read(fds[0], &r, sizeof(r));
                 if (got == sizeof(r) && n_reports < MAX_REPORTS)
                     reports[n_reports++] = r;
