@@ -42,11 +42,27 @@ st_store *fx_open(const char *path, bool sync)
     st_options_init(&o);
     fx_locate(&o, path);
     o.sync = sync;
+    return fx_open_options(&o);
+}
+
+st_store *fx_open_options(const st_options *o)
+{
     st_store *s = NULL;
     char err[256] = "";
-    int rc = st_open(&o, &s, err, sizeof(err));
+    int rc = st_open(o, &s, err, sizeof(err));
     cr_assert_eq(rc, 0, "st_open: %s (%s)", st_strerror(rc), err);
     return s;
+}
+
+pid_t fx_fork_reporter(int *fd)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    close(fds[pid == 0 ? 0 : 1]);
+    *fd = fds[pid == 0 ? 1 : 0];
+    return pid;
 }
 
 bool fx_wait_writable(st_store *s, bool want, long ms)

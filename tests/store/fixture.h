@@ -9,6 +9,7 @@
 #include "store.h"
 
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A new empty place: a folder under $TMPDIR (or /tmp), or a new database; the caller
  * frees the string. */
@@ -21,8 +22,14 @@ bool fx_is_url(const char *where);
 void fx_locate(st_options *o, const char *where);
 /* Opens a store at path (sync as given, open groups on) or fails the test. */
 st_store *fx_open(const char *path, bool sync);
+/* Opens a store with these options or fails the test (saying st_open's error). */
+st_store *fx_open_options(const st_options *o);
 /* Joins uid to gid or fails the test. */
 void fx_join(st_store *s, const char *gid, const char *uid);
+/* Forks a child that reports through a pipe, or fails the test: in the child it returns
+ * 0 with *fd the pipe's write end; in the parent the child's pid with *fd the read end. */
+pid_t fx_fork_reporter(int *fd);
+
 /* Appends a message whose record is the text "<cid>" and returns its mid, or fails. */
 uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *cid);
 /* Appends n messages with cids "<prefix><first>", "<prefix><first + 1>"... as fx_append;

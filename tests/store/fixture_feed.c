@@ -45,10 +45,7 @@ st_store *fx_open_listening(const char *where, fx_heard *h, const char *node)
     o.on_change = on_change;
     o.change_ud = h;
     o.node = node;
-    st_store *s = NULL;
-    char err[256];
-    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "%s", err);
-    return s;
+    return fx_open_options(&o);
 }
 
 size_t fx_heard_count(fx_heard *h)

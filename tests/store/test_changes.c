@@ -96,11 +96,7 @@ static st_store *open_keeping(const char *where, uint64_t keep, uint64_t keep_ms
     fx_locate(&o, where);
     o.changes_keep = keep;
     o.changes_keep_ms = keep_ms;
-    st_store *st = NULL;
-    char err[256] = "";
-    int rc = st_open(&o, &st, err, sizeof(err));
-    cr_assert_eq(rc, 0, "st_open: %s (%s)", st_strerror(rc), err);
-    return st;
+    return fx_open_options(&o);
 }
 
 /* A TRIM pass over every group (retain: the defaults); its `changed` list is returned
@@ -463,32 +459,27 @@ Test(changes, a_kill_never_splits_a_change_from_its_cseq, .timeout = 120)
     s = NULL; /* (the suite's teardown closes it; none is open here) */
     uint64_t confirmed = 0;
     for (int round = 0; round < KILL_ROUNDS; round++) {
-        int fds[2];
-        cr_assert_eq(pipe(fds), 0);
-        pid_t pid = fork();
-        cr_assert_neq(pid, -1);
-        if (pid == 0) {
-            close(fds[0]);
-            kill_child(dir, fds[1]);
-        }
-        close(fds[1]);
+        int fd;
+        pid_t pid = fx_fork_reporter(&fd);
+        if (pid == 0)
+            kill_child(dir, fd);
         /* The kill lands among changes: wait for the first one, then a while. */
         uint64_t c;
-        cr_assert(fx_readable(fds[0], 20 * 1000) && read(fds[0], &c, sizeof(c)) == sizeof(c),
+        cr_assert(fx_readable(fd, 20 * 1000) && read(fd, &c, sizeof(c)) == sizeof(c),
                   "round %d: no change within 20 s", round);
         confirmed = c;
         long t0 = tclock_ms(), run_ms = 50 + rand() % 300;
         while (tclock_since(t0) < run_ms) {
-            if (fx_readable(fds[0], 10) && read(fds[0], &c, sizeof(c)) == sizeof(c))
+            if (fx_readable(fd, 10) && read(fd, &c, sizeof(c)) == sizeof(c))
                 confirmed = c;
         }
         kill(pid, SIGKILL);
         int status;
         waitpid(pid, &status, 0);
         cr_assert(WIFSIGNALED(status), "the child ended by itself (status %d)", status);
-        while (read(fds[0], &c, sizeof(c)) == sizeof(c))
+        while (read(fd, &c, sizeof(c)) == sizeof(c))
             confirmed = c;
-        close(fds[0]);
+        close(fd);
 
         s = fx_open(dir, true);
         uint64_t last = read_group(s, "g").last_cseq;

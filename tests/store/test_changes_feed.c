@@ -53,9 +53,7 @@ Test(changes_feed, every_change_is_heard_with_its_cseq, .timeout = 60)
     st_options_init(&o);
     fx_locate(&o, where);
     o.changes_keep = 2;
-    st_store *a = NULL;
-    char err[256];
-    cr_assert_eq(st_open(&o, &a, err, sizeof(err)), 0, "%s", err);
+    st_store *a = fx_open_options(&o);
     fx_join(a, "g", "alice");
     fx_join(a, "g", "bob");
     fx_join(a, "h", "bob");
