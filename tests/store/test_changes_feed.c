@@ -22,11 +22,17 @@
 #define CHANGES_KINDS                                                                              \
     (FX_KIND(ST_CH_EDIT) | FX_KIND(ST_CH_REACT) | FX_KIND(ST_CH_CHANGED) | FX_KIND(ST_CH_LEAVE))
 
-/* Waits until the listener is up (its first word is a RESYNC, which this on_change does
- * not keep): a signal of its own would do, a short pause is enough with the await after. */
-static void settle(void)
+/* A new database on which b listens (into h, as node); its URL (malloc'd: fx_feed_done).
+ * The test is skipped on RocksDB. Returns once the listener is up: its first word is a
+ * RESYNC, which h does not keep; a signal of its own would do, a short pause is enough
+ * with the awaits after. */
+static char *listener(fx_heard *h, const char *node, st_store **b)
 {
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
+    char *where = fx_tmpdir();
+    *b = fx_open_listening(where, h, node);
     usleep(300 * 1000);
+    return where;
 }
 
 static void react(st_store *s, const char *gid, uint64_t mid, const char *uid, const char *key,
@@ -44,11 +50,9 @@ static void react(st_store *s, const char *gid, uint64_t mid, const char *uid, c
 
 Test(changes_feed, every_change_is_heard_with_its_cseq, .timeout = 60)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
     static fx_heard h = FX_HEARD_INIT(CHANGES_KINDS);
-    st_store *b = fx_open_listening(where, &h, "changes-feed-1");
-    settle();
+    st_store *b;
+    char *where = listener(&h, "changes-feed-1", &b);
     st_options o;
     st_options_init(&o);
     fx_locate(&o, where);
@@ -122,11 +126,9 @@ Test(changes_feed, every_change_is_heard_with_its_cseq, .timeout = 60)
  * the same lines. */
 Test(changes_feed, a_listener_back_reads_the_changes_from_the_log, .timeout = 60)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
     static fx_heard h = FX_HEARD_INIT(CHANGES_KINDS);
-    st_store *b = fx_open_listening(where, &h, "changes-feed-2");
-    settle();
+    st_store *b;
+    char *where = listener(&h, "changes-feed-2", &b);
     st_store *a = fx_open(where, true);
     fx_join(a, "g", "alice");
     fx_append(a, "g", "alice", "c1");
