@@ -8,7 +8,6 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import https from 'node:https';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,32 +26,17 @@ const people = [];
 
 B.withGatewayAndBrowser({ extraArgs: ['--api-key-file', join(keyDir, 'api-key')] }, async (g, browser) => {
   gw = g;
-  alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
-  bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  ({ alice, bob } = await B.aliceAndBob(browser, gw.origin, GID));
   people.push(alice, bob);
-  await B.signIn(alice, gw.origin, 'alice');
-  await B.signIn(bob, gw.origin, 'bob');
-  await B.joinGroup(alice.page, GID);
-  await B.joinGroup(bob.page, GID);
 });
 
-/** The server API, from node (the gateway's own certificate). */
-function api(method, path, body) {
-  return new Promise((res, rej) => {
-    const data = body === undefined ? '' : JSON.stringify(body);
-    const req = https.request(
-      { host: '127.0.0.1', port: gw.port, path: '/api/v1' + path, method, rejectUnauthorized: false, servername: 'localhost', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) }, timeout: 5000 },
-      (r) => {
-        let text = '';
-        r.setEncoding('utf8');
-        r.on('data', (c) => (text += c));
-        r.on('end', () => (r.statusCode >= 200 && r.statusCode < 300 ? res(JSON.parse(text)) : rej(new Error(`${method} ${path}: ${r.statusCode} ${text}`))));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', rej);
-    req.end(data);
-  });
+/** The server API, from node: the answer's JSON, or throws unless it is a 2xx. */
+async function api(method, path, body) {
+  const data = body === undefined ? '' : JSON.stringify(body);
+  const headers = { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) };
+  const r = await gw.request(method, '/api/v1' + path, { headers, body: data });
+  if (r.status < 200 || r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${r.body}`);
+  return JSON.parse(r.body);
 }
 
 /** What a page shows of every stored message: [mid, from, text, ver, deleted, reactions

@@ -14,8 +14,7 @@ const people = [];
 B.withGatewayAndBrowser(undefined, async (g, b) => {
   gw = g;
   browser = b;
-  alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
-  bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  ({ alice, bob } = await B.aliceAndBob(browser)); // signed in below, after the sign-in page's shot
   people.push(alice, bob);
   await bob.page.goto(gw.origin + '/');
   await bob.page.waitForSelector('#signin-name');

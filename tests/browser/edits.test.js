@@ -17,13 +17,8 @@ const people = [];
 B.withGatewayAndBrowser(undefined, async (g, b) => {
   gw = g;
   browser = b;
-  alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
-  bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  ({ alice, bob } = await B.aliceAndBob(browser, gw.origin, 'edits'));
   people.push(alice, bob);
-  await B.signIn(alice, gw.origin, 'alice');
-  await B.signIn(bob, gw.origin, 'bob');
-  await B.joinGroup(alice.page, 'edits');
-  await B.joinGroup(bob.page, 'edits');
 });
 
 /** What the page shows of message mid: its sender, body, "(edited)", whether it is a

@@ -19,11 +19,8 @@ const people = [];
 B.withGatewayAndBrowser({ extraArgs: ['--receipt-push-ms', '300'] }, async (g, b) => {
   gw = g;
   browser = b;
-  alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
-  bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  ({ alice, bob } = await B.aliceAndBob(browser, gw.origin));
   people.push(alice, bob);
-  await B.signIn(alice, gw.origin, 'alice');
-  await B.signIn(bob, gw.origin, 'bob');
   // Bob is a member first (his client joins; the page does not open the group), then
   // alice joins and opens it, then bob opens it. The gateway's presence pushes say who
   // comes online or goes, not who joined a group meanwhile: someone who joins while

@@ -37,13 +37,8 @@ async function pillTexts(page) {
 }
 
 test('gateway killed and restarted: pages reconnect, messages sent meanwhile show exactly once', async () => {
-  const alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
-  const bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  const { alice, bob } = await B.aliceAndBob(browser, gw.origin, 'ops');
   const carol = await B.newPerson(browser, { label: 'carol', viewport: B.DESKTOP });
-  await B.signIn(alice, gw.origin, 'alice');
-  await B.signIn(bob, gw.origin, 'bob');
-  await B.joinGroup(alice.page, 'ops');
-  await B.joinGroup(bob.page, 'ops');
   // Bob is also in a group he does not have open: its count must refresh on resume.
   await B.joinGroup(bob.page, 'side');
   await B.openGroup(bob.page, 'ops');

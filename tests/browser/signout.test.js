@@ -6,7 +6,6 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import https from 'node:https';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,22 +23,9 @@ B.withGatewayAndBrowser({ extraArgs: ['--api-key-file', join(keyDir, 'api-key')]
   alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
 });
 
-/** DELETE on the server API, from node (the gateway's own certificate). */
+/** DELETE on the server API, from node. */
 function apiDelete(path) {
-  return new Promise((res, rej) => {
-    const req = https.request(
-      { host: '127.0.0.1', port: gw.port, path, method: 'DELETE', rejectUnauthorized: false, servername: 'localhost', headers: { Authorization: `Bearer ${KEY}` }, timeout: 5000 },
-      (r) => {
-        let body = '';
-        r.setEncoding('utf8');
-        r.on('data', (c) => (body += c));
-        r.on('end', () => res({ status: r.statusCode, body }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', rej);
-    req.end();
-  });
+  return gw.request('DELETE', path, { headers: { Authorization: `Bearer ${KEY}` } });
 }
 
 test('signed out by the application: the page goes back to sign-in and says so', async () => {

@@ -26,13 +26,8 @@ const GID = 'db';
 B.withGatewayAndBrowser(undefined, async (g, b) => {
   gw = g;
   browser = b;
-  alice = await B.newPerson(browser, { label: 'alice', viewport: B.DESKTOP });
-  bob = await B.newPerson(browser, { label: 'bob', viewport: B.PHONE });
+  ({ alice, bob } = await B.aliceAndBob(browser, gw.origin, GID));
   people.push(alice, bob);
-  await B.signIn(alice, gw.origin, 'alice');
-  await B.signIn(bob, gw.origin, 'bob');
-  await B.joinGroup(alice.page, GID);
-  await B.joinGroup(bob.page, GID);
 });
 
 /** The gateway's file size limit (soft): '0' makes every write of its store fail. */

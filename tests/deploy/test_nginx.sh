@@ -21,17 +21,12 @@ mint=$root/build/tools/gw_token
 template=$root/deploy/nginx/gw.conf
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
-passed=0 failed=0
-ok() { echo "ok - $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL - $*"; failed=$((failed + 1)); }
+suite=deploy fail_mark=FAIL poll=0.1
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$root/tests/deploy/lib.sh"
 check() { # DESCRIPTION CMD...: ok when CMD succeeds
   local what=$1; shift
   if "$@"; then ok "$what"; else fail "$what"; fi
-}
-finish() {
-  echo "deploy: $passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-  exit
 }
 
 for need in "$gw" "$cli" "$mint" "$nginx"; do
@@ -78,14 +73,6 @@ for _ in range(200):
         pass
     finally:
         s.close()'
-}
-# Polls CMD every 0.1 s for at most SECONDS.
-wait_for() { # SECONDS CMD...
-  local end=$((SECONDS + $1)); shift
-  until "$@"; do
-    [ "$SECONDS" -lt "$end" ] || return 1
-    sleep 0.1
-  done
 }
 
 # ---- the database and the nodes ---------------------------------------------------------

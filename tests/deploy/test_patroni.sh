@@ -15,17 +15,10 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$root/deploy/patroni
-passed=0 failed=0
-ok() { echo "ok - $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL - $*"; failed=$((failed + 1)); }
-finish() {
-  echo "deploy: $passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-  exit
-}
-for need in patroni etcd etcdctl; do
-  command -v "$need" >/dev/null || { fail "$need is missing (tools/setup.sh installs it)"; finish; }
-done
+suite=deploy fail_mark=FAIL poll=0.1 # (no waits of lib.sh's here)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$root/tests/deploy/lib.sh"
+need_commands patroni etcd etcdctl
 
 work=$(mktemp -d /tmp/gw-deploy-patroni-XXXXXX)
 pids=()

@@ -30,17 +30,10 @@ dashboard=$root/deploy/grafana/gw-dashboard.json
 helper=$root/tests/deploy/promtool_rules.py
 py=/usr/bin/python3
 
-passed=0 failed=0
-ok() { echo "ok - $*"; passed=$((passed + 1)); }
-fail() { echo "not ok - $*"; failed=$((failed + 1)); }
-finish() {
-  echo "promtool: $passed passed, $failed failed"
-  [ "$failed" -eq 0 ]
-  exit
-}
-for need in promtool curl "$py"; do
-  command -v "$need" >/dev/null || { fail "$need is missing (tools/setup.sh installs it)"; finish; }
-done
+suite=promtool fail_mark="not ok" poll=0.2
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$root/tests/deploy/lib.sh"
+need_commands promtool curl "$py"
 [ -x "$gw" ] || { fail "$gw is missing (tools/setup.sh builds it)"; finish; }
 "$py" -c 'import yaml, prometheus_client' 2>/dev/null ||
   { fail "python3-yaml or python3-prometheus-client is missing (tools/setup.sh installs them)"; finish; }
@@ -58,15 +51,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# Polls CMD every 0.2 s for at most SECONDS.
-wait_for() { # SECONDS CMD...
-  local end=$((SECONDS + $1)); shift
-  until "$@"; do
-    [ "$SECONDS" -lt "$end" ] || return 1
-    sleep 0.2
-  done
-}
 
 # ---- 1. the rules as Prometheus loads them -----------------------------------------------
 if out=$(promtool check rules "$rules" 2>&1); then

@@ -38,6 +38,13 @@ static void frame(msgpack_sbuffer *script, enum fs_step st, int slot, int arg, m
     sb->size = 0;
 }
 
+/* Slots 0 and 1 each write what they have queued. */
+static void both_write(msgpack_sbuffer *script)
+{
+    step(script, FS_WRITE, 0, 0);
+    step(script, FS_WRITE, 1, 0);
+}
+
 /* Two slots say hello (slot[i] with token[i]), then both join gid: two users in a group. */
 static void both_join(msgpack_sbuffer *script, msgpack_sbuffer *sb, const int slot[2],
                       const int token[2], const char *gid)
@@ -134,8 +141,7 @@ static void session_seeds(const char *dir)
     step(&sc, FS_HELLO, 1, 1);
     pr_enc_enter(&sb, 5, S("r2"), 0);
     frame(&sc, FS_SPLIT, 1, 4, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     put(dir, "two-users", &sc);
 
     /* What members see of each other: reads, receipts, a watch and its end, presence with
@@ -169,8 +175,7 @@ static void session_seeds(const char *dir)
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_presence_req(&sb, 7, S("room"), 0);
     frame(&sc, FS_FRAME, 0, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     put(dir, "peers", &sc);
 
     /* A message's versions: an edit, the same again, one by another member (refused), a
@@ -178,24 +183,21 @@ static void session_seeds(const char *dir)
     both_join(&sc, &sb, (int[2]){0, 1}, (int[2]){0, 1}, "room");
     pr_enc_send(&sb, 2, S("room"), S("v1"), hi);
     frame(&sc, FS_FRAME, 0, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     pr_enc_edit(&sb, 3, S("room"), 1, 1, (pr_body){S("hi!"), false});
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_edit(&sb, 4, S("room"), 1, 1, (pr_body){S("hi!"), false});
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_edit(&sb, 5, S("room"), 1, 0, (pr_body){S("not mine"), false});
     frame(&sc, FS_FRAME, 1, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     pr_enc_recall(&sb, 6, S("room"), 1);
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_edit(&sb, 7, S("room"), 1, 0, (pr_body){S("back"), false});
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_pull(&sb, 8, S("room"), false, 0, 10);
     frame(&sc, FS_FRAME, 1, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     put(dir, "versions", &sc);
 
     /* Changes and reactions (issue 36): reactions set, again (a duplicate), by the other
@@ -203,8 +205,7 @@ static void session_seeds(const char *dir)
     both_join(&sc, &sb, (int[2]){0, 1}, (int[2]){0, 1}, "rx");
     pr_enc_send(&sb, 2, S("rx"), S("r1"), hi);
     frame(&sc, FS_FRAME, 0, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     pr_enc_react(&sb, 3, S("rx"), 1, S("+1"), true);
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_react(&sb, 4, S("rx"), 1, S("+1"), true);
@@ -215,8 +216,7 @@ static void session_seeds(const char *dir)
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_react(&sb, 7, S("rx"), 1, S("a\tb"), true);
     frame(&sc, FS_FRAME, 0, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     pr_enc_recall(&sb, 8, S("rx"), 1);
     frame(&sc, FS_FRAME, 0, 0, &sb);
     pr_enc_react(&sb, 9, S("rx"), 1, S("+1"), true);
@@ -225,8 +225,7 @@ static void session_seeds(const char *dir)
     frame(&sc, FS_FRAME, 1, 0, &sb);
     pr_enc_changes_req(&sb, 11, S("rx"), 1, 0);
     frame(&sc, FS_FRAME, 0, 0, &sb);
-    step(&sc, FS_WRITE, 0, 0);
-    step(&sc, FS_WRITE, 1, 0);
+    both_write(&sc);
     put(dir, "changes", &sc);
 
     /* A slow consumer: its socket backs up while sends pile up, then it drains. */

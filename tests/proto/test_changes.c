@@ -44,24 +44,12 @@ Test(changes, changes_request_roundtrip)
 Test(changes, changes_request_errors)
 {
     /* after is required. */
-    msgpack_pack_map(&pk, 2);
-    put_str(&pk, "t");
-    put_str(&pk, "changes");
-    put_str(&pk, "gid");
-    put_str(&pk, "g");
+    put_frame(&pk, "{s:s, s:s}", "t", "changes", "gid", "g");
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
     cr_assert(strstr(err.msg, "after"), "%s", err.msg);
     /* limit 0 */
     sb.size = 0;
-    msgpack_pack_map(&pk, 4);
-    put_str(&pk, "t");
-    put_str(&pk, "changes");
-    put_str(&pk, "gid");
-    put_str(&pk, "g");
-    put_str(&pk, "after");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "limit");
-    msgpack_pack_uint64(&pk, 0);
+    put_frame(&pk, "{s:s, s:s, s:u, s:u}", "t", "changes", "gid", "g", "after", 1, "limit", 0);
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
     cr_assert(strstr(err.msg, "limit"), "%s", err.msg);
 }
@@ -108,29 +96,12 @@ Test(changes, react_errors)
     cr_assert_eq(pr_enc_react(&sb, 1, S("g"), 0, S("x"), true), 0);
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
     sb.size = 0;
-    msgpack_pack_map(&pk, 4);
-    put_str(&pk, "t");
-    put_str(&pk, "react");
-    put_str(&pk, "gid");
-    put_str(&pk, "g");
-    put_str(&pk, "mid");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "key");
-    put_str(&pk, "x");
+    put_frame(&pk, "{s:s, s:s, s:u, s:s}", "t", "react", "gid", "g", "mid", 1, "key", "x");
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
     cr_assert(strstr(err.msg, "'on'"), "%s", err.msg);
     sb.size = 0;
-    msgpack_pack_map(&pk, 5);
-    put_str(&pk, "t");
-    put_str(&pk, "react");
-    put_str(&pk, "gid");
-    put_str(&pk, "g");
-    put_str(&pk, "mid");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "key");
-    put_str(&pk, "x");
-    put_str(&pk, "on");
-    msgpack_pack_uint64(&pk, 1);
+    put_frame(&pk, "{s:s, s:s, s:u, s:s, s:u}", "t", "react", "gid", "g", "mid", 1, "key", "x",
+              "on", 1);
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
 }
 
@@ -279,32 +250,9 @@ Test(changes, cseq_on_older_messages)
 Test(changes, bad_reactions_refused)
 {
     /* a page entry whose reactions map a key to a string */
-    msgpack_pack_map(&pk, 6);
-    put_str(&pk, "t");
-    put_str(&pk, "page");
-    put_str(&pk, "gid");
-    put_str(&pk, "g");
-    put_str(&pk, "last_mid");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "first_mid");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "more");
-    msgpack_pack_false(&pk);
-    put_str(&pk, "msgs");
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 5);
-    put_str(&pk, "mid");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "from");
-    put_str(&pk, "a");
-    put_str(&pk, "ts");
-    msgpack_pack_uint64(&pk, 1);
-    put_str(&pk, "body");
-    put_str(&pk, "b");
-    put_str(&pk, "reactions");
-    msgpack_pack_map(&pk, 1);
-    put_str(&pk, "+1");
-    put_str(&pk, "two");
+    put_frame(&pk, "{s:s, s:s, s:u, s:u, s:F, s:[{s:u, s:s, s:u, s:s, s:{s:s}}]}", "t", "page",
+              "gid", "g", "last_mid", 1, "first_mid", 1, "more", "msgs", "mid", 1, "from", "a",
+              "ts", 1, "body", "b", "reactions", "+1", "two");
     cr_assert_eq(events_sb(), PR_E_BAD_FIELD);
     cr_assert(strstr(err.msg, "reactions"), "%s", err.msg);
 }

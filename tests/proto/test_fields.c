@@ -58,11 +58,7 @@ static void put_value(enum v v)
         msgpack_pack_uint64(&pk, 1);
         break;
     case V_EARRAY: msgpack_pack_array(&pk, 0); break;
-    case V_MAP:
-        msgpack_pack_map(&pk, 1);
-        put_str(&pk, "a");
-        msgpack_pack_uint64(&pk, 1);
-        break;
+    case V_MAP: put_frame(&pk, "{s:u}", "a", 1); break;
     default: cr_assert_fail("bad value kind");
     }
 }
@@ -516,9 +512,7 @@ Test(fields, bad_batch_calls_nothing)
 
 Test(fields, unknown_event_type)
 {
-    msgpack_pack_map(&pk, 1);
-    put_str(&pk, "t");
-    put_str(&pk, "teleport");
+    put_frame(&pk, "{s:s}", "t", "teleport");
     cr_assert_eq(events_sb(), PR_E_BAD_TYPE);
     sb.size = 0;
     msgpack_pack_map(&pk, 0);

@@ -304,27 +304,19 @@ Test(limits, validate_accepts_every_format)
 
 Test(limits, bad_type)
 {
-    msgpack_pack_map(&pk, 1);
-    put_str(&pk, "rid");
-    msgpack_pack_uint64(&pk, 9);
+    put_frame(&pk, "{s:u}", "rid", 9);
     cr_assert_eq(req_sb(), PR_E_BAD_TYPE); /* missing */
     cr_assert(req.has_rid);
     cr_assert_eq(req.rid, 9);
 
     reset();
-    msgpack_pack_map(&pk, 2);
-    put_str(&pk, "rid");
-    msgpack_pack_uint64(&pk, 9);
-    put_str(&pk, "t");
-    put_str(&pk, "launch_missiles");
+    put_frame(&pk, "{s:u, s:s}", "rid", 9, "t", "launch_missiles");
     cr_assert_eq(req_sb(), PR_E_BAD_TYPE); /* unknown */
     cr_assert_null(strstr(err.msg, "launch"), "echoed user data: %s", err.msg);
     cr_assert(req.has_rid);
 
     reset();
-    msgpack_pack_map(&pk, 1);
-    put_str(&pk, "t");
-    msgpack_pack_uint64(&pk, 1);
+    put_frame(&pk, "{s:u}", "t", 1);
     cr_assert_eq(req_sb(), PR_E_BAD_TYPE); /* not a string */
 
     reset();
@@ -340,9 +332,7 @@ Test(limits, bad_type)
     cr_assert_eq(req_sb(), PR_E_BAD_TYPE);
 
     reset();
-    msgpack_pack_map(&pk, 1);
-    put_str(&pk, "t");
-    put_str(&pk, "hello");
+    put_frame(&pk, "{s:s}", "t", "hello");
     cr_assert_eq(events_of(sb.data, sb.size), PR_E_BAD_TYPE); /* and vice versa */
 
     reset();
@@ -353,33 +343,17 @@ Test(limits, bad_type)
 
 Test(limits, duplicate_keys)
 {
-    msgpack_pack_map(&pk, 3);
-    put_str(&pk, "t");
-    put_str(&pk, "join");
-    put_str(&pk, "gid");
-    put_str(&pk, "a");
-    put_str(&pk, "gid");
-    put_str(&pk, "b");
+    put_frame(&pk, "{s:s, s:s, s:s}", "t", "join", "gid", "a", "gid", "b");
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
     cr_assert(strstr(err.msg, "'gid'"), "%s", err.msg);
 
     reset();
-    msgpack_pack_map(&pk, 2);
-    put_str(&pk, "t");
-    put_str(&pk, "ping");
-    put_str(&pk, "t");
-    put_str(&pk, "ping");
+    put_frame(&pk, "{s:s, s:s}", "t", "ping", "t", "ping");
     cr_assert_eq(req_sb(), PR_E_BAD_FIELD);
 
     /* Unknown keys may repeat: they are ignored. */
     reset();
-    msgpack_pack_map(&pk, 3);
-    put_str(&pk, "t");
-    put_str(&pk, "ping");
-    put_str(&pk, "zz");
-    msgpack_pack_nil(&pk);
-    put_str(&pk, "zz");
-    msgpack_pack_nil(&pk);
+    put_frame(&pk, "{s:s, s:n, s:n}", "t", "ping", "zz", "zz");
     cr_assert_eq(req_sb(), 0);
 }
 

@@ -108,20 +108,12 @@ Test(peers, bad_requests_are_refused_with_the_field_named)
     cr_assert_eq(decode_req_rc(), PR_E_BAD_FIELD);
 
     sb.size = 0; /* sub that is not a boolean */
-    msgpack_pack_map(&pk, 3);
-    put_str(&pk, "t");
-    put_str(&pk, "presence");
-    put_str(&pk, "gid");
-    put_str(&pk, "g");
-    put_str(&pk, "sub");
-    msgpack_pack_uint64(&pk, 1);
+    put_frame(&pk, "{s:s, s:s, s:u}", "t", "presence", "gid", "g", "sub", 1);
     cr_assert_eq(decode_req_rc(), PR_E_BAD_FIELD);
     cr_assert_not_null(strstr(err.msg, "'sub'"));
 
     sb.size = 0; /* typing without a gid */
-    msgpack_pack_map(&pk, 1);
-    put_str(&pk, "t");
-    put_str(&pk, "typing");
+    put_frame(&pk, "{s:s}", "t", "typing");
     cr_assert_eq(decode_req_rc(), PR_E_BAD_FIELD);
 }
 
@@ -216,11 +208,7 @@ Test(peers, presence_online_and_typing)
 Test(peers, a_bad_entry_refuses_the_whole_frame)
 {
     cr_assert_eq(pr_enc_cursors_begin(&sb, S("g"), 1), 0);
-    msgpack_pack_map(&pk, 2);
-    put_str(&pk, "uid");
-    put_str(&pk, "not an id!");
-    put_str(&pk, "ack");
-    msgpack_pack_uint64(&pk, 1);
+    put_frame(&pk, "{s:s, s:u}", "uid", "not an id!", "ack", 1);
     got.n = 0;
     cr_assert_eq(pr_decode_events(dec, frame(), sb.size, collect_cb, &got, &err), PR_E_BAD_FIELD);
     cr_assert_eq(got.n, 0);

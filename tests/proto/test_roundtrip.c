@@ -508,13 +508,8 @@ Test(roundtrip, err_unknown_code)
     next_frame();
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    put_str(&pk, "t");
-    put_str(&pk, "err");
-    put_str(&pk, "code");
-    put_str(&pk, "teapot");
-    put_str(&pk, "msg");
-    put_str(&pk, "a code from a newer server");
+    put_frame(&pk, "{s:s, s:s, s:s}", "t", "err", "code", "teapot", "msg",
+              "a code from a newer server");
     decode_events(1);
     cr_assert_eq(got.ev[0].err_code, 0);
     cr_assert(slice_is(got.ev[0].err_name, "teapot"));

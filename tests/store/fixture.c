@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 char *fx_tmpdir(void)
@@ -41,11 +42,27 @@ st_store *fx_open(const char *path, bool sync)
     st_options_init(&o);
     fx_locate(&o, path);
     o.sync = sync;
+    return fx_open_options(&o);
+}
+
+st_store *fx_open_options(const st_options *o)
+{
     st_store *s = NULL;
     char err[256] = "";
-    int rc = st_open(&o, &s, err, sizeof(err));
+    int rc = st_open(o, &s, err, sizeof(err));
     cr_assert_eq(rc, 0, "st_open: %s (%s)", st_strerror(rc), err);
     return s;
+}
+
+pid_t fx_fork_reporter(int *fd)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    close(fds[pid == 0 ? 0 : 1]);
+    *fd = fds[pid == 0 ? 1 : 0];
+    return pid;
 }
 
 bool fx_wait_writable(st_store *s, bool want, long ms)
@@ -82,6 +99,60 @@ uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *ci
                             &mid, NULL, NULL);
     cr_assert_eq(rc, 0, "append %s: %s", cid, st_strerror(rc));
     return mid;
+}
+
+uint64_t fx_append_n(st_store *s, const char *gid, const char *uid, const char *prefix, int first,
+                     int n)
+{
+    uint64_t mid = 0;
+    for (int i = first; i < first + n; i++) {
+        char cid[64];
+        snprintf(cid, sizeof(cid), "%s%d", prefix, i);
+        mid = fx_append(s, gid, uid, cid);
+    }
+    return mid;
+}
+
+st_user_group fx_user_group(st_store *s, const char *uid, const char *gid)
+{
+    st_op op = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str(uid)};
+    fx_submit_wait(s, &op);
+    cr_assert_eq(op.result, 0);
+    for (size_t i = 0; i < st_groups_count(op.groups); i++) {
+        st_user_group g = *st_groups_at(op.groups, i);
+        if (g.gid.n == strlen(gid) && memcmp(g.gid.p, gid, g.gid.n) == 0) {
+            g.gid = (st_id){NULL, 0};
+            st_groups_free(op.groups);
+            return g;
+        }
+    }
+    cr_assert_fail("%s is not in %s", uid, gid);
+    return (st_user_group){0};
+}
+
+void fx_restore_release_21(const char *where)
+{
+    char cmd[1200];
+    if (fx_is_url(where))
+        snprintf(cmd, sizeof(cmd),
+                 "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql "
+                 ">/dev/null",
+                 where, GW_SOURCE_DIR);
+    else
+        snprintf(
+            cmd, sizeof(cmd),
+            "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
+            GW_SOURCE_DIR, where);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+bool fx_readable(int fd, long ms)
+{
+    fd_set rd;
+    FD_ZERO(&rd);
+    FD_SET(fd, &rd);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return select(fd + 1, &rd, NULL, NULL, &tv) > 0;
 }
 
 /* The tables' rows and the bytes of their tuples (the groups' rows are updated in place,

@@ -9,6 +9,7 @@
 #include "store.h"
 
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A new empty place: a folder under $TMPDIR (or /tmp), or a new database; the caller
  * frees the string. */
@@ -21,10 +22,20 @@ bool fx_is_url(const char *where);
 void fx_locate(st_options *o, const char *where);
 /* Opens a store at path (sync as given, open groups on) or fails the test. */
 st_store *fx_open(const char *path, bool sync);
+/* Opens a store with these options or fails the test (saying st_open's error). */
+st_store *fx_open_options(const st_options *o);
 /* Joins uid to gid or fails the test. */
 void fx_join(st_store *s, const char *gid, const char *uid);
+/* Forks a child that reports through a pipe, or fails the test: in the child it returns
+ * 0 with *fd the pipe's write end; in the parent the child's pid with *fd the read end. */
+pid_t fx_fork_reporter(int *fd);
+
 /* Appends a message whose record is the text "<cid>" and returns its mid, or fails. */
 uint64_t fx_append(st_store *s, const char *gid, const char *uid, const char *cid);
+/* Appends n messages with cids "<prefix><first>", "<prefix><first + 1>"... as fx_append;
+ * returns the last one's mid (0 if n is 0). */
+uint64_t fx_append_n(st_store *s, const char *gid, const char *uid, const char *prefix, int first,
+                     int n);
 /* Submits n ops at once (their done and ud are set here) and waits for every one; each
  * submit must be accepted (0, or ST_DONE for a read answered at once). Their results are
  * in the ops. */
@@ -32,6 +43,17 @@ void fx_run_all(st_store *s, st_op *ops, size_t n);
 /* One op as a server submits it (done and ud set here): answered at once (ST_DONE) or
  * later through done, which this waits for. Returns what st_submit returned. */
 int fx_submit_wait(st_store *s, st_op *op);
+
+/* uid's entry for gid in uid's groups (its gid cleared: borrowed from the list, which
+ * goes), or fails the test when uid is not in gid. */
+st_user_group fx_user_group(st_store *s, const char *uid, const char *gid);
+
+/* Puts the store that the build of issue 21's release wrote (tests/fixtures/release-21:
+ * its RocksDB folder or its PostgreSQL dump, as the place is) at the empty place. */
+void fx_restore_release_21(const char *where);
+
+/* Waits (at most ms) until fd has something to read, or its end; returns whether. */
+bool fx_readable(int fd, long ms);
 
 /* Waits (at most ms) until the store's writability is `want`; returns whether it is. */
 bool fx_wait_writable(st_store *s, bool want, long ms);

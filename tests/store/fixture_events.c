@@ -23,10 +23,7 @@ st_store *fx_open_events(const char *where, fx_events *e)
     fx_locate(&o, where);
     o.on_event = on_event;
     o.event_ud = e;
-    st_store *s = NULL;
-    char err[512] = "";
-    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "st_open: %s", err);
-    return s;
+    return fx_open_options(&o);
 }
 
 bool fx_wait_count(atomic_int *count, int n, long ms)

@@ -13,10 +13,7 @@ static void fx_suite_fill(void)
 {
     fx_join(s, "g", "a");
     fx_join(s, "g", "b");
-    for (int i = 0; i < 10; i++) {
-        char cid[8] = {'c', (char)('0' + i), 0};
-        fx_append(s, "g", "a", cid);
-    }
+    fx_append_n(s, "g", "a", "c", 0, 10);
 }
 
 static uint64_t ack_of(const char *uid)

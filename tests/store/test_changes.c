@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,11 +83,9 @@ static st_page *changes(const char *gid, uint64_t after, size_t limit)
 static void fill(const char *gid, const char *uid, int n)
 {
     fx_join(s, gid, uid);
-    char cid[32];
-    for (int i = 0; i < n; i++) {
-        snprintf(cid, sizeof(cid), "%s-%s-%d", gid, uid, i);
-        fx_append(s, gid, uid, cid);
-    }
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s-%s-", gid, uid);
+    fx_append_n(s, gid, uid, prefix, 0, n);
 }
 
 /* A store at a new place with the changes' retention given. */
@@ -99,11 +96,7 @@ static st_store *open_keeping(const char *where, uint64_t keep, uint64_t keep_ms
     fx_locate(&o, where);
     o.changes_keep = keep;
     o.changes_keep_ms = keep_ms;
-    st_store *st = NULL;
-    char err[256] = "";
-    int rc = st_open(&o, &st, err, sizeof(err));
-    cr_assert_eq(rc, 0, "st_open: %s (%s)", st_strerror(rc), err);
-    return st;
+    return fx_open_options(&o);
 }
 
 /* A TRIM pass over every group (retain: the defaults); its `changed` list is returned
@@ -466,42 +459,27 @@ Test(changes, a_kill_never_splits_a_change_from_its_cseq, .timeout = 120)
     s = NULL; /* (the suite's teardown closes it; none is open here) */
     uint64_t confirmed = 0;
     for (int round = 0; round < KILL_ROUNDS; round++) {
-        int fds[2];
-        cr_assert_eq(pipe(fds), 0);
-        pid_t pid = fork();
-        cr_assert_neq(pid, -1);
-        if (pid == 0) {
-            close(fds[0]);
-            kill_child(dir, fds[1]);
-        }
-        close(fds[1]);
+        int fd;
+        pid_t pid = fx_fork_reporter(&fd);
+        if (pid == 0)
+            kill_child(dir, fd);
         /* The kill lands among changes: wait for the first one, then a while. */
-        fd_set first;
-        FD_ZERO(&first);
-        FD_SET(fds[0], &first);
-        struct timeval first_wait = {20, 0};
         uint64_t c;
-        cr_assert(select(fds[0] + 1, &first, NULL, NULL, &first_wait) > 0 &&
-                      read(fds[0], &c, sizeof(c)) == sizeof(c),
+        cr_assert(fx_readable(fd, 20 * 1000) && read(fd, &c, sizeof(c)) == sizeof(c),
                   "round %d: no change within 20 s", round);
         confirmed = c;
         long t0 = tclock_ms(), run_ms = 50 + rand() % 300;
         while (tclock_since(t0) < run_ms) {
-            fd_set rd;
-            FD_ZERO(&rd);
-            FD_SET(fds[0], &rd);
-            struct timeval tv = {0, 10000};
-            if (select(fds[0] + 1, &rd, NULL, NULL, &tv) > 0 &&
-                read(fds[0], &c, sizeof(c)) == sizeof(c))
+            if (fx_readable(fd, 10) && read(fd, &c, sizeof(c)) == sizeof(c))
                 confirmed = c;
         }
         kill(pid, SIGKILL);
         int status;
         waitpid(pid, &status, 0);
         cr_assert(WIFSIGNALED(status), "the child ended by itself (status %d)", status);
-        while (read(fds[0], &c, sizeof(c)) == sizeof(c))
+        while (read(fd, &c, sizeof(c)) == sizeof(c))
             confirmed = c;
-        close(fds[0]);
+        close(fd);
 
         s = fx_open(dir, true);
         uint64_t last = read_group(s, "g").last_cseq;
@@ -551,18 +529,7 @@ Test(changes, a_kill_never_splits_a_change_from_its_cseq, .timeout = 120)
 Test(changes, a_store_of_an_older_release_takes_changes_from_one)
 {
     char *old = fx_tmpdir();
-    char cmd[1200];
-    if (fx_is_url(old))
-        snprintf(cmd, sizeof(cmd),
-                 "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql "
-                 ">/dev/null",
-                 old, GW_SOURCE_DIR);
-    else
-        snprintf(
-            cmd, sizeof(cmd),
-            "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
-            GW_SOURCE_DIR, old);
-    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    fx_restore_release_21(old);
     st_store *st = fx_open(old, true);
     cr_assert_eq(read_group(st, "team").last_cseq, 0);
     st_page *p = changes_in(st, "team", 0, 10, 0);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,25 +139,15 @@ Test(crash, sigkill_during_synced_appends_loses_nothing_confirmed, .timeout = 12
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
 
     for (int round = 0; round < ROUNDS; round++) {
-        int fds[2];
-        cr_assert_eq(pipe(fds), 0);
-        pid_t pid = fork();
-        cr_assert_neq(pid, -1);
-        if (pid == 0) {
-            close(fds[0]);
-            child_main(dir, round, fds[1]);
-        }
-        close(fds[1]);
+        int fd;
+        pid_t pid = fx_fork_reporter(&fd);
+        if (pid == 0)
+            child_main(dir, round, fd);
         /* The kill must land among appends, not in the child's open (which can take most
          * of a second under the sanitizers on a busy machine): the clock starts at its
          * first confirmed append. */
-        fd_set first;
-        FD_ZERO(&first);
-        FD_SET(fds[0], &first);
-        struct timeval first_wait = {20, 0};
         report r0;
-        cr_assert(select(fds[0] + 1, &first, NULL, NULL, &first_wait) > 0 &&
-                      read(fds[0], &r0, sizeof(r0)) == sizeof(r0),
+        cr_assert(fx_readable(fd, 20 * 1000) && read(fd, &r0, sizeof(r0)) == sizeof(r0),
                   "round %d: the child confirmed no append within 20 s", round);
         cr_assert_lt(n_reports, MAX_REPORTS);
         reports[n_reports++] = r0;
@@ -169,12 +158,8 @@ Test(crash, sigkill_during_synced_appends_loses_nothing_confirmed, .timeout = 12
             if (tclock_since(t0) >= run_ms)
                 break;
             report r;
-            fd_set rd;
-            FD_ZERO(&rd);
-            FD_SET(fds[0], &rd);
-            struct timeval tv = {0, 10000};
-            if (select(fds[0] + 1, &rd, NULL, NULL, &tv) > 0) {
-                ssize_t got = read(fds[0], &r, sizeof(r));
+            if (fx_readable(fd, 10)) {
+                ssize_t got = read(fd, &r, sizeof(r));
                 if (got == sizeof(r) && n_reports < MAX_REPORTS)
                     reports[n_reports++] = r;
                 else if (got <= 0)
@@ -186,8 +171,8 @@ Test(crash, sigkill_during_synced_appends_loses_nothing_confirmed, .timeout = 12
         waitpid(pid, &status, 0);
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
                   "child ended by itself (status %d)", status);
-        read_reports(fds[0]);
-        close(fds[0]);
+        read_reports(fd);
+        close(fd);
 
         s = fx_open(dir, true);
         verify(s);

@@ -441,15 +441,8 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
-    cr_assert_eq(st_join_sync(s, st_id_str("g"), st_id_str("u"), NULL, NULL), 0);
-    uint64_t mid = 0;
-    for (int i = 1; i <= 3; i++) {
-        char cid[8];
-        snprintf(cid, sizeof(cid), "c%d", i);
-        cr_assert_eq(st_append_sync(s, st_id_str("g"), st_id_str("u"), st_id_str(cid), cid,
-                                    strlen(cid), &mid, NULL, NULL),
-                     0);
-    }
+    fx_join(s, "g", "u");
+    uint64_t mid = fx_append_n(s, "g", "u", "c", 1, 3);
     st_close(s);
     /* Back to what version 1 was: exactly the schema of the release before. */
     pgfx_scalar(url, "DROP TABLE gw.changes, gw.changes_pruned; DROP SEQUENCE gw.changes_seq;"

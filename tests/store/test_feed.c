@@ -6,82 +6,35 @@
  * skipped.
  */
 #include "fixture.h"
+#include "fixture_feed.h"
 #include "pgfx.h"
 
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* What a listening store heard, copied (the callback's change is borrowed). */
-typedef struct heard {
-    pthread_mutex_t mu;
-    struct {
-        enum st_change_kind kind;
-        char gid[64], uid[64];
-        uint64_t mid, ts, ack, read, ver;
-        bool has_record, recalled;
-        size_t record_n;
-        char record[64];
-    } ch[256];
-    size_t n;
-} heard;
-
-static void on_change(void *ud, const st_change *c, size_t n)
+/* A new database on which b listens (into h, as node; up once its first word is heard)
+ * and a writes; its URL (malloc'd: fx_feed_done). The test is skipped on RocksDB. */
+static char *listener_and_writer(fx_heard *h, const char *node, st_store **b, st_store **a)
 {
-    heard *h = ud;
-    pthread_mutex_lock(&h->mu);
-    for (size_t i = 0; i < n && h->n < 256; i++, h->n++) {
-        __typeof__(h->ch[0]) *e = &h->ch[h->n];
-        e->kind = c[i].kind;
-        snprintf(e->gid, sizeof(e->gid), "%.*s", (int)c[i].gid.n, c[i].gid.p);
-        snprintf(e->uid, sizeof(e->uid), "%.*s", (int)c[i].uid.n, c[i].uid.p);
-        e->mid = c[i].mid;
-        e->ts = c[i].ts;
-        e->ack = c[i].ack;
-        e->read = c[i].read;
-        e->ver = c[i].ver;
-        e->recalled = c[i].recalled;
-        e->has_record = c[i].record != NULL;
-        e->record_n = c[i].record_n;
-        if (c[i].record && c[i].record_n)
-            memcpy(e->record, c[i].record, c[i].record_n < 64 ? c[i].record_n : 64);
-    }
-    pthread_mutex_unlock(&h->mu);
+    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
+    char *where = fx_tmpdir();
+    *b = fx_open_listening(where, h, node);
+    fx_heard_await(h, 1);
+    *a = fx_open(where, true);
+    return where;
 }
 
-static size_t count(heard *h)
+/* alice joins g and posts c1 and c2 (mids 1 and 2); once h heard them (after the first
+ * word, RESYNC, and the join: 4 changes). */
+static void alice_posts_two(st_store *a, fx_heard *h)
 {
-    pthread_mutex_lock(&h->mu);
-    size_t n = h->n;
-    pthread_mutex_unlock(&h->mu);
-    return n;
-}
-
-/* Waits (bounded) until h holds at least n changes. */
-static void await(heard *h, size_t n)
-{
-    for (int i = 0; i < 500 && count(h) < n; i++)
-        usleep(10 * 1000);
-    cr_assert_geq(count(h), n, "heard %zu changes, expected %zu", count(h), n);
-}
-
-/* node: a name of its own (tests run side by side on one server, and the database
- * shows every test's listeners). */
-static st_store *open_listening(const char *where, heard *h, const char *node)
-{
-    st_options o;
-    st_options_init(&o);
-    fx_locate(&o, where);
-    o.on_change = on_change;
-    o.change_ud = h;
-    o.node = node;
-    st_store *s = NULL;
-    char err[256];
-    cr_assert_eq(st_open(&o, &s, err, sizeof(err)), 0, "%s", err);
-    return s;
+    fx_join(a, "g", "alice");
+    fx_append(a, "g", "alice", "c1");
+    fx_append(a, "g", "alice", "c2");
+    fx_heard_await(h, 4);
 }
 
 /* alice's "hi" (cid c1) in g, and her ack of it: its mid. */
@@ -100,13 +53,10 @@ static uint64_t say_hi_and_ack(st_store *a)
 
 Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
-    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *b = open_listening(where, &h, "feed-test-1");
-    await(&h, 1); /* the listener is up: its first word is RESYNC */
-    cr_assert_eq(h.ch[0].kind, ST_CH_RESYNC);
-    st_store *a = fx_open(where, true);
+    static fx_heard h = FX_HEARD_INIT(0);
+    st_store *a, *b;
+    char *where = listener_and_writer(&h, "feed-test-1", &b, &a);
+    cr_assert_eq(h.ch[0].kind, ST_CH_RESYNC, "the listener's first word");
 
     fx_join(a, "g", "alice");
     uint64_t mid = say_hi_and_ack(a), ts = 0;
@@ -118,9 +68,9 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
                                 sizeof(big), &mid2, &ts, &dup),
                  0);
     cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
-    await(&h, 6);
+    fx_heard_await(&h, 6);
     usleep(200 * 1000);
-    cr_assert_eq(count(&h), 6, "nothing more: %zu", count(&h));
+    cr_assert_eq(fx_heard_count(&h), 6, "nothing more: %zu", fx_heard_count(&h));
 
     cr_assert_eq(h.ch[1].kind, ST_CH_JOIN);
     cr_assert_str_eq(h.ch[1].gid, "g");
@@ -142,7 +92,7 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     fx_join(b, "g", "bob");
     fx_append(b, "g", "bob", "b1");
     usleep(300 * 1000);
-    cr_assert_eq(count(&h), 6);
+    cr_assert_eq(fx_heard_count(&h), 6);
 
     st_stats st;
     st_read_stats(b, &st);
@@ -151,25 +101,16 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
     cr_assert_eq(st.feed_changes, 5);
     st_read_stats(a, &st);
     cr_assert_eq(st.feed_hints, 1);
-    st_close(a);
-    st_close(b);
-    fx_rmtree(where);
-    free(where);
+    fx_feed_done(where, a, b);
 }
 
 /* A read is heard as READ, with or without an ack in the same entry (ACK first). */
 Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
-    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *b = open_listening(where, &h, "feed-test-reads");
-    await(&h, 1);
-    st_store *a = fx_open(where, true);
-    fx_join(a, "g", "alice");
-    fx_append(a, "g", "alice", "c1");
-    fx_append(a, "g", "alice", "c2");
-    await(&h, 4); /* the first word (RESYNC), the join and the two messages */
+    static fx_heard h = FX_HEARD_INIT(0);
+    st_store *a, *b;
+    char *where = listener_and_writer(&h, "feed-test-reads", &b, &a);
+    alice_posts_two(a, &h);
     size_t base = 4;
     st_ack r = {.gid = st_id_str("g"), .uid = st_id_str("alice"), .read = 1, .has_read = true};
     size_t applied = 0;
@@ -177,7 +118,7 @@ Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
     st_ack both = {
         .gid = st_id_str("g"), .uid = st_id_str("alice"), .mid = 2, .read = 2, .has_read = true};
     cr_assert_eq(st_acks_sync(a, &both, 1, &applied), 0);
-    await(&h, base + 3);
+    fx_heard_await(&h, base + 3);
     cr_assert_eq(h.ch[base].kind, ST_CH_READ);
     cr_assert_str_eq(h.ch[base].uid, "alice");
     cr_assert_eq(h.ch[base].read, 1);
@@ -185,26 +126,17 @@ Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
     cr_assert_eq(h.ch[base + 1].ack, 2);
     cr_assert_eq(h.ch[base + 2].kind, ST_CH_READ);
     cr_assert_eq(h.ch[base + 2].read, 2);
-    st_close(a);
-    st_close(b);
-    fx_rmtree(where);
-    free(where);
+    fx_feed_done(where, a, b);
 }
 
 /* A version is heard with its record (or without, when too large: read it), a recall as
  * one; the change log keeps no body of a version (a recalled body must not stay there). */
 Test(feed, versions_are_heard_and_the_log_keeps_no_body, .timeout = 60)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
-    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *b = open_listening(where, &h, "feed-test-edits");
-    await(&h, 1);
-    st_store *a = fx_open(where, true);
-    fx_join(a, "g", "alice");
-    fx_append(a, "g", "alice", "c1");
-    fx_append(a, "g", "alice", "c2");
-    await(&h, 4); /* RESYNC, the join, the two messages */
+    static fx_heard h = FX_HEARD_INIT(0);
+    st_store *a, *b;
+    char *where = listener_and_writer(&h, "feed-test-edits", &b, &a);
+    alice_posts_two(a, &h);
     uint64_t ver = 0;
     cr_assert_eq(st_edit_sync(a, st_id_str("g"), 1, &ver, false, "secret-v1", 9, NULL, NULL), 0);
     static char big[9000];
@@ -213,7 +145,7 @@ Test(feed, versions_are_heard_and_the_log_keeps_no_body, .timeout = 60)
     cr_assert_eq(st_edit_sync(a, st_id_str("g"), 2, &ver, false, big, sizeof(big), NULL, NULL), 0);
     ver = 0;
     cr_assert_eq(st_edit_sync(a, st_id_str("g"), 1, &ver, true, "alice", 5, NULL, NULL), 0);
-    await(&h, 7);
+    fx_heard_await(&h, 7);
     cr_assert_eq(h.ch[4].kind, ST_CH_EDIT);
     cr_assert_eq(h.ch[4].mid, 1);
     cr_assert_eq(h.ch[4].ver, 1);
@@ -232,44 +164,33 @@ Test(feed, versions_are_heard_and_the_log_keeps_no_body, .timeout = 60)
                  2, "the log's lines of the versions");
     cr_assert_eq(pgfx_scalar(where, "SELECT count(*) FROM gw.changes WHERE body LIKE '%e g %'"), 0,
                  "with no record");
-    st_close(a);
-    st_close(b);
-    fx_rmtree(where);
-    free(where);
+    fx_feed_done(where, a, b);
 }
 
 /* A listener that lost its connection reads, when it is back, the change log from its
  * position: what was announced meanwhile, without a RESYNC. */
 Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout = 60)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
-    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *b = open_listening(where, &h, "feed-test-2");
-    await(&h, 1);
+    static fx_heard h = FX_HEARD_INIT(0);
+    st_store *a, *b;
+    char *where = listener_and_writer(&h, "feed-test-2", &b, &a);
     cr_assert_eq(h.ch[0].kind, ST_CH_RESYNC, "the first connection: no position yet");
-    st_store *a = fx_open(where, true);
     fx_join(a, "g", "alice");
-    await(&h, 2); /* heard as it came */
+    fx_heard_await(&h, 2); /* heard as it came */
     /* Its connection ended by the database (as a failover or an operator would), and
      * none taken until the writes below are done. */
-    char admin[512], db[128], sql[600];
-    pgfx_admin_url(where, admin, sizeof(admin), db, sizeof(db));
-    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS false", db);
-    pgfx_scalar(admin, sql);
-    cr_assert_eq(pgfx_end_connections(admin, "gw-feed feed-test-2"), 1);
+    fx_feed_cut(where, "feed-test-2");
     uint64_t mid = say_hi_and_ack(a);
     cr_assert_eq(st_leave_sync(a, st_id_str("g"), st_id_str("alice")), 0);
     usleep(300 * 1000);
-    cr_assert_eq(count(&h), 2, "nothing heard while away");
-    snprintf(sql, sizeof(sql), "ALTER DATABASE \"%s\" ALLOW_CONNECTIONS true", db);
-    pgfx_scalar(admin, sql);
+    cr_assert_eq(fx_heard_count(&h), 2, "nothing heard while away");
+    fx_feed_uncut(where);
     /* From the position of the first connection: the join again (a listener takes a
      * change twice without harm), the message as a hint (its record is in the table),
      * the ack, the leave, in commit order. */
-    await(&h, 6);
+    fx_heard_await(&h, 6);
     usleep(300 * 1000);
-    cr_assert_eq(count(&h), 6, "nothing more: %zu", count(&h));
+    cr_assert_eq(fx_heard_count(&h), 6, "nothing more: %zu", fx_heard_count(&h));
     cr_assert_eq(h.ch[2].kind, ST_CH_JOIN);
     cr_assert_eq(h.ch[3].kind, ST_CH_MSG);
     cr_assert_eq(h.ch[3].mid, mid);
@@ -284,10 +205,7 @@ Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout
     cr_assert_eq(st.feed_catch_ups, 1);
     cr_assert_eq(st.feed_catch_up_rows, 4);
     cr_assert_eq(st.feed_catch_up_changes, 4);
-    st_close(a);
-    st_close(b);
-    fx_rmtree(where);
-    free(where);
+    fx_feed_done(where, a, b);
 }
 
 /* The change log keeps 10 minutes: rows older go (every store deletes them every 10 s).
@@ -295,15 +213,12 @@ Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout
  * says RESYNC instead. */
 Test(feed, a_listener_whose_position_was_pruned_says_resync, .timeout = 90)
 {
-    pgfx_need("PostgreSQL only: RocksDB has one writer and no feed");
-    char *where = fx_tmpdir();
-    static heard h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    st_store *b = open_listening(where, &h, "feed-test-3");
-    await(&h, 1);
-    st_store *a = fx_open(where, true);
+    static fx_heard h = FX_HEARD_INIT(0);
+    st_store *a, *b;
+    char *where = listener_and_writer(&h, "feed-test-3", &b, &a);
     fx_join(a, "g", "alice");
     say_hi_and_ack(a);
-    await(&h, 4); /* heard as it came: the join, the message, the ack */
+    fx_heard_await(&h, 4); /* heard as it came: the join, the message, the ack */
     cr_assert_geq(pgfx_scalar(where, "SELECT count(*) FROM gw.changes"), 3);
     /* As if they were written 10 minutes ago and more: the next prune takes them. */
     pgfx_scalar(where, "UPDATE gw.changes SET at_ms = 0; SELECT 0");
@@ -314,14 +229,11 @@ Test(feed, a_listener_whose_position_was_pruned_says_resync, .timeout = 90)
     char admin[512], db[128];
     pgfx_admin_url(where, admin, sizeof(admin), db, sizeof(db));
     cr_assert_eq(pgfx_end_connections(admin, "gw-feed feed-test-3"), 1);
-    await(&h, 5);
+    fx_heard_await(&h, 5);
     cr_assert_eq(h.ch[4].kind, ST_CH_RESYNC, "its position is older than what the log keeps");
     st_stats st;
     st_read_stats(b, &st);
     cr_assert_eq(st.feed_resyncs, 2);
     cr_assert_eq(st.feed_catch_ups, 0);
-    st_close(a);
-    st_close(b);
-    fx_rmtree(where);
-    free(where);
+    fx_feed_done(where, a, b);
 }

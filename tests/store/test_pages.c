@@ -12,11 +12,7 @@ static void fx_suite_fill(void)
 {
     fx_join(s, "empty", "a");
     fx_join(s, "g", "a");
-    for (int i = 1; i <= 25; i++) {
-        char cid[16];
-        snprintf(cid, sizeof(cid), "m%d", i);
-        fx_append(s, "g", "a", cid);
-    }
+    fx_append_n(s, "g", "a", "m", 1, 25);
 }
 
 /* Reads a page and checks it holds exactly mids lo..hi with their records, and more. */

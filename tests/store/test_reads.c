@@ -40,11 +40,7 @@ static void fill(void)
 {
     fx_join(s, "g", "alice");
     fx_join(s, "g", "bob");
-    for (int i = 1; i <= 5; i++) {
-        char cid[8];
-        snprintf(cid, sizeof(cid), "c%d", i);
-        fx_append(s, "g", "alice", cid);
-    }
+    fx_append_n(s, "g", "alice", "c", 1, 5);
 }
 
 Test(reads, a_read_moves_apart_from_the_ack_and_counts_the_unread)

@@ -36,11 +36,9 @@ static void own(const char *gid, st_retain r, int want)
 static void fill(const char *gid, int n)
 {
     fx_join(s, gid, "alice");
-    char cid[32];
-    for (int i = 0; i < n; i++) {
-        snprintf(cid, sizeof(cid), "%s-%d", gid, i);
-        fx_append(s, gid, "alice", cid);
-    }
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%s-", gid);
+    fx_append_n(s, gid, "alice", prefix, 0, n);
 }
 
 static st_page *page(const char *gid, enum st_dir way, uint64_t from, size_t limit)
@@ -70,23 +68,6 @@ static st_op group(const char *gid, const char *uid)
     return op;
 }
 
-static st_user_group user_group(const char *uid, const char *gid)
-{
-    st_op op = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str(uid)};
-    fx_submit_wait(s, &op);
-    cr_assert_eq(op.result, 0);
-    for (size_t i = 0; i < st_groups_count(op.groups); i++) {
-        st_user_group g = *st_groups_at(op.groups, i);
-        if (g.gid.n == strlen(gid) && memcmp(g.gid.p, gid, g.gid.n) == 0) {
-            g.gid = (st_id){NULL, 0};
-            st_groups_free(op.groups);
-            return g;
-        }
-    }
-    cr_assert_fail("%s is not in %s", uid, gid);
-    return (st_user_group){0};
-}
-
 Test(retain, a_pass_keeps_the_last_n_and_says_the_horizon_everywhere)
 {
     fill("g", 50);
@@ -109,10 +90,10 @@ Test(retain, a_pass_keeps_the_last_n_and_says_the_horizon_everywhere)
     cr_assert_eq(st_page_first_mid(p), 41);
     expect_page(p, 46, 47, 0, true);
     /* Unread: alice acked nothing, but what is gone is not unread; bob holds it all. */
-    st_user_group a = user_group("alice", "g");
+    st_user_group a = fx_user_group(s, "alice", "g");
     cr_assert_eq(a.first_mid, 41);
     cr_assert_eq(a.unread, 10);
-    cr_assert_eq(user_group("bob", "g").unread, 0);
+    cr_assert_eq(fx_user_group(s, "bob", "g").unread, 0);
     /* Gone is gone: no edit of it; the next mid is the next, never a reused one. */
     uint64_t ver = 0, ts = 0;
     bool dup = false;
@@ -159,11 +140,11 @@ Test(retain, an_age_limit_lets_old_messages_go_and_keeps_new_ones)
     cr_assert_eq(g.first_mid, 11, "all of it went: the horizon is past the last");
     cr_assert_eq(g.last_mid, 10);
     expect_page(page("g", ST_AFTER, 0, 10), 1, 0, 11, false);
-    cr_assert_eq(user_group("alice", "g").unread, 0);
+    cr_assert_eq(fx_user_group(s, "alice", "g").unread, 0);
     cr_assert_eq(fx_append(s, "g", "alice", "new"), 11);
     cr_assert_eq(trim((st_retain){.ms = 60000}), 0, "a young message stays");
     expect_page(page("g", ST_AFTER, 0, 10), 11, 11, 11, false);
-    cr_assert_eq(user_group("alice", "g").unread, 1);
+    cr_assert_eq(fx_user_group(s, "alice", "g").unread, 1);
 }
 
 Test(retain, until_acked_keeps_what_a_member_lacks_up_to_the_cap)
@@ -190,11 +171,7 @@ Test(retain, until_acked_keeps_what_a_member_lacks_up_to_the_cap)
     /* Until acked alone: what everyone holds goes, nothing else (the cap still holds). */
     fx_join(s, "k", "x");
     fx_join(s, "k", "y");
-    for (int i = 0; i < 6; i++) {
-        char cid[16];
-        snprintf(cid, sizeof(cid), "k%d", i);
-        fx_append(s, "k", "x", cid);
-    }
+    fx_append_n(s, "k", "x", "k", 0, 6);
     st_ack k[] = {{.gid = st_id_str("k"), .uid = st_id_str("x"), .mid = 6},
                   {.gid = st_id_str("k"), .uid = st_id_str("y"), .mid = 4}};
     cr_assert_eq(st_acks_sync(s, k, 2, NULL), 0);

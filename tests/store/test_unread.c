@@ -27,11 +27,7 @@ static st_store *open_unread(const char *where)
     fx_locate(&o, where);
     o.sync = false;
     o.unread_log = true;
-    st_store *st = NULL;
-    char err[256] = "";
-    int rc = st_open(&o, &st, err, sizeof(err));
-    cr_assert_eq(rc, 0, "st_open: %s (%s)", st_strerror(rc), err);
-    return st;
+    return fx_open_options(&o);
 }
 
 static void setup(void)

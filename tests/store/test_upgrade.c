@@ -29,35 +29,7 @@ TestSuite(upgrade, .fini = teardown, .timeout = 60);
 static void restore(void)
 {
     where = fx_tmpdir();
-    char cmd[1200];
-    if (fx_is_url(where))
-        snprintf(cmd, sizeof(cmd),
-                 "psql -q -v ON_ERROR_STOP=1 '%s' -f %s/tests/fixtures/release-21/postgres.sql "
-                 ">/dev/null",
-                 where, GW_SOURCE_DIR);
-    else
-        snprintf(
-            cmd, sizeof(cmd),
-            "tar xzf %s/tests/fixtures/release-21/rocks-store.tar.gz -C '%s' --strip-components=1",
-            GW_SOURCE_DIR, where);
-    cr_assert_eq(system(cmd), 0, "%s", cmd);
-}
-
-static st_user_group group(const char *uid, const char *gid)
-{
-    st_op op = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str(uid)};
-    fx_submit_wait(s, &op);
-    cr_assert_eq(op.result, 0);
-    for (size_t i = 0; i < st_groups_count(op.groups); i++) {
-        st_user_group g = *st_groups_at(op.groups, i);
-        if (g.gid.n == strlen(gid) && memcmp(g.gid.p, gid, g.gid.n) == 0) {
-            g.gid = (st_id){NULL, 0};
-            st_groups_free(op.groups);
-            return g;
-        }
-    }
-    cr_assert_fail("%s is not in %s", uid, gid);
-    return (st_user_group){0};
+    fx_restore_release_21(where);
 }
 
 Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
@@ -73,12 +45,12 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
     cr_assert_eq(st_read_page(s, st_id_str("team"), ST_AFTER, 0, 10, &p), 0);
     cr_assert_eq(st_page_count(p), 5);
     st_page_free(p);
-    st_user_group g = group("carol", "team");
+    st_user_group g = fx_user_group(s, "carol", "team");
     cr_assert_eq(g.ack, 2);
     cr_assert_not(g.has_read, "no read before this release");
     cr_assert_eq(g.unread, 3);
-    cr_assert_eq(group("bob", "team").unread, 0);
-    cr_assert_eq(group("alice", "side").unread, 1);
+    cr_assert_eq(fx_user_group(s, "bob", "team").unread, 0);
+    cr_assert_eq(fx_user_group(s, "alice", "side").unread, 1);
 
     /* This release writes on it: a read, a last_seen, a message; and they stay. */
     st_ack r = {.gid = st_id_str("team"), .uid = st_id_str("carol"), .read = 4, .has_read = true};
@@ -109,7 +81,7 @@ Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
               memcmp(st_page_at(p, 1)->record, "edited", 6) == 0);
     cr_assert_eq(st_page_at(p, 0)->ver, 0, "the others as they were");
     st_page_free(p);
-    g = group("carol", "team");
+    g = fx_user_group(s, "carol", "team");
     cr_assert(g.has_read && g.read == 4 && g.ack == 2 && g.unread == 2);
     seen.ms = 0;
     op = (st_op){.kind = ST_OP_READ_SEEN, .seen = &seen, .n_seen = 1};

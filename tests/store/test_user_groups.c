@@ -38,11 +38,7 @@ Test(user_groups, unread_counts)
     fx_join(s, "alpha", "a");
     fx_join(s, "beta", "a");
     fx_join(s, "gamma", "a"); /* c is not in gamma */
-    char cid[16];
-    for (int i = 0; i < 7; i++) {
-        cid[0] = 'x', cid[1] = (char)('0' + i), cid[2] = 0;
-        fx_append(s, "alpha", "a", cid);
-    }
+    fx_append_n(s, "alpha", "a", "x", 0, 7);
     fx_append(s, "beta", "a", "b1");
     fx_append(s, "gamma", "a", "g1");
     st_ack ack = {.gid = st_id_str("alpha"), .uid = st_id_str("c"), .mid = 3};

@@ -89,6 +89,24 @@ export async function signIn(person, origin, user) {
   await waitOnline(page);
 }
 
+/**
+ * The two people of most tests: alice on a desktop and bob on a phone. Signed in when
+ * origin is given; then both in group gid (joined in that order) when it is given.
+ */
+export async function aliceAndBob(browser, origin, gid) {
+  const alice = await newPerson(browser, { label: 'alice', viewport: DESKTOP });
+  const bob = await newPerson(browser, { label: 'bob', viewport: PHONE });
+  if (origin) {
+    await signIn(alice, origin, 'alice');
+    await signIn(bob, origin, 'bob');
+  }
+  if (gid) {
+    await joinGroup(alice.page, gid);
+    await joinGroup(bob.page, gid);
+  }
+  return { alice, bob };
+}
+
 export async function waitOnline(page, timeout = WAIT) {
   await page.waitForSelector('#conn[data-state="online"]', { timeout });
 }

@@ -118,19 +118,25 @@ export class Gateway {
     }
   }
 
-  /** GET on the gateway from node (the certificate is the gateway's own self-signed one). */
-  get(path) {
+  /** A request to the gateway from node (the certificate is the gateway's own
+   * self-signed one): its status and body (text). */
+  request(method, path, { headers = {}, body = '' } = {}) {
     const mod = this.tls ? https : http;
     return new Promise((res, rej) => {
-      const req = mod.get({ host: '127.0.0.1', port: this.port, path, rejectUnauthorized: false, servername: 'localhost', timeout: 5000 }, (r) => {
-        let body = '';
+      const req = mod.request({ host: '127.0.0.1', port: this.port, path, method, rejectUnauthorized: false, servername: 'localhost', headers, timeout: 5000 }, (r) => {
+        let text = '';
         r.setEncoding('utf8');
-        r.on('data', (c) => (body += c));
-        r.on('end', () => res({ status: r.statusCode, body }));
+        r.on('data', (c) => (text += c));
+        r.on('end', () => res({ status: r.statusCode, body: text }));
       });
       req.on('timeout', () => req.destroy(new Error('timeout')));
       req.on('error', rej);
+      req.end(body);
     });
+  }
+
+  get(path) {
+    return this.request('GET', path);
   }
 
   async stats() {
