@@ -38,11 +38,7 @@ void gw_hub_free(gw_hub *h)
     gw_feeds_free(h->feeds);
     gw_roster_free(h->roster);
     gw_presence_free(h->presence);
-    online_user *o, *tmp;
-    HASH_ITER (hh, h->online, o, tmp) {
-        HASH_DEL(h->online, o);
-        free(o);
-    }
+    GW_HASH_FREE_ALL(h->online);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

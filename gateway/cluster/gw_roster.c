@@ -87,11 +87,7 @@ static void kept_clear(rgroup *g)
 
 static void members_clear(rgroup *g)
 {
-    rmember *m, *tmp;
-    HASH_ITER (hh, g->members, m, tmp) {
-        HASH_DEL(g->members, m);
-        free(m);
-    }
+    GW_HASH_FREE_ALL(g->members);
     g->n = 0;
     gw_rank_free(g->acks);
     gw_rank_free(g->reads);

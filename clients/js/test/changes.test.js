@@ -4,8 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeSocket } from './fake-socket.js';
-import { GwClient } from '../src/index.js';
+import { FakeSocket, startOnline } from './fake-socket.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -13,14 +12,7 @@ const welcome = (groups) => ({ t: 'welcome', uid: 'u1', sid: 's1', ts: 1, ack_ev
 const entry = (mid, extra = {}) => ({ mid, from: 'u2', ts: 1000 + mid, body: `m${mid}`, ...extra });
 
 async function online(groups) {
-  FakeSocket.all = [];
-  const client = new GwClient({ url: 'ws://test/ws', getToken: async () => 'tok', WebSocketImpl: FakeSocket });
-  client.start();
-  await sleep(0);
-  await sleep(0);
-  const ws = FakeSocket.all[0];
-  ws.take('hello');
-  ws.push(welcome(groups));
+  const { client, ws } = await startOnline(welcome(groups));
   return { client, ws };
 }
 

@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeSocket } from './fake-socket.js';
+import { FakeSocket, startOnline } from './fake-socket.js';
 import { GwClient, backoffDelay, makeCid, isValidId } from '../src/index.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -13,15 +13,9 @@ const welcome = (groups, extra = {}) => ({ t: 'welcome', uid: 'u1', sid: 's1', t
 const msg = (gid, mid, body = `m${mid}`) => ({ t: 'msg', gid, mid, from: 'u2', ts: 1000 + mid, body });
 
 async function online(groups) {
-  FakeSocket.all = [];
-  const client = new GwClient({ url: 'ws://test/ws', getToken: async () => 'tok', WebSocketImpl: FakeSocket });
-  client.start();
-  await sleep(0);
-  await sleep(0);
-  const ws = FakeSocket.all[0];
-  assert.deepEqual(ws.take('hello'), [{ t: 'hello', token: 'tok' }]);
+  const { client, ws, hello } = await startOnline(welcome(groups));
+  assert.deepEqual(hello, [{ t: 'hello', token: 'tok' }]);
   assert.equal(ws.protocol, 'gw.v1');
-  ws.push(welcome(groups));
   assert.equal(client.state, 'online');
   return { client, ws };
 }

@@ -1,7 +1,11 @@
 // A WebSocket that a test plays the gateway for (client.test.js, changes.test.js): what the
-// client sends is decoded and kept; the test pushes frames and drops the connection.
+// client sends is decoded and kept; the test pushes frames and drops the connection. And a
+// client started over one, online.
 // (Node's test runner loads this file too, as everything under test/: it has no tests.)
 import { encode, decode } from '@msgpack/msgpack';
+import { GwClient } from '../src/index.js';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export class FakeSocket {
   static all = [];
@@ -47,4 +51,18 @@ export class FakeSocket {
     this.sent = this.sent.filter((m) => m.t !== t);
     return out;
   }
+}
+
+/** A client started over a FakeSocket (the only one since), its hello answered with the
+ * welcome frame given: the client, its socket, and the hellos it sent. */
+export async function startOnline(welcome) {
+  FakeSocket.all = [];
+  const client = new GwClient({ url: 'ws://test/ws', getToken: async () => 'tok', WebSocketImpl: FakeSocket });
+  client.start();
+  await sleep(0);
+  await sleep(0);
+  const ws = FakeSocket.all[0];
+  const hello = ws.take('hello');
+  ws.push(welcome);
+  return { client, ws, hello };
 }
