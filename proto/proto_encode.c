@@ -135,6 +135,34 @@ static void head(enc *e, const char *t, uint64_t rid, size_t n)
  * Client to server
  */
 
+/* A frame of its type alone: {t, rid?}. */
+static int enc_bare(msgpack_sbuffer *b, const char *t, uint64_t rid)
+{
+    enc e = enc_start(b);
+    head(&e, t, rid, 0);
+    return enc_end(&e);
+}
+
+/* A frame about a group: {t, rid?, gid}. */
+static int enc_gid(msgpack_sbuffer *b, const char *t, uint64_t rid, pr_slice gid)
+{
+    enc e = enc_start(b);
+    head(&e, t, rid, 1);
+    kv_str(&e, "gid", gid);
+    return enc_end(&e);
+}
+
+/* The start of a push of a group's list: {t, gid, k: [n entries follow]}. */
+static int enc_gid_list(msgpack_sbuffer *b, const char *t, pr_slice gid, const char *k, size_t n)
+{
+    enc e = enc_start(b);
+    head(&e, t, PR_NO_RID, 2);
+    kv_str(&e, "gid", gid);
+    key(&e, k);
+    array(&e, n);
+    return enc_end(&e);
+}
+
 int pr_enc_hello(msgpack_sbuffer *b, uint64_t rid, pr_slice token)
 {
     enc e = enc_start(b);
@@ -145,25 +173,17 @@ int pr_enc_hello(msgpack_sbuffer *b, uint64_t rid, pr_slice token)
 
 int pr_enc_join(msgpack_sbuffer *b, uint64_t rid, pr_slice gid)
 {
-    enc e = enc_start(b);
-    head(&e, "join", rid, 1);
-    kv_str(&e, "gid", gid);
-    return enc_end(&e);
+    return enc_gid(b, "join", rid, gid);
 }
 
 int pr_enc_leave(msgpack_sbuffer *b, uint64_t rid, pr_slice gid)
 {
-    enc e = enc_start(b);
-    head(&e, "leave", rid, 1);
-    kv_str(&e, "gid", gid);
-    return enc_end(&e);
+    return enc_gid(b, "leave", rid, gid);
 }
 
 int pr_enc_groups_req(msgpack_sbuffer *b, uint64_t rid)
 {
-    enc e = enc_start(b);
-    head(&e, "groups", rid, 0);
-    return enc_end(&e);
+    return enc_bare(b, "groups", rid);
 }
 
 int pr_enc_send(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, pr_slice cid, pr_body body)
@@ -264,9 +284,7 @@ int pr_enc_pull(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, bool before, uin
 
 int pr_enc_ping(msgpack_sbuffer *b, uint64_t rid)
 {
-    enc e = enc_start(b);
-    head(&e, "ping", rid, 0);
-    return enc_end(&e);
+    return enc_bare(b, "ping", rid);
 }
 
 /* A map of gid -> mid under key: ack's acks, read's reads. */
@@ -318,10 +336,7 @@ int pr_enc_presence_req(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, int sub)
 
 int pr_enc_typing(msgpack_sbuffer *b, pr_slice gid)
 {
-    enc e = enc_start(b);
-    head(&e, "typing", PR_NO_RID, 1);
-    kv_str(&e, "gid", gid);
-    return enc_end(&e);
+    return enc_gid(b, "typing", PR_NO_RID, gid);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -667,12 +682,7 @@ int pr_enc_uid_entry(msgpack_sbuffer *b, pr_slice uid)
 
 int pr_enc_cursors_begin(msgpack_sbuffer *b, pr_slice gid, size_t n)
 {
-    enc e = enc_start(b);
-    head(&e, "cursors", PR_NO_RID, 2);
-    kv_str(&e, "gid", gid);
-    key(&e, "cursors");
-    array(&e, n);
-    return enc_end(&e);
+    return enc_gid_list(b, "cursors", gid, "cursors", n);
 }
 
 int pr_enc_cursor_entry(msgpack_sbuffer *b, const pr_cursor *c)
@@ -703,12 +713,7 @@ int pr_enc_presence_begin(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64
 
 int pr_enc_online_begin(msgpack_sbuffer *b, pr_slice gid, size_t n)
 {
-    enc e = enc_start(b);
-    head(&e, "online", PR_NO_RID, 2);
-    kv_str(&e, "gid", gid);
-    key(&e, "changes");
-    array(&e, n);
-    return enc_end(&e);
+    return enc_gid_list(b, "online", gid, "changes", n);
 }
 
 int pr_enc_presence_entry(msgpack_sbuffer *b, const pr_presence *p)

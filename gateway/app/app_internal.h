@@ -172,6 +172,31 @@ void gw_watch_free(gw_app *a);
  * node; never stored. */
 void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r);
 
+/* ---- a member's write other than a send (gw_edit.c, gw_react.c) ---------------------- */
+
+/* Whether session s may make request r, a write to a group's message (an edit, a recall, a
+ * reaction): it is a member, within the send rate (such a write is charged as a send is),
+ * and the store is not past its overload mark. false: r is answered with the error. */
+static inline bool gw_write_admitted(gw_app *a, gw_sess *s, const pr_req *r)
+{
+    app_sess *as = gw_sess_ext(s);
+    if (!gw_registry_member(&as->seat, r->gid, NULL)) {
+        gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
+        return false;
+    }
+    const char *why = NULL;
+    uint64_t retry_ms = gw_throttle_send(s, &why);
+    if (retry_ms) {
+        gw_sess_error_retry(s, r->rid, PR_E_RATE_LIMITED, why, r->gid, retry_ms);
+        return false;
+    }
+    if (st_pending(a->d.store) >= a->d.cfg->store_overload) {
+        gw_sess_error(s, r->rid, PR_E_OVERLOADED, "server overloaded: retry later", r->gid);
+        return false;
+    }
+    return true;
+}
+
 /* ---- a message's later versions (gw_edit.c) ------------------------------------------- */
 
 /* edit and recall by the message's sender: read, checked, written, replied and pushed. */

@@ -332,58 +332,66 @@ static int query_u64(struct lws *wsi, const char *name, uint64_t *v)
     return 1;
 }
 
+/* limit=N of a page's query into *limit: the default when absent, held to page_max.
+ * false: malformed, and answered. */
+static bool query_limit(const gw_config *cfg, gw_api_conn *c, struct lws *wsi, uint64_t *limit)
+{
+    *limit = cfg->page_default;
+    int hl = query_u64(wsi, "limit=", limit);
+    if (hl < 0 || (hl && *limit == 0)) {
+        gw_api_fail(c, 400, "bad_field", "limit", "limit: a whole number >= 1");
+        return false;
+    }
+    if (*limit > cfg->page_max)
+        *limit = cfg->page_max;
+    return true;
+}
+
+/* A read of a page of messages or of changes, of at most limit entries from `from`, made
+ * (submit it); NULL: answered. */
+static api_job *page_job(gw_app *a, gw_api_conn *c, enum st_op_kind kind, const api_kind *jk,
+                         const char *gid, uint64_t from, uint64_t limit)
+{
+    api_job *j = job_new(a, c, kind, jk, gid, NULL);
+    if (j) {
+        j->job.op.from = from;
+        j->job.op.limit = (size_t)limit;
+        j->job.op.max_bytes = a->d.cfg->max_frame;
+    }
+    return j;
+}
+
 void gw_api_get_messages(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid)
 {
-    const gw_config *cfg = a->d.cfg;
-    uint64_t after = 0, before = 0, limit = cfg->page_default;
-    int ha = query_u64(wsi, "after=", &after), hb = query_u64(wsi, "before=", &before),
-        hl = query_u64(wsi, "limit=", &limit);
+    uint64_t after = 0, before = 0, limit;
+    int ha = query_u64(wsi, "after=", &after), hb = query_u64(wsi, "before=", &before);
     if (ha < 0 || hb < 0 || (ha && hb) || (hb && before == 0)) {
         gw_api_fail(c, 400, "bad_field", ha < 0 ? "after" : "before",
                     "give after=MID or before=MID (>= 1), not both (neither: from the start)");
         return;
     }
-    if (hl < 0 || (hl && limit == 0)) {
-        gw_api_fail(c, 400, "bad_field", "limit", "limit: a whole number >= 1");
+    if (!query_limit(a->d.cfg, c, wsi, &limit))
         return;
-    }
-    if (limit > cfg->page_max)
-        limit = cfg->page_max;
-    api_job *j = job_new(a, c, ST_OP_READ_PAGE, &page_kind, gid, NULL);
+    api_job *j = page_job(a, c, ST_OP_READ_PAGE, &page_kind, gid, hb ? before : after, limit);
     if (!j)
         return;
-    st_op *op = &j->job.op;
-    op->dir = hb ? ST_BEFORE : ST_AFTER;
-    op->from = hb ? before : after;
-    op->limit = (size_t)limit;
-    op->max_bytes = cfg->max_frame;
+    j->job.op.dir = hb ? ST_BEFORE : ST_AFTER;
     submit(j);
 }
 
 /* GET /groups/{gid}/changes?after=C&limit=N: the changes after cseq C (docs/API.md). */
 void gw_api_get_changes(gw_app *a, gw_api_conn *c, struct lws *wsi, const char *gid)
 {
-    const gw_config *cfg = a->d.cfg;
-    uint64_t after = 0, limit = cfg->page_default;
-    int ha = query_u64(wsi, "after=", &after), hl = query_u64(wsi, "limit=", &limit);
-    if (ha < 0) {
+    uint64_t after = 0, limit;
+    if (query_u64(wsi, "after=", &after) < 0) {
         gw_api_fail(c, 400, "bad_field", "after", "after: a cseq, a whole number (0: all)");
         return;
     }
-    if (hl < 0 || (hl && limit == 0)) {
-        gw_api_fail(c, 400, "bad_field", "limit", "limit: a whole number >= 1");
+    if (!query_limit(a->d.cfg, c, wsi, &limit))
         return;
-    }
-    if (limit > cfg->page_max)
-        limit = cfg->page_max;
-    api_job *j = job_new(a, c, ST_OP_READ_CHANGES, &changes_kind, gid, NULL);
-    if (!j)
-        return;
-    st_op *op = &j->job.op;
-    op->from = after;
-    op->limit = (size_t)limit;
-    op->max_bytes = cfg->max_frame;
-    submit(j);
+    api_job *j = page_job(a, c, ST_OP_READ_CHANGES, &changes_kind, gid, after, limit);
+    if (j)
+        submit(j);
 }
 
 /* ---- GET /groups/{gid}/members ------------------------------------------------------------------

@@ -219,21 +219,8 @@ static edit_req *req_new(gw_app *a, const char *gid, uint64_t mid, bool recall, 
 
 void gw_edit_request(gw_app *a, gw_sess *s, const pr_req *r)
 {
-    app_sess *as = gw_sess_ext(s);
-    if (!gw_registry_member(&as->seat, r->gid, NULL)) {
-        gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
+    if (!gw_write_admitted(a, s, r))
         return;
-    }
-    const char *why = NULL;
-    uint64_t retry_ms = gw_throttle_send(s, &why); /* a version is a write, as a send is */
-    if (retry_ms) {
-        gw_sess_error_retry(s, r->rid, PR_E_RATE_LIMITED, why, r->gid, retry_ms);
-        return;
-    }
-    if (st_pending(a->d.store) >= a->d.cfg->store_overload) {
-        gw_sess_error(s, r->rid, PR_E_OVERLOADED, "server overloaded: retry later", r->gid);
-        return;
-    }
     char gid[PR_MAX_ID + 1];
     snprintf(gid, sizeof(gid), "%.*s", (int)r->gid.n, (const char *)r->gid.p);
     edit_req *q = req_new(a, gid, r->mid, r->t == PR_REQ_RECALL, r->body);

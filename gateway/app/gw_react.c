@@ -148,21 +148,8 @@ static void submit(react_req *q)
 
 void gw_react_request(gw_app *a, gw_sess *s, const pr_req *r)
 {
-    app_sess *as = gw_sess_ext(s);
-    if (!gw_registry_member(&as->seat, r->gid, NULL)) {
-        gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
+    if (!gw_write_admitted(a, s, r))
         return;
-    }
-    const char *whyrate = NULL;
-    uint64_t retry_ms = gw_throttle_send(s, &whyrate); /* a reaction is a write, as a send is */
-    if (retry_ms) {
-        gw_sess_error_retry(s, r->rid, PR_E_RATE_LIMITED, whyrate, r->gid, retry_ms);
-        return;
-    }
-    if (st_pending(a->d.store) >= a->d.cfg->store_overload) {
-        gw_sess_error(s, r->rid, PR_E_OVERLOADED, "server overloaded: retry later", r->gid);
-        return;
-    }
     react_req *q = req_new(a, r->gid, r->mid, gw_sess_uid(s), r->key, r->on);
     if (!q) {
         gw_sess_error(s, r->rid, PR_E_INTERNAL, "out of memory", r->gid);

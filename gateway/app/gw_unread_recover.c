@@ -62,10 +62,8 @@ static void scanned(gw_job *j)
     for (size_t i = 0; i < st_list_count(op->list); i++) {
         const st_item *it = st_list_at(op->list, i);
         char gid[PR_MAX_ID + 1];
-        if (it->gid.n > PR_MAX_ID)
+        if (!gw_id_copy(gid, it->gid.p, it->gid.n))
             continue; /* not an id this gateway makes */
-        memcpy(gid, it->gid.p, it->gid.n);
-        gid[it->gid.n] = 0;
         gw_unread_take_up(a->unread, gid, it->lo, it->hi, it->mark);
     }
     bool more = st_list_more(op->list);

@@ -152,6 +152,23 @@ void gw_roster_load_end(gw_roster *r, const char *gid, int rc);
 void gw_roster_committed(gw_roster *r, const st_op *op);
 void gw_roster_change(gw_roster *r, const st_change *ch);
 
+/* The leaves a committed person's erasure or group's deletion made, told to the rosters
+ * and to the other threads alike: how many (0 for any other op), and the i-th as a change
+ * (ST_CH_LEAVE; borrowed from op; a deletion's with the deletion's cseq). */
+static inline size_t gw_op_leaves(const st_op *op)
+{
+    bool erasure = op->kind == ST_OP_ERASE_USER || op->kind == ST_OP_DELETE_GROUP;
+    return erasure && op->result == 0 ? st_list_count(op->list) : 0;
+}
+static inline st_change gw_op_leave(const st_op *op, size_t i)
+{
+    const st_item *it = st_list_at(op->list, i);
+    if (op->kind == ST_OP_DELETE_GROUP) /* its members left */
+        return (st_change){
+            .kind = ST_CH_LEAVE, .gid = op->gid, .uid = {it->text, it->text_n}, .cseq = op->cseq};
+    return (st_change){.kind = ST_CH_LEAVE, .gid = it->gid, .uid = op->uid}; /* groups it left */
+}
+
 typedef struct gw_receipt {
     uint64_t delivered; /* members whose ack (or read, when ahead of it) is at or past mid */
     uint64_t read;      /* ... whose read is (their ack, if they never sent one) */

@@ -38,11 +38,7 @@ void gw_hub_free(gw_hub *h)
     gw_feeds_free(h->feeds);
     gw_roster_free(h->roster);
     gw_presence_free(h->presence);
-    online_user *o, *tmp;
-    HASH_ITER (hh, h->online, o, tmp) {
-        HASH_DEL(h->online, o);
-        free(o);
-    }
+    GW_HASH_FREE_ALL(h->online);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -114,6 +110,16 @@ void *gw_hub_teller(gw_hub *h, unsigned thread)
 
 /* ---- what a thread's writes changed ---------------------------------------------------- */
 
+/* The groups op changed (op->changed: a cseq each, as hi), told to the other threads. */
+static void post_changed(gw_hub *h, const hub_thread *me, const st_op *op)
+{
+    for (size_t i = 0; i < st_list_count(op->changed); i++) {
+        const st_item *it = st_list_at(op->changed, i);
+        st_change ch = {.kind = ST_CH_CHANGED, .gid = it->gid, .cseq = it->hi};
+        gw_feeds_post_others(h->feeds, me->index, &ch, 1);
+    }
+}
+
 void gw_hub_tell(void *teller, const st_op *op)
 {
     hub_thread *me = teller;
@@ -139,27 +145,14 @@ void gw_hub_tell(void *teller, const st_op *op)
         one.ack = op->ack;
         break;
     case ST_OP_LEAVE: one.kind = ST_CH_LEAVE; break;
-    case ST_OP_DELETE_GROUP: /* its members left: a leave each */
-        for (size_t i = 0; i < st_list_count(op->list); i++) {
-            const st_item *it = st_list_at(op->list, i);
-            st_change ch = {.kind = ST_CH_LEAVE,
-                            .gid = op->gid,
-                            .uid = {it->text, it->text_n},
-                            .cseq = op->cseq};
+    case ST_OP_DELETE_GROUP:
+    case ST_OP_ERASE_USER: /* memberships ended (an erased user's sessions: the sign-out) */
+        for (size_t i = 0; i < gw_op_leaves(op); i++) {
+            st_change ch = gw_op_leave(op, i);
             gw_feeds_post_others(h->feeds, me->index, &ch, 1);
         }
-        return;
-    case ST_OP_ERASE_USER: /* its memberships ended (its sessions: the sign-out) */
-        for (size_t i = 0; i < st_list_count(op->list); i++) {
-            st_change ch = {
-                .kind = ST_CH_LEAVE, .gid = st_list_at(op->list, i)->gid, .uid = op->uid};
-            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
-        }
-        for (size_t i = 0; i < st_list_count(op->changed); i++) { /* tombstones, reactions */
-            const st_item *it = st_list_at(op->changed, i);
-            st_change ch = {.kind = ST_CH_CHANGED, .gid = it->gid, .cseq = it->hi};
-            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
-        }
+        if (op->kind == ST_OP_ERASE_USER)
+            post_changed(h, me, op); /* tombstones, reactions */
         return;
     case ST_OP_EDIT:
         if (op->duplicate)
@@ -185,11 +178,7 @@ void gw_hub_tell(void *teller, const st_op *op)
         one.cseq = op->cseq;
         break;
     case ST_OP_TRIM: /* groups whose horizon moved (a cseq each): a hint to pull changes */
-        for (size_t i = 0; i < st_list_count(op->changed); i++) {
-            const st_item *it = st_list_at(op->changed, i);
-            st_change ch = {.kind = ST_CH_CHANGED, .gid = it->gid, .cseq = it->hi};
-            gw_feeds_post_others(h->feeds, me->index, &ch, 1);
-        }
+        post_changed(h, me, op);
         return;
     /* Acks, reads and sign-outs were told when they came (gw_hub_tell_ack,
      * gw_hub_tell_read, gw_hub_tell_signout); store reads change nothing. */

@@ -105,11 +105,7 @@ gw_presence *gw_presence_new(void)
 
 static void set_clear(member **set)
 {
-    member *m, *tmp;
-    HASH_ITER (hh, *set, m, tmp) {
-        HASH_DEL(*set, m);
-        free(m);
-    }
+    GW_HASH_FREE_ALL(*set);
 }
 
 static void origin_free(gw_presence *p, origin *o)
@@ -129,11 +125,7 @@ void gw_presence_free(gw_presence *p)
     HASH_ITER (hh, p->origins, o, otmp)
         origin_free(p, o);
     set_clear(&p->local);
-    puser *u, *utmp;
-    HASH_ITER (hh, p->users, u, utmp) {
-        HASH_DEL(p->users, u);
-        free(u);
-    }
+    GW_HASH_FREE_ALL(p->users);
     free(p->ring);
     pthread_mutex_destroy(&p->mu);
     free(p);

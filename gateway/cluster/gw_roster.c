@@ -87,11 +87,7 @@ static void kept_clear(rgroup *g)
 
 static void members_clear(rgroup *g)
 {
-    rmember *m, *tmp;
-    HASH_ITER (hh, g->members, m, tmp) {
-        HASH_DEL(g->members, m);
-        free(m);
-    }
+    GW_HASH_FREE_ALL(g->members);
     g->n = 0;
     gw_rank_free(g->acks);
     gw_rank_free(g->reads);
@@ -315,16 +311,10 @@ void gw_roster_committed(gw_roster *r, const st_op *op)
             if (a->has_read)
                 change(r, gid, ST_CH_READ, uid, 0, a->read);
         }
-    } else if (op->kind == ST_OP_ERASE_USER && gw_id_copy(uid, op->uid.p, op->uid.n)) {
-        for (size_t i = 0; i < st_list_count(op->list); i++) { /* the groups it left */
-            st_id g = st_list_at(op->list, i)->gid;
-            if (gw_id_copy(gid, g.p, g.n))
-                change(r, gid, ST_CH_LEAVE, uid, 0, 0);
-        }
-    } else if (op->kind == ST_OP_DELETE_GROUP && gw_id_copy(gid, op->gid.p, op->gid.n)) {
-        for (size_t i = 0; i < st_list_count(op->list); i++) { /* its members left */
-            const st_item *it = st_list_at(op->list, i);
-            if (gw_id_copy(uid, it->text, it->text_n))
+    } else if (gw_op_leaves(op)) {
+        for (size_t i = 0; i < gw_op_leaves(op); i++) {
+            st_change ch = gw_op_leave(op, i);
+            if (gw_id_copy(gid, ch.gid.p, ch.gid.n) && gw_id_copy(uid, ch.uid.p, ch.uid.n))
                 change(r, gid, ST_CH_LEAVE, uid, 0, 0);
         }
     } else if ((op->kind == ST_OP_JOIN && op->joined) || op->kind == ST_OP_LEAVE) {

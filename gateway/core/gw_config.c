@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +302,82 @@ static int number(const char *name, const char *arg, long long lo, long long hi,
     return 0;
 }
 
+/* The options that take a whole number: its bounds, and the field it is stored in (an
+ * int or unsigned of 4 bytes, a size_t or uint64_t of 8; every bound is >= 0). */
+typedef struct num_option {
+    int opt;
+    long long lo, hi;
+    size_t off, size;
+} num_option;
+
+#define NUM(o, lo, hi, field)                                                                      \
+    {                                                                                              \
+        o, lo, hi, offsetof(gw_config, field), sizeof(((gw_config *)0)->field)                     \
+    }
+static const num_option num_options[] = {
+    NUM(O_PORT, 0, 65535, port),
+    NUM(O_THREADS, 1, GW_THREADS_MAX, threads),
+    NUM(O_TEST_LOAD_STALL, 0, 10000, test_load_stall_ms),
+    NUM(O_TEST_DROP_ANNOUNCE, 0, 1000000, test_drop_announcements),
+    NUM(O_API_RATE, 0, 1000000, api_rate),
+    NUM(O_WEBHOOK_DELAY, 100, 86400000, webhook_delay_ms),
+    NUM(O_WEBHOOK_TIMEOUT, 100, 600000, webhook_timeout_ms),
+    NUM(O_WEBHOOK_QUEUE, 1, 10000000, webhook_queue),
+    NUM(O_WEBHOOK_BATCH, 1, 1000, webhook_batch),
+    NUM(O_RECEIPT_LIST_MAX, 0, 100000, receipt_list_max),
+    NUM(O_RECEIPT_PUSH_MS, 10, 3600000, receipt_push_ms),
+    NUM(O_EDIT_WINDOW, 0, 315360000, edit_window_s),
+    NUM(O_RETAIN_MESSAGES, 0, 1000000000000LL, retain_messages),
+    NUM(O_RETAIN_DAYS, 0, 36500, retain_days),
+    NUM(O_RETAIN_CAP, 1, 1000000000000LL, retain_cap),
+    NUM(O_PRESENCE_LIST_MAX, 0, 100000, presence_list_max),
+    NUM(O_MAX_FRAME, 1024, 16 << 20, max_frame),
+    NUM(O_MAX_BODY, 1, 16 << 20, max_body),
+    NUM(O_QUEUE_CAP, 1, 1 << 20, queue_cap),
+    NUM(O_QUEUE_BYTES, 65536, 1 << 30, queue_bytes),
+    NUM(O_MAX_GROUPS, 1, 100000, max_groups),
+    NUM(O_SLOW_CLOSE, 1, 86400, slow_close_s),
+    NUM(O_ACK_FLUSH, 1, 60000, ack_flush_ms),
+    NUM(O_ACK_EVERY, 1, 100000, ack_every),
+    NUM(O_ACK_DELAY, 1, 600000, ack_delay_ms),
+    NUM(O_PAGE_DEFAULT, 1, 10000, page_default),
+    NUM(O_PAGE_MAX, 1, 10000, page_max),
+    NUM(O_HELLO_TIMEOUT, 1, 3600, hello_timeout_s),
+    NUM(O_ERROR_BUDGET, 1, 100000, error_budget),
+    NUM(O_PING, 1, 3600, ping_s),
+    NUM(O_INFLIGHT, 1, 100000, inflight_max),
+    NUM(O_RATE_SENDS, 0, 1000000, rate_sends),
+    NUM(O_RATE_BYTES, 0, 1ll << 32, rate_bytes),
+    NUM(O_RATE_CONNS, 0, 1000000, rate_conns),
+    NUM(O_RATE_BURST, 1, 3600, rate_burst_s),
+    NUM(O_HANDSHAKE_TIMEOUT, 1, 3600, handshake_timeout_s),
+    NUM(O_CONNS_PER_ADDR, 0, 1000000, conns_per_addr),
+    NUM(O_BODY_TIMEOUT, 1, 3600, body_timeout_s),
+    NUM(O_LOG_LEVEL, 0, 3, log_level),
+};
+#undef NUM
+
+static const num_option *num_option_of(int opt)
+{
+    for (size_t i = 0; i < sizeof(num_options) / sizeof(num_options[0]); i++)
+        if (num_options[i].opt == opt)
+            return &num_options[i];
+    return NULL;
+}
+
+/* v (within the option's bounds) into its field. */
+static void num_store(gw_config *c, const num_option *no, long long v)
+{
+    char *field = (char *)c + no->off;
+    if (no->size == sizeof(uint32_t)) {
+        uint32_t x = (uint32_t)v;
+        memcpy(field, &x, sizeof(x));
+    } else {
+        uint64_t x = (uint64_t)v;
+        memcpy(field, &x, sizeof(x));
+    }
+}
+
 /* A secret of 16 to 256 bytes from the file of option --opt (a final newline is not
  * part of it) into buf (256 bytes). */
 static int read_secret(const char *opt, const char *path, char *buf, size_t *len)
@@ -411,61 +488,25 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         const char *name = option_name(opt);
+        const num_option *no = num_option_of(opt);
+        if (no) {
+            if (number(name, optarg, no->lo, no->hi, &v))
+                return -1;
+            num_store(c, no, v);
+            continue;
+        }
         int rc = 0;
         switch (opt) {
         case O_LISTEN: c->listen = optarg; break;
-        case O_PORT: rc = number(name, optarg, 0, 65535, &v), c->port = (int)v; break;
         case O_PORT_FILE: c->port_file = optarg; break;
-        case O_THREADS:
-            rc = number(name, optarg, 1, GW_THREADS_MAX, &v), c->threads = (unsigned)v;
-            break;
-        case O_TEST_LOAD_STALL:
-            rc = number(name, optarg, 0, 10000, &v), c->test_load_stall_ms = (unsigned)v;
-            break;
-        case O_TEST_DROP_ANNOUNCE:
-            rc = number(name, optarg, 0, 1000000, &v), c->test_drop_announcements = (unsigned)v;
-            break;
         case O_DATA: c->data = optarg; break;
         case O_STORE: c->store_url = optarg; break;
         case O_NODE: node = optarg; break;
         case O_API_KEY_FILE: c->api_key_file = optarg; break;
-        case O_API_RATE:
-            rc = number(name, optarg, 0, 1000000, &v), c->api_rate = (unsigned)v;
-            break;
         case O_WEBHOOK_URL: c->webhook_url = optarg; break;
         case O_WEBHOOK_SECRET: webhook_secret = optarg; break;
-        case O_WEBHOOK_DELAY:
-            rc = number(name, optarg, 100, 86400000, &v), c->webhook_delay_ms = (unsigned)v;
-            break;
-        case O_WEBHOOK_TIMEOUT:
-            rc = number(name, optarg, 100, 600000, &v), c->webhook_timeout_ms = (unsigned)v;
-            break;
-        case O_WEBHOOK_QUEUE:
-            rc = number(name, optarg, 1, 10000000, &v), c->webhook_queue = (size_t)v;
-            break;
-        case O_WEBHOOK_BATCH:
-            rc = number(name, optarg, 1, 1000, &v), c->webhook_batch = (unsigned)v;
-            break;
         case O_WEBHOOK_BODY: c->webhook_body = true; break;
-        case O_RECEIPT_LIST_MAX:
-            rc = number(name, optarg, 0, 100000, &v), c->receipt_list_max = (unsigned)v;
-            break;
-        case O_RECEIPT_PUSH_MS:
-            rc = number(name, optarg, 10, 3600000, &v), c->receipt_push_ms = (unsigned)v;
-            break;
-        case O_EDIT_WINDOW:
-            rc = number(name, optarg, 0, 315360000, &v), c->edit_window_s = (unsigned)v;
-            break;
-        case O_RETAIN_MESSAGES:
-            rc = number(name, optarg, 0, 1000000000000LL, &v), c->retain_messages = (uint64_t)v;
-            break;
-        case O_RETAIN_DAYS:
-            rc = number(name, optarg, 0, 36500, &v), c->retain_days = (unsigned)v;
-            break;
         case O_RETAIN_UNTIL_ACKED: c->retain_until_acked = true; break;
-        case O_RETAIN_CAP:
-            rc = number(name, optarg, 1, 1000000000000LL, &v), c->retain_cap = (uint64_t)v;
-            break;
         case O_RETAIN_CHANGES: {
             size_t n = strlen(optarg);
             c->retain_changes = c->retain_changes_ms = 0;
@@ -482,9 +523,6 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             }
             break;
         }
-        case O_PRESENCE_LIST_MAX:
-            rc = number(name, optarg, 0, 100000, &v), c->presence_list_max = (unsigned)v;
-            break;
         case O_INSECURE: c->insecure = true; break;
         case O_CERT: c->cert = optarg; break;
         case O_KEY: c->key = optarg; break;
@@ -503,68 +541,7 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
             break;
         case O_DEMO: c->demo = true; break;
         case O_WEB_ROOT: c->web_root = optarg; break;
-        case O_MAX_FRAME:
-            rc = number(name, optarg, 1024, 16 << 20, &v), c->max_frame = (size_t)v;
-            break;
-        case O_MAX_BODY: rc = number(name, optarg, 1, 16 << 20, &v), c->max_body = (size_t)v; break;
-        case O_QUEUE_CAP:
-            rc = number(name, optarg, 1, 1 << 20, &v), c->queue_cap = (size_t)v;
-            break;
-        case O_QUEUE_BYTES:
-            rc = number(name, optarg, 65536, 1 << 30, &v), c->queue_bytes = (size_t)v;
-            break;
-        case O_MAX_GROUPS:
-            rc = number(name, optarg, 1, 100000, &v), c->max_groups = (unsigned)v;
-            break;
-        case O_SLOW_CLOSE:
-            rc = number(name, optarg, 1, 86400, &v), c->slow_close_s = (unsigned)v;
-            break;
-        case O_ACK_FLUSH:
-            rc = number(name, optarg, 1, 60000, &v), c->ack_flush_ms = (unsigned)v;
-            break;
-        case O_ACK_EVERY:
-            rc = number(name, optarg, 1, 100000, &v), c->ack_every = (unsigned)v;
-            break;
-        case O_ACK_DELAY:
-            rc = number(name, optarg, 1, 600000, &v), c->ack_delay_ms = (unsigned)v;
-            break;
-        case O_PAGE_DEFAULT:
-            rc = number(name, optarg, 1, 10000, &v), c->page_default = (unsigned)v;
-            break;
-        case O_PAGE_MAX: rc = number(name, optarg, 1, 10000, &v), c->page_max = (unsigned)v; break;
-        case O_HELLO_TIMEOUT:
-            rc = number(name, optarg, 1, 3600, &v), c->hello_timeout_s = (unsigned)v;
-            break;
-        case O_ERROR_BUDGET:
-            rc = number(name, optarg, 1, 100000, &v), c->error_budget = (unsigned)v;
-            break;
-        case O_PING: rc = number(name, optarg, 1, 3600, &v), c->ping_s = (unsigned)v; break;
-        case O_INFLIGHT:
-            rc = number(name, optarg, 1, 100000, &v), c->inflight_max = (unsigned)v;
-            break;
-        case O_RATE_SENDS:
-            rc = number(name, optarg, 0, 1000000, &v), c->rate_sends = (unsigned)v;
-            break;
-        case O_RATE_BYTES:
-            rc = number(name, optarg, 0, 1ll << 32, &v), c->rate_bytes = (size_t)v;
-            break;
-        case O_RATE_CONNS:
-            rc = number(name, optarg, 0, 1000000, &v), c->rate_conns = (unsigned)v;
-            break;
-        case O_RATE_BURST:
-            rc = number(name, optarg, 1, 3600, &v), c->rate_burst_s = (unsigned)v;
-            break;
-        case O_HANDSHAKE_TIMEOUT:
-            rc = number(name, optarg, 1, 3600, &v), c->handshake_timeout_s = (unsigned)v;
-            break;
-        case O_CONNS_PER_ADDR:
-            rc = number(name, optarg, 0, 1000000, &v), c->conns_per_addr = (unsigned)v;
-            break;
-        case O_BODY_TIMEOUT:
-            rc = number(name, optarg, 1, 3600, &v), c->body_timeout_s = (unsigned)v;
-            break;
         case O_DEMO_ANY_ADDRESS: c->demo_any_address = true; break;
-        case O_LOG_LEVEL: rc = number(name, optarg, 0, 3, &v), c->log_level = (int)v; break;
         case O_HELP: help(); return 1;
         default: fprintf(stderr, "gw: see --help\n"); return -1;
         }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 
@@ -30,6 +31,17 @@
 #undef HASH_INITIAL_NUM_BUCKETS_LOG2
 #define HASH_INITIAL_NUM_BUCKETS 4U
 #define HASH_INITIAL_NUM_BUCKETS_LOG2 2U
+
+/* Empties a uthash table (its handle named hh) whose entries are each one malloc'd block,
+ * freeing them. */
+#define GW_HASH_FREE_ALL(head)                                                                     \
+    do {                                                                                           \
+        __typeof__(head) gw_entry_, gw_next_;                                                      \
+        HASH_ITER (hh, head, gw_entry_, gw_next_) {                                                \
+            HASH_DEL(head, gw_entry_);                                                             \
+            free(gw_entry_);                                                                       \
+        }                                                                                          \
+    } while (0)
 
 /* An id from a store change or op (bytes and a length; NULL and 0 for none) as a C string
  * in out. false, out empty: longer than an id can be. (memcpy is not called for none:

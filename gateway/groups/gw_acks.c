@@ -62,11 +62,7 @@ gw_acks *gw_acks_new(gw_groups *g)
 
 static void clear(ack_entry **h)
 {
-    ack_entry *e, *tmp;
-    HASH_ITER (hh, *h, e, tmp) {
-        HASH_DEL(*h, e);
-        free(e);
-    }
+    GW_HASH_FREE_ALL(*h);
 }
 
 void gw_acks_free(gw_acks *a)

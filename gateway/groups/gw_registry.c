@@ -287,10 +287,8 @@ static void loaded(gw_job *j)
     for (size_t i = 0; rc == 0 && i < st_groups_count(op->groups); i++) {
         const st_user_group *g = st_groups_at(op->groups, i);
         char gid[PR_MAX_ID + 1];
-        if (g->gid.n > PR_MAX_ID)
+        if (!gw_id_copy(gid, g->gid.p, g->gid.n))
             continue; /* cannot be made through the protocol */
-        memcpy(gid, g->gid.p, g->gid.n);
-        gid[g->gid.n] = 0;
         /* An ack (or a read) this gateway took but has not persisted yet is newer than the
          * stored one. */
         const gw_groups_deps *d = &reg->g->deps;
@@ -498,41 +496,46 @@ void gw_registry_join_refused(gw_seat *seat)
         seat->user->joins_inflight--;
 }
 
-int gw_registry_read(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
-                     const char **gid_out, uint64_t *cap)
+/* One cap-and-move rule for a member's two cursors (read: the read cursor, else the ack):
+ * mid is held to the group's last mid (when the group is not held here, to the furthest
+ * either cursor says), and the cursor moves only forward. -1 not a member, 0 no move,
+ * 1 moved (and the move handed to gw_acks to persist). */
+static inline int cursor_move(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
+                              bool read, const char **gid_out, uint64_t *cap)
 {
     gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
     if (!m)
         return -1;
     gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
-    *cap = g ? g->last_mid : m->ack > m->read ? m->ack : m->read;
+    *cap = g ? g->last_mid : read && m->read > m->ack ? m->read : m->ack;
     *gid_out = m->gid;
     if (mid > *cap)
         mid = *cap;
-    if (m->has_read && mid <= m->read)
-        return 0;
-    m->read = mid;
-    m->has_read = true;
-    gw_acks_add_read(reg->g->acks, m->gid, seat->user->uid, mid);
+    if (read) {
+        if (m->has_read && mid <= m->read)
+            return 0;
+        m->read = mid;
+        m->has_read = true;
+        gw_acks_add_read(reg->g->acks, m->gid, seat->user->uid, mid);
+    } else {
+        if (mid <= m->ack)
+            return 0;
+        m->ack = mid;
+        gw_acks_add(reg->g->acks, m->gid, seat->user->uid, mid);
+    }
     return 1;
+}
+
+int gw_registry_read(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
+                     const char **gid_out, uint64_t *cap)
+{
+    return cursor_move(reg, seat, gid, mid, true, gid_out, cap);
 }
 
 int gw_registry_ack(gw_registry *reg, gw_seat *seat, pr_slice gid, uint64_t mid,
                     const char **gid_out, uint64_t *cap)
 {
-    gw_member *m = seat->user ? gw_member_find(seat->user, gid) : NULL;
-    if (!m)
-        return -1;
-    gw_group *g = gw_group_find(reg, m->gid, strlen(m->gid));
-    *cap = g ? g->last_mid : m->ack;
-    *gid_out = m->gid;
-    if (mid > *cap)
-        mid = *cap;
-    if (mid <= m->ack)
-        return 0;
-    m->ack = mid;
-    gw_acks_add(reg->g->acks, m->gid, seat->user->uid, mid);
-    return 1;
+    return cursor_move(reg, seat, gid, mid, false, gid_out, cap);
 }
 
 void gw_registry_joined(gw_registry *reg, const char *uid, const char *gid, bool counted,

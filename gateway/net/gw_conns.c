@@ -39,11 +39,7 @@ void gw_conns_free(gw_conns *c)
     if (!c)
         return;
     gw_addrs_free(c->addrs);
-    gw_conn_addr *a, *tmp;
-    HASH_ITER (hh, c->held, a, tmp) {
-        HASH_DEL(c->held, a);
-        free(a);
-    }
+    GW_HASH_FREE_ALL(c->held);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

@@ -57,11 +57,7 @@ static uint8_t *frame_room(size_t len)
 
 static void hash_clear(gw_notify **h)
 {
-    gw_notify *n, *tmp;
-    HASH_ITER (hh, *h, n, tmp) {
-        HASH_DEL(*h, n);
-        free(n);
-    }
+    GW_HASH_FREE_ALL(*h);
 }
 
 static void notify_clear(gw_outq *o)

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { GwClient } from '../src/index.js';
-import { until, startGateway, sleep } from './fixture.js';
+import { until, startGateway, sleep, group, joinAll } from './fixture.js';
 
 const KEY = 'js-changes-api-key-0123456789';
 const KEEP_CHANGES = 30;
@@ -67,7 +67,6 @@ async function signIn(uid) {
   return c;
 }
 
-const group = (c, gid) => c.groupList().find((g) => g.gid === gid);
 const stored = (c, gid) => c.viewEntries(gid).filter((e) => e.mid);
 
 /** What a view shows, message by message: [mid, from, text or null (deleted), ver,
@@ -93,8 +92,7 @@ test('offline while others edit, recall, react and one is erased: back, the view
   const alice = await signIn('alice');
   const bob = await signIn('bob');
   const carol = await signIn('carol');
-  for (const c of [alice, bob, carol]) c.join('conv');
-  await until('all joined', () => [alice, bob, carol].every((c) => group(c, 'conv')));
+  await joinAll('conv', alice, bob, carol);
   for (const c of [alice, bob, carol]) c.open('conv');
   await sendAll(alice, 'conv', ['a1', 'a2', 'a3']);
   await sendAll(bob, 'conv', ['b4', 'b5', 'b6', 'b7']);
@@ -153,8 +151,7 @@ test('offline while others edit, recall, react and one is erased: back, the view
 test('a cursor older than the change log (--retain-changes): the window held is paged again, and converges', async () => {
   const dave = await signIn('dave');
   const erin = await signIn('erin');
-  for (const c of [dave, erin]) c.join('long');
-  await until('both joined', () => group(dave, 'long') && group(erin, 'long'));
+  await joinAll('long', dave, erin);
   dave.open('long');
   erin.open('long');
   await sendAll(erin, 'long', ['e1', 'e2', 'e3', 'e4']);
@@ -188,8 +185,7 @@ test('random edits, recalls and reactions by three members, one of them going of
     return seed % n;
   };
   const people = [await signIn('fay'), await signIn('gus'), await signIn('hal')];
-  for (const c of people) c.join('mix');
-  await until('all joined', () => people.every((c) => group(c, 'mix')));
+  await joinAll('mix', ...people);
   for (const c of people) c.open('mix');
   for (const [i, c] of people.entries()) await sendAll(c, 'mix', [`x${i}a`, `x${i}b`, `x${i}c`, `x${i}d`]);
   await until('all hold 12', () => people.every((c) => stored(c, 'mix').length === 12));

@@ -4,58 +4,15 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encode, decode } from '@msgpack/msgpack';
-import { GwClient } from '../src/index.js';
+import { FakeSocket, startOnline } from './fake-socket.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** A WebSocket that the test plays the gateway for. */
-class FakeSocket {
-  static all = [];
-  constructor(url, protocol) {
-    this.protocol = protocol;
-    this.readyState = 0;
-    this.sent = [];
-    FakeSocket.all.push(this);
-    queueMicrotask(() => {
-      this.readyState = 1;
-      this.onopen && this.onopen();
-    });
-  }
-  send(bytes) {
-    this.sent.push(decode(bytes));
-  }
-  close(code = 1000) {
-    this.readyState = 3;
-    this.onclose && this.onclose({ code, reason: '' });
-  }
-  push(value) {
-    const b = encode(value);
-    this.onmessage({ data: b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) });
-  }
-  drop() {
-    this.readyState = 3;
-    this.onclose({ code: 1006, reason: '' });
-  }
-  take(t) {
-    const out = this.sent.filter((m) => m.t === t);
-    this.sent = this.sent.filter((m) => m.t !== t);
-    return out;
-  }
-}
 
 const welcome = (groups) => ({ t: 'welcome', uid: 'u1', sid: 's1', ts: 1, ack_every: 50, ack_delay_ms: 1000, max_body: 1000, groups });
 const entry = (mid, extra = {}) => ({ mid, from: 'u2', ts: 1000 + mid, body: `m${mid}`, ...extra });
 
 async function online(groups) {
-  FakeSocket.all = [];
-  const client = new GwClient({ url: 'ws://test/ws', getToken: async () => 'tok', WebSocketImpl: FakeSocket });
-  client.start();
-  await sleep(0);
-  await sleep(0);
-  const ws = FakeSocket.all[0];
-  ws.take('hello');
-  ws.push(welcome(groups));
+  const { client, ws } = await startOnline(welcome(groups));
   return { client, ws };
 }
 

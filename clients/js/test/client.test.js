@@ -4,71 +4,18 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encode, decode } from '@msgpack/msgpack';
+import { FakeSocket, startOnline } from './fake-socket.js';
 import { GwClient, backoffDelay, makeCid, isValidId } from '../src/index.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** A WebSocket that the test plays the gateway for. */
-class FakeSocket {
-  static all = [];
-  /** Error events the next sockets fail with (each an error event, then a close 1006)
-   * instead of opening: what node's `ws` reports, or a browser's bare event. */
-  static failNext = [];
-  constructor(url, protocol) {
-    this.url = url;
-    this.protocol = protocol;
-    this.readyState = 0;
-    this.sent = [];
-    FakeSocket.all.push(this);
-    queueMicrotask(() => {
-      const fail = FakeSocket.failNext.shift();
-      if (fail) {
-        this.readyState = 3;
-        this.onerror && this.onerror(fail);
-        this.onclose && this.onclose({ code: 1006, reason: '' });
-        return;
-      }
-      this.readyState = 1;
-      this.onopen && this.onopen();
-    });
-  }
-  send(bytes) {
-    this.sent.push(decode(bytes));
-  }
-  close(code = 1000) {
-    this.readyState = 3;
-    this.onclose && this.onclose({ code, reason: '' });
-  }
-  /** The gateway sends one frame: a map, or an array of maps (a batch). */
-  push(value) {
-    const b = encode(value);
-    this.onmessage({ data: b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) });
-  }
-  drop(code = 1006) {
-    this.readyState = 3;
-    this.onclose({ code, reason: '' });
-  }
-  take(t) {
-    const out = this.sent.filter((m) => m.t === t);
-    this.sent = this.sent.filter((m) => m.t !== t);
-    return out;
-  }
-}
 
 const welcome = (groups, extra = {}) => ({ t: 'welcome', uid: 'u1', sid: 's1', ts: 1, ack_every: 3, ack_delay_ms: 60, max_body: 1000, groups, ...extra });
 const msg = (gid, mid, body = `m${mid}`) => ({ t: 'msg', gid, mid, from: 'u2', ts: 1000 + mid, body });
 
 async function online(groups) {
-  FakeSocket.all = [];
-  const client = new GwClient({ url: 'ws://test/ws', getToken: async () => 'tok', WebSocketImpl: FakeSocket });
-  client.start();
-  await sleep(0);
-  await sleep(0);
-  const ws = FakeSocket.all[0];
-  assert.deepEqual(ws.take('hello'), [{ t: 'hello', token: 'tok' }]);
+  const { client, ws, hello } = await startOnline(welcome(groups));
+  assert.deepEqual(hello, [{ t: 'hello', token: 'tok' }]);
   assert.equal(ws.protocol, 'gw.v1');
-  ws.push(welcome(groups));
   assert.equal(client.state, 'online');
   return { client, ws };
 }

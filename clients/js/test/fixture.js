@@ -1,5 +1,6 @@
 // What the tests against the real gateway share: build/gw on 127.0.0.1 at a free port
-// with a fresh data folder, tokens from build/tools/gw_token, and waiting for a condition.
+// with a fresh data folder, tokens from build/tools/gw_token, waiting for a condition, and
+// clients joining a group.
 // (Node's test runner loads this file too, as everything under test/: it has no tests.)
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync, rmSync } from 'node:fs';
@@ -12,6 +13,9 @@ export const repo = join(here, '..', '..', '..');
 export const build = process.env.GW_BUILD || join(repo, 'build');
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** c's entry for gid in its list of groups (undefined: not a member). */
+export const group = (c, gid) => c.groupList().find((g) => g.gid === gid);
+
 /** Waits until cond() is true, polling every 20 ms; throws after ms naming what. */
 export async function until(what, cond, ms = 10000) {
   const end = Date.now() + ms;
@@ -19,6 +23,12 @@ export async function until(what, cond, ms = 10000) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(20);
   }
+}
+
+/** Each of clients joins gid; resolves once every one has it in its list of groups. */
+export async function joinAll(gid, ...clients) {
+  for (const c of clients) c.join(gid);
+  await until(`all joined ${gid}`, () => clients.every((c) => group(c, gid)));
 }
 
 /**

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { GwClient } from '../src/index.js';
-import { build, sleep, until, startGateway } from './fixture.js';
+import { build, sleep, until, startGateway, group, joinAll } from './fixture.js';
 
 
 const gw = startGateway('gw-js-');
@@ -30,15 +30,12 @@ async function signIn(uid) {
   return c;
 }
 
-const group = (c, gid) => c.groupList().find((g) => g.gid === gid);
 const bodies = (c, gid) => c.viewEntries(gid).filter((e) => e.mid).map((e) => e.text);
 
 test('a message sent while a member is away is pulled once when it opens the group, and acked', async () => {
   const alice = await signIn('alice');
   let bob = await signIn('bob');
-  alice.join('room');
-  bob.join('room');
-  await until('both joined', () => group(alice, 'room') && group(bob, 'room'));
+  await joinAll('room', alice, bob);
   bob.stop(); // bob goes away
 
   alice.open('room');
@@ -66,9 +63,7 @@ test('a message sent while a member is away is pulled once when it opens the gro
 test('reads, receipts, typing and presence between two users', async () => {
   const alice = await signIn('alice');
   const bob = await signIn('bob');
-  alice.join('peers');
-  bob.join('peers');
-  await until('both joined', () => group(alice, 'peers') && group(bob, 'peers'));
+  await joinAll('peers', alice, bob);
   // Neither has the group open: their acks stay 0, so what counts below is bob's read.
   for (const text of ['one', 'two', 'three']) alice.send('peers', text);
   await until('alice sent three', () => alice.pending.size === 0 && group(alice, 'peers').lastMid === 3);
@@ -125,9 +120,7 @@ test('reads, receipts, typing and presence between two users', async () => {
 test('edits and recalls: the other member sees both, live and after signing in again; a conflict pulls the message again', async () => {
   const alice = await signIn('alice');
   let bob = await signIn('bob');
-  alice.join('versions');
-  bob.join('versions');
-  await until('both joined', () => group(alice, 'versions') && group(bob, 'versions'));
+  await joinAll('versions', alice, bob);
   alice.open('versions');
   bob.open('versions');
   for (const text of ['first', 'second', 'third']) alice.send('versions', text);

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import WebSocket from 'ws';
 import { GwClient } from '../src/index.js';
-import { build, sleep, until, startGateway } from './fixture.js';
+import { build, sleep, until, startGateway, group, joinAll } from './fixture.js';
 
 
 const KEEP = 5;
@@ -35,7 +35,6 @@ async function signIn(uid) {
   return c;
 }
 
-const group = (c, gid) => c.groupList().find((g) => g.gid === gid);
 const mids = (c, gid) => c.viewEntries(gid).filter((e) => e.mid).map((e) => e.mid);
 const range = (lo, hi) => Array.from({ length: hi - lo + 1 }, (_, i) => lo + i);
 
@@ -59,9 +58,7 @@ async function horizonAt(c, gid, firstMid, ms = 10000) {
 test('an ack below the horizon: the first page starts at it, is acked, and older history says it is gone', async () => {
   const alice = await signIn('alice');
   let bob = await signIn('bob');
-  alice.join('kept');
-  bob.join('kept');
-  await until('both joined', () => group(alice, 'kept') && group(bob, 'kept'));
+  await joinAll('kept', alice, bob);
   assert.equal(group(bob, 'kept').firstMid, 1, 'nothing deleted yet');
   bob.stop(); // bob goes away with his ack at 0
 
@@ -102,9 +99,7 @@ test('an ack below the horizon: the first page starts at it, is acked, and older
 test('a view kept while its owner was away: its watermark steps over what was deleted meanwhile', async () => {
   const alice = await signIn('alice');
   const carol = await signIn('carol');
-  alice.join('away');
-  carol.join('away');
-  await until('both joined', () => group(alice, 'away') && group(carol, 'away'));
+  await joinAll('away', alice, carol);
   alice.open('away');
   carol.open('away');
   await sendAll(alice, 'away', ['one', 'two', 'three']);
