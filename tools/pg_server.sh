@@ -14,6 +14,9 @@
 #   tools/pg_server.sh url DIR [DBNAME]             the URL of a database on it
 #   tools/pg_server.sh with CMD [ARGS...]           a temporary server for CMD, whose
 #                                                   environment has GW_TEST_PG (its URL)
+#   tools/pg_server.sh free-port                    a port nobody listens on, below the
+#                                                   ephemeral range (for other servers of
+#                                                   a test: tests/deploy/test_nginx.sh)
 # High availability (a primary and one synchronous streaming standby, each in its folder):
 #   tools/pg_server.sh start-standby PRIMARY_DIR STANDBY_DIR
 #                                                   a base backup of the running primary
@@ -485,6 +488,7 @@ case "${1:-}" in
     # lock files makes a `start` meanwhile retry.
     for _ in $(seq 100); do [ -n "$(running_pid "$2")" ] || break; sleep 0.1; done ;;
   url) url_of "$2" "${3:-postgres}" ;;
+  free-port) free_port ;;
   start-standby) [ $# -eq 3 ] || usage; start_standby "$2" "$3" ;;
   promote) [ $# -eq 2 ] || usage; promote "$2" ;;
   rejoin) [ $# -eq 3 ] || usage; rejoin "$2" "$3" ;;

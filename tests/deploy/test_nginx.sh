@@ -54,26 +54,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Ports are chosen below the ephemeral range (32768-60999 by default): a port taken from
-# that range is free when chosen, but every outgoing connection on the machine may take it
-# as its local port before the server binds it (seen: "Address already in use" at start,
-# and at a restart on the same port), and a port below it is taken only by a listener.
-free_port() { # a port nobody listens on, below the ephemeral range (see the comment above)
-  /usr/bin/python3 -c '
-import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(200):
-    port = random.randrange(10000, low) if low > 11000 else 0
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-        print(s.getsockname()[1])
-        break
-    except OSError:
-        pass
-    finally:
-        s.close()'
-}
+# A port nobody listens on, below the ephemeral range (tools/pg_server.sh says why).
+free_port() { "$root/tools/pg_server.sh" free-port; }
 
 # ---- the database and the nodes ---------------------------------------------------------
 if ! base=$("$root/tools/pg_server.sh" start "$pgdir"); then
