@@ -355,11 +355,17 @@ Test(cli, groups_with_unread_counts, .init = start_ws, .fini = stop)
     cr_assert_null(group_of("alice", "g2"));
 }
 
+/* alice and bob join gid, in that order, through the CLI. */
+static void alice_and_bob_in(const char *gid)
+{
+    cli_ok(tok("alice"), NULL, "join", gid, NULL);
+    cli_ok(tok("bob"), NULL, "join", gid, NULL);
+}
+
 /* receipts GID MID and who GID, as text and as JSON. */
 Test(cli, receipts_and_who_say_what_the_members_see, .init = start_ws, .fini = stop)
 {
-    cli_ok(tok("alice"), NULL, "join", "r", NULL);
-    cli_ok(tok("bob"), NULL, "join", "r", NULL);
+    alice_and_bob_in("r");
     cli_ok(tok("alice"), NULL, "send", "r", "hello", NULL);
     /* bob reads it (pull --ack acks what it printed: with no read sent, his ack counts) */
     cli_ok(tok("bob"), NULL, "pull", "--ack", "r", NULL);
@@ -406,8 +412,7 @@ Test(cli, receipts_and_who_say_what_the_members_see, .init = start_ws, .fini = s
 /* edit and recall print the message's new version; pull shows it; others are refused. */
 Test(cli, edit_and_recall_print_the_new_version, .init = start_ws, .fini = stop)
 {
-    cli_ok(tok("alice"), NULL, "join", "e", NULL);
-    cli_ok(tok("bob"), NULL, "join", "e", NULL);
+    alice_and_bob_in("e");
     cli_ok(tok("alice"), NULL, "send", "e", "see you at 9", NULL);
     cli_ok(tok("alice"), NULL, "send", "e", "oops", NULL);
     char *out = NULL, *err = NULL;
@@ -437,8 +442,7 @@ Test(cli, edit_and_recall_print_the_new_version, .init = start_ws, .fini = stop)
  * after a cursor in its state now, with the cursor to go on after. */
 Test(cli, react_and_changes_after_a_cursor, .init = start_ws, .fini = stop)
 {
-    cli_ok(tok("alice"), NULL, "join", "rc", NULL);
-    cli_ok(tok("bob"), NULL, "join", "rc", NULL);
+    alice_and_bob_in("rc");
     cli_ok(tok("alice"), NULL, "send", "rc", "lunch?", NULL);
     cli_ok(tok("alice"), NULL, "send", "rc", "at noon", NULL);
     char *out = NULL, *err = NULL;
@@ -512,8 +516,7 @@ Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop
         strcat(input, lines[i]);
         strcat(input, i == n - 1 ? "\r\n" : "\n"); /* a CRLF line is the same text */
     }
-    cli_ok(tok("alice"), NULL, "join", "room", NULL);
-    cli_ok(tok("bob"), NULL, "join", "room", NULL);
+    alice_and_bob_in("room");
 
     cli_run tail;
     char count[8];
@@ -572,8 +575,7 @@ Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop
 Test(cli, pull_all_prints_the_backlog_once, .init = start_ws, .fini = stop)
 {
     enum { N = 23 };
-    cli_ok(tok("alice"), NULL, "join", "log", NULL);
-    cli_ok(tok("bob"), NULL, "join", "log", NULL);
+    alice_and_bob_in("log");
     char input[N * 16] = "";
     for (int i = 1; i <= N; i++)
         sprintf(input + strlen(input), "line %d\n", i);

@@ -163,10 +163,8 @@ static pr_event send_m(gwc_conn *k, int i)
 /* alice and bob in g (bob then goes away), and m1..mN_BEFORE sent by alice. */
 static gwc_conn *start_group(void)
 {
-    gwc_conn *alice = gwfx_login(&f, "alice", NULL);
-    gwc_conn *bob = gwfx_login(&f, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&f, "alice", &f, "bob", "g", &alice, &bob);
     gwc_close(bob); /* bob reads it all at the end */
     /* Each message's cid is "m<the mid it must get>" (and its body starts with it). */
     for (int i = 1; i <= N_BEFORE; i++) {
@@ -197,8 +195,7 @@ static void check_all_stored_once(uint64_t n)
 {
     pr_event w;
     gwc_conn *bob = gwfx_login(&f, "bob", &w);
-    pr_group g;
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    pr_group g = gwfx_first_group(&w);
     cr_assert_eq(g.last_mid, n);
     pull_all(bob, n);
 

@@ -28,12 +28,9 @@ static const pr_group *find_group(const pr_event *welcome, const char *gid, pr_g
 
 Test(flow, send_push_and_lazy_paged_pull)
 {
-    gwc_conn *a1 = gwfx_login(&f, "alice", NULL);
-    gwc_conn *b = gwfx_login(&f, "bob", NULL);
-    gwc_conn *c = gwfx_login(&f, "carol", NULL);
-    gwfx_join(a1, "room");
-    gwfx_join(b, "room");
-    gwfx_join(c, "room");
+    gwc_conn *k[3];
+    gwfx_login_joined(&f, "room", 3, (const char *const[]){"alice", "bob", "carol"}, k);
+    gwc_conn *a1 = k[0], *b = k[1], *c = k[2];
     gwc_close(c); /* carol goes offline */
     gwc_conn *a2 = gwfx_login(&f, "alice", NULL);
 
@@ -130,10 +127,8 @@ Test(flow, send_push_and_lazy_paged_pull)
 
 Test(flow, bodies_keep_their_type_and_ping_answers)
 {
-    gwc_conn *a = gwfx_login(&f, "alice", NULL);
-    gwc_conn *b = gwfx_login(&f, "bob", NULL);
-    gwfx_join(a, "g");
-    gwfx_join(b, "g");
+    gwc_conn *a, *b;
+    gwfx_login_two(&f, "alice", &f, "bob", "g", &a, &b);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     const uint8_t bin[4] = {0, 1, 0xfe, 0xff};

@@ -25,32 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static gwfx fa, fb;
-
-static void teardown(void)
-{
-    gwfx_cleanup(&fb);
-    gwfx_cleanup(&fa);
-}
-
-TestSuite(peers, .fini = teardown, .timeout = 120);
-
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
+GWFX_PAIR_SUITE(peers, fa, fb, 120);
 
 static void start(gwfx *f, gwfx *beside, const char *const *more)
 {
-    const char *args[12] = {"--api-key-file", gwfx_api_key_file()};
-    int n = 2;
-    for (; more && more[n - 2]; n++)
-        args[n] = more[n - 2];
-    args[n] = NULL;
-    if (beside)
-        gwfx_start_beside(f, beside, args);
-    else
-        gwfx_start(f, args);
+    const char *const base[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start_with(f, beside, base, more);
 }
 
 /* The frames queued go out (the client's loop runs a moment; nothing is read away). */
@@ -83,7 +63,7 @@ typedef struct cur {
 static int enc_read(msgpack_sbuffer *sb, void *ud)
 {
     cur *c = ud;
-    pr_ack a = {sl(c->gid), c->mid};
+    pr_ack a = {gwfx_sl(c->gid), c->mid};
     return pr_enc_read(sb, &a, 1);
 }
 
@@ -185,7 +165,7 @@ typedef struct rq {
 static int enc_receipts(msgpack_sbuffer *sb, void *ud)
 {
     rq *q = ud;
-    return pr_enc_receipts_req(sb, 4, sl(q->gid), q->mid);
+    return pr_enc_receipts_req(sb, 4, gwfx_sl(q->gid), q->mid);
 }
 
 /* Receipts of mid: counts, and the readers joined by ',' (sorted by the caller's order). */
@@ -372,7 +352,7 @@ typedef struct wq {
 static int enc_watch(msgpack_sbuffer *sb, void *ud)
 {
     wq *w = ud;
-    return pr_enc_watch(sb, 6, sl(w->gid), w->mids, w->n);
+    return pr_enc_watch(sb, 6, gwfx_sl(w->gid), w->mids, w->n);
 }
 
 Test(peers, a_watch_gets_cursor_pushes_coalesced_to_one_a_period)
@@ -464,7 +444,7 @@ Test(peers, a_large_group_gets_the_counts_of_the_watched_mids)
 
 static int enc_typing(msgpack_sbuffer *sb, void *ud)
 {
-    return pr_enc_typing(sb, sl((const char *)ud));
+    return pr_enc_typing(sb, gwfx_sl((const char *)ud));
 }
 
 Test(peers, typing_reaches_the_others_once_in_two_seconds_and_is_not_stored)
@@ -530,7 +510,7 @@ typedef struct pq {
 static int enc_presence(msgpack_sbuffer *sb, void *ud)
 {
     pq *q = ud;
-    return pr_enc_presence_req(sb, 8, sl(q->gid), q->sub);
+    return pr_enc_presence_req(sb, 8, gwfx_sl(q->gid), q->sub);
 }
 
 /* uid in a presence reply or an online push: its entry (fails if absent). */

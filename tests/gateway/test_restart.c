@@ -75,10 +75,8 @@ static uint64_t watermark(void)
 
 Test(restart, sigkill_during_sends_loses_nothing_confirmed)
 {
-    gwc_conn *sender = gwfx_login(&f, "sender", NULL);
-    gwc_conn *recv = gwfx_login(&f, "recv", NULL);
-    gwfx_join(sender, "g");
-    gwfx_join(recv, "g");
+    gwc_conn *sender, *recv;
+    gwfx_login_two(&f, "sender", &f, "recv", "g", &sender, &recv);
 
     /* Stream for a moment (receiver acking its watermark), then kill mid-stream. */
     int next = 1;
@@ -119,8 +117,7 @@ Test(restart, sigkill_during_sends_loses_nothing_confirmed)
     /* The receiver comes back: its ack, then pull after it to the end. */
     pr_event w;
     recv = gwfx_login(&f, "recv", &w);
-    pr_group g;
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    pr_group g = gwfx_first_group(&w);
     cr_assert_eq(g.last_mid, (uint64_t)last_sent, "every send stored once: mids 1..%d", last_sent);
     cr_assert_leq(g.ack, watermark(), "the stored ack never passes what was acked");
     uint64_t after = g.ack;

@@ -43,10 +43,8 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
 
-    gwc_conn *sender = gwfx_login(&f, "sender", NULL);
-    gwc_conn *fast = gwfx_login(&f, "fast", NULL);
-    gwfx_join(sender, "g");
-    gwfx_join(fast, "g");
+    gwc_conn *sender, *fast;
+    gwfx_login_two(&f, "sender", &f, "fast", "g", &sender, &fast);
 
     char *body = malloc(BODY);
     memset(body, 'b', BODY);
