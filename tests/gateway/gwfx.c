@@ -374,7 +374,7 @@ gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome)
     char *tok = gwfx_token(uid);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)tok, strlen(tok)});
+    pr_enc_hello(&sb, 1, gwfx_sl(tok));
     pr_event ev = gwfx_request(k, &sb, PR_EV_WELCOME);
     cr_assert(gwfx_slice_is(ev.welcome.uid, uid));
     if (welcome)
@@ -412,7 +412,7 @@ void gwfx_join(gwc_conn *k, const char *gid)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 7, (pr_slice){(const uint8_t *)gid, strlen(gid)});
+    pr_enc_join(&sb, 7, gwfx_sl(gid));
     pr_event ev = gwfx_request(k, &sb, PR_EV_JOINED);
     cr_assert(gwfx_slice_is(ev.gid, gid));
     cr_assert_eq(ev.rid, 7);
@@ -424,8 +424,7 @@ uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_body body = {{(const uint8_t *)text, strlen(text)}, false};
-    pr_enc_send(&sb, 9, (pr_slice){(const uint8_t *)gid, strlen(gid)},
-                (pr_slice){(const uint8_t *)cid, strlen(cid)}, body);
+    pr_enc_send(&sb, 9, gwfx_sl(gid), gwfx_sl(cid), body);
     pr_event ev = gwfx_request(k, &sb, PR_EV_SENT);
     cr_assert(gwfx_slice_is(ev.cid, cid));
     msgpack_sbuffer_destroy(&sb);

@@ -286,14 +286,17 @@ Test(edits, the_api_edits_and_recalls_any_message)
     free(out);
 }
 
-/* Nodes with the API on (gwfx_start_nodes): alice signs in on fa, bob on the other node,
- * which is returned. */
-static gwfx *start_api_nodes(gwc_conn **alice, gwc_conn **bob)
+/* Nodes with the API on (gwfx_start_nodes): alice signs in on fa and joins shared and
+ * hers, bob on the other node (returned) and joins shared. */
+static gwfx *start_api_nodes(gwc_conn **alice, gwc_conn **bob, const char *shared, const char *hers)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
     gwfx *other = gwfx_start_nodes(&fa, &fb, args);
     *alice = gwfx_login(&fa, "alice", NULL);
     *bob = gwfx_login(other, "bob", NULL);
+    gwfx_join(*alice, shared);
+    gwfx_join(*alice, hers);
+    gwfx_join(*bob, shared);
     return other;
 }
 
@@ -303,11 +306,8 @@ static gwfx *start_api_nodes(gwc_conn **alice, gwc_conn **bob)
 Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
 {
     gwc_conn *alice, *bob;
-    gwfx *other = start_api_nodes(&alice, &bob);
+    gwfx *other = start_api_nodes(&alice, &bob, "g", "h");
     gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(alice, "h");
-    gwfx_join(bob, "g");
     char marker[64];
     marker_of(marker, sizeof(marker), "alices-secret");
     gwfx_send_msg(alice, "g", "c1", marker);
@@ -350,10 +350,7 @@ Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
 Test(edits, deleting_a_group_tells_its_members_and_leaves_nothing, .timeout = 90)
 {
     gwc_conn *alice, *bob;
-    gwfx *other = start_api_nodes(&alice, &bob);
-    gwfx_join(alice, "doomed");
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "doomed");
+    gwfx *other = start_api_nodes(&alice, &bob, "doomed", "g");
     char marker[64];
     marker_of(marker, sizeof(marker), "doomed");
     gwfx_send_msg(alice, "doomed", "c1", marker);

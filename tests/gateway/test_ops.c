@@ -23,8 +23,6 @@ static void teardown(void)
     gwfx_cleanup(&f);
 }
 
-#define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
-
 static json_t *stats(void)
 {
     int status;
@@ -54,7 +52,7 @@ static void ack(gwc_conn *k, const char *gid, uint64_t mid)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_ack a = {S(gid), mid};
+    pr_ack a = {gwfx_sl(gid), mid};
     pr_enc_ack(&sb, &a, 1);
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -110,7 +108,7 @@ Test(ops, stats_and_metrics_count_a_known_workload, .fini = teardown, .timeout =
     c = gwfx_login(&f, "carol", NULL);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_enter(&sb, 1, S("trio"), 4);
+    pr_enc_enter(&sb, 1, gwfx_sl("trio"), 4);
     pr_event page = gwfx_request(c, &sb, PR_EV_PAGE);
     cr_assert_eq(page.n_items, 4);
     msgpack_sbuffer_destroy(&sb);
@@ -218,7 +216,7 @@ Test(ops, health_demo_login_and_page, .fini = teardown, .timeout = 60)
     gwc_conn *k = gwfx_connect_raw(&f);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, S(tok));
+    pr_enc_hello(&sb, 1, gwfx_sl(tok));
     pr_event ev = gwfx_request(k, &sb, PR_EV_WELCOME);
     cr_assert(gwfx_slice_is(ev.welcome.uid, "dora"));
     msgpack_sbuffer_destroy(&sb);
@@ -296,7 +294,8 @@ Test(ops, graceful_stop_during_sends_and_acks, .fini = teardown, .timeout = 60)
             char cid[16];
             snprintf(cid, sizeof(cid), "m%d", next);
             sb.size = 0;
-            pr_enc_send(&sb, (uint64_t)next, S("g"), S(cid), (pr_body){S(cid), false});
+            pr_enc_send(&sb, (uint64_t)next, gwfx_sl("g"), gwfx_sl(cid),
+                        (pr_body){gwfx_sl(cid), false});
             gwfx_send(a, &sb);
         }
         pr_event ev;

@@ -28,8 +28,7 @@ static void send_cid(gwc_conn *k, int i)
     snprintf(cid, sizeof(cid), "m%d", i);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, (uint64_t)i, (pr_slice){(const uint8_t *)"g", 1},
-                (pr_slice){(const uint8_t *)cid, strlen(cid)},
+    pr_enc_send(&sb, (uint64_t)i, gwfx_sl("g"), gwfx_sl(cid),
                 (pr_body){{(const uint8_t *)cid, strlen(cid)}, false});
     gwc_send(k, sb.data, sb.size); /* may fail once the server is gone: that is the test */
     msgpack_sbuffer_destroy(&sb);
@@ -125,7 +124,7 @@ Test(restart, sigkill_during_sends_loses_nothing_confirmed)
     msgpack_sbuffer_init(&sb);
     for (;;) {
         sb.size = 0;
-        pr_enc_pull(&sb, 1, (pr_slice){(const uint8_t *)"g", 1}, false, after, 500);
+        pr_enc_pull(&sb, 1, gwfx_sl("g"), false, after, 500);
         pr_event page = gwfx_request(recv, &sb, PR_EV_PAGE);
         for (size_t i = 0; i < page.n_items; i++) {
             pr_message m;

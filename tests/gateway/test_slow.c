@@ -54,8 +54,7 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
             char cid[16];
             snprintf(cid, sizeof(cid), "m%d", ++sent);
             sb.size = 0;
-            pr_enc_send(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)"g", 1},
-                        (pr_slice){(const uint8_t *)cid, strlen(cid)},
+            pr_enc_send(&sb, PR_NO_RID, gwfx_sl("g"), gwfx_sl(cid),
                         (pr_body){{(const uint8_t *)body, BODY}, true});
             gwfx_send(sender, &sb);
         }
@@ -100,7 +99,7 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
     int pulled = 0;
     for (;;) {
         sb.size = 0;
-        pr_enc_pull(&sb, 2, (pr_slice){(const uint8_t *)"g", 1}, false, after, 500);
+        pr_enc_pull(&sb, 2, gwfx_sl("g"), false, after, 500);
         pr_event page = gwfx_request(slow, &sb, PR_EV_PAGE);
         for (size_t i = 0; i < page.n_items; i++) {
             pr_message m;
