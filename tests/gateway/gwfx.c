@@ -775,3 +775,26 @@ int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int paus
     cr_assert_geq(gwfx_stat(f, "slow_consumers", "switches"), 1, "after %d messages", n);
     return n;
 }
+
+uint64_t gwfx_pull_all(gwc_conn *k, const char *gid, uint64_t rid, uint64_t after,
+                       void (*each)(const pr_message *m, void *ud), void *ud)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    for (;;) {
+        sb.size = 0;
+        pr_enc_pull(&sb, rid, gwfx_sl(gid), false, after, 500);
+        pr_event page = gwfx_request(k, &sb, PR_EV_PAGE);
+        for (size_t i = 0; i < page.n_items; i++) {
+            pr_message m;
+            cr_assert_eq(pr_event_message(&page, i, &m), 0);
+            cr_assert_eq(m.mid, after + 1, "dense mids");
+            after = m.mid;
+            each(&m, ud);
+        }
+        if (!page.more)
+            break;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return after;
+}

@@ -124,6 +124,12 @@ void gwfx_login_two(gwfx *fa, const char *ua, gwfx *fb, const char *ub, const ch
 /* The first group of a welcome (asserted to be there), as gwfx_login copied it. */
 pr_group gwfx_first_group(const pr_event *welcome);
 
+/* Pulls gid after `after` a page of 500 at a time (each request with rid) until the last
+ * page, asserting the mids dense (after + 1, after + 2, ...), and calls each(m, ud) on
+ * every message (its slices valid during the call). Returns the last mid pulled. */
+uint64_t gwfx_pull_all(gwc_conn *k, const char *gid, uint64_t rid, uint64_t after,
+                       void (*each)(const pr_message *m, void *ud), void *ud);
+
 /* Sends one encoded frame (fails the test on error). */
 void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb);
 /* Waits for the next event and checks its type; returns it (borrowed). */

@@ -282,9 +282,8 @@ Test(changes, an_erasure_and_a_retention_pass_push_changed, .timeout = 120)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), "--retain-messages", "3", NULL};
     gwfx_start(&fa, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     gwfx_send_msg(bob, "g", "c1", "bob one");
     pr_event ev = gwfx_expect_of(alice, PR_EV_MSG);
     gwfx_send_msg(bob, "g", "c2", "bob two");
@@ -341,9 +340,8 @@ Test(changes, a_deleted_group_says_so, .timeout = 90)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
     gwfx_start(&fa, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     gwfx_send_msg(alice, "g", "c1", "one");
     react(alice, 1, "g", 1, "+1", true, PR_EV_REACTED);
     free(gwfx_api(&fa, "DELETE", "/api/v1/groups/g", NULL, 200));

@@ -250,9 +250,8 @@ Test(edits, the_api_edits_and_recalls_any_message)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
     gwfx_start(&fa, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     gwfx_send_msg(alice, "g", "c1", "one");
     gwfx_send_msg(alice, "g", "c2", "two");
     char *out =

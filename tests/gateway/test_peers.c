@@ -114,9 +114,8 @@ static const pr_group *group_in(const pr_event *ev, const char *gid, pr_group *g
 Test(peers, a_read_is_a_second_cursor_the_unread_counts_come_from)
 {
     start(&fa, NULL, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     for (int i = 1; i <= 5; i++) {
         char cid[8];
         snprintf(cid, sizeof(cid), "c%d", i);
@@ -545,9 +544,8 @@ static void await_online(gwc_conn *k, const char *uid, bool online, int ms)
 Test(peers, presence_lists_who_is_online_and_pushes_the_changes)
 {
     start(&fa, NULL, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *carol = gwfx_login(&fa, "carol", NULL);
-    gwfx_join(alice, "p");
-    gwfx_join(carol, "p");
+    gwc_conn *alice, *carol;
+    gwfx_login_two(&fa, "alice", &fa, "carol", "p", &alice, &carol);
     char *ok = gwfx_api(&fa, "PUT", "/api/v1/groups/p/members/dave", NULL, 201);
     free(ok); /* a member never seen */
     uint64_t before = (uint64_t)time(NULL) * 1000;
@@ -590,9 +588,8 @@ Test(peers, presence_follows_a_node_that_is_killed, .timeout = 120)
     pgfx_need(PGFX_ONLY);
     start(&fa, NULL, NULL);
     start(&fb, &fa, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fb, "bob", NULL);
-    gwfx_join(alice, "k");
-    gwfx_join(bob, "k");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fb, "bob", "k", &alice, &bob);
     pq q = {"k", 1};
     pr_event ev;
     /* Bob (on the other node) is seen online here. */
