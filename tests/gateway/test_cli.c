@@ -187,13 +187,10 @@ static int finish(cli_run *r, int timeout_ms)
 
 /* Runs gw_cli to its end: its exit code, with stdout and stderr in *out and *err (malloc'd,
  * may be NULL to ignore). */
-static int cli(const char *token, const char *input, char **out, char **err, ...)
+static int cli_v(const char *token, const char *input, char **out, char **err, va_list ap)
 {
     cli_run r;
-    va_list ap;
-    va_start(ap, err);
     spawn_v(&r, token, input, ap);
-    va_end(ap);
     int rc = finish(&r, 30000);
     if (out)
         *out = slurp(r.out);
@@ -202,16 +199,23 @@ static int cli(const char *token, const char *input, char **out, char **err, ...
     return rc;
 }
 
+static int cli(const char *token, const char *input, char **out, char **err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    int rc = cli_v(token, input, out, err, ap);
+    va_end(ap);
+    return rc;
+}
+
 /* Runs gw_cli and requires exit 0. */
 static void cli_ok(const char *token, const char *input, ...)
 {
-    cli_run r;
+    char *err = NULL;
     va_list ap;
     va_start(ap, input);
-    spawn_v(&r, token, input, ap);
+    int rc = cli_v(token, input, NULL, &err, ap);
     va_end(ap);
-    int rc = finish(&r, 30000);
-    char *err = slurp(r.err);
     cr_assert_eq(rc, 0, "gw_cli exited %d: %s", rc, err);
     free(err);
 }
