@@ -27,6 +27,20 @@ static long elapsed_ms(const struct timespec *t0)
     return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
+void gwfx_file_tail(const char *path, char *out, size_t n)
+{
+    out[0] = 0;
+    FILE *l = fopen(path, "r");
+    if (!l)
+        return;
+    fseek(l, 0, SEEK_END);
+    long size = ftell(l), want = (long)n - 1;
+    fseek(l, size > want ? size - want : 0, SEEK_SET);
+    size_t got = fread(out, 1, n - 1, l);
+    out[got] = 0;
+    fclose(l);
+}
+
 static void spawn(gwfx *f)
 {
     char port_file[300], log_file[300], data[300];
@@ -85,16 +99,8 @@ static void spawn(gwfx *f)
         }
         int status;
         if (waitpid(pid, &status, WNOHANG) != 0) {
-            char tail[400] = "";
-            FILE *l = fopen(log_file, "r");
-            if (l) { /* what it said last: the reason, for whoever reads the failure */
-                fseek(l, 0, SEEK_END);
-                long size = ftell(l);
-                fseek(l, size > 399 ? size - 399 : 0, SEEK_SET);
-                size_t got = fread(tail, 1, sizeof(tail) - 1, l);
-                tail[got] = 0;
-                fclose(l);
-            }
+            char tail[400]; /* what it said last: the reason, for whoever reads the failure */
+            gwfx_file_tail(log_file, tail, sizeof(tail));
             cr_assert_fail("gateway exited at start (see %s): %s", log_file, tail);
         }
         usleep(20000);
@@ -172,6 +178,25 @@ void gwfx_start_beside_on(gwfx *f, gwfx *other, const char *store_url, const cha
 {
     f->store_url = strdup(store_url);
     start(f, extra, false, false, other->ctx);
+}
+
+void gwfx_start_with(gwfx *f, gwfx *beside, const char *const *base, const char *const *more)
+{
+    const char *args[32];
+    int n = 0;
+    for (int i = 0; base[i]; i++, n++) {
+        cr_assert_lt(n, 31, "too many gateway flags");
+        args[n] = base[i];
+    }
+    for (int i = 0; more && more[i]; i++, n++) {
+        cr_assert_lt(n, 31, "too many gateway flags");
+        args[n] = more[i];
+    }
+    args[n] = NULL;
+    if (beside)
+        gwfx_start_beside(f, beside, args);
+    else
+        gwfx_start(f, args);
 }
 
 void gwfx_start_tls(gwfx *f, const char *const *extra)
@@ -294,6 +319,11 @@ bool gwfx_slice_is(pr_slice s, const char *str)
     return s.n == n && (n == 0 || memcmp(s.p, str, n) == 0);
 }
 
+pr_slice gwfx_sl(const char *s)
+{
+    return (pr_slice){(const uint8_t *)s, strlen(s)};
+}
+
 void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb)
 {
     int rc = gwc_send(k, sb->data, sb->size);
@@ -344,7 +374,7 @@ gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome)
     char *tok = gwfx_token(uid);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)tok, strlen(tok)});
+    pr_enc_hello(&sb, 1, gwfx_sl(tok));
     pr_event ev = gwfx_request(k, &sb, PR_EV_WELCOME);
     cr_assert(gwfx_slice_is(ev.welcome.uid, uid));
     if (welcome)
@@ -354,11 +384,35 @@ gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome)
     return k;
 }
 
+void gwfx_login_joined(gwfx *f, const char *gid, int n, const char *const *uids, gwc_conn **out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = gwfx_login(f, uids[i], NULL);
+    for (int i = 0; i < n; i++)
+        gwfx_join(out[i], gid);
+}
+
+void gwfx_login_two(gwfx *fa, const char *ua, gwfx *fb, const char *ub, const char *gid,
+                    gwc_conn **ka, gwc_conn **kb)
+{
+    *ka = gwfx_login(fa, ua, NULL);
+    *kb = gwfx_login(fb, ub, NULL);
+    gwfx_join(*ka, gid);
+    gwfx_join(*kb, gid);
+}
+
+pr_group gwfx_first_group(const pr_event *welcome)
+{
+    pr_group g;
+    cr_assert_eq(pr_event_group(welcome, 0, &g), 0, "the welcome has a first group");
+    return g;
+}
+
 void gwfx_join(gwc_conn *k, const char *gid)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 7, (pr_slice){(const uint8_t *)gid, strlen(gid)});
+    pr_enc_join(&sb, 7, gwfx_sl(gid));
     pr_event ev = gwfx_request(k, &sb, PR_EV_JOINED);
     cr_assert(gwfx_slice_is(ev.gid, gid));
     cr_assert_eq(ev.rid, 7);
@@ -370,8 +424,7 @@ uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_body body = {{(const uint8_t *)text, strlen(text)}, false};
-    pr_enc_send(&sb, 9, (pr_slice){(const uint8_t *)gid, strlen(gid)},
-                (pr_slice){(const uint8_t *)cid, strlen(cid)}, body);
+    pr_enc_send(&sb, 9, gwfx_sl(gid), gwfx_sl(cid), body);
     pr_event ev = gwfx_request(k, &sb, PR_EV_SENT);
     cr_assert(gwfx_slice_is(ev.cid, cid));
     msgpack_sbuffer_destroy(&sb);
@@ -662,4 +715,86 @@ bool gwfx_log_has(gwfx *f, const char *needle)
     if (l)
         fclose(l);
     return found;
+}
+
+pr_event gwfx_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want)
+{
+    pr_event ev;
+    cr_assert(gwfx_next_of(k, want, GWFX_WAIT, &ev), "no reply %d within %d ms", want, GWFX_WAIT);
+    cr_assert(ev.has_rid && ev.rid == rid, "the reply of rid %lu", (unsigned long)rid);
+    return ev;
+}
+
+pr_event gwfx_edit(gwc_conn *k, uint64_t rid, const char *gid, uint64_t mid, uint64_t ver,
+                   const char *text, enum pr_ev_type want)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    cr_assert_eq(pr_enc_edit(&sb, rid, gwfx_sl(gid), mid, ver, (pr_body){gwfx_sl(text), false}), 0);
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return gwfx_reply(k, rid, want);
+}
+
+pr_event gwfx_recall(gwc_conn *k, uint64_t rid, const char *gid, uint64_t mid, enum pr_ev_type want)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    cr_assert_eq(pr_enc_recall(&sb, rid, gwfx_sl(gid), mid), 0);
+    gwfx_send(k, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return gwfx_reply(k, rid, want);
+}
+
+int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int pause_ms, int drain_ms)
+{
+    char *body = malloc(60000);
+    memset(body, 'x', 60000);
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    long t0 = tclock_ms();
+    int n = 0;
+    while ((n < min || gwfx_stat(f, "slow_consumers", "switches") == 0) &&
+           tclock_since(t0) < 30000) {
+        for (int i = 0; i < 20; i++, n++) {
+            char cid[16];
+            snprintf(cid, sizeof(cid), "m%d", n);
+            sb.size = 0;
+            pr_enc_send(&sb, PR_NO_RID, gwfx_sl(gid), gwfx_sl(cid),
+                        (pr_body){{(uint8_t *)body, 60000}, true});
+            gwfx_send(sender, &sb);
+            if (pause_ms)
+                usleep(pause_ms * 1000);
+        }
+        pr_event ev;
+        while (gwc_next(sender, drain_ms, &ev) == 0)
+            ;
+    }
+    free(body);
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert_geq(gwfx_stat(f, "slow_consumers", "switches"), 1, "after %d messages", n);
+    return n;
+}
+
+uint64_t gwfx_pull_all(gwc_conn *k, const char *gid, uint64_t rid, uint64_t after,
+                       void (*each)(const pr_message *m, void *ud), void *ud)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    for (;;) {
+        sb.size = 0;
+        pr_enc_pull(&sb, rid, gwfx_sl(gid), false, after, 500);
+        pr_event page = gwfx_request(k, &sb, PR_EV_PAGE);
+        for (size_t i = 0; i < page.n_items; i++) {
+            pr_message m;
+            cr_assert_eq(pr_event_message(&page, i, &m), 0);
+            cr_assert_eq(m.mid, after + 1, "dense mids");
+            after = m.mid;
+            each(&m, ud);
+        }
+        if (!page.more)
+            break;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return after;
 }

@@ -52,6 +52,9 @@ void gwfx_start_beside(gwfx *f, gwfx *other, const char *const *extra);
 gwfx *gwfx_start_nodes(gwfx *a, gwfx *b, const char *const *extra);
 /* The same on another store URL (a proxy's in front of other's database, say). */
 void gwfx_start_beside_on(gwfx *f, gwfx *other, const char *store_url, const char *const *extra);
+/* Starts f (beside `beside`, as gwfx_start_beside, when not NULL) with the flags of base
+ * followed by those of more (both NULL-terminated; more may be NULL). */
+void gwfx_start_with(gwfx *f, gwfx *beside, const char *const *base, const char *const *more);
 /* Stops it with sig (SIGTERM: graceful, SIGKILL: crash) and waits for it. */
 void gwfx_stop(gwfx *f, int sig);
 /* Waits for a gateway told to stop to exit, and checks it exited 0. */
@@ -75,10 +78,23 @@ void gwfx_cleanup(gwfx *f);
         gwfx_cleanup(&fx);                                                                         \
     }                                                                                              \
     TestSuite(suite, .init = suite##_setup, .fini = suite##_teardown, .timeout = secs)
+/* A suite of tests on two gateways fa and fb (static gwfx, started by each test: fb often
+ * beside fa), both cleaned up after each test, fb first (it may share fa's client context). */
+#define GWFX_PAIR_SUITE(suite, fa, fb, secs)                                                       \
+    static gwfx fa, fb;                                                                            \
+    static void suite##_teardown(void)                                                             \
+    {                                                                                              \
+        gwfx_cleanup(&fb);                                                                         \
+        gwfx_cleanup(&fa);                                                                         \
+    }                                                                                              \
+    TestSuite(suite, .fini = suite##_teardown, .timeout = secs)
 /* True if the gateway process is still alive. */
 bool gwfx_alive(gwfx *f);
 /* True if the gateway's log (gw.log in its folder) has a line containing needle. */
 bool gwfx_log_has(gwfx *f, const char *needle);
+/* The end of the file at path (its last n - 1 bytes at most) into out, NUL-terminated; ""
+ * when it cannot be read. */
+void gwfx_file_tail(const char *path, char *out, size_t n);
 /* The gateway's resident memory in KiB (from /proc). */
 long gwfx_rss_kib(gwfx *f);
 
@@ -97,6 +113,22 @@ gwc_conn *gwfx_connect_raw(gwfx *f);
 /* Connects and signs in as uid; fails the test unless `welcome` comes. The welcome event
  * is copied into *welcome when not NULL (its slices borrow from the connection). */
 gwc_conn *gwfx_login(gwfx *f, const char *uid, pr_event *welcome);
+/* Signs n users in (uids[i], in order) and then has each join gid, in the same order; the
+ * connections in out[0..n-1]. */
+void gwfx_login_joined(gwfx *f, const char *gid, int n, const char *const *uids, gwc_conn **out);
+/* Two members of gid, each on its gateway (or both on one): ua signs in on fa, ub on fb,
+ * then both join gid, in that order. */
+void gwfx_login_two(gwfx *fa, const char *ua, gwfx *fb, const char *ub, const char *gid,
+                    gwc_conn **ka, gwc_conn **kb);
+
+/* The first group of a welcome (asserted to be there), as gwfx_login copied it. */
+pr_group gwfx_first_group(const pr_event *welcome);
+
+/* Pulls gid after `after` a page of 500 at a time (each request with rid) until the last
+ * page, asserting the mids dense (after + 1, after + 2, ...), and calls each(m, ud) on
+ * every message (its slices valid during the call). Returns the last mid pulled. */
+uint64_t gwfx_pull_all(gwc_conn *k, const char *gid, uint64_t rid, uint64_t after,
+                       void (*each)(const pr_message *m, void *ud), void *ud);
 
 /* Sends one encoded frame (fails the test on error). */
 void gwfx_send(gwc_conn *k, const msgpack_sbuffer *sb);
@@ -120,6 +152,11 @@ uint64_t gwfx_send_msg(gwc_conn *k, const char *gid, const char *cid, const char
 bool gwfx_next_of(gwc_conn *k, enum pr_ev_type t, int ms, pr_event *out);
 /* The same, failing the test unless it comes within GWFX_WAIT. */
 pr_event gwfx_expect_of(gwc_conn *k, enum pr_ev_type t);
+/* Makes a member that does not read a slow consumer: sends messages of 60,000 bytes to gid
+ * from sender, 20 at a time (each followed by pause_ms), reading away what sender got
+ * after each 20 (until drain_ms pass without an event), until at least min went and f
+ * counts a switch to notify, within 30 s (asserted). Returns how many were sent. */
+int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int pause_ms, int drain_ms);
 /* A figure of f's /stats (group.key), failing the test when there is none. */
 long long gwfx_stat(gwfx *f, const char *group, const char *key);
 /* True if nothing arrives on k within ms. */
@@ -128,6 +165,18 @@ bool gwfx_quiet(gwc_conn *k, int ms);
 int gwfx_closed(gwc_conn *k);
 
 bool gwfx_slice_is(pr_slice s, const char *str);
+/* The slice of a C string (borrowed). */
+pr_slice gwfx_sl(const char *s);
+
+/* The reply of rid: the next event of type want, pushes before it skipped (within
+ * GWFX_WAIT, and carrying rid: both asserted). Borrowed, as gwfx_next_of's. */
+pr_event gwfx_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want);
+/* Sends an edit of gid's mid to version ver (0: the next) with a text body, or a recall
+ * of it, and returns the reply of rid, asserted to be of type want. */
+pr_event gwfx_edit(gwc_conn *k, uint64_t rid, const char *gid, uint64_t mid, uint64_t ver,
+                   const char *text, enum pr_ev_type want);
+pr_event gwfx_recall(gwc_conn *k, uint64_t rid, const char *gid, uint64_t mid,
+                     enum pr_ev_type want);
 
 /* Skips the test on PostgreSQL (why: what it needs that only RocksDB has). */
 void gwfx_rocksdb_only(const char *why);

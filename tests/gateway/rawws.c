@@ -341,15 +341,21 @@ int rawws_expect(rawws *c, enum pr_ev_type t, pr_event *ev)
     return -1;
 }
 
+/* Sends sb (and frees its contents), then waits for an event of type want. */
+static int request_and_expect(rawws *c, msgpack_sbuffer *sb, bool bytewise, enum pr_ev_type want)
+{
+    int rc = rawws_request(c, sb, bytewise);
+    msgpack_sbuffer_destroy(sb);
+    pr_event ev;
+    return rc ? rc : rawws_expect(c, want, &ev);
+}
+
 int rawws_hello(rawws *c, const char *token, bool bytewise)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)token, strlen(token)});
-    int rc = rawws_request(c, &sb, bytewise);
-    msgpack_sbuffer_destroy(&sb);
-    pr_event ev;
-    return rc ? rc : rawws_expect(c, PR_EV_WELCOME, &ev);
+    return request_and_expect(c, &sb, bytewise, PR_EV_WELCOME);
 }
 
 int rawws_join(rawws *c, const char *gid)
@@ -357,10 +363,7 @@ int rawws_join(rawws *c, const char *gid)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     pr_enc_join(&sb, 2, (pr_slice){(const uint8_t *)gid, strlen(gid)});
-    int rc = rawws_request(c, &sb, false);
-    msgpack_sbuffer_destroy(&sb);
-    pr_event ev;
-    return rc ? rc : rawws_expect(c, PR_EV_JOINED, &ev);
+    return request_and_expect(c, &sb, false, PR_EV_JOINED);
 }
 
 void rawws_padded_ping(msgpack_sbuffer *sb, uint64_t rid, size_t n)

@@ -75,8 +75,7 @@ Test(acks, batched_acks_are_few_and_end_at_the_last_mid)
             char cid[16];
             snprintf(cid, sizeof(cid), "m%d", ++sent);
             sb.size = 0;
-            pr_enc_send(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)"g", 1},
-                        (pr_slice){(const uint8_t *)cid, strlen(cid)},
+            pr_enc_send(&sb, PR_NO_RID, gwfx_sl("g"), gwfx_sl(cid),
                         (pr_body){{(const uint8_t *)"tick", 4}, false});
             gwfx_send(sender, &sb);
         }

@@ -25,20 +25,11 @@ static void teardown(void)
 
 TestSuite(api, .fini = teardown);
 
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
 /* Starts the gateway with the API on (one key, and a comment line in the file). */
 static void start_api(gwfx *x, const char *const *more)
 {
-    const char *args[16] = {"--api-key-file", gwfx_api_key_file()};
-    int n = 2;
-    for (; more && more[n - 2]; n++)
-        args[n] = more[n - 2];
-    args[n] = NULL;
-    gwfx_start(x, args);
+    const char *const base[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start_with(x, NULL, base, more);
 }
 
 #define call gwfx_api
@@ -140,7 +131,7 @@ Test(api, members_are_added_and_removed_and_their_sessions_follow, .timeout = 60
     cr_assert(gwfx_quiet(bob, 300), "no push after the removal");
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, 9, sl("team"), sl("b-2"), (pr_body){sl("x"), false});
+    pr_enc_send(&sb, 9, gwfx_sl("team"), gwfx_sl("b-2"), (pr_body){gwfx_sl("x"), false});
     ev = gwfx_request(bob, &sb, PR_EV_ERR);
     cr_assert_eq(ev.err_code, PR_E_NOT_MEMBER);
     msgpack_sbuffer_destroy(&sb);
@@ -280,7 +271,7 @@ static gwc_conn *login_claiming(gwfx *x, const char *uid, const char *claim)
     gwc_conn *k = gwfx_connect_raw(x);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, sl(tok));
+    pr_enc_hello(&sb, 1, gwfx_sl(tok));
     gwfx_request(k, &sb, PR_EV_WELCOME);
     msgpack_sbuffer_destroy(&sb);
     free(tok);
@@ -291,7 +282,7 @@ static int join_result(gwc_conn *k, const char *gid)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 3, sl(gid));
+    pr_enc_join(&sb, 3, gwfx_sl(gid));
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
     pr_event ev = gwfx_expect_any(k);

@@ -29,59 +29,27 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static gwfx fa, fb;
-
-static void teardown(void)
-{
-    gwfx_cleanup(&fb);
-    gwfx_cleanup(&fa);
-}
-
-TestSuite(changes, .fini = teardown, .timeout = 120);
-
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
-/* The reply of rid: of type want (pushes before it are skipped). */
-static pr_event expect_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want)
-{
-    pr_event ev;
-    cr_assert(gwfx_next_of(k, want, GWFX_WAIT, &ev), "no reply %d within %d ms", want, GWFX_WAIT);
-    cr_assert(ev.has_rid && ev.rid == rid, "the reply of rid %lu", (unsigned long)rid);
-    return ev;
-}
+GWFX_PAIR_SUITE(changes, fa, fb, 120);
 
 static pr_event react(gwc_conn *k, uint64_t rid, const char *gid, uint64_t mid, const char *key,
                       bool on, enum pr_ev_type want)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_react(&sb, rid, sl(gid), mid, sl(key), on), 0);
+    cr_assert_eq(pr_enc_react(&sb, rid, gwfx_sl(gid), mid, gwfx_sl(key), on), 0);
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
-    return expect_reply(k, rid, want);
+    return gwfx_reply(k, rid, want);
 }
 
 static pr_event edit(gwc_conn *k, uint64_t rid, uint64_t mid, const char *text)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_edit(&sb, rid, sl("g"), mid, 0, (pr_body){sl(text), false}), 0);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
-    return expect_reply(k, rid, PR_EV_EDITED);
+    return gwfx_edit(k, rid, "g", mid, 0, text, PR_EV_EDITED);
 }
 
 static pr_event recall(gwc_conn *k, uint64_t rid, uint64_t mid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_recall(&sb, rid, sl("g"), mid), 0);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
-    return expect_reply(k, rid, PR_EV_RECALLED);
+    return gwfx_recall(k, rid, "g", mid, PR_EV_RECALLED);
 }
 
 /* One entry of a changes reply, copied out of the event. */
@@ -123,10 +91,10 @@ static chpage changes(gwc_conn *k, const char *gid, uint64_t after, uint32_t lim
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_changes_req(&sb, 900, sl(gid), after, limit), 0);
+    cr_assert_eq(pr_enc_changes_req(&sb, 900, gwfx_sl(gid), after, limit), 0);
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
-    pr_event ev = expect_reply(k, 900, PR_EV_CHANGES);
+    pr_event ev = gwfx_reply(k, 900, PR_EV_CHANGES);
     chpage p = {.after = ev.after,
                 .upto = ev.upto,
                 .last_cseq = ev.last_cseq,
@@ -143,10 +111,10 @@ static chpage page(gwc_conn *k)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_pull(&sb, 901, sl("g"), false, 0, 10), 0);
+    cr_assert_eq(pr_enc_pull(&sb, 901, gwfx_sl("g"), false, 0, 10), 0);
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
-    pr_event ev = expect_reply(k, 901, PR_EV_PAGE);
+    pr_event ev = gwfx_reply(k, 901, PR_EV_PAGE);
     chpage p = {.last_cseq = ev.last_cseq, .first_mid = ev.first_mid, .last_mid = ev.last_mid};
     take_entries(&ev, p.e, &p.n);
     return p;
@@ -155,10 +123,8 @@ static chpage page(gwc_conn *k)
 Test(changes, changes_are_numbered_pushed_and_folded, .timeout = 120)
 {
     gwfx *other = gwfx_start_nodes(&fa, &fb, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *bob = gwfx_login(other, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", other, "bob", "g", &alice, &bob);
     gwfx_send_msg(alice, "g", "c1", "one");
     gwfx_send_msg(alice, "g", "c2", "two");
     gwfx_send_msg(alice, "g", "c3", "three");
@@ -225,7 +191,7 @@ Test(changes, changes_are_numbered_pushed_and_folded, .timeout = 120)
     gwc_conn *carol = gwfx_login(other, "carol", NULL);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 7, sl("g"));
+    pr_enc_join(&sb, 7, gwfx_sl("g"));
     ev = gwfx_request(carol, &sb, PR_EV_JOINED);
     cr_assert_eq(ev.last_cseq, 4);
     msgpack_sbuffer_destroy(&sb);
@@ -233,7 +199,7 @@ Test(changes, changes_are_numbered_pushed_and_folded, .timeout = 120)
     gwfx_login(&fa, "bob", &w);
     pr_group g;
     cr_assert_eq(w.n_items, 1);
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    g = gwfx_first_group(&w);
     cr_assert_eq(g.last_cseq, 4, "welcome's groups carry it");
 
     /* A client that was away: the next push's cseq shows the hole, changes fills it. */
@@ -246,7 +212,7 @@ Test(changes, changes_are_numbered_pushed_and_folded, .timeout = 120)
     gwc_close(carol);
     edit(alice, 9, 2, "two, edited"); /* 6, while carol is away */
     carol = gwfx_login(other, "carol", &w);
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    g = gwfx_first_group(&w);
     cr_assert_eq(g.last_cseq, 6);
     ev = react(alice, 10, "g", 2, "ok", false, PR_EV_REACTED); /* 7 */
     cr_assert(ev.cseq == 7 && ev.count == 0 && !ev.on);
@@ -306,7 +272,7 @@ Test(changes, react_refuses_what_it_must)
     /* changes: members only; a limit of 0 is refused by the decoder. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_changes_req(&sb, 300, sl("g"), 0, 0);
+    pr_enc_changes_req(&sb, 300, gwfx_sl("g"), 0, 0);
     ev = gwfx_request(eve, &sb, PR_EV_ERR);
     cr_assert_eq(ev.err_code, PR_E_NOT_MEMBER);
     msgpack_sbuffer_destroy(&sb);
@@ -316,9 +282,8 @@ Test(changes, an_erasure_and_a_retention_pass_push_changed, .timeout = 120)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), "--retain-messages", "3", NULL};
     gwfx_start(&fa, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     gwfx_send_msg(bob, "g", "c1", "bob one");
     pr_event ev = gwfx_expect_of(alice, PR_EV_MSG);
     gwfx_send_msg(bob, "g", "c2", "bob two");
@@ -375,9 +340,8 @@ Test(changes, a_deleted_group_says_so, .timeout = 90)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
     gwfx_start(&fa, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     gwfx_send_msg(alice, "g", "c1", "one");
     react(alice, 1, "g", 1, "+1", true, PR_EV_REACTED);
     free(gwfx_api(&fa, "DELETE", "/api/v1/groups/g", NULL, 200));
@@ -386,7 +350,7 @@ Test(changes, a_deleted_group_says_so, .timeout = 90)
     gwfx_join(bob, "g2");
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_changes_req(&sb, 5, sl("g"), 0, 0);
+    pr_enc_changes_req(&sb, 5, gwfx_sl("g"), 0, 0);
     ev = gwfx_request(bob, &sb, PR_EV_ERR);
     cr_assert(ev.err_code == PR_E_NOT_MEMBER || ev.err_code == PR_E_NO_GROUP);
     msgpack_sbuffer_destroy(&sb);
@@ -422,47 +386,23 @@ Test(changes, a_reaction_flood_is_rate_limited_and_a_slow_reader_is_told_changed
     gwfx_start(&fa, args);
     rawws slow;
     idle_member(&slow, "slow");
-    gwc_conn *sender = gwfx_login(&fa, "sender", NULL);
-    gwc_conn *watcher = gwfx_login(&fa, "watcher", NULL);
-    gwfx_join(sender, "g");
-    gwfx_join(watcher, "g");
+    gwc_conn *sender, *watcher;
+    gwfx_login_two(&fa, "sender", &fa, "watcher", "g", &sender, &watcher);
     /* Messages until the slow member's socket and queue are full: it is a slow consumer
      * (the messages become a notify) before the reactions come. */
-    char *body = malloc(60000);
-    memset(body, 'x', 60000);
+    gwfx_fill_slow(&fa, sender, "g", 300, 21, 100); /* 21 ms: within the send rate */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    long t0 = tclock_ms();
-    int n = 0;
-    while ((n < 300 || gwfx_stat(&fa, "slow_consumers", "switches") == 0) &&
-           tclock_since(t0) < 30000) {
-        for (int i = 0; i < 20; i++, n++) {
-            char cid[16];
-            snprintf(cid, sizeof(cid), "m%d", n);
-            sb.size = 0;
-            pr_enc_send(&sb, PR_NO_RID, sl("g"), sl(cid),
-                        (pr_body){{(uint8_t *)body, 60000}, true});
-            gwfx_send(sender, &sb);
-            usleep(21 * 1000); /* within the send rate */
-        }
-        pr_event ev;
-        while (gwc_next(sender, 100, &ev) == 0)
-            ;
-        while (gwc_next(watcher, 0, &ev) == 0)
-            ;
-    }
-    free(body);
-    cr_assert_geq(gwfx_stat(&fa, "slow_consumers", "switches"), 1, "after %d messages", n);
     long rss0 = gwfx_rss_kib(&fa);
 
     /* Three seconds of reactions as fast as the sender can ask: set and clear in turn on
      * the first message, at most 64 unanswered. */
     long asked = 0, accepted = 0, limited = 0, answered = 0, pushed = 0;
-    t0 = tclock_ms();
+    long t0 = tclock_ms();
     while (tclock_since(t0) < 3000) {
         while (asked - answered < 64) {
             sb.size = 0;
-            pr_enc_react(&sb, (uint64_t)asked, sl("g"), 1, sl("+1"), asked % 2 == 0);
+            pr_enc_react(&sb, (uint64_t)asked, gwfx_sl("g"), 1, gwfx_sl("+1"), asked % 2 == 0);
             gwfx_send(sender, &sb);
             asked++;
         }

@@ -187,13 +187,10 @@ static int finish(cli_run *r, int timeout_ms)
 
 /* Runs gw_cli to its end: its exit code, with stdout and stderr in *out and *err (malloc'd,
  * may be NULL to ignore). */
-static int cli(const char *token, const char *input, char **out, char **err, ...)
+static int cli_v(const char *token, const char *input, char **out, char **err, va_list ap)
 {
     cli_run r;
-    va_list ap;
-    va_start(ap, err);
     spawn_v(&r, token, input, ap);
-    va_end(ap);
     int rc = finish(&r, 30000);
     if (out)
         *out = slurp(r.out);
@@ -202,16 +199,23 @@ static int cli(const char *token, const char *input, char **out, char **err, ...
     return rc;
 }
 
+static int cli(const char *token, const char *input, char **out, char **err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    int rc = cli_v(token, input, out, err, ap);
+    va_end(ap);
+    return rc;
+}
+
 /* Runs gw_cli and requires exit 0. */
 static void cli_ok(const char *token, const char *input, ...)
 {
-    cli_run r;
+    char *err = NULL;
     va_list ap;
     va_start(ap, input);
-    spawn_v(&r, token, input, ap);
+    int rc = cli_v(token, input, NULL, &err, ap);
     va_end(ap);
-    int rc = finish(&r, 30000);
-    char *err = slurp(r.err);
     cr_assert_eq(rc, 0, "gw_cli exited %d: %s", rc, err);
     free(err);
 }
@@ -355,12 +359,20 @@ Test(cli, groups_with_unread_counts, .init = start_ws, .fini = stop)
     cr_assert_null(group_of("alice", "g2"));
 }
 
+/* alice and bob join gid, in that order, through the CLI; then alice sends each of
+ * alice_says (NULL-terminated; may be NULL). */
+static void alice_and_bob_in(const char *gid, const char *const *alice_says)
+{
+    cli_ok(tok("alice"), NULL, "join", gid, NULL);
+    cli_ok(tok("bob"), NULL, "join", gid, NULL);
+    for (int i = 0; alice_says && alice_says[i]; i++)
+        cli_ok(tok("alice"), NULL, "send", gid, alice_says[i], NULL);
+}
+
 /* receipts GID MID and who GID, as text and as JSON. */
 Test(cli, receipts_and_who_say_what_the_members_see, .init = start_ws, .fini = stop)
 {
-    cli_ok(tok("alice"), NULL, "join", "r", NULL);
-    cli_ok(tok("bob"), NULL, "join", "r", NULL);
-    cli_ok(tok("alice"), NULL, "send", "r", "hello", NULL);
+    alice_and_bob_in("r", (const char *const[]){"hello", NULL});
     /* bob reads it (pull --ack acks what it printed: with no read sent, his ack counts) */
     cli_ok(tok("bob"), NULL, "pull", "--ack", "r", NULL);
     char *out = NULL;
@@ -406,10 +418,7 @@ Test(cli, receipts_and_who_say_what_the_members_see, .init = start_ws, .fini = s
 /* edit and recall print the message's new version; pull shows it; others are refused. */
 Test(cli, edit_and_recall_print_the_new_version, .init = start_ws, .fini = stop)
 {
-    cli_ok(tok("alice"), NULL, "join", "e", NULL);
-    cli_ok(tok("bob"), NULL, "join", "e", NULL);
-    cli_ok(tok("alice"), NULL, "send", "e", "see you at 9", NULL);
-    cli_ok(tok("alice"), NULL, "send", "e", "oops", NULL);
+    alice_and_bob_in("e", (const char *const[]){"see you at 9", "oops", NULL});
     char *out = NULL, *err = NULL;
     cr_assert_eq(
         cli(tok("alice"), NULL, &out, NULL, "edit", "e", "1", "see", "you", "at", "10", NULL), 0);
@@ -437,10 +446,7 @@ Test(cli, edit_and_recall_print_the_new_version, .init = start_ws, .fini = stop)
  * after a cursor in its state now, with the cursor to go on after. */
 Test(cli, react_and_changes_after_a_cursor, .init = start_ws, .fini = stop)
 {
-    cli_ok(tok("alice"), NULL, "join", "rc", NULL);
-    cli_ok(tok("bob"), NULL, "join", "rc", NULL);
-    cli_ok(tok("alice"), NULL, "send", "rc", "lunch?", NULL);
-    cli_ok(tok("alice"), NULL, "send", "rc", "at noon", NULL);
+    alice_and_bob_in("rc", (const char *const[]){"lunch?", "at noon", NULL});
     char *out = NULL, *err = NULL;
     /* Nothing changed yet: no messages, upto 0. */
     cr_assert_eq(cli(tok("bob"), NULL, &out, NULL, "changes", "rc", NULL), 0);
@@ -512,8 +518,7 @@ Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop
         strcat(input, lines[i]);
         strcat(input, i == n - 1 ? "\r\n" : "\n"); /* a CRLF line is the same text */
     }
-    cli_ok(tok("alice"), NULL, "join", "room", NULL);
-    cli_ok(tok("bob"), NULL, "join", "room", NULL);
+    alice_and_bob_in("room", NULL);
 
     cli_run tail;
     char count[8];
@@ -572,8 +577,7 @@ Test(cli, send_stdin_lines_and_tail_them_as_json, .init = start_ws, .fini = stop
 Test(cli, pull_all_prints_the_backlog_once, .init = start_ws, .fini = stop)
 {
     enum { N = 23 };
-    cli_ok(tok("alice"), NULL, "join", "log", NULL);
-    cli_ok(tok("bob"), NULL, "join", "log", NULL);
+    alice_and_bob_in("log", NULL);
     char input[N * 16] = "";
     for (int i = 1; i <= N; i++)
         sprintf(input + strlen(input), "line %d\n", i);
@@ -583,8 +587,7 @@ Test(cli, pull_all_prints_the_backlog_once, .init = start_ws, .fini = stop)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     const uint8_t bin[] = {0x00, 0xff, 0x10, 'a'};
-    pr_enc_send(&sb, 9, (pr_slice){(const uint8_t *)"log", 3}, (pr_slice){(const uint8_t *)"b1", 2},
-                (pr_body){{bin, sizeof(bin)}, true});
+    pr_enc_send(&sb, 9, gwfx_sl("log"), gwfx_sl("b1"), (pr_body){{bin, sizeof(bin)}, true});
     pr_event ev = gwfx_request(b, &sb, PR_EV_SENT);
     cr_assert_eq(ev.mid, N + 1);
     msgpack_sbuffer_destroy(&sb);

@@ -44,11 +44,6 @@ static void teardown(void)
 
 TestSuite(cluster, .fini = teardown);
 
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
 /* Three nodes on one new database. */
 static void three_nodes(void)
 {
@@ -115,7 +110,7 @@ static void catch_up(holder *h, const char *gid, uint64_t last)
     msgpack_sbuffer_init(&sb);
     for (int round = 0; h->watermark < last && round < 1000; round++) {
         sb.size = 0;
-        pr_enc_pull(&sb, 77, sl(gid), false, h->watermark, 500);
+        pr_enc_pull(&sb, 77, gwfx_sl(gid), false, h->watermark, 500);
         cr_assert_eq(gwc_send(h->k, sb.data, sb.size), 0);
         for (;;) {
             pr_event ev;
@@ -148,7 +143,7 @@ static void send_burst(gwc_conn *k, const char *gid, const char *prefix, int fro
         snprintf(cid, sizeof(cid), "%s-%d", prefix, i);
         snprintf(body, sizeof(body), "%s says %d", prefix, i);
         sb.size = 0;
-        pr_enc_send(&sb, (uint64_t)i, sl(gid), sl(cid), (pr_body){sl(body), false});
+        pr_enc_send(&sb, (uint64_t)i, gwfx_sl(gid), gwfx_sl(cid), (pr_body){gwfx_sl(body), false});
         cr_assert_eq(gwc_send(k, sb.data, sb.size), 0);
     }
     msgpack_sbuffer_destroy(&sb);
@@ -180,7 +175,7 @@ static void send_large(gwc_conn *k, const char *gid, const char *prefix, int fro
         snprintf(cid, sizeof(cid), "%s-%d", prefix, i);
         memset(body, 'a' + i % 26, bytes);
         sb.size = 0;
-        pr_enc_send(&sb, (uint64_t)i, sl(gid), sl(cid),
+        pr_enc_send(&sb, (uint64_t)i, gwfx_sl(gid), gwfx_sl(cid),
                     (pr_body){{(const uint8_t *)body, bytes}, false});
         cr_assert_eq(gwc_send(k, sb.data, sb.size), 0);
     }
@@ -332,7 +327,7 @@ Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
     /* An ack on A shows on B: the laptop's unread count drops. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_ack ack = {sl("team"), m2};
+    pr_ack ack = {gwfx_sl("team"), m2};
     pr_enc_ack(&sb, &ack, 1);
     gwfx_send(a1, &sb);
     await_group(a2, "team", true, m2);
@@ -343,7 +338,7 @@ Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
     /* A leave on A: B's session is told (`left` without a rid), lists it no more and
      * gets no pushes of it. */
     sb.size = 0;
-    pr_enc_leave(&sb, 9, sl("team"));
+    pr_enc_leave(&sb, 9, gwfx_sl("team"));
     gwfx_request(a1, &sb, PR_EV_LEFT);
     ev = gwfx_expect(a2, PR_EV_LEFT);
     cr_assert(gwfx_slice_is(ev.gid, "team") && !ev.has_rid);
@@ -353,7 +348,7 @@ Test(cluster, one_user_on_two_nodes_shares_memberships_and_acks, .timeout = 120)
     cr_assert(gwfx_quiet(a1, 100));
     /* And B's session is no member any more: its send is refused. */
     sb.size = 0;
-    pr_enc_send(&sb, 11, sl("team"), sl("a2"), (pr_body){sl("x"), false});
+    pr_enc_send(&sb, 11, gwfx_sl("team"), gwfx_sl("a2"), (pr_body){gwfx_sl("x"), false});
     ev = gwfx_request(a2, &sb, PR_EV_ERR);
     cr_assert_eq(ev.err_code, PR_E_NOT_MEMBER);
     msgpack_sbuffer_destroy(&sb);
@@ -407,10 +402,9 @@ Test(cluster, a_sender_whose_node_dies_resends_and_each_message_is_stored_once, 
 {
     pgfx_need(PGFX_ONLY);
     three_nodes();
-    gwc_conn *s = gwfx_login(&fa, "alice", NULL); /* on the node that will be killed */
-    gwc_conn *r = gwfx_login(&fc, "dave", NULL);
-    gwfx_join(s, "log");
-    gwfx_join(r, "log");
+    /* alice: on the node that will be killed */
+    gwc_conn *s, *r;
+    gwfx_login_two(&fa, "alice", &fc, "dave", "log", &s, &r);
     enum { N = 400 };
     send_burst(s, "log", "a", 1, N);
     /* Some are confirmed, some not, when A dies. */
@@ -508,10 +502,8 @@ Test(cluster, the_primary_killed_under_load_and_its_standby_promoted_loses_nothi
     gwfx_start_on(&fa, url, NULL);
     gwfx_start_beside(&fb, &fa, NULL);
     free(url);
-    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *r = gwfx_login(&fb, "carol", NULL);
-    gwfx_join(s, "log");
-    gwfx_join(r, "log");
+    gwc_conn *s, *r;
+    gwfx_login_two(&fa, "alice", &fb, "carol", "log", &s, &r);
     enum { N = 400 };
     holder h;
     holder_init(&h, r, N);
@@ -589,10 +581,8 @@ Test(cluster, automatic_failover_under_load_loses_nothing, .timeout = 400)
     gwfx_start_on(&fa, url, unlimited);
     gwfx_start_beside(&fb, &fa, unlimited);
     free(url);
-    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *r = gwfx_login(&fb, "carol", NULL);
-    gwfx_join(s, "log");
-    gwfx_join(r, "log");
+    gwc_conn *s, *r;
+    gwfx_login_two(&fa, "alice", &fb, "carol", "log", &s, &r);
     holder h;
     holder_init(&h, r, SEND_MAX);
     ha_moves m = {0};
@@ -742,7 +732,7 @@ Test(cluster, a_node_whose_listener_was_away_catches_up_by_position, .timeout = 
     gwfx_join(r2, "side");
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_ack ack = {sl("log"), 21};
+    pr_ack ack = {gwfx_sl("log"), 21};
     pr_enc_ack(&sb, &ack, 1);
     gwfx_send(r2, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -811,10 +801,8 @@ Test(cluster, a_stopped_node_does_not_hold_the_database_s_notifications, .timeou
 {
     pgfx_need(PGFX_ONLY);
     three_nodes();
-    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *r = gwfx_login(&fc, "dave", NULL);
-    gwfx_join(s, "log");
-    gwfx_join(r, "log");
+    gwc_conn *s, *r;
+    gwfx_login_two(&fa, "alice", &fc, "dave", "log", &s, &r);
     /* Node C stops (SIGSTOP: a hung machine): its listener's backend can no longer hand
      * it notifications, and the server would keep them all for it. The others end that
      * listener once it has been blocked for a few seconds. */
@@ -849,10 +837,9 @@ Test(cluster, a_drained_node_closes_with_1001_and_its_clients_go_on_elsewhere, .
 {
     pgfx_need(PGFX_ONLY);
     three_nodes();
-    gwc_conn *s = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *r = gwfx_login(&fb, "carol", NULL); /* on the node that is drained */
-    gwfx_join(s, "log");
-    gwfx_join(r, "log");
+    /* carol: on the node that is drained */
+    gwc_conn *s, *r;
+    gwfx_login_two(&fa, "alice", &fb, "carol", "log", &s, &r);
     enum { N = 300 };
     holder h;
     holder_init(&h, r, N);

@@ -6,45 +6,23 @@
  * node kills with automatic failovers (Patroni) between them, under three nodes.
  * Nothing confirmed may be lost, duplicated or reordered, and stored acks stay within the
  * flush window. */
-#include "gwfx.h"
+#include "harness.h"
 #include "pgfx.h"
 
 #include <criterion/criterion.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 /* Runs gw_crash with extra arguments; returns its last line. On failure the last lines of
  * other output (a sanitizer's report, a crash) are logged too. */
 static void run(const char *extra, char *last, size_t last_n)
 {
-    char bin[512], dirbuf[512], cmd[1600], line[512];
-    static char other[16][512];
-    int n_other = 0;
-    snprintf(dirbuf, sizeof(dirbuf), "%s", GW_BINARY);
-    snprintf(bin, sizeof(bin), "%s/tools/gw_crash", dirname(dirbuf));
-    snprintf(cmd, sizeof(cmd), "%s --gw %s %s 2>&1", bin, GW_BINARY, extra);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    last[0] = 0;
-    while (fgets(line, sizeof(line), p)) {
-        if (strncmp(line, "gw_crash:", 9) == 0)
-            snprintf(last, last_n, "%s", line);
-        else
-            snprintf(other[n_other++ % 16], sizeof(other[0]), "%s", line);
-    }
-    int st = pclose(p);
-    cr_log_info("%s", last);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-        for (int i = n_other > 16 ? n_other - 16 : 0; i < n_other; i++)
-            cr_log_error("%s", other[i % 16]);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_crash failed (status %d): %s", st, last);
+    static const char *const summary[] = {"gw_crash:", NULL};
+    int st = harness_run("gw_crash", extra, 0, summary, NULL, last, last_n);
+    cr_assert_eq(st, 0, "gw_crash failed (status %d): %s", st, last);
     cr_assert_not_null(strstr(last, "losses 0"), "%s", last);
 }
-
-static unsigned long figure(const char *last, const char *what);
 
 /* With edits and recalls mixed in (--edits): every message ends as the version its sender
  * saw confirmed. */
@@ -55,8 +33,8 @@ Test(crash, five_kills_lose_nothing, .timeout = 300)
     if (url)
         snprintf(extra, sizeof(extra), "--kills 5 --edits --store %s", url);
     run(extra, last, sizeof(last));
-    cr_assert_gt(figure(last, " versions confirmed"), 0, "%s", last);
-    cr_assert_gt(figure(last, " messages checked"), 0, "%s", last);
+    cr_assert_gt(harness_figure(last, " versions confirmed"), 0, "%s", last);
+    cr_assert_gt(harness_figure(last, " messages checked"), 0, "%s", last);
     if (url) {
         pgfx_db_drop(url);
         free(url);
@@ -85,18 +63,6 @@ Test(crash, three_database_restarts_lose_nothing, .fini = stop_server, .timeout 
     free(url);
 }
 
-/* The figure after `what` in the harness's last line ("... 123 pushes across nodes"). */
-static unsigned long figure(const char *last, const char *what)
-{
-    const char *p = strstr(last, what);
-    cr_assert_not_null(p, "no \"%s\" in: %s", what, last);
-    while (p > last && p[-1] == ' ')
-        p--;
-    while (p > last && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    return strtoul(p, NULL, 10);
-}
-
 Test(crash, six_kills_of_random_nodes_of_three_lose_nothing, .timeout = 300)
 {
     if (!pgfx_on())
@@ -105,13 +71,13 @@ Test(crash, six_kills_of_random_nodes_of_three_lose_nothing, .timeout = 300)
     char extra[800], last[512];
     snprintf(extra, sizeof(extra), "--nodes 3 --kills 6 --edits --store %s", url);
     run(extra, last, sizeof(last));
-    cr_assert_eq(figure(last, " node kills"), 6, "%s", last);
-    cr_assert_gt(figure(last, " versions confirmed"), 0, "%s", last);
+    cr_assert_eq(harness_figure(last, " node kills"), 6, "%s", last);
+    cr_assert_gt(harness_figure(last, " versions confirmed"), 0, "%s", last);
     /* Receivers got messages pushed from senders on other nodes, and in mid order. */
-    cr_assert_gt(figure(last, " pushes across nodes"), 0, "%s", last);
-    cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
+    cr_assert_gt(harness_figure(last, " pushes across nodes"), 0, "%s", last);
+    cr_assert_eq(harness_figure(last, " pushes out of order"), 0, "%s", last);
     /* Clients of the killed nodes signed in again on the others. */
-    cr_assert_gt(figure(last, " reconnects"), 0, "%s", last);
+    cr_assert_gt(harness_figure(last, " reconnects"), 0, "%s", last);
     pgfx_db_drop(url);
     free(url);
 }
@@ -137,40 +103,26 @@ Test(crash, two_failovers_of_the_primary_lose_nothing, .fini = stop_pair, .timeo
     run(extra, last, sizeof(last));
     /* Each one rejoined the old primary: after two, a is the primary again, as pair
      * (which the harness does not update) says. */
-    cr_assert_eq(figure(last, " failovers"), 2, "%s", last);
+    cr_assert_eq(harness_figure(last, " failovers"), 2, "%s", last);
     /* The failovers landed under load: writes in flight were refused and sent again. */
-    cr_assert_gt(figure(last, " sends refused"), 0, "%s", last);
-    cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
+    cr_assert_gt(harness_figure(last, " sends refused"), 0, "%s", last);
+    cr_assert_eq(harness_figure(last, " pushes out of order"), 0, "%s", last);
     free(url);
 }
 
-/* Patroni over etcd: stopped by the fini also after a failed assertion. */
-static pgfx_ha ha;
-
-static void stop_ha(void)
+Test(crash, node_kills_and_automatic_failovers_under_three_nodes_lose_nothing,
+     .fini = harness_ha_stop, .timeout = 400)
 {
-    pgfx_ha_cleanup(&ha);
-}
-
-Test(crash, node_kills_and_automatic_failovers_under_three_nodes_lose_nothing, .fini = stop_ha,
-     .timeout = 400)
-{
-    if (!pgfx_on())
-        cr_skip_test("PostgreSQL only (the suite's PostgreSQL pass)");
-#ifdef GW_TEST_SANITIZED
-    cr_skip_test("the normal build's PostgreSQL pass runs it (each failover waits seconds)");
-#endif
-    pgfx_ha_start(&ha);
-    char *url = pgfx_ha_db_new(&ha);
+    char *url = harness_ha_db("each failover waits seconds");
     char extra[1200], last[512];
     /* One failover among the kills: cluster::automatic_failover_under_load_loses_nothing
      * fails the leader over twice; this is about kills and a failover in one run. */
     snprintf(extra, sizeof(extra), "--nodes 3 --kills 4 --failovers 1 --store '%s' --ha-dir %s",
-             url, ha.dir);
+             url, harness_ha.dir);
     run(extra, last, sizeof(last));
-    cr_assert_eq(figure(last, " node kills"), 4, "%s", last);
-    cr_assert_eq(figure(last, " automatic failovers"), 1, "%s", last);
-    cr_assert_gt(figure(last, " sends refused"), 0, "%s", last);
-    cr_assert_eq(figure(last, " pushes out of order"), 0, "%s", last);
+    cr_assert_eq(harness_figure(last, " node kills"), 4, "%s", last);
+    cr_assert_eq(harness_figure(last, " automatic failovers"), 1, "%s", last);
+    cr_assert_gt(harness_figure(last, " sends refused"), 0, "%s", last);
+    cr_assert_eq(harness_figure(last, " pushes out of order"), 0, "%s", last);
     free(url);
 }

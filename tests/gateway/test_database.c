@@ -32,11 +32,6 @@ static void teardown(void)
 
 TestSuite(database, .fini = teardown);
 
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
 Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
 {
     pgfx_need(PGFX_ONLY);
@@ -64,7 +59,7 @@ Test(database, down_at_start_the_gateway_waits_for_it, .timeout = 120)
     char *tok = gwfx_token("alice");
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, sl(tok));
+    pr_enc_hello(&sb, 1, gwfx_sl(tok));
     pr_event ev = gwfx_request(k, &sb, PR_EV_ERR);
     cr_assert(gwfx_slice_is(ev.err_name, "unavailable"));
     int code = gwfx_closed(k);
@@ -94,13 +89,13 @@ Test(database, away_under_open_sessions_then_back, .timeout = 120)
     pgfx_server_stop(&db);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, 2, sl("room"), sl("c2"), (pr_body){sl("two"), false});
+    pr_enc_send(&sb, 2, gwfx_sl("room"), gwfx_sl("c2"), (pr_body){gwfx_sl("two"), false});
     pr_event ev = gwfx_request(k, &sb, PR_EV_ERR);
     cr_assert(gwfx_slice_is(ev.err_name, "unavailable"), "send: %.*s", (int)ev.err_name.n,
               ev.err_name.p);
     cr_assert_eq(ev.rid, 2);
     sb.size = 0;
-    pr_enc_pull(&sb, 3, sl("room"), false, 0, 0);
+    pr_enc_pull(&sb, 3, gwfx_sl("room"), false, 0, 0);
     ev = gwfx_request(k, &sb, PR_EV_ERR);
     cr_assert(gwfx_slice_is(ev.err_name, "unavailable"), "pull: %.*s", (int)ev.err_name.n,
               ev.err_name.p);
@@ -111,15 +106,15 @@ Test(database, away_under_open_sessions_then_back, .timeout = 120)
     free(gwfx_wait_health(f, 200));
     /* The same session, still open: the resend is stored once, after c1. */
     sb.size = 0;
-    pr_enc_send(&sb, 4, sl("room"), sl("c2"), (pr_body){sl("two"), false});
+    pr_enc_send(&sb, 4, gwfx_sl("room"), gwfx_sl("c2"), (pr_body){gwfx_sl("two"), false});
     ev = gwfx_request(k, &sb, PR_EV_SENT);
     cr_assert_eq(ev.mid, 2);
     sb.size = 0;
-    pr_enc_send(&sb, 5, sl("room"), sl("c2"), (pr_body){sl("two"), false});
+    pr_enc_send(&sb, 5, gwfx_sl("room"), gwfx_sl("c2"), (pr_body){gwfx_sl("two"), false});
     ev = gwfx_request(k, &sb, PR_EV_SENT);
     cr_assert_eq(ev.mid, 2, "a resend of c2 is answered with its first mid");
     sb.size = 0;
-    pr_enc_pull(&sb, 6, sl("room"), false, 0, 0);
+    pr_enc_pull(&sb, 6, gwfx_sl("room"), false, 0, 0);
     ev = gwfx_request(k, &sb, PR_EV_PAGE);
     cr_assert_eq(ev.n_items, 2);
     cr_assert_eq(ev.last_mid, 2);
@@ -136,10 +131,8 @@ Test(database, two_gateways_append_to_one_group, .timeout = 120)
     pgfx_need(PGFX_ONLY);
     gwfx_start(&fa, NULL); /* its own new database */
     gwfx_start_beside(&fb, &fa, NULL);
-    gwc_conn *ka = gwfx_login(&fa, "alice", NULL);
-    gwc_conn *kb = gwfx_login(&fb, "bob", NULL);
-    gwfx_join(ka, "room");
-    gwfx_join(kb, "room");
+    gwc_conn *ka, *kb;
+    gwfx_login_two(&fa, "alice", &fb, "bob", "room", &ka, &kb);
     enum { N = 300 };
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -147,10 +140,12 @@ Test(database, two_gateways_append_to_one_group, .timeout = 120)
         char cid[16];
         snprintf(cid, sizeof(cid), "c%d", i);
         sb.size = 0;
-        pr_enc_send(&sb, (uint64_t)i, sl("room"), sl(cid), (pr_body){sl("a"), false});
+        pr_enc_send(&sb, (uint64_t)i, gwfx_sl("room"), gwfx_sl(cid),
+                    (pr_body){gwfx_sl("a"), false});
         gwfx_send(ka, &sb);
         sb.size = 0;
-        pr_enc_send(&sb, (uint64_t)i, sl("room"), sl(cid), (pr_body){sl("b"), false});
+        pr_enc_send(&sb, (uint64_t)i, gwfx_sl("room"), gwfx_sl(cid),
+                    (pr_body){gwfx_sl("b"), false});
         gwfx_send(kb, &sb);
     }
     /* Every mid given once, and together they are 1..2N. */
@@ -173,7 +168,7 @@ Test(database, two_gateways_append_to_one_group, .timeout = 120)
     int from_b = 0;
     for (uint64_t after = 0; after < 2 * N;) {
         sb.size = 0;
-        pr_enc_pull(&sb, 999, sl("room"), false, after, 500);
+        pr_enc_pull(&sb, 999, gwfx_sl("room"), false, after, 500);
         gwfx_send(ka, &sb);
         pr_event ev;
         do /* bob's messages, pushed to alice through the cluster, come first */

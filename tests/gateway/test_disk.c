@@ -25,7 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
 #define RECOVERY_WAIT_MS 30000 /* the store retries 1, 2, 4, then every 5 s */
 #define N_BEFORE 5             /* messages sent before the disk fills up */
 /* Each message's body: its cid, then dots up to this size. Larger than a page, so that
@@ -104,7 +103,7 @@ static void send_unavailable(gwc_conn *k, const char *cid, uint64_t rid)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, rid, S("g"), S(cid), (pr_body){S(body_of(cid)), false});
+    pr_enc_send(&sb, rid, gwfx_sl("g"), gwfx_sl(cid), (pr_body){gwfx_sl(body_of(cid)), false});
     expect_unavailable(k, &sb, rid);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -117,7 +116,7 @@ static void pull_all(gwc_conn *k, uint64_t n)
     msgpack_sbuffer_init(&sb);
     for (;;) {
         sb.size = 0;
-        pr_enc_pull(&sb, 3, S("g"), false, after, 500);
+        pr_enc_pull(&sb, 3, gwfx_sl("g"), false, after, 500);
         pr_event page = gwfx_request(k, &sb, PR_EV_PAGE);
         cr_assert_eq(page.last_mid, n);
         for (size_t i = 0; i < page.n_items; i++) {
@@ -149,7 +148,8 @@ static pr_event send_m(gwc_conn *k, int i)
     snprintf(cid, sizeof(cid), "m%d", i);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, (uint64_t)i, S("g"), S(cid), (pr_body){S(body_of(cid)), false});
+    pr_enc_send(&sb, (uint64_t)i, gwfx_sl("g"), gwfx_sl(cid),
+                (pr_body){gwfx_sl(body_of(cid)), false});
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
     pr_event ev;
@@ -163,10 +163,8 @@ static pr_event send_m(gwc_conn *k, int i)
 /* alice and bob in g (bob then goes away), and m1..mN_BEFORE sent by alice. */
 static gwc_conn *start_group(void)
 {
-    gwc_conn *alice = gwfx_login(&f, "alice", NULL);
-    gwc_conn *bob = gwfx_login(&f, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&f, "alice", &f, "bob", "g", &alice, &bob);
     gwc_close(bob); /* bob reads it all at the end */
     /* Each message's cid is "m<the mid it must get>" (and its body starts with it). */
     for (int i = 1; i <= N_BEFORE; i++) {
@@ -197,8 +195,7 @@ static void check_all_stored_once(uint64_t n)
 {
     pr_event w;
     gwc_conn *bob = gwfx_login(&f, "bob", &w);
-    pr_group g;
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    pr_group g = gwfx_first_group(&w);
     cr_assert_eq(g.last_mid, n);
     pull_all(bob, n);
 
@@ -230,7 +227,7 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     send_unavailable(alice, "m7", 107);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 108, S("h"));
+    pr_enc_join(&sb, 108, gwfx_sl("h"));
     expect_unavailable(alice, &sb, 108);
     char *body = NULL;
     cr_assert_eq(health(&body), 503, "/healthz while the disk is full");
@@ -250,7 +247,7 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     cr_assert_eq(metric("gw_store_recoveries_total"), 0);
     /* Reads go on, and show that nothing refused was stored. */
     sb.size = 0;
-    pr_enc_pull(&sb, 109, S("g"), false, 0, 100);
+    pr_enc_pull(&sb, 109, gwfx_sl("g"), false, 0, 100);
     pr_event page = gwfx_request(alice, &sb, PR_EV_PAGE);
     cr_assert_eq(page.last_mid, N_BEFORE);
     cr_assert_eq(page.n_items, N_BEFORE);
@@ -265,7 +262,7 @@ Test(disk, full_disk_refuses_writes_then_recovers)
     /* An ack (it has no reply: a ping after it tells it was taken) waits in the gateway
      * while the store is failing. */
     msgpack_sbuffer_init(&sb);
-    pr_ack a = {S("g"), N_BEFORE};
+    pr_ack a = {gwfx_sl("g"), N_BEFORE};
     pr_enc_ack(&sb, &a, 1);
     gwfx_send(alice, &sb);
     sb.size = 0;

@@ -25,49 +25,17 @@
 #include <string.h>
 #include <unistd.h>
 
-static gwfx fa, fb;
-
-static void teardown(void)
-{
-    gwfx_cleanup(&fb);
-    gwfx_cleanup(&fa);
-}
-
-TestSuite(edits, .fini = teardown, .timeout = 120);
-
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
-/* The reply of rid: of type want (pushes before it are skipped). */
-static pr_event expect_reply(gwc_conn *k, uint64_t rid, enum pr_ev_type want)
-{
-    pr_event ev;
-    cr_assert(gwfx_next_of(k, want, GWFX_WAIT, &ev), "no reply %d within %d ms", want, GWFX_WAIT);
-    cr_assert(ev.has_rid && ev.rid == rid, "the reply of rid %lu", (unsigned long)rid);
-    return ev;
-}
+GWFX_PAIR_SUITE(edits, fa, fb, 120);
 
 static pr_event edit(gwc_conn *k, uint64_t rid, uint64_t mid, uint64_t ver, const char *text,
                      enum pr_ev_type want)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_edit(&sb, rid, sl("g"), mid, ver, (pr_body){sl(text), false}), 0);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
-    return expect_reply(k, rid, want);
+    return gwfx_edit(k, rid, "g", mid, ver, text, want);
 }
 
 static pr_event recall(gwc_conn *k, uint64_t rid, uint64_t mid, enum pr_ev_type want)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_recall(&sb, rid, sl("g"), mid), 0);
-    gwfx_send(k, &sb);
-    msgpack_sbuffer_destroy(&sb);
-    return expect_reply(k, rid, want);
+    return gwfx_recall(k, rid, "g", mid, want);
 }
 
 /* The page of gid after 0 as k gets it: each message's text (or "-" for a tombstone),
@@ -83,7 +51,7 @@ static seen page_of(gwc_conn *k)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_pull(&sb, 77, sl("g"), false, 0, 10), 0);
+    cr_assert_eq(pr_enc_pull(&sb, 77, gwfx_sl("g"), false, 0, 10), 0);
     pr_event ev;
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -251,13 +219,19 @@ static void assert_gone(gwfx *f, const char *marker, const char *what)
     cr_assert(gone, "%s is still on disk", what);
 }
 
+/* A text that nothing else on disk has: prefix-<time>-<pid>. */
+static void marker_of(char *out, size_t n, const char *prefix)
+{
+    snprintf(out, n, "%s-%ld-%d", prefix, (long)time(NULL), getpid());
+}
+
 Test(edits, a_recalled_body_is_not_on_disk_afterwards, .timeout = 60)
 {
     gwfx_start(&fa, NULL);
     gwc_conn *alice = gwfx_login(&fa, "alice", NULL);
     gwfx_join(alice, "g");
     char marker[64];
-    snprintf(marker, sizeof(marker), "secret-%ld-%d", (long)time(NULL), getpid());
+    marker_of(marker, sizeof(marker), "secret");
     gwfx_send_msg(alice, "g", "c1", "kept");
     gwfx_send_msg(alice, "g", "c2", marker);
     gwfx_send_msg(alice, "g", "c3", "kept too");
@@ -276,9 +250,8 @@ Test(edits, the_api_edits_and_recalls_any_message)
 {
     const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
     gwfx_start(&fa, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     gwfx_send_msg(alice, "g", "c1", "one");
     gwfx_send_msg(alice, "g", "c2", "two");
     char *out =
@@ -312,29 +285,39 @@ Test(edits, the_api_edits_and_recalls_any_message)
     free(out);
 }
 
+/* Nodes with the API on (gwfx_start_nodes): alice signs in on fa and joins shared and
+ * hers, bob on the other node (returned) and joins shared. */
+static gwfx *start_api_nodes(gwc_conn **alice, gwc_conn **bob, const char *shared, const char *hers)
+{
+    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
+    *alice = gwfx_login(&fa, "alice", NULL);
+    *bob = gwfx_login(other, "bob", NULL);
+    gwfx_join(*alice, shared);
+    gwfx_join(*alice, hers);
+    gwfx_join(*bob, shared);
+    return other;
+}
+
 /* A person's erasure through the API (docs/API.md, DELETE /users/{uid}): every message
  * the user sent a tombstone, on disk too; its memberships gone; its sessions ended on
  * every node; the others' messages kept. */
 Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
 {
-    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
-    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
+    gwc_conn *alice, *bob;
+    gwfx *other = start_api_nodes(&alice, &bob, "g", "h");
     gwc_conn *alice_phone = gwfx_login(other, "alice", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(alice, "h");
-    gwfx_join(bob, "g");
     char marker[64];
-    snprintf(marker, sizeof(marker), "alices-secret-%ld-%d", (long)time(NULL), getpid());
+    marker_of(marker, sizeof(marker), "alices-secret");
     gwfx_send_msg(alice, "g", "c1", marker);
     gwfx_send_msg(alice, "g", "c2", marker);
     gwfx_send_msg(alice, "h", "c3", marker);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, 9, sl("g"), sl("b1"), (pr_body){sl("bob stays"), false});
+    pr_enc_send(&sb, 9, gwfx_sl("g"), gwfx_sl("b1"), (pr_body){gwfx_sl("bob stays"), false});
     gwfx_send(bob, &sb);
     msgpack_sbuffer_destroy(&sb);
-    expect_reply(bob, 9, PR_EV_SENT);
+    gwfx_reply(bob, 9, PR_EV_SENT);
     cr_assert(stored_bytes(&fa, marker, false), "the marker is on disk before");
 
     char *out = gwfx_api(&fa, "DELETE", "/api/v1/users/alice", NULL, 200);
@@ -365,14 +348,10 @@ Test(edits, erasing_a_user_leaves_no_body_of_theirs, .timeout = 90)
  * told `left` on every node, it is gone from their groups, and its messages from disk. */
 Test(edits, deleting_a_group_tells_its_members_and_leaves_nothing, .timeout = 90)
 {
-    const char *args[] = {"--api-key-file", gwfx_api_key_file(), NULL};
-    gwfx *other = gwfx_start_nodes(&fa, &fb, args);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(other, "bob", NULL);
-    gwfx_join(alice, "doomed");
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "doomed");
+    gwc_conn *alice, *bob;
+    gwfx *other = start_api_nodes(&alice, &bob, "doomed", "g");
     char marker[64];
-    snprintf(marker, sizeof(marker), "doomed-%ld-%d", (long)time(NULL), getpid());
+    marker_of(marker, sizeof(marker), "doomed");
     gwfx_send_msg(alice, "doomed", "c1", marker);
     gwfx_send_msg(alice, "doomed", "c2", marker);
     char *out = gwfx_api(&fa, "DELETE", "/api/v1/groups/doomed", NULL, 200);
@@ -393,9 +372,9 @@ Test(edits, deleting_a_group_tells_its_members_and_leaves_nothing, .timeout = 90
     /* A message to it now: alice is no member any more. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, 5, sl("doomed"), sl("c3"), (pr_body){sl("late"), false});
+    pr_enc_send(&sb, 5, gwfx_sl("doomed"), gwfx_sl("c3"), (pr_body){gwfx_sl("late"), false});
     gwfx_send(alice, &sb);
     msgpack_sbuffer_destroy(&sb);
-    cr_assert_eq(expect_reply(alice, 5, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
+    cr_assert_eq(gwfx_reply(alice, 5, PR_EV_ERR).err_code, PR_E_NOT_MEMBER);
     assert_gone(&fa, marker, "a message of the group");
 }

@@ -28,12 +28,9 @@ static const pr_group *find_group(const pr_event *welcome, const char *gid, pr_g
 
 Test(flow, send_push_and_lazy_paged_pull)
 {
-    gwc_conn *a1 = gwfx_login(&f, "alice", NULL);
-    gwc_conn *b = gwfx_login(&f, "bob", NULL);
-    gwc_conn *c = gwfx_login(&f, "carol", NULL);
-    gwfx_join(a1, "room");
-    gwfx_join(b, "room");
-    gwfx_join(c, "room");
+    gwc_conn *k[3];
+    gwfx_login_joined(&f, "room", 3, (const char *const[]){"alice", "bob", "carol"}, k);
+    gwc_conn *a1 = k[0], *b = k[1], *c = k[2];
     gwc_close(c); /* carol goes offline */
     gwc_conn *a2 = gwfx_login(&f, "alice", NULL);
 
@@ -77,7 +74,7 @@ Test(flow, send_push_and_lazy_paged_pull)
     /* Enter with limit 20, then pull after each page, acking each page. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_enter(&sb, 11, (pr_slice){(const uint8_t *)"room", 4}, 20);
+    pr_enc_enter(&sb, 11, gwfx_sl("room"), 20);
     pr_event page = gwfx_request(c, &sb, PR_EV_PAGE);
     uint64_t next = 1;
     int pages = 0;
@@ -95,7 +92,7 @@ Test(flow, send_push_and_lazy_paged_pull)
         if (!page.more)
             break;
         sb.size = 0;
-        pr_enc_pull(&sb, 12, (pr_slice){(const uint8_t *)"room", 4}, false, next - 1, 20);
+        pr_enc_pull(&sb, 12, gwfx_sl("room"), false, next - 1, 20);
         page = gwfx_request(c, &sb, PR_EV_PAGE);
     }
     cr_assert_eq(next, 51);
@@ -103,7 +100,7 @@ Test(flow, send_push_and_lazy_paged_pull)
 
     /* History: the 5 messages just below mid 11, ascending. */
     sb.size = 0;
-    pr_enc_pull(&sb, 13, (pr_slice){(const uint8_t *)"room", 4}, true, 11, 5);
+    pr_enc_pull(&sb, 13, gwfx_sl("room"), true, 11, 5);
     page = gwfx_request(c, &sb, PR_EV_PAGE);
     cr_assert_eq(page.n_items, 5);
     pr_message m;
@@ -121,7 +118,7 @@ Test(flow, send_push_and_lazy_paged_pull)
 
     /* An enter with nothing unread is an empty page with more: false. */
     msgpack_sbuffer_init(&sb);
-    pr_enc_enter(&sb, 14, (pr_slice){(const uint8_t *)"room", 4}, 0);
+    pr_enc_enter(&sb, 14, gwfx_sl("room"), 0);
     page = gwfx_request(c, &sb, PR_EV_PAGE);
     cr_assert_eq(page.n_items, 0);
     cr_assert_not(page.more);
@@ -130,15 +127,12 @@ Test(flow, send_push_and_lazy_paged_pull)
 
 Test(flow, bodies_keep_their_type_and_ping_answers)
 {
-    gwc_conn *a = gwfx_login(&f, "alice", NULL);
-    gwc_conn *b = gwfx_login(&f, "bob", NULL);
-    gwfx_join(a, "g");
-    gwfx_join(b, "g");
+    gwc_conn *a, *b;
+    gwfx_login_two(&f, "alice", &f, "bob", "g", &a, &b);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     const uint8_t bin[4] = {0, 1, 0xfe, 0xff};
-    pr_enc_send(&sb, 3, (pr_slice){(const uint8_t *)"g", 1}, (pr_slice){(const uint8_t *)"b1", 2},
-                (pr_body){{bin, 4}, true});
+    pr_enc_send(&sb, 3, gwfx_sl("g"), gwfx_sl("b1"), (pr_body){{bin, 4}, true});
     pr_event ev = gwfx_request(a, &sb, PR_EV_SENT);
     cr_assert_eq(ev.rid, 3);
     ev = gwfx_expect(b, PR_EV_MSG);

@@ -22,12 +22,8 @@ TestSuite(http, .fini = teardown);
 
 static void start(const char *const *more)
 {
-    const char *args[16] = {"--api-key-file", gwfx_api_key_file(), "--demo"};
-    int n = 3;
-    for (; more && more[n - 3]; n++)
-        args[n] = more[n - 3];
-    args[n] = NULL;
-    gwfx_start(&f, args);
+    const char *const base[] = {"--api-key-file", gwfx_api_key_file(), "--demo", NULL};
+    gwfx_start_with(&f, NULL, base, more);
 }
 
 #define AUTH "Authorization: Bearer " GWFX_API_KEY "\r\n"

@@ -195,26 +195,29 @@ Test(json, a_json_session_gets_the_protocols_errors_and_limits)
 {
     jconn c;
     jlogin(&c, "carol");
-    jsend(&c, "{\"t\":\"send\",\"gid\":\"nope\",\"cid\":\"x\",\"body\":\"x\"}");
-    expect_err(&c, "not_member");
-    jsend(&c, "{\"t\":\"dance\"}");
-    expect_err(&c, "bad_type");
-    jsend(&c, "{\"t\":\"join\",\"gid\":\"not an id!\"}");
-    expect_err(&c, "bad_field");
-    jsend(&c, "[1, 2");
-    expect_err(&c, "bad_frame");
-    jsend(&c, "{\"t\":\"join\",\"gid\":\"a\",\"gid\":\"b\"}");
-    expect_err(&c, "bad_frame"); /* duplicate keys */
-    jsend(&c, "{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"%%%\"}}");
-    expect_err(&c, "bad_frame");
-    /* Base64 with anything but its alphabet and final padding (OpenSSL alone would take
-     * the newlines and count them as bytes). */
-    jsend(
-        &c,
-        "{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"AA==\\n\\n\\n\\n\"}}");
-    expect_err(&c, "bad_frame");
-    jsend(&c, "{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"A=AA\"}}");
-    expect_err(&c, "bad_frame");
+    static const struct {
+        const char *frame, *code;
+    } refused[] = {
+        {"{\"t\":\"send\",\"gid\":\"nope\",\"cid\":\"x\",\"body\":\"x\"}", "not_member"},
+        {"{\"t\":\"dance\"}", "bad_type"},
+        {"{\"t\":\"join\",\"gid\":\"not an id!\"}", "bad_field"},
+        {"[1, 2", "bad_frame"},
+        {"{\"t\":\"join\",\"gid\":\"a\",\"gid\":\"b\"}", "bad_frame"}, /* duplicate keys */
+        {"{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"%%%\"}}", "bad_frame"},
+        /* Base64 with anything but its alphabet and final padding (OpenSSL alone would take
+         * the newlines and count them as bytes). */
+        {"{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"AA==\\n\\n\\n\\n\"}}",
+         "bad_frame"},
+        {"{\"t\":\"send\",\"gid\":\"a\",\"cid\":\"y\",\"body\":{\"base64\":\"A=AA\"}}",
+         "bad_frame"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        jsend(&c, refused[i].frame);
+        json_t *e = jexpect(&c, "err");
+        cr_assert_str_eq(sval(e, "code"), refused[i].code, "%s: %s: %s", refused[i].frame,
+                         refused[i].code, sval(e, "msg"));
+        json_decref(e);
+    }
     cr_assert_eq(rawws_send(&c.ws, "\x81\xa1t\xa4ping", 7, false), 0);
     expect_err(&c, "bad_frame"); /* a binary frame on a JSON session */
     /* A body over max_body (64 KiB) is too_large, as it is in MessagePack. */

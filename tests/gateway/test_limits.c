@@ -18,8 +18,6 @@ static void teardown(void)
     gwfx_cleanup(&f);
 }
 
-#define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
-
 Test(limits, replies_larger_than_a_frame_and_the_group_cap, .fini = teardown, .timeout = 60)
 {
     static const char *const args[] = {"--max-frame",  "2048", "--max-body", "1000",
@@ -33,7 +31,7 @@ Test(limits, replies_larger_than_a_frame_and_the_group_cap, .fini = teardown, .t
     }
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_join(&sb, 41, S("one-too-many"));
+    pr_enc_join(&sb, 41, gwfx_sl("one-too-many"));
     gwfx_send(k, &sb);
     pr_event ev = gwfx_expect(k, PR_EV_ERR);
     cr_assert(gwfx_slice_is(ev.err_name, "too_large"));
@@ -62,7 +60,7 @@ Test(limits, pipelined_joins_stay_within_the_group_cap, .fini = teardown, .timeo
     char gid[16];
     for (int i = 0; i < 8; i++) { /* none waits for its reply */
         snprintf(gid, sizeof(gid), "pipe%d", i);
-        pr_enc_join(&sb, (uint64_t)i, S(gid));
+        pr_enc_join(&sb, (uint64_t)i, gwfx_sl(gid));
         gwfx_send(k, &sb);
         sb.size = 0;
     }
@@ -117,7 +115,7 @@ Test(limits, pipelined_pulls_without_reading_keep_memory_bounded, .fini = teardo
     cr_assert_eq(gwc_pause(k, true), 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_pull(&sb, PR_NO_RID, S("big"), false, 0, 500);
+    pr_enc_pull(&sb, PR_NO_RID, gwfx_sl("big"), false, 0, 500);
     for (int i = 0; i < pulls; i++)
         gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -165,7 +163,8 @@ Test(limits, graceful_stop_confirms_every_stored_message, .fini = teardown, .tim
         char cid[16];
         snprintf(cid, sizeof(cid), "c%d", i);
         sb.size = 0;
-        pr_enc_send(&sb, (uint64_t)i, S("g"), S(cid), (pr_body){S("payload"), false});
+        pr_enc_send(&sb, (uint64_t)i, gwfx_sl("g"), gwfx_sl(cid),
+                    (pr_body){gwfx_sl("payload"), false});
         gwfx_send(k, &sb);
     }
     msgpack_sbuffer_destroy(&sb);
@@ -188,8 +187,7 @@ Test(limits, graceful_stop_confirms_every_stored_message, .fini = teardown, .tim
     pr_event w;
     gwc_conn *again = gwfx_login(&f, "sender", &w);
     (void)again;
-    pr_group g;
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    pr_group g = gwfx_first_group(&w);
     cr_log_info("limits: %d confirmed before the stop, %lu stored", confirmed,
                 (unsigned long)g.last_mid);
     cr_assert_eq(g.last_mid, (uint64_t)confirmed, "a stored message was never confirmed");
@@ -205,7 +203,7 @@ Test(limits, a_client_that_asks_and_never_reads_is_closed, .fini = teardown, .ti
     cr_assert_eq(gwc_pause(k, true), 0);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_pull(&sb, PR_NO_RID, S("big"), false, 0, 500);
+    pr_enc_pull(&sb, PR_NO_RID, gwfx_sl("big"), false, 0, 500);
     for (int i = 0; i < 200; i++)
         gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);

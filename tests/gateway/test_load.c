@@ -5,6 +5,7 @@
  * gateway's /stats, and the gateway then stops cleanly (under the sanitizer build: with
  * no report and no leak, since it must exit 0). */
 #include "gwfx.h"
+#include "loadreport.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -19,16 +20,6 @@ static gwfx f;
 static void teardown(void)
 {
     gwfx_cleanup(&f); /* SIGTERM: must exit 0; also when an assertion failed */
-}
-
-static unsigned long field(const char *report, const char *name)
-{
-    char key[64];
-    unsigned long v = 0;
-    snprintf(key, sizeof(key), "\"%s\":", name);
-    const char *p = strstr(report, key);
-    cr_assert(p && sscanf(p + strlen(key), "%lu", &v) == 1, "no %s in: %s", name, report);
-    return v;
 }
 
 static long long stat_of(json_t *j, const char *group, const char *key)
@@ -54,12 +45,13 @@ static void run_load(void)
     int st = pclose(p);
     cr_log_info("load over %s: %s", f.tls ? "wss" : "ws", report);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_load failed: %s", report);
-    unsigned long sends = field(report, "sends"), confirmed = field(report, "confirmed"),
-                  deliveries = field(report, "deliveries");
+    unsigned long sends = loadreport_field(report, "sends"),
+                  confirmed = loadreport_field(report, "confirmed"),
+                  deliveries = loadreport_field(report, "deliveries");
     cr_assert_gt(sends, 0);
     cr_assert_eq(confirmed, sends);
-    cr_assert_eq(field(report, "errors"), 0);
-    cr_assert_eq(field(report, "notifies"), 0);
+    cr_assert_eq(loadreport_field(report, "errors"), 0);
+    cr_assert_eq(loadreport_field(report, "notifies"), 0);
     /* Each message goes to the 100 members of its group and to the other sender (senders
      * join every group; the sending session itself gets no push). */
     cr_assert_eq(deliveries, 101 * confirmed, "deliveries %lu for %lu messages", deliveries,

@@ -27,11 +27,6 @@ static void teardown(void)
 
 TestSuite(order, .init = setup, .fini = teardown, .timeout = 60);
 
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
-
 /* Sends the frame written to `out` on k, without waiting for a reply, and empties it. */
 static void put(gwc_conn *k)
 {
@@ -41,31 +36,31 @@ static void put(gwc_conn *k)
 
 static void put_join(gwc_conn *k, uint64_t rid, const char *gid)
 {
-    pr_enc_join(&out, rid, sl(gid));
+    pr_enc_join(&out, rid, gwfx_sl(gid));
     put(k);
 }
 
 static void put_leave(gwc_conn *k, uint64_t rid, const char *gid)
 {
-    pr_enc_leave(&out, rid, sl(gid));
+    pr_enc_leave(&out, rid, gwfx_sl(gid));
     put(k);
 }
 
 static void put_send(gwc_conn *k, uint64_t rid, const char *gid, const char *cid, const char *text)
 {
-    pr_enc_send(&out, rid, sl(gid), sl(cid), (pr_body){sl(text), false});
+    pr_enc_send(&out, rid, gwfx_sl(gid), gwfx_sl(cid), (pr_body){gwfx_sl(text), false});
     put(k);
 }
 
 static void put_enter(gwc_conn *k, uint64_t rid, const char *gid)
 {
-    pr_enc_enter(&out, rid, sl(gid), 0);
+    pr_enc_enter(&out, rid, gwfx_sl(gid), 0);
     put(k);
 }
 
 static void put_pull(gwc_conn *k, uint64_t rid, const char *gid, uint64_t after)
 {
-    pr_enc_pull(&out, rid, sl(gid), false, after, 0);
+    pr_enc_pull(&out, rid, gwfx_sl(gid), false, after, 0);
     put(k);
 }
 
@@ -147,7 +142,7 @@ Test(order, hello_then_requests)
 {
     gwc_conn *k = gwfx_connect_raw(&f);
     char *tok = gwfx_token("alice");
-    pr_enc_hello(&out, 1, sl(tok));
+    pr_enc_hello(&out, 1, gwfx_sl(tok));
     put(k);
     free(tok);
     /* Written before the welcome could come back: they wait for the hello. */

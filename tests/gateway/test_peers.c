@@ -25,32 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static gwfx fa, fb;
-
-static void teardown(void)
-{
-    gwfx_cleanup(&fb);
-    gwfx_cleanup(&fa);
-}
-
-TestSuite(peers, .fini = teardown, .timeout = 120);
-
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
-}
+GWFX_PAIR_SUITE(peers, fa, fb, 120);
 
 static void start(gwfx *f, gwfx *beside, const char *const *more)
 {
-    const char *args[12] = {"--api-key-file", gwfx_api_key_file()};
-    int n = 2;
-    for (; more && more[n - 2]; n++)
-        args[n] = more[n - 2];
-    args[n] = NULL;
-    if (beside)
-        gwfx_start_beside(f, beside, args);
-    else
-        gwfx_start(f, args);
+    const char *const base[] = {"--api-key-file", gwfx_api_key_file(), NULL};
+    gwfx_start_with(f, beside, base, more);
 }
 
 /* The frames queued go out (the client's loop runs a moment; nothing is read away). */
@@ -83,7 +63,7 @@ typedef struct cur {
 static int enc_read(msgpack_sbuffer *sb, void *ud)
 {
     cur *c = ud;
-    pr_ack a = {sl(c->gid), c->mid};
+    pr_ack a = {gwfx_sl(c->gid), c->mid};
     return pr_enc_read(sb, &a, 1);
 }
 
@@ -134,9 +114,8 @@ static const pr_group *group_in(const pr_event *ev, const char *gid, pr_group *g
 Test(peers, a_read_is_a_second_cursor_the_unread_counts_come_from)
 {
     start(&fa, NULL, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fa, "bob", NULL);
-    gwfx_join(alice, "g");
-    gwfx_join(bob, "g");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fa, "bob", "g", &alice, &bob);
     for (int i = 1; i <= 5; i++) {
         char cid[8];
         snprintf(cid, sizeof(cid), "c%d", i);
@@ -185,7 +164,7 @@ typedef struct rq {
 static int enc_receipts(msgpack_sbuffer *sb, void *ud)
 {
     rq *q = ud;
-    return pr_enc_receipts_req(sb, 4, sl(q->gid), q->mid);
+    return pr_enc_receipts_req(sb, 4, gwfx_sl(q->gid), q->mid);
 }
 
 /* Receipts of mid: counts, and the readers joined by ',' (sorted by the caller's order). */
@@ -372,7 +351,7 @@ typedef struct wq {
 static int enc_watch(msgpack_sbuffer *sb, void *ud)
 {
     wq *w = ud;
-    return pr_enc_watch(sb, 6, sl(w->gid), w->mids, w->n);
+    return pr_enc_watch(sb, 6, gwfx_sl(w->gid), w->mids, w->n);
 }
 
 Test(peers, a_watch_gets_cursor_pushes_coalesced_to_one_a_period)
@@ -464,7 +443,7 @@ Test(peers, a_large_group_gets_the_counts_of_the_watched_mids)
 
 static int enc_typing(msgpack_sbuffer *sb, void *ud)
 {
-    return pr_enc_typing(sb, sl((const char *)ud));
+    return pr_enc_typing(sb, gwfx_sl((const char *)ud));
 }
 
 Test(peers, typing_reaches_the_others_once_in_two_seconds_and_is_not_stored)
@@ -530,7 +509,7 @@ typedef struct pq {
 static int enc_presence(msgpack_sbuffer *sb, void *ud)
 {
     pq *q = ud;
-    return pr_enc_presence_req(sb, 8, sl(q->gid), q->sub);
+    return pr_enc_presence_req(sb, 8, gwfx_sl(q->gid), q->sub);
 }
 
 /* uid in a presence reply or an online push: its entry (fails if absent). */
@@ -565,9 +544,8 @@ static void await_online(gwc_conn *k, const char *uid, bool online, int ms)
 Test(peers, presence_lists_who_is_online_and_pushes_the_changes)
 {
     start(&fa, NULL, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *carol = gwfx_login(&fa, "carol", NULL);
-    gwfx_join(alice, "p");
-    gwfx_join(carol, "p");
+    gwc_conn *alice, *carol;
+    gwfx_login_two(&fa, "alice", &fa, "carol", "p", &alice, &carol);
     char *ok = gwfx_api(&fa, "PUT", "/api/v1/groups/p/members/dave", NULL, 201);
     free(ok); /* a member never seen */
     uint64_t before = (uint64_t)time(NULL) * 1000;
@@ -610,9 +588,8 @@ Test(peers, presence_follows_a_node_that_is_killed, .timeout = 120)
     pgfx_need(PGFX_ONLY);
     start(&fa, NULL, NULL);
     start(&fb, &fa, NULL);
-    gwc_conn *alice = gwfx_login(&fa, "alice", NULL), *bob = gwfx_login(&fb, "bob", NULL);
-    gwfx_join(alice, "k");
-    gwfx_join(bob, "k");
+    gwc_conn *alice, *bob;
+    gwfx_login_two(&fa, "alice", &fb, "bob", "k", &alice, &bob);
     pq q = {"k", 1};
     pr_event ev;
     /* Bob (on the other node) is seen online here. */

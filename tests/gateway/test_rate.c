@@ -26,8 +26,6 @@ static void teardown(void)
     gwfx_cleanup(&f);
 }
 
-#define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
-
 static void start(const char *const *args)
 {
     watch_prepare();
@@ -58,7 +56,7 @@ static void pipeline_sends(rawws *c, int first, int n, size_t body_n)
         char cid[16];
         snprintf(cid, sizeof(cid), "c%d", i);
         sb.size = 0;
-        pr_enc_send(&sb, (uint64_t)i, S("r"), S(cid),
+        pr_enc_send(&sb, (uint64_t)i, gwfx_sl("r"), gwfx_sl(cid),
                     (pr_body){{(const uint8_t *)body, body_n}, false});
         len += rawws_frame(buf + len, cap - len, RAWWS_BIN, true, sb.data, sb.size);
     }
@@ -154,8 +152,7 @@ Test(rate, sends_over_the_rate_get_rate_limited_and_a_retry_hint, .fini = teardo
     pr_event wel;
     gwc_conn *k = gwfx_login(&f, "eager", &wel);
     (void)k;
-    pr_group g;
-    cr_assert_eq(pr_event_group(&wel, 0, &g), 0);
+    pr_group g = gwfx_first_group(&wel);
     cr_assert_eq(g.last_mid, SENDS, "every message stored once: last mid %lu",
                  (unsigned long)g.last_mid);
     cr_assert_geq(watch_stat(&f, "rate_limits.sends"), n_refused);

@@ -28,8 +28,7 @@ static void send_cid(gwc_conn *k, int i)
     snprintf(cid, sizeof(cid), "m%d", i);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, (uint64_t)i, (pr_slice){(const uint8_t *)"g", 1},
-                (pr_slice){(const uint8_t *)cid, strlen(cid)},
+    pr_enc_send(&sb, (uint64_t)i, gwfx_sl("g"), gwfx_sl(cid),
                 (pr_body){{(const uint8_t *)cid, strlen(cid)}, false});
     gwc_send(k, sb.data, sb.size); /* may fail once the server is gone: that is the test */
     msgpack_sbuffer_destroy(&sb);
@@ -73,12 +72,24 @@ static uint64_t watermark(void)
     return w;
 }
 
+/* A pulled message: taken by the receiver, and the one that was confirmed under its mid
+ * (its body is "m<cid>", cid in 1..*last_sent). */
+static void check_stored(const pr_message *m, void *last_sent)
+{
+    take(m->mid);
+    /* The body is "m<cid>", not NUL-terminated: copy it before reading it. */
+    char text[16];
+    snprintf(text, sizeof(text), "%.*s", (int)m->body.data.n, m->body.data.p);
+    int cid = atoi(text + 1);
+    cr_assert(cid >= 1 && cid <= *(int *)last_sent);
+    cr_assert_eq(confirmed[cid], m->mid, "m%d confirmed as %lu, stored as %lu", cid,
+                 (unsigned long)confirmed[cid], (unsigned long)m->mid);
+}
+
 Test(restart, sigkill_during_sends_loses_nothing_confirmed)
 {
-    gwc_conn *sender = gwfx_login(&f, "sender", NULL);
-    gwc_conn *recv = gwfx_login(&f, "recv", NULL);
-    gwfx_join(sender, "g");
-    gwfx_join(recv, "g");
+    gwc_conn *sender, *recv;
+    gwfx_login_two(&f, "sender", &f, "recv", "g", &sender, &recv);
 
     /* Stream for a moment (receiver acking its watermark), then kill mid-stream. */
     int next = 1;
@@ -119,36 +130,10 @@ Test(restart, sigkill_during_sends_loses_nothing_confirmed)
     /* The receiver comes back: its ack, then pull after it to the end. */
     pr_event w;
     recv = gwfx_login(&f, "recv", &w);
-    pr_group g;
-    cr_assert_eq(pr_event_group(&w, 0, &g), 0);
+    pr_group g = gwfx_first_group(&w);
     cr_assert_eq(g.last_mid, (uint64_t)last_sent, "every send stored once: mids 1..%d", last_sent);
     cr_assert_leq(g.ack, watermark(), "the stored ack never passes what was acked");
-    uint64_t after = g.ack;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    for (;;) {
-        sb.size = 0;
-        pr_enc_pull(&sb, 1, (pr_slice){(const uint8_t *)"g", 1}, false, after, 500);
-        pr_event page = gwfx_request(recv, &sb, PR_EV_PAGE);
-        for (size_t i = 0; i < page.n_items; i++) {
-            pr_message m;
-            cr_assert_eq(pr_event_message(&page, i, &m), 0);
-            cr_assert_eq(m.mid, after + 1, "dense mids");
-            after = m.mid;
-            take(m.mid);
-            /* The message under each confirmed mid is the one that was confirmed. */
-            /* The body is "m<cid>", not NUL-terminated: copy it before reading it. */
-            char text[16];
-            snprintf(text, sizeof(text), "%.*s", (int)m.body.data.n, m.body.data.p);
-            int cid = atoi(text + 1);
-            cr_assert(cid >= 1 && cid <= last_sent);
-            cr_assert_eq(confirmed[cid], m.mid, "m%d confirmed as %lu, stored as %lu", cid,
-                         (unsigned long)confirmed[cid], (unsigned long)m.mid);
-        }
-        if (!page.more)
-            break;
-    }
-    msgpack_sbuffer_destroy(&sb);
+    uint64_t after = gwfx_pull_all(recv, "g", 1, g.ack, check_stored, &last_sent);
     cr_assert_eq(after, (uint64_t)last_sent);
     cr_assert_eq(watermark(), (uint64_t)last_sent, "the receiver holds every message");
     cr_log_info("restart: %d sent, %d confirmed before the kill, %d re-deliveries absorbed",

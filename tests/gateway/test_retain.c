@@ -21,25 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static gwfx fa, fb;
-
-static void teardown(void)
-{
-    gwfx_cleanup(&fb);
-    gwfx_cleanup(&fa);
-}
-
-TestSuite(retain, .fini = teardown, .timeout = 120);
+GWFX_PAIR_SUITE(retain, fa, fb, 120);
 
 static void nap_ms(long ms)
 {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&t, NULL);
-}
-
-static pr_slice sl(const char *s)
-{
-    return (pr_slice){(const uint8_t *)s, strlen(s)};
 }
 
 /* A page of gid after `from` (or before it), as k gets it; the caller reads ev. */
@@ -48,7 +35,7 @@ static pr_event pull(gwc_conn *k, bool before, uint64_t from, uint32_t limit)
     static uint64_t rid = 1000;
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_pull(&sb, ++rid, sl("g"), before, from, limit), 0);
+    cr_assert_eq(pr_enc_pull(&sb, ++rid, gwfx_sl("g"), before, from, limit), 0);
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
     pr_event ev;
@@ -85,7 +72,8 @@ static uint64_t send_n(gwc_conn *k, uint64_t from, uint64_t to)
         /* Not gwfx_send_msg: a pass that moves the horizon pushes `changed` meanwhile. */
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
-        cr_assert_eq(pr_enc_send(&sb, i, sl("g"), sl(cid), (pr_body){sl(text), false}), 0);
+        cr_assert_eq(
+            pr_enc_send(&sb, i, gwfx_sl("g"), gwfx_sl(cid), (pr_body){gwfx_sl(text), false}), 0);
         gwfx_send(k, &sb);
         msgpack_sbuffer_destroy(&sb);
         pr_event ev;
@@ -166,7 +154,7 @@ Test(retain, a_pull_below_the_horizon_says_gone_before_and_unread_ignores_it)
     gwc_conn *carol = gwfx_login(other, "carol", NULL);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    cr_assert_eq(pr_enc_join(&sb, 5, sl("g")), 0);
+    cr_assert_eq(pr_enc_join(&sb, 5, gwfx_sl("g")), 0);
     ev = gwfx_request(carol, &sb, PR_EV_JOINED);
     msgpack_sbuffer_destroy(&sb);
     cr_assert_eq(ev.first_mid, 16);

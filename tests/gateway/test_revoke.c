@@ -34,7 +34,7 @@ static int hello_with(const char *uid, long iat, gwc_conn **kept, size_t *groups
     gwc_conn *k = gwfx_connect_raw(&f);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_hello(&sb, 1, (pr_slice){(const uint8_t *)tok, strlen(tok)});
+    pr_enc_hello(&sb, 1, gwfx_sl(tok));
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
     free(tok);

@@ -97,17 +97,9 @@ static int wait_healthz(pid_t pid, const char *dir, const char *cert, int port)
     while (time(NULL) < until) {
         int st, status;
         if (waitpid(pid, &st, WNOHANG) != 0) {
-            char log[400], tail[2048] = "";
+            char log[400], tail[2001];
             snprintf(log, sizeof(log), "%s/run.log", dir);
-            FILE *l = fopen(log, "r");
-            if (l) {
-                fseek(l, 0, SEEK_END);
-                long size = ftell(l);
-                fseek(l, size > 2000 ? size - 2000 : 0, SEEK_SET);
-                size_t got = fread(tail, 1, sizeof(tail) - 1, l);
-                tail[got] = 0;
-                fclose(l);
-            }
+            gwfx_file_tail(log, tail, sizeof(tail));
             if (strstr(tail, "Address already in use"))
                 return 0;
             cr_assert_fail("run.sh exited early (status %d); its output ends with:\n%s", st, tail);

@@ -34,6 +34,14 @@ TestSuite(slow, .init = setup, .fini = teardown, .timeout = 180);
 
 static bool held[MESSAGES + 1];
 
+/* A message the slow member pulls: whole, and held; counted in *pulled. */
+static void pulled_one(const pr_message *m, void *pulled)
+{
+    cr_assert_eq(m->body.data.n, BODY);
+    held[m->mid] = true;
+    (*(int *)pulled)++;
+}
+
 Test(slow, notify_then_pull_and_nobody_else_waits)
 {
     /* The slow member stops reading its socket while the burst goes on. */
@@ -43,10 +51,8 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
 
-    gwc_conn *sender = gwfx_login(&f, "sender", NULL);
-    gwc_conn *fast = gwfx_login(&f, "fast", NULL);
-    gwfx_join(sender, "g");
-    gwfx_join(fast, "g");
+    gwc_conn *sender, *fast;
+    gwfx_login_two(&f, "sender", &f, "fast", "g", &sender, &fast);
 
     char *body = malloc(BODY);
     memset(body, 'b', BODY);
@@ -56,8 +62,7 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
             char cid[16];
             snprintf(cid, sizeof(cid), "m%d", ++sent);
             sb.size = 0;
-            pr_enc_send(&sb, PR_NO_RID, (pr_slice){(const uint8_t *)"g", 1},
-                        (pr_slice){(const uint8_t *)cid, strlen(cid)},
+            pr_enc_send(&sb, PR_NO_RID, gwfx_sl("g"), gwfx_sl(cid),
                         (pr_body){{(const uint8_t *)body, BODY}, true});
             gwfx_send(sender, &sb);
         }
@@ -100,22 +105,7 @@ Test(slow, notify_then_pull_and_nobody_else_waits)
     while (held[after + 1])
         after++;
     int pulled = 0;
-    for (;;) {
-        sb.size = 0;
-        pr_enc_pull(&sb, 2, (pr_slice){(const uint8_t *)"g", 1}, false, after, 500);
-        pr_event page = gwfx_request(slow, &sb, PR_EV_PAGE);
-        for (size_t i = 0; i < page.n_items; i++) {
-            pr_message m;
-            cr_assert_eq(pr_event_message(&page, i, &m), 0);
-            cr_assert_eq(m.mid, after + 1);
-            cr_assert_eq(m.body.data.n, BODY);
-            after = m.mid;
-            held[m.mid] = true;
-            pulled++;
-        }
-        if (!page.more)
-            break;
-    }
+    gwfx_pull_all(slow, "g", 2, after, pulled_one, &pulled);
     for (int i = 1; i <= MESSAGES; i++)
         cr_assert(held[i], "the slow member misses mid %d", i);
     cr_log_info("slow: %d pushed before the cap, then 1 notify, %d pulled", live_slow, pulled);

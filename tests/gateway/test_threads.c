@@ -22,8 +22,6 @@ static void teardown(void)
 
 TestSuite(threads, .fini = teardown, .timeout = 90);
 
-#define S(str) ((pr_slice){(const uint8_t *)(str), strlen(str)})
-
 static void start(const char *threads)
 {
     const char *const args[] = {"--threads", threads, "--ack-flush-ms", "50", NULL};
@@ -65,7 +63,7 @@ static void send_nowait(gwc_conn *k, uint64_t rid, const char *gid, const char *
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, rid, S(gid), S(cid), (pr_body){S(cid), false});
+    pr_enc_send(&sb, rid, gwfx_sl(gid), gwfx_sl(cid), (pr_body){gwfx_sl(cid), false});
     gwfx_send(k, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -156,7 +154,7 @@ Test(threads, two_devices_on_two_threads)
     /* A leave on one thread: the devices on the other are told, and cannot send. */
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_leave(&sb, 9, S("room"));
+    pr_enc_leave(&sb, 9, gwfx_sl("room"));
     ev = gwfx_request(a1, &sb, PR_EV_LEFT);
     msgpack_sbuffer_destroy(&sb);
     ev = gwfx_expect(a2, PR_EV_LEFT);

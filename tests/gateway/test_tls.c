@@ -17,10 +17,8 @@ GWFX_SUITE(tls, f, gwfx_start_tls, 60);
 Test(tls, chat_over_wss)
 {
     cr_assert(strncmp(f.url, "wss://", 6) == 0);
-    gwc_conn *a = gwfx_login(&f, "alice", NULL);
-    gwc_conn *b = gwfx_login(&f, "bob", NULL);
-    gwfx_join(a, "secure");
-    gwfx_join(b, "secure");
+    gwc_conn *a, *b;
+    gwfx_login_two(&f, "alice", &f, "bob", "secure", &a, &b);
     cr_assert_eq(gwfx_send_msg(a, "secure", "c1", "over tls"), 1);
     pr_event ev = gwfx_expect(b, PR_EV_MSG);
     cr_assert(gwfx_slice_is(ev.msg.body.data, "over tls"));

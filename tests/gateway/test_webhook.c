@@ -109,17 +109,10 @@ static void start_gw(gwfx *x, gwfx *other, const char *url, const char *delay_ms
 {
     char secret[300];
     path_in(secret, sizeof(secret), "secret");
-    const char *args[16] = {
+    const char *const base[] = {
         "--api-key-file", gwfx_api_key_file(), "--webhook-url", url, "--webhook-secret-file",
-        secret,           "--webhook-delay",   delay_ms};
-    int n = 8;
-    for (; more && more[n - 8]; n++)
-        args[n] = more[n - 8];
-    args[n] = NULL;
-    if (other)
-        gwfx_start_beside(x, other, args);
-    else
-        gwfx_start(x, args);
+        secret,           "--webhook-delay",   delay_ms,        NULL};
+    gwfx_start_with(x, other, base, more);
 }
 
 static void add_member(gwfx *x, const char *gid, const char *uid)
@@ -547,18 +540,25 @@ static json_int_t wait_stat(gwfx *x, const char *key, json_int_t want)
     return v;
 }
 
+/* f, and in the PostgreSQL pass g2 beside it, with webhooks after delay_ms to the
+ * receiver: returns the node that is to tell of f's messages once f dies (g2, or f itself
+ * once it is back on RocksDB). */
+static gwfx *start_teller(const char *delay_ms)
+{
+    start_gw(&f, NULL, rx_url, delay_ms, NULL);
+    if (!pgfx_on())
+        return &f;
+    start_gw(&g2, &f, rx_url, delay_ms, NULL);
+    return &g2;
+}
+
 /* A message stored by a node that dies before the delay is up is still told, once: by
  * another node (PostgreSQL), or by the same one once it is back (RocksDB). What was to
  * be looked at is found in the store, not in the dead node's memory. */
 Test(webhook, a_message_whose_node_died_before_the_delay_is_told_once, .timeout = 120)
 {
     rx_start(NULL);
-    start_gw(&f, NULL, rx_url, "1000", NULL);
-    gwfx *teller = &f;
-    if (pgfx_on()) {
-        start_gw(&g2, &f, rx_url, "1000", NULL);
-        teller = &g2;
-    }
+    gwfx *teller = start_teller("1000");
     add_member(&f, "g", "bob");
     add_member(&f, "g", "carol");
     gwc_conn *carol = gwfx_login(&f, "carol", NULL);
@@ -591,12 +591,7 @@ Test(webhook, an_event_not_taken_when_its_node_died_is_sent_by_another, .timeout
 {
     const char *flags[] = {"--fail", "2", NULL};
     rx_start(flags);
-    start_gw(&f, NULL, rx_url, "300", NULL);
-    gwfx *teller = &f;
-    if (pgfx_on()) {
-        start_gw(&g2, &f, rx_url, "300", NULL);
-        teller = &g2;
-    }
+    gwfx *teller = start_teller("300");
     add_member(&f, "g", "bob");
     post(&f, "g", "pager", "u1", "to be adopted");
     json_t *reqs = NULL;

@@ -100,8 +100,7 @@ void watch_probe(watch *w)
     snprintf(cid, sizeof(cid), "p%d", ++w->probes);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
-    pr_enc_send(&sb, (uint64_t)w->probes, (pr_slice){(const uint8_t *)"calm", 4},
-                (pr_slice){(const uint8_t *)cid, strlen(cid)},
+    pr_enc_send(&sb, (uint64_t)w->probes, gwfx_sl("calm"), gwfx_sl(cid),
                 (pr_body){{(const uint8_t *)cid, strlen(cid)}, false});
     long t0 = now_ms();
     int rc = gwc_send(w->tx, sb.data, sb.size);

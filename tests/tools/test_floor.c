@@ -5,6 +5,7 @@
  * load generator's wslay client). Every test ends with SIGTERM, which must end the floor
  * with exit status 0 (under the sanitizer build: no report, no leak).
  */
+#include "loadreport.h"
 #include "rawws.h"
 
 #include <criterion/criterion.h>
@@ -287,16 +288,6 @@ Test(floor, an_independent_client_sees_fragments_pings_and_closes_right)
     floor_stop();
 }
 
-static unsigned long field(const char *report, const char *name)
-{
-    char key[64];
-    unsigned long v = 0;
-    snprintf(key, sizeof(key), "\"%s\":", name);
-    const char *p = strstr(report, key);
-    cr_assert(p && sscanf(p + strlen(key), "%lu", &v) == 1, "no %s in: %s", name, report);
-    return v;
-}
-
 /* The load generator's own client (wslay, which checks every frame) as in the benchmark:
  * every frame to every subscriber, none split or merged. */
 Test(floor, the_load_generator_gets_every_frame)
@@ -314,11 +305,11 @@ Test(floor, the_load_generator_gets_every_frame)
     int st = pclose(p);
     cr_log_info("gw_load against the floor: %s", report);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_load failed: %s", report);
-    unsigned long sends = field(report, "sends");
+    unsigned long sends = loadreport_field(report, "sends");
     cr_assert_eq(sends, 500);
-    cr_assert_eq(field(report, "deliveries"), 20 * sends);
-    cr_assert_eq(field(report, "gaps"), 0);
-    cr_assert_eq(field(report, "errors"), 0);
+    cr_assert_eq(loadreport_field(report, "deliveries"), 20 * sends);
+    cr_assert_eq(loadreport_field(report, "gaps"), 0);
+    cr_assert_eq(loadreport_field(report, "errors"), 0);
     floor_stop();
 }
 
