@@ -3,7 +3,7 @@
  * unread counts, join and send from stdin, tail printing each message once as JSON lines,
  * pull page by page, wss:// with and without the test certificate, refusals with clear
  * errors and exit codes, and a tail that resumes after the gateway is killed and restarted.
- * Also the client-side ack rule that gw_cli's tail and gw_load share (tools/ackrule.h),
+ * Also the client-side ack rule that gw_cli's tail and gw_load share (tools/common/ackrule.h),
  * as a unit: no gateway, times given.
  */
 #include "../../tools/common/ackrule.h"
@@ -878,7 +878,8 @@ Test(cli, a_sign_out_stops_tail_unless_the_token_file_holds_a_new_token, .fini =
     free(err);
 }
 
-/* ---- the ack rule (tools/ackrule.h), as a unit ----------------------------------------- */
+/* ---- the ack rule (tools/common/ackrule.h), as a unit -----------------------------------------
+ */
 
 #define MS 1000000LL /* ackrule's times are nanoseconds */
 

@@ -62,12 +62,22 @@ static void start(void)
     gwfx_start(&f, args);
 }
 
+/* The wall clock's second as the gateway's store reads it (CLOCK_REALTIME). Not time(NULL):
+ * glibc answers it from the coarse clock, which can still say the last second for a tick
+ * after the store's clock has moved on; `after + 1` would then be the sign-out's own second. */
+static long now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (long)t.tv_sec;
+}
+
 /* uid signs in with a token of a minute ago and joins a group; then the API's DELETE of
  * path_of (with uid in it) removes it (its session closed with 4003). The seconds just before and
  * after. */
 static void removed(const char *uid, const char *path_of, long *before, long *after)
 {
-    *before = (long)time(NULL);
+    *before = now_s();
     gwc_conn *k = NULL;
     cr_assert_eq(hello_with(uid, *before - 60, &k, NULL), 0);
     gwfx_join(k, "team");
@@ -76,7 +86,7 @@ static void removed(const char *uid, const char *path_of, long *before, long *af
     char *b = gwfx_api(&f, "DELETE", path, NULL, 200);
     free(b);
     cr_assert_eq(gwfx_closed(k), 4003);
-    *after = (long)time(NULL);
+    *after = now_s();
 }
 
 Test(revoke, a_signed_out_users_old_tokens_are_refused_and_a_new_one_signs_in)
@@ -110,7 +120,7 @@ Test(revoke, a_token_without_iat_is_refused_only_once_the_user_was_signed_out)
     cr_assert_eq(gwfx_closed(k), 4003);
     cr_assert_eq(hello_with("dave", NO_IAT, NULL, NULL), 4001);
     cr_assert_eq(hello_with("erin", NO_IAT, NULL, NULL), 0, "another user's tokens are untouched");
-    cr_assert_eq(hello_with("erin", (long)time(NULL) + 3600, NULL, NULL), 4001,
+    cr_assert_eq(hello_with("erin", now_s() + 3600, NULL, NULL), 4001,
                  "a token issued in the future would outlive every sign-out before it");
 }
 
@@ -128,10 +138,10 @@ Test(revoke, an_erased_users_token_is_refused_and_a_new_one_starts_afresh)
 Test(revoke, the_not_before_holds_across_a_restart)
 {
     start();
-    long before = (long)time(NULL);
+    long before = now_s();
     char *b = gwfx_api(&f, "DELETE", "/api/v1/users/carol/sessions", NULL, 200);
     free(b);
-    long after = (long)time(NULL);
+    long after = now_s();
     gwfx_stop(&f, SIGTERM);
     gwfx_restart(&f);
     cr_assert_eq(hello_with("carol", before - 60, NULL, NULL), 4001);
