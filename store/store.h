@@ -66,6 +66,7 @@ enum st_err {
                          * would be another */
 };
 
+
 /* st_submit's answer for a read answered at once on the caller's thread. */
 #define ST_DONE 1
 
@@ -80,6 +81,26 @@ typedef struct st_id {
 
 /* Convenience: an st_id over a NUL-terminated string (borrowed). */
 st_id st_id_str(const char *s);
+
+/*
+ * Shards. A store may be several PostgreSQL databases (each its own cluster: a Patroni pair
+ * on real machines), each holding the groups of some hash slots. A group's slot is
+ * st_slot_of(gid); what is a user's alone (last_seen, the not-before) lives by the slot of
+ * the uid. A slot map, versioned, says which shard owns each slot; the store follows it as
+ * it changes (tools/gw_slots moves slots between shards online). st_options.url names it:
+ *   shards:PATH           the map in a file (one machine, tests)
+ *   etcd://HOST:PORT[,HOST:PORT...]/KEY
+ *                         the map as the value of KEY in etcd (v3), where Patroni's is
+ * The map's text (docs/ARCHITECTURE.md, "Shards"):
+ *   version N
+ *   shard I URL           I = 0, 1, ...: a shard's PostgreSQL URL (multi-host allowed)
+ *   slots A-B I           slots A..B belong to shard I (every slot exactly once)
+ * Nothing above store.h knows of shards: ops go to their group's shard, a user's groups
+ * are asked of every shard and merged, and each shard fails and recovers on its own.
+ */
+#define ST_SLOTS 4096u
+/* A group's (or a user's) slot: FNV-1a (32 bits) of the id's bytes, modulo ST_SLOTS. */
+unsigned st_slot_of(st_id id);
 
 /* What the store tells about trouble; see st_options.on_event. */
 enum st_event_kind {
@@ -206,6 +227,8 @@ typedef struct st_options {
                                * ST_OP_TRIM moves changes_first up to keep that many */
     uint64_t changes_keep_ms; /* ... and how old a change may be (ms; 0: no age limit): a TRIM
                                * moves changes_first past the older ones */
+    uint64_t origin;          /* PostgreSQL: this store's origin (0: a random one); the shards
+                               * of one sharded store share one */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
@@ -771,6 +794,14 @@ typedef struct st_stats {
                                      * gateways read those changes at a hole or a resync */
     uint64_t feed_laggards;         /* other listeners ended for not reading (see ARCHITECTURE) */
     double notify_queue_usage;      /* pg_notification_queue_usage(), 0..1, every 2 s */
+    /* A sharded store (below: Shards; zero otherwise). Counters above are summed over the
+     * shards, latencies are the worst shard's, connected and writable hold for every one. */
+    uint32_t shards;             /* shards in the slot map */
+    uint32_t shards_unwritable;  /* ... not taking writes now */
+    uint64_t map_version;        /* the slot map's version in force */
+    uint64_t map_reloads;        /* new versions taken since open */
+    uint64_t moved;              /* ops a shard refused as no longer its slot's: sent again to
+                                  * the new owner, or answered ST_EIO while the slot moves */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

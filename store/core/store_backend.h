@@ -83,6 +83,9 @@ typedef struct st_msg_row {
     (-100)              /* another writer of the same database got in the way (a unique            \
                          * key taken, a deadlock): nothing was stored; apply again */
 #define ST_EDOWN (-101) /* open: the database cannot be reached now (start failing) */
+#define ST_EMOVED (-102) /* Shards: a write's slot is not this shard's (moving away, or moved
+                          * and the writer's map was behind): nothing of it stored. The
+                          * router sends it again where the map says, or answers ST_EIO */
 
 /*
  * A backend. `be` is its own state, made by open. Row reads (get_*) answer 1 (found, *r
@@ -165,6 +168,34 @@ typedef struct st_backend {
     /* Its origin (random per open). */
     uint64_t (*origin)(void *be);
 } st_backend;
+
+/*
+ * A store made of stores (store/shard/): the store.h calls that touch a store's own state,
+ * answered by a router over several cores instead of by one core's queue and thread. The
+ * core's public functions hand a router store's calls to it; the rest of store.h (the
+ * blocking helpers) is built on st_submit and so follows. `r` is the router's own state.
+ */
+typedef struct st_router {
+    int (*submit)(void *r, st_op *op); /* as st_submit, after st_op_valid */
+    size_t (*pending)(void *r);
+    bool (*writable)(void *r);
+    void (*write_error)(void *r, char *buf, size_t len);
+    void (*stats)(void *r, st_stats *out);
+    const char *(*name)(void *r);
+    const char *(*where)(void *r);
+    uint64_t (*origin)(void *r);
+    void (*close)(void *r); /* frees r */
+} st_router;
+
+/* A store whose calls go to the router (r: its state, owned by the store from here on, and
+ * closed with it). Never fails but for memory (ST_ENOMEM; r is then the caller's). */
+int st_core_open_router(const st_router *ops, void *r, st_store **out);
+
+/* Is op well formed (st_submit's check, ST_EINVAL when not)? For a router, which checks
+ * before it splits an op. */
+bool st_op_valid(const st_op *op);
+/* Clears op's outputs as st_submit does on taking it (a router, before it splits it). */
+void st_op_reset(st_op *op);
 
 /* The top of the store (store_open.c) opens the core over the backend it chose: st_open's
  * work but the choice (store.h). Never called by a backend. */

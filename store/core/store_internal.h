@@ -28,6 +28,8 @@ typedef struct st_lat {
 } st_lat;
 
 struct st_store {
+    const st_router *router; /* a router store (st_core_open_router): the rest is unused */
+    void *router_ud;
     const st_backend *be_ops;
     void *be;
     bool open_groups;

@@ -914,7 +914,8 @@ static int pg_open(const st_options *o, void **be, char *why, size_t why_len)
     p->drop_announces = o->test_drop_announcements;
     /* Names this store's announcements; a collision with another gateway's would only
      * make each skip some of the other's (1 in 2^64). */
-    if (RAND_bytes((unsigned char *)&p->origin, sizeof(p->origin)) != 1)
+    p->origin = o->origin;
+    if (!p->origin && RAND_bytes((unsigned char *)&p->origin, sizeof(p->origin)) != 1)
         p->origin = st_now_ms() ^ ((uint64_t)getpid() << 40);
     int rc = pg_parse_url(p, o->url, why, why_len);
     if (rc == ST_OK) {

@@ -67,6 +67,7 @@ static void writer_process(const char *url, int id, int fd)
 
 Test(database, two_writers_on_one_group_keep_mids_dense, .timeout = 180)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
@@ -438,6 +439,7 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
  * writes. (test_unread.c opens a version 2 one.) */
 Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
@@ -475,6 +477,7 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
 
 Test(database, refused_at_open_with_a_reason)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);

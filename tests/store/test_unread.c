@@ -305,6 +305,7 @@ Test(unread, groups_not_swept_come_in_pages)
  * last message, so that nothing stored before is told; what comes after is. */
 Test(unread, a_store_from_before_marks_its_groups_swept)
 {
+    PGFX_ONE_DATABASE();
     fx_join(s, "old", "u");
     append_n("old", 4);
     st_close(s);

@@ -34,6 +34,7 @@ static void restore(void)
 
 Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
 {
+    PGFX_ONE_DATABASE();
     restore();
     s = fx_open(where, true);
     if (fx_is_url(where))
