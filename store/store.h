@@ -102,6 +102,25 @@ st_id st_id_str(const char *s);
 /* A group's (or a user's) slot: FNV-1a (32 bits) of the id's bytes, modulo ST_SLOTS. */
 unsigned st_slot_of(st_id id);
 
+/* A slot map as read from where it is kept, for tools (tools/gw_slots). */
+typedef struct st_slot_map st_slot_map;
+/* Reads the map of a store URL (shards:PATH or etcd://...): 0, ST_EINVAL (a URL that is
+ * not a map's, a malformed map: why says which line), ST_EIO (unreadable), ST_ENOMEM. */
+int st_slot_map_read(const char *url, st_slot_map **out, char *why, size_t why_len);
+void st_slot_map_free(st_slot_map *m); /* NULL is a no-op */
+uint64_t st_slot_map_version(const st_slot_map *m);
+unsigned st_slot_map_shards(const st_slot_map *m);
+const char *st_slot_map_url(const st_slot_map *m, unsigned shard); /* NULL past the end */
+unsigned st_slot_map_owner(const st_slot_map *m, unsigned slot);
+/* The map's text (malloc'd; the caller frees it). */
+char *st_slot_map_text(const st_slot_map *m);
+/* Writes m's next version where url keeps it: slots a..b given to shard `to`, which is one
+ * of m's shards or, with new_url, a new last one (to == st_slot_map_shards(m)). Only if the
+ * map kept there is still m (etcd: a transaction comparing the value; a file: read again,
+ * then a rename): ST_ESTALE when another version came meanwhile. 0, ST_EINVAL, ST_EIO. */
+int st_slot_map_move(const char *url, const st_slot_map *m, unsigned a, unsigned b, unsigned to,
+                     const char *new_url, char *why, size_t why_len);
+
 /* What the store tells about trouble; see st_options.on_event. */
 enum st_event_kind {
     ST_EV_WRITE_FAILED = 1, /* a write failed: from now on every write gets ST_EIO */
@@ -229,6 +248,9 @@ typedef struct st_options {
                                * moves changes_first past the older ones */
     uint64_t origin;          /* PostgreSQL: this store's origin (0: a random one); the shards
                                * of one sharded store share one */
+    bool slots;               /* PostgreSQL: a shard of a sharded store (store/shard/ sets it):
+                               * every write transaction first checks that its slots are not
+                               * fenced by a move (tools/gw_slots) */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */

@@ -578,6 +578,7 @@ void st_read_stats(st_store *s, st_stats *out)
     out->writable = atomic_load(&s->writable);
     out->write_errors = atomic_load(&s->write_errors);
     out->recoveries = atomic_load(&s->recoveries);
+    out->moved = atomic_load(&s->moved);
     uint64_t failed_at = atomic_load(&s->failed_at_ms), now = st_mono_ms();
     out->unwritable_ms = failed_at && now > failed_at ? now - failed_at : 0;
     st_lat_quantiles(&s->commit_lat, &out->commit_p50_us, &out->commit_p99_us);

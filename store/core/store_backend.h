@@ -141,6 +141,11 @@ typedef struct st_backend {
     /* uid's not-before (store.h, Revocation) moves to secs, if that is later (a blind
      * write, the same way). */
     void (*put_not_before)(void *be, st_id uid, uint64_t secs);
+    /* Shards (NULL: never): is this write's slot fenced by a move, as the backend last
+     * learned from its database? Asked before the op is applied; a refused op is left out
+     * of the batch and answered ST_EIO (the slot's writes wait for the move). A commit that
+     * finds a slot of the batch fenced answers ST_EAGAIN, having learned it. */
+    bool (*refuses)(void *be, const st_op *op);
     /* 0 (committed), ST_EIO (failed: the store starts failing), ST_EAGAIN. */
     int (*commit)(void *be, char *why, size_t why_len);
     void (*rollback)(void *be);

@@ -58,6 +58,7 @@ static int open_shard(sh_router *r, unsigned i, const char *url, char *why, size
     o.event_ud = sh;
     o.on_change = r->user_change ? on_change : NULL;
     o.change_ud = sh;
+    o.slots = true;
     char err[512] = "";
     int rc = st_core_open(r->be, &o, &sh->core, err, sizeof(err));
     if (rc != ST_OK) {
@@ -210,7 +211,7 @@ static void sh_stats(void *ud, st_stats *out)
         out->notify_queue_usage = MAX_OF(out->notify_queue_usage, s.notify_queue_usage);
 #define SUM(f) out->f += s.f
         SUM(reconnects); SUM(commits); SUM(ops); SUM(appends); SUM(commit_failures);
-        SUM(commit_retries); SUM(write_errors); SUM(recoveries); SUM(messages); SUM(groups);
+        SUM(commit_retries); SUM(write_errors); SUM(moved); SUM(recoveries); SUM(messages); SUM(groups);
         SUM(commit_us_sum); SUM(reads); SUM(read_us_sum); SUM(disk_bytes);
         SUM(feed_notifications); SUM(feed_changes); SUM(feed_bytes); SUM(feed_resyncs);
         SUM(feed_connects); SUM(feed_catch_ups); SUM(feed_catch_up_rows);
@@ -223,7 +224,6 @@ static void sh_stats(void *ud, st_stats *out)
     out->shards = k;
     out->map_version = atomic_load(&r->version);
     out->map_reloads = atomic_load(&r->reloads);
-    out->moved = atomic_load(&r->moved);
 }
 
 static const char *sh_name(void *ud)

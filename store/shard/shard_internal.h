@@ -25,6 +25,8 @@ typedef struct sh_map {
  * success *m holds it (free with sh_map_free); on failure *m is empty. */
 int sh_map_parse(const char *text, size_t n, sh_map *m, char *why, size_t why_len);
 void sh_map_free(sh_map *m);
+/* The map as text that sh_map_parse reads back (malloc'd), or NULL. */
+char *sh_map_text(const sh_map *m);
 
 /* ---- where the map is kept (shard_source.c) ------------------------------------------ */
 
@@ -37,6 +39,10 @@ void sh_source_free(sh_source *s);
 /* The map's text as kept now (*text malloc'd, NUL-terminated, the caller's): 0, or ST_EIO
  * (why: the file or every etcd member could not be read, or the key is absent). */
 int sh_source_read(sh_source *s, char **text, size_t *n, char *why, size_t why_len);
+/* Replaces the map's text with `text` if it is still `old` (etcd: one transaction comparing
+ * the value; a file: read again and compared, then a new file renamed over it, fsynced).
+ * 0, ST_ESTALE (it changed meanwhile), ST_EIO (why). */
+int sh_source_swap(sh_source *s, const char *old, const char *text, char *why, size_t why_len);
 /* For log lines: the file's path, or etcd's members and the key. */
 const char *sh_source_where(const sh_source *s);
 
@@ -65,7 +71,7 @@ struct sh_router {
     sh_shard shard[SH_MAX];
     atomic_uint n_open;             /* shard[0 .. n_open - 1] have their core */
     _Atomic uint8_t owner[ST_SLOTS]; /* each slot's shard, as the map in force says */
-    atomic_uint_fast64_t version, reloads, moved;
+    atomic_uint_fast64_t version, reloads;
 
     sh_source *src;
     char *text; /* the map's text in force */
@@ -78,7 +84,7 @@ struct sh_router {
 };
 
 /* The watcher's pause between two reads of the map (ms). */
-#define SH_WATCH_MS 1000u
+#define SH_WATCH_MS 500u
 
 /* The shard an id's slot belongs to now. */
 static inline sh_shard *sh_of(sh_router *r, st_id id)

@@ -7,19 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-unsigned st_slot_of(st_id id)
-{
-    /* FNV-1a: a few instructions a byte, and its spread over 4,096 slots is even for ids
-     * that differ only at the end ("g1", "g2", ...). Written down in ARCHITECTURE: a map
-     * and its tools must agree on it forever, so it never changes. */
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < id.n; i++) {
-        h ^= (unsigned char)id.p[i];
-        h *= 16777619u;
-    }
-    return h % ST_SLOTS;
-}
-
 void sh_map_free(sh_map *m)
 {
     for (unsigned i = 0; i < SH_MAX; i++)
@@ -161,4 +148,26 @@ int sh_map_parse(const char *text, size_t n, sh_map *m, char *why, size_t why_le
         return ST_EINVAL;
     }
     return ST_OK;
+}
+
+char *sh_map_text(const sh_map *m)
+{
+    /* At most 64 shard lines of a URL each (kept under 900 bytes by the parser's line
+     * bound) and a slots line per run of one owner (4,096 at worst). */
+    size_t room = 128 + m->n * 1100 + ST_SLOTS * 24;
+    char *t = malloc(room);
+    if (!t)
+        return NULL;
+    size_t at = (size_t)snprintf(t, room, "# gw slot map (store.h, \"Shards\")\nversion %llu\n",
+                                 (unsigned long long)m->version);
+    for (unsigned i = 0; i < m->n; i++)
+        at += (size_t)snprintf(t + at, room - at, "shard %u %s\n", i, m->url[i]);
+    for (unsigned s = 0; s < ST_SLOTS;) {
+        unsigned e = s;
+        while (e + 1 < ST_SLOTS && m->owner[e + 1] == m->owner[s])
+            e++;
+        at += (size_t)snprintf(t + at, room - at, "slots %u-%u %u\n", s, e, m->owner[s]);
+        s = e + 1;
+    }
+    return t;
 }

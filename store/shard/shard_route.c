@@ -165,8 +165,6 @@ static void finish(fan *f)
     int rc = ST_OK;
     for (unsigned i = 0; i < f->n; i++) {
         rc = worse(rc, f->sub[i].result);
-        if (f->sub[i].result == ST_EMOVED)
-            atomic_fetch_add(&f->r->moved, 1);
         p->applied += f->sub[i].applied;
         if (f->sub[i].not_before > p->not_before)
             p->not_before = f->sub[i].not_before;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SH_MAP_MAX (1u << 20) /* the most bytes of a map's text we read */
 
@@ -165,16 +166,18 @@ static char *unb64(const char *in, size_t *n)
     return out;
 }
 
-/* One member's answer to a range of the key: 0 (*text set), ST_ENOGROUP (the key is
- * absent), ST_EIO (why). */
-static int ask_member(sh_source *s, const char *host, const char *req, char **text,
-                      size_t *n, char *why, size_t why_len)
+/* POSTs req to path of one member: its answer as JSON (the caller's to json_decref), or
+ * NULL with why. */
+static json_t *post(const char *host, const char *path, const char *req, char *why,
+                    size_t why_len)
 {
     CURL *c = curl_easy_init();
-    if (!c)
-        return ST_ENOMEM;
+    if (!c) {
+        snprintf(why, why_len, "slot map: out of memory");
+        return NULL;
+    }
     char url[300];
-    snprintf(url, sizeof(url), "http://%s/v3/kv/range", host);
+    snprintf(url, sizeof(url), "http://%s%s", host, path);
     body b = {0};
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -190,54 +193,111 @@ static int ask_member(sh_source *s, const char *host, const char *req, char **te
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
-    int rc = ST_EIO;
-    if (cc != CURLE_OK) {
+    json_t *j = NULL;
+    if (cc != CURLE_OK)
         snprintf(why, why_len, "slot map: etcd %s: %s", host, curl_easy_strerror(cc));
-    } else if (status != 200) {
+    else if (status != 200)
         snprintf(why, why_len, "slot map: etcd %s answered HTTP %ld", host, status);
-    } else {
-        json_t *j = json_loadb(b.p ? b.p : "", b.n, 0, NULL);
-        json_t *kvs = json_object_get(j, "kvs");
-        json_t *v = json_object_get(json_array_get(kvs, 0), "value");
-        if (!j) {
-            snprintf(why, why_len, "slot map: etcd %s: an answer that is not JSON", host);
-        } else if (!json_array_size(kvs)) {
-            snprintf(why, why_len, "slot map: etcd has no key %s", s->key);
-            rc = ST_ENOGROUP;
-        } else if (!json_is_string(v) || !(*text = unb64(json_string_value(v), n))) {
-            snprintf(why, why_len, "slot map: etcd %s: the key's value is not base64", host);
-        } else {
-            rc = ST_OK;
-        }
-        json_decref(j);
-    }
+    else if (!(j = json_loadb(b.p ? b.p : "", b.n, 0, NULL)))
+        snprintf(why, why_len, "slot map: etcd %s: an answer that is not JSON", host);
     free(b.p);
-    return rc;
+    return j;
+}
+
+/* Asks the members in turn, the one that answered last first: the first answer. */
+static json_t *ask(sh_source *s, const char *path, const char *req, char *why, size_t why_len)
+{
+    for (unsigned i = 0; i < s->n_hosts; i++) {
+        unsigned m = (s->next + i) % s->n_hosts;
+        json_t *j = post(s->hosts[m], path, req, why, why_len);
+        if (j) {
+            s->next = m;
+            return j;
+        }
+    }
+    return NULL;
 }
 
 static int read_etcd(sh_source *s, char **text, size_t *n, char *why, size_t why_len)
 {
     char *k = b64((const unsigned char *)s->key, strlen(s->key));
-    if (!k)
-        return ST_ENOMEM;
-    char *req = malloc(strlen(k) + 16);
-    if (!req) {
-        free(k);
-        return ST_ENOMEM;
+    json_t *req = k ? json_pack("{ss}", "key", k) : NULL;
+    char *msg = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_t *j = msg ? ask(s, "/v3/kv/range", msg, why, why_len) : NULL;
+    int rc = msg ? ST_EIO : ST_ENOMEM;
+    if (j) {
+        json_t *kvs = json_object_get(j, "kvs");
+        json_t *v = json_object_get(json_array_get(kvs, 0), "value");
+        if (!json_array_size(kvs))
+            snprintf(why, why_len, "slot map: etcd has no key %s", s->key);
+        else if (!json_is_string(v) || !(*text = unb64(json_string_value(v), n)))
+            snprintf(why, why_len, "slot map: etcd's value of %s is not base64", s->key);
+        else
+            rc = ST_OK;
     }
-    sprintf(req, "{\"key\":\"%s\"}", k);
+    json_decref(j);
+    free(msg);
+    json_decref(req);
     free(k);
-    int rc = ST_EIO;
-    for (unsigned i = 0; i < s->n_hosts; i++) {
-        unsigned m = (s->next + i) % s->n_hosts;
-        rc = ask_member(s, s->hosts[m], req, text, n, why, why_len);
-        if (rc == ST_OK || rc == ST_ENOGROUP) {
-            s->next = m;
-            break;
-        }
+    return rc;
+}
+
+static int swap_etcd(sh_source *s, const char *old, const char *text, char *why, size_t why_len)
+{
+    char *k = b64((const unsigned char *)s->key, strlen(s->key));
+    char *o = b64((const unsigned char *)old, strlen(old));
+    char *t = b64((const unsigned char *)text, strlen(text));
+    json_t *req = k && o && t ? json_pack("{s[{sssssssss}]s[{s{ssss}}]}", "compare", "key", k,
+                                          "target", "VALUE", "result", "EQUAL", "value", o,
+                                          "success", "requestPut", "key", k, "value", t)
+                              : NULL;
+    char *msg = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_t *j = msg ? ask(s, "/v3/kv/txn", msg, why, why_len) : NULL;
+    int rc = msg ? ST_EIO : ST_ENOMEM;
+    if (j) {
+        rc = json_is_true(json_object_get(j, "succeeded")) ? ST_OK : ST_ESTALE;
+        if (rc == ST_ESTALE)
+            snprintf(why, why_len, "slot map: etcd's %s changed since it was read", s->key);
     }
-    free(req);
-    return rc == ST_OK ? ST_OK : ST_EIO;
+    json_decref(j);
+    free(msg);
+    json_decref(req);
+    free(k);
+    free(o);
+    free(t);
+    return rc;
+}
+
+static int swap_file(sh_source *s, const char *old, const char *text, char *why, size_t why_len)
+{
+    char *now;
+    size_t n;
+    int rc = read_file(s, &now, &n, why, why_len);
+    if (rc != ST_OK)
+        return rc;
+    bool same = strcmp(now, old) == 0;
+    free(now);
+    if (!same) {
+        snprintf(why, why_len, "slot map %s: changed since it was read", s->path);
+        return ST_ESTALE;
+    }
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.new", s->path);
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, s->path) != 0) {
+        snprintf(why, why_len, "slot map %s: cannot write it (through %s)", s->path, tmp);
+        unlink(tmp);
+        return ST_EIO;
+    }
+    return ST_OK;
+}
+
+int sh_source_swap(sh_source *s, const char *old, const char *text, char *why, size_t why_len)
+{
+    return s->path ? swap_file(s, old, text, why, why_len) : swap_etcd(s, old, text, why, why_len);
 }
 
 int sh_source_read(sh_source *s, char **text, size_t *n, char *why, size_t why_len)
