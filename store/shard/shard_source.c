@@ -247,7 +247,7 @@ static int swap_etcd(sh_source *s, const char *old, const char *text, char *why,
     char *k = b64((const unsigned char *)s->key, strlen(s->key));
     char *o = b64((const unsigned char *)old, strlen(old));
     char *t = b64((const unsigned char *)text, strlen(text));
-    json_t *req = k && o && t ? json_pack("{s[{sssssssss}]s[{s{ssss}}]}", "compare", "key", k,
+    json_t *req = k && o && t ? json_pack("{s[{ssssssss}]s[{s{ssss}}]}", "compare", "key", k,
                                           "target", "VALUE", "result", "EQUAL", "value", o,
                                           "success", "requestPut", "key", k, "value", t)
                               : NULL;
