@@ -456,6 +456,7 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
                      "DROP INDEX gw.sends_gid_mid; DROP TABLE gw.reactions;"
                      "ALTER TABLE gw.msgs DROP COLUMN cseq, DROP COLUMN cts;"
                      "ALTER TABLE gw.groups DROP COLUMN last_cseq, DROP COLUMN changes_first;"
+                     "DROP TABLE gw.fence; DROP FUNCTION gw.fenced(int8[]);"
                      "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
