@@ -280,7 +280,8 @@ const char *st_where(const st_store *s);
 /* True while the store accepts writes: false from a failed write (a commit, or the probe
  * the store thread makes when it has been idle for a second, so that a disk that fills
  * up or a database that went away shows here within about a second even without
- * traffic) until the store has recovered. */
+ * traffic) until the store has recovered. Sharded: while any shard does (the others'
+ * groups go on; st_stats.shards_unwritable counts the shards that do not). */
 bool st_writable(st_store *s);
 
 /* Copies into buf (always NUL-terminated) why the store does not take writes: the
@@ -817,7 +818,8 @@ typedef struct st_stats {
     uint64_t feed_laggards;         /* other listeners ended for not reading (see ARCHITECTURE) */
     double notify_queue_usage;      /* pg_notification_queue_usage(), 0..1, every 2 s */
     /* A sharded store (below: Shards; zero otherwise). Counters above are summed over the
-     * shards, latencies are the worst shard's, connected and writable hold for every one. */
+     * shards, latencies are the worst shard's, connected holds for every one, writable for
+     * one at least (as st_writable). */
     uint32_t shards;             /* shards in the slot map */
     uint32_t shards_unwritable;  /* ... not taking writes now */
     uint64_t map_version;        /* the slot map's version in force */

@@ -163,13 +163,16 @@ static size_t sh_pending(void *ud)
     return n;
 }
 
+/* While any shard takes writes: its groups' writes go on, and a node that answered 503 to
+ * its load balancer's health check for one shard away would take every shard's users out
+ * with it (every node sees the same shards). How many do not: st_stats.shards_unwritable. */
 static bool sh_writable(void *ud)
 {
     sh_router *r = ud;
     for (unsigned i = 0, k = atomic_load(&r->n_open); i < k; i++)
-        if (!st_writable(r->shard[i].core))
-            return false;
-    return true;
+        if (st_writable(r->shard[i].core))
+            return true;
+    return false;
 }
 
 static void sh_write_error(void *ud, char *buf, size_t len)
@@ -194,13 +197,13 @@ static void sh_stats(void *ud, st_stats *out)
     sh_router *r = ud;
     memset(out, 0, sizeof(*out));
     out->backend = r->be->name;
-    out->connected = out->writable = out->feed_connected = true;
+    out->connected = out->feed_connected = true;
     unsigned k = atomic_load(&r->n_open);
     for (unsigned i = 0; i < k; i++) {
         st_stats s;
         st_read_stats(r->shard[i].core, &s);
         out->connected &= s.connected;
-        out->writable &= s.writable;
+        out->writable |= s.writable;
         out->feed_connected &= s.feed_connected;
         out->shards_unwritable += !s.writable;
         out->unwritable_ms = MAX_OF(out->unwritable_ms, s.unwritable_ms);
