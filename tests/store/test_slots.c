@@ -141,8 +141,8 @@ static char *group_text(const char *gid)
             const st_msg *m = st_page_at(p, i);
             cr_assert_eq(m->mid, next++, "%s: mids are dense", gid);
             put(&t, "%lu %lu v%lu %lu %d c%lu [%.*s]", (unsigned long)m->mid, (unsigned long)m->ts,
-                (unsigned long)m->ver, (unsigned long)m->ver_ts, m->recalled, (unsigned long)m->cseq,
-                (int)m->record_n, (const char *)m->record);
+                (unsigned long)m->ver, (unsigned long)m->ver_ts, m->recalled,
+                (unsigned long)m->cseq, (int)m->record_n, (const char *)m->record);
             for (size_t r = 0; r < m->n_reactions; r++)
                 put(&t, " %.*s=%lu", (int)m->reactions[r].key.n, m->reactions[r].key.p,
                     (unsigned long)m->reactions[r].count);
@@ -215,7 +215,8 @@ Test(slots, a_move_keeps_every_message_of_its_groups, .timeout = 120)
         st_ack ack = {st_id_str(gid[g]), st_id_str("u2"), 3, 2, true};
         cr_assert_eq(st_acks_sync(s, &ack, 1, NULL), 0);
         uint64_t ver = 0;
-        cr_assert_eq(st_edit_sync(s, st_id_str(gid[g]), 2, &ver, false, "edited", 6, NULL, NULL), 0);
+        cr_assert_eq(st_edit_sync(s, st_id_str(gid[g]), 2, &ver, false, "edited", 6, NULL, NULL),
+                     0);
         cr_assert_eq(st_react_sync(s, st_id_str(gid[g]), 1, st_id_str("u3"), st_id_str("+1"), true,
                                    NULL, NULL, NULL),
                      0);
@@ -237,15 +238,16 @@ Test(slots, a_move_keeps_every_message_of_its_groups, .timeout = 120)
     }
 
     char out[16384];
-    cr_assert_eq(gw_slots(out, sizeof(out), "move --map %s --slots 0-2046 --to 1 --grace-ms 300",
-                          map),
-                 0, "%s", out);
+    cr_assert_eq(
+        gw_slots(out, sizeof(out), "move --map %s --slots 0-2046 --to 1 --grace-ms 300", map), 0,
+        "%s", out);
     cr_assert_not_null(strstr(out, "write pause: "), "%s", out);
     wait_map(2);
 
     for (int g = 0; g < GROUPS; g++) {
         char *after = group_text(gid[g]);
-        cr_assert_str_eq(after, before[g], "%s (slot %u) reads back otherwise", gid[g], slot(gid[g]));
+        cr_assert_str_eq(after, before[g], "%s (slot %u) reads back otherwise", gid[g],
+                         slot(gid[g]));
         free(after);
         free(before[g]);
     }
@@ -302,9 +304,9 @@ typedef struct writer {
     int *group;
     uint64_t *mid;
     size_t sent;
-    uint64_t refused;   /* ST_EIO answers (each retried with the same cid) */
-    long longest_ms;    /* the longest one append waited, retries included */
-    int failed;         /* another error: the test fails */
+    uint64_t refused; /* ST_EIO answers (each retried with the same cid) */
+    long longest_ms;  /* the longest one append waited, retries included */
+    int failed;       /* another error: the test fails */
 } writer;
 
 static void *write_loop(void *arg)
@@ -478,8 +480,8 @@ Test(slots, a_move_to_a_new_shard, .timeout = 120)
     }
     cr_assert_gt(n_moved, 0, "no group in slots 0-1023");
     char out[16384];
-    int rc = gw_slots(out, sizeof(out), "move --map %s --slots 0-1023 --new-shard '%s' --grace-ms 0",
-                      map, url2);
+    int rc = gw_slots(out, sizeof(out),
+                      "move --map %s --slots 0-1023 --new-shard '%s' --grace-ms 0", map, url2);
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert_null(strstr(out, url2), "a URL printed whole: %s", out);
     wait_map(2);
@@ -512,8 +514,10 @@ Test(slots, a_move_of_two_shards_slots_is_refused_and_fences_nothing)
     int rc = gw_slots(out, sizeof(out), "move --map %s --slots 2000-2100 --to 1", map);
     cr_assert_eq(rc, 2, "%s", out);
     cr_assert_not_null(strstr(out, "more than one shard"), "%s", out);
-    cr_assert_eq(gw_slots(out, sizeof(out), "move --map %s --slots 0-10 --to 0", map), 2, "%s", out);
-    cr_assert_eq(gw_slots(out, sizeof(out), "move --map %s --slots 0-10 --to 5", map), 2, "%s", out);
+    cr_assert_eq(gw_slots(out, sizeof(out), "move --map %s --slots 0-10 --to 0", map), 2, "%s",
+                 out);
+    cr_assert_eq(gw_slots(out, sizeof(out), "move --map %s --slots 0-10 --to 5", map), 2, "%s",
+                 out);
     for (unsigned i = 0; i < 2; i++) {
         char *u = shard_url(i);
         cr_assert_eq(pgfx_scalar(u, "SELECT count(*) FROM gw.fence"), 0, "shard %u", i);
@@ -524,4 +528,68 @@ Test(slots, a_move_of_two_shards_slots_is_refused_and_fences_nothing)
     cr_assert_eq(st_slot_map_read(map, &m, why, sizeof(why)), 0);
     cr_assert_eq(st_slot_map_version(m), 1);
     st_slot_map_free(m);
+}
+
+/* ---- the write pause of a large move (a measurement: GW_SLOTS_MEASURE=1) ------------- */
+
+#define BIG_GROUPS 1000
+#define BIG_MSGS 50
+
+/* BIG_GROUPS groups in slots 0..1023, each with one member and BIG_MSGS messages. */
+static void fill_big(void)
+{
+    static char gid[BIG_GROUPS][16], cid[BIG_GROUPS * BIG_MSGS][32];
+    static st_op ops[BIG_GROUPS * BIG_MSGS];
+    int g = 0;
+    for (int i = 0; g < BIG_GROUPS; i++) {
+        snprintf(gid[g], sizeof(gid[g]), "big%05d", i);
+        if (slot(gid[g]) <= 1023)
+            g++;
+    }
+    for (g = 0; g < BIG_GROUPS; g++)
+        ops[g] = (st_op){.kind = ST_OP_JOIN, .gid = st_id_str(gid[g]), .uid = st_id_str("u1")};
+    fx_run_all(s, ops, BIG_GROUPS);
+    size_t n = 0;
+    for (g = 0; g < BIG_GROUPS; g++)
+        for (int m = 0; m < BIG_MSGS; m++, n++) {
+            snprintf(cid[n], sizeof(cid[n]), "%.15s-%d", gid[g], m);
+            ops[n] = (st_op){.kind = ST_OP_APPEND,
+                             .gid = st_id_str(gid[g]),
+                             .uid = st_id_str("u1"),
+                             .cid = st_id_str(cid[n]),
+                             .record = cid[n],
+                             .record_n = strlen(cid[n])};
+        }
+    for (size_t i = 0; i < n; i += 2000)
+        fx_run_all(s, ops + i, n - i < 2000 ? n - i : 2000);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(ops[i].result, 0);
+}
+
+Test(slots, the_write_pause_of_a_large_move, .timeout = 600)
+{
+    if (!getenv("GW_SLOTS_MEASURE"))
+        cr_skip_test("a measurement: GW_SLOTS_MEASURE=1");
+    start();
+    long t0 = tclock_ms();
+    fill_big();
+    cr_log_info("filled %d groups of %d messages in slots 0-1023 in %ld ms", BIG_GROUPS, BIG_MSGS,
+                tclock_since(t0));
+    static load l;
+    load_start(&l, "P");
+    usleep(500000);
+    char out[16384];
+    int rc = gw_slots(out, sizeof(out), "move --map %s --slots 0-1023 --to 1 --grace-ms 1000", map);
+    wait_map(2);
+    usleep(500000);
+    uint64_t refused;
+    long longest;
+    load_stop_and_check(&l, &refused, &longest);
+    cr_assert_eq(rc, 0, "%s", out);
+    const char *p = strstr(out, "write pause: ");
+    cr_assert_not_null(p, "%s", out);
+    fprintf(stderr,
+            "slots: a move of 1024 slots holding %d groups of %d messages under 4 writers: "
+            "%.*s; appends refused and retried %lu, the longest append %ld ms\n",
+            BIG_GROUPS, BIG_MSGS, (int)strcspn(p, "("), p, (unsigned long)refused, longest);
 }
