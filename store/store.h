@@ -66,7 +66,6 @@ enum st_err {
                          * would be another */
 };
 
-
 /* st_submit's answer for a read answered at once on the caller's thread. */
 #define ST_DONE 1
 
@@ -820,12 +819,12 @@ typedef struct st_stats {
     /* A sharded store (below: Shards; zero otherwise). Counters above are summed over the
      * shards, latencies are the worst shard's, connected holds for every one, writable for
      * one at least (as st_writable). */
-    uint32_t shards;             /* shards in the slot map */
-    uint32_t shards_unwritable;  /* ... not taking writes now */
-    uint64_t map_version;        /* the slot map's version in force */
-    uint64_t map_reloads;        /* new versions taken since open */
-    uint64_t moved;              /* ops a shard refused as no longer its slot's: sent again to
-                                  * the new owner, or answered ST_EIO while the slot moves */
+    uint32_t shards;            /* shards in the slot map */
+    uint32_t shards_unwritable; /* ... not taking writes now */
+    uint64_t map_version;       /* the slot map's version in force */
+    uint64_t map_reloads;       /* new versions taken since open */
+    uint64_t moved;             /* writes a shard refused as their slot was fenced by a
+                                 * move (answered ST_EIO: the clients resend them) */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

@@ -83,9 +83,9 @@ typedef struct st_msg_row {
     (-100)              /* another writer of the same database got in the way (a unique            \
                          * key taken, a deadlock): nothing was stored; apply again */
 #define ST_EDOWN (-101) /* open: the database cannot be reached now (start failing) */
-#define ST_EMOVED (-102) /* Shards: a write's slot is not this shard's (moving away, or moved
-                          * and the writer's map was behind): nothing of it stored. The
-                          * router sends it again where the map says, or answers ST_EIO */
+/* Shards: a write's slot is fenced on this shard (moving away, or moved while the writer's
+ * map was behind): nothing of it stored; the caller gets ST_EIO and resends. */
+#define ST_EMOVED (-102)
 
 /*
  * A backend. `be` is its own state, made by open. Row reads (get_*) answer 1 (found, *r

@@ -60,7 +60,7 @@ struct st_store {
     atomic_bool writable;
     atomic_uint_fast64_t write_errors;
     atomic_uint_fast64_t recoveries;
-    atomic_uint_fast64_t moved; /* writes refused as their slot was fenced (Shards) */
+    atomic_uint_fast64_t moved;        /* writes refused as their slot was fenced (Shards) */
     atomic_uint_fast64_t failed_at_ms; /* monotonic ms of the first failed write; 0: none */
     st_lat commit_lat, read_lat;
 

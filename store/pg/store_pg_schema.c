@@ -162,7 +162,8 @@ static const char schema_v8[] =
  * lock), then fails with GW002 naming the batch's slots that are fenced. The lock is taken
  * shared by writers, so they never wait on each other; a move takes it for the moment of
  * its insert. Slot -1 stands for every slot whose move from here is under way (an
- * erasure waits for none to be). A database that is no shard keeps the table empty and never calls it. */
+ * erasure waits for none to be). A database that is no shard keeps the table empty and never calls
+ * it. */
 static const char schema_v9[] =
     "CREATE TABLE gw.fence (slot int8 PRIMARY KEY, state text NOT NULL, at_ms bigint NOT NULL);"
     "CREATE FUNCTION gw.fenced(slots int8[]) RETURNS void LANGUAGE plpgsql AS $$"

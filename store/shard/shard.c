@@ -213,13 +213,34 @@ static void sh_stats(void *ud, st_stats *out)
         out->read_p99_us = MAX_OF(out->read_p99_us, s.read_p99_us);
         out->notify_queue_usage = MAX_OF(out->notify_queue_usage, s.notify_queue_usage);
 #define SUM(f) out->f += s.f
-        SUM(reconnects); SUM(commits); SUM(ops); SUM(appends); SUM(commit_failures);
-        SUM(commit_retries); SUM(write_errors); SUM(moved); SUM(recoveries); SUM(messages); SUM(groups);
-        SUM(commit_us_sum); SUM(reads); SUM(read_us_sum); SUM(disk_bytes);
-        SUM(feed_notifications); SUM(feed_changes); SUM(feed_bytes); SUM(feed_resyncs);
-        SUM(feed_connects); SUM(feed_catch_ups); SUM(feed_catch_up_rows);
-        SUM(feed_catch_up_changes); SUM(feed_announced); SUM(feed_hints); SUM(feed_late);
-        SUM(feed_late_dropped); SUM(feed_laggards);
+        SUM(reconnects);
+        SUM(commits);
+        SUM(ops);
+        SUM(appends);
+        SUM(commit_failures);
+        SUM(commit_retries);
+        SUM(write_errors);
+        SUM(moved);
+        SUM(recoveries);
+        SUM(messages);
+        SUM(groups);
+        SUM(commit_us_sum);
+        SUM(reads);
+        SUM(read_us_sum);
+        SUM(disk_bytes);
+        SUM(feed_notifications);
+        SUM(feed_changes);
+        SUM(feed_bytes);
+        SUM(feed_resyncs);
+        SUM(feed_connects);
+        SUM(feed_catch_ups);
+        SUM(feed_catch_up_rows);
+        SUM(feed_catch_up_changes);
+        SUM(feed_announced);
+        SUM(feed_hints);
+        SUM(feed_late);
+        SUM(feed_late_dropped);
+        SUM(feed_laggards);
 #undef SUM
     }
     if (!r->user_change)
@@ -316,9 +337,9 @@ int st_shard_open(const st_options *o, const st_backend *be, st_store **out, cha
     }
     if (rc == ST_OK) {
         unsigned k = atomic_load(&r->n_open);
-        int at = snprintf(r->where, sizeof(r->where), "%s, version %llu, %u shard%s:",
-                          sh_source_where(r->src), (unsigned long long)atomic_load(&r->version),
-                          k, k == 1 ? "" : "s");
+        int at = snprintf(r->where, sizeof(r->where),
+                          "%s, version %llu, %u shard%s:", sh_source_where(r->src),
+                          (unsigned long long)atomic_load(&r->version), k, k == 1 ? "" : "s");
         for (unsigned i = 0; i < k && at > 0 && (size_t)at < sizeof(r->where); i++)
             at += snprintf(r->where + at, sizeof(r->where) - (size_t)at, " %u %s", i,
                            st_where(r->shard[i].core));

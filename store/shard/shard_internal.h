@@ -15,9 +15,9 @@
 
 typedef struct sh_map {
     uint64_t version;
-    unsigned n;                /* shards: 0 .. n - 1 */
-    char *url[SH_MAX];         /* owned */
-    uint8_t owner[ST_SLOTS];   /* each slot's shard */
+    unsigned n;              /* shards: 0 .. n - 1 */
+    char *url[SH_MAX];       /* owned */
+    uint8_t owner[ST_SLOTS]; /* each slot's shard */
 } sh_map;
 
 /* Parses the map's text (n bytes; store.h, "Shards"): 0, or ST_EINVAL with why (the line
@@ -69,7 +69,7 @@ struct sh_router {
     pthread_mutex_t cb_mu; /* one shard's callback at a time, as one store would call */
 
     sh_shard shard[SH_MAX];
-    atomic_uint n_open;             /* shard[0 .. n_open - 1] have their core */
+    atomic_uint n_open;              /* shard[0 .. n_open - 1] have their core */
     _Atomic uint8_t owner[ST_SLOTS]; /* each slot's shard, as the map in force says */
     atomic_uint_fast64_t version, reloads;
 

@@ -182,9 +182,7 @@ static void finish(fan *f)
                 p->tells[i].claimed = ((st_tell *)f->arrays[f->part[i]])[f->at[i]].claimed;
             break;
         case ST_OP_TRIM:
-        case ST_OP_READ_UNSWEPT:
-            err = !(p->list = merge_pass(f, p->limit));
-            break;
+        case ST_OP_READ_UNSWEPT: err = !(p->list = merge_pass(f, p->limit)); break;
         case ST_OP_ERASE_USER: p->list = merge_all(f, offsetof(st_op, list), &err); break;
         case ST_OP_TELL_ADOPT:
             p->list = merge_all(f, offsetof(st_op, list), &err);
@@ -330,7 +328,8 @@ static int split(sh_router *r, st_op *op)
     default: n = op->n_tells, size = sizeof(st_tell), src = op->tells; break;
     }
     unsigned count[SH_MAX] = {0}, idx[SH_MAX], parts = 0;
-    unsigned *part = malloc((n ? n : 1) * sizeof(unsigned)), *at = malloc((n ? n : 1) * sizeof(unsigned));
+    unsigned *part = malloc((n ? n : 1) * sizeof(unsigned)),
+             *at = malloc((n ? n : 1) * sizeof(unsigned));
     if (!part || !at) {
         free(part);
         free(at);

@@ -16,10 +16,10 @@
 #define SH_MAP_MAX (1u << 20) /* the most bytes of a map's text we read */
 
 struct sh_source {
-    char *path;          /* shards:PATH */
-    char *hosts[8];      /* etcd://: its members (host:port), tried in turn */
+    char *path;     /* shards:PATH */
+    char *hosts[8]; /* etcd://: its members (host:port), tried in turn */
     unsigned n_hosts;
-    unsigned next;       /* the member that answered last: asked first */
+    unsigned next; /* the member that answered last: asked first */
     char *key;
     char where[300];
 };
@@ -60,8 +60,8 @@ int sh_source_new(const char *url, sh_source **out, char *why, size_t why_len)
                 goto nomem;
             h += n + (h[n] == ',');
         }
-        snprintf(s->where, sizeof(s->where), "slot map etcd://%.*s%s", (int)(slash - hosts),
-                 hosts, s->key);
+        snprintf(s->where, sizeof(s->where), "slot map etcd://%.*s%s", (int)(slash - hosts), hosts,
+                 s->key);
     } else {
         sh_source_free(s);
         return fail(why, why_len, ST_EINVAL,
@@ -103,8 +103,7 @@ static int read_file(sh_source *s, char **text, size_t *n, char *why, size_t why
         return ST_ENOMEM;
     if (err || got > SH_MAP_MAX) {
         free(b);
-        return fail(why, why_len, ST_EIO, "slot map %s: cannot read it, or over 1 MiB",
-                    s->path);
+        return fail(why, why_len, ST_EIO, "slot map %s: cannot read it, or over 1 MiB", s->path);
     }
     b[got] = 0;
     *text = b;
@@ -168,8 +167,7 @@ static char *unb64(const char *in, size_t *n)
 
 /* POSTs req to path of one member: its answer as JSON (the caller's to json_decref), or
  * NULL with why. */
-static json_t *post(const char *host, const char *path, const char *req, char *why,
-                    size_t why_len)
+static json_t *post(const char *host, const char *path, const char *req, char *why, size_t why_len)
 {
     CURL *c = curl_easy_init();
     if (!c) {

@@ -73,8 +73,10 @@ int st_slot_map_move(const char *url, const st_slot_map *m, unsigned a, unsigned
 {
     if (a > b || b >= ST_SLOTS || to > m->m.n || (to == m->m.n) != (new_url != NULL) ||
         to >= SH_MAX) {
-        snprintf(why, why_len, "slots %u-%u to shard %u: not slots of 0..4095 in order, or not "
-                 "a shard of the map (a new one is the next index, with its URL)", a, b, to);
+        snprintf(why, why_len,
+                 "slots %u-%u to shard %u: not slots of 0..4095 in order, or not "
+                 "a shard of the map (a new one is the next index, with its URL)",
+                 a, b, to);
         return ST_EINVAL;
     }
     sh_map next = m->m;

@@ -33,7 +33,7 @@ char *pgfx_shards_new(unsigned k);
 #define PGFX_ONE_DATABASE()                                                                        \
     do {                                                                                           \
         if (pgfx_sharded())                                                                        \
-            cr_skip_test("one database's own tables or feed: not in the sharded pass");          \
+            cr_skip_test("one database's own tables or feed: not in the sharded pass");            \
     } while (0)
 /* Drops a database made by pgfx_db_new (its sessions are ended first). */
 void pgfx_db_drop(const char *url);

@@ -107,8 +107,7 @@ static void await_version(st_store *s, uint64_t v)
 {
     for (int i = 0; i < 100 && stats_of(s).map_version != v; i++)
         usleep(50 * 1000);
-    cr_assert_eq(stats_of(s).map_version, v, "the map's version %llu taken",
-                 (unsigned long long)v);
+    cr_assert_eq(stats_of(s).map_version, v, "the map's version %llu taken", (unsigned long long)v);
 }
 
 /* ---- where rows live ----------------------------------------------------------------- */
@@ -193,8 +192,7 @@ Test(shards, a_users_groups_acks_and_last_seen_come_from_every_shard, .timeout =
     st_op rs = {.kind = ST_OP_READ_SEEN, .seen = seen, .n_seen = 20};
     cr_assert_eq(run_op(s, &rs), 0);
     for (int i = 0; i < 20; i++)
-        cr_assert_eq(seen[i].ms, 1000 + (uint64_t)i, "%s's last_seen, back in its place",
-                     uids[i]);
+        cr_assert_eq(seen[i].ms, 1000 + (uint64_t)i, "%s's last_seen, back in its place", uids[i]);
     uint64_t nbf = 0, read_back = 0;
     cr_assert_eq(st_signout_sync(s, st_id_str("bob"), &nbf), 0);
     cr_assert(nbf > 0);
@@ -265,8 +263,8 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
     char *dir = local_dir();
     char path[600], text[2400], url[620];
     snprintf(path, sizeof(path), "%s/slots.map", dir);
-    snprintf(text, sizeof(text), "version 1\nshard 0 %s\nshard 1 %s\nslots 0-2047 0\nslots 2048-4095 1\n",
-             db0, db1);
+    snprintf(text, sizeof(text),
+             "version 1\nshard 0 %s\nshard 1 %s\nslots 0-2047 0\nslots 2048-4095 1\n", db0, db1);
     write_map(path, text);
     snprintf(url, sizeof(url), "shards:%s", path);
     st_store *s = fx_open(url, true);
@@ -280,9 +278,9 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
     pgfx_server_stop(&one); /* shard 1 goes away */
     uint64_t mid = 0;
     int rc = 0;
-    for (int i = 0; i < 100 && (rc = st_append_sync(s, st_id_str(g1), st_id_str("dave"),
-                                                    st_id_str("away"), "x", 1, &mid, NULL,
-                                                    NULL)) == 0;
+    for (int i = 0;
+         i < 100 && (rc = st_append_sync(s, st_id_str(g1), st_id_str("dave"), st_id_str("away"),
+                                         "x", 1, &mid, NULL, NULL)) == 0;
          i++)
         usleep(50 * 1000);
     cr_assert_eq(rc, ST_EIO, "shard 1's groups refuse while it is away");
@@ -368,8 +366,10 @@ Test(shards, a_malformed_map_is_refused_with_its_line)
         const char *text, *says;
     } cases[] = {
         {"version 1\nshard 0 postgresql://x/y\nslots 0-4094 0\n", "a slot belongs to no shard"},
-        {"version 1\nshard 0 postgresql://x/y\nslots 0-4095 0\nslots 7 0\n", "line 4: a slot is given twice"},
-        {"version 1\nshard 0 mysql://x/y\nslots 0-4095 0\n", "line 2: a shard's URL is a PostgreSQL URI"},
+        {"version 1\nshard 0 postgresql://x/y\nslots 0-4095 0\nslots 7 0\n",
+         "line 4: a slot is given twice"},
+        {"version 1\nshard 0 mysql://x/y\nslots 0-4095 0\n",
+         "line 2: a shard's URL is a PostgreSQL URI"},
         {"shard 0 postgresql://x/y\nslots 0-4095 0\n", "no version line"},
         {"version 1\nshard 0 postgresql://x/y\nslots 0-4095 1\n", "a shard the map does not name"},
         {"version 1\nshard 1 postgresql://x/y\nslots 0-4095 1\n", "without a gap"},
@@ -484,15 +484,23 @@ Test(shards, a_fenced_slot_refuses_its_writes_until_the_fence_goes, .timeout = 6
              st_slot_of(st_id_str(gf)));
     pgfx_scalar(u0, sql);
     uint64_t mid = 0;
-    cr_assert_eq(st_append_sync(s, st_id_str(gf), st_id_str("gina"), st_id_str("c1"), "x", 1,
-                                &mid, NULL, NULL),
+    cr_assert_eq(st_append_sync(s, st_id_str(gf), st_id_str("gina"), st_id_str("c1"), "x", 1, &mid,
+                                NULL, NULL),
                  ST_EIO, "a fenced slot's write is refused");
     /* In one batch with a fenced one, the others commit. */
     st_op ops[2] = {
-        {.kind = ST_OP_APPEND, .gid = st_id_str(gf), .uid = st_id_str("gina"),
-         .cid = st_id_str("c2"), .record = "y", .record_n = 1},
-        {.kind = ST_OP_APPEND, .gid = st_id_str(go), .uid = st_id_str("gina"),
-         .cid = st_id_str("c3"), .record = "z", .record_n = 1},
+        {.kind = ST_OP_APPEND,
+         .gid = st_id_str(gf),
+         .uid = st_id_str("gina"),
+         .cid = st_id_str("c2"),
+         .record = "y",
+         .record_n = 1},
+        {.kind = ST_OP_APPEND,
+         .gid = st_id_str(go),
+         .uid = st_id_str("gina"),
+         .cid = st_id_str("c3"),
+         .record = "z",
+         .record_n = 1},
     };
     fx_run_all(s, ops, 2);
     cr_assert_eq(ops[0].result, ST_EIO);

@@ -49,8 +49,8 @@ static void read_once(void)
     size_t n = 0;
     int rc = st_read_user_groups(store, st_id_str("reader"), count_one, &n);
     if (rc != 0 || n != (size_t)groups) {
-        fprintf(stderr, "shards_bench: a read answered %s with %zu groups of %d\n",
-                st_strerror(rc), n, groups);
+        fprintf(stderr, "shards_bench: a read answered %s with %zu groups of %d\n", st_strerror(rc),
+                n, groups);
         exit(1);
     }
 }
@@ -72,12 +72,10 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     const char *where = NULL;
-    static const struct option opts[] = {{"store", required_argument, 0, 's'},
-                                         {"groups", required_argument, 0, 'g'},
-                                         {"reads", required_argument, 0, 'r'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"store", required_argument, 0, 's'}, {"groups", required_argument, 0, 'g'},
+        {"reads", required_argument, 0, 'r'}, {"threads", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -112,8 +110,8 @@ int main(int argc, char **argv)
         st_ack a = {.gid = st_id_str(gid), .uid = st_id_str("reader"), .mid = 1};
         size_t applied;
         if (st_join_sync(store, st_id_str(gid), st_id_str("reader"), &last, &ack) != 0 ||
-            st_append_sync(store, st_id_str(gid), st_id_str("reader"), st_id_str(gid), "m", 1,
-                           &mid, NULL, NULL) != 0 ||
+            st_append_sync(store, st_id_str(gid), st_id_str("reader"), st_id_str(gid), "m", 1, &mid,
+                           NULL, NULL) != 0 ||
             st_acks_sync(store, &a, 1, &applied) != 0) {
             fprintf(stderr, "shards_bench: filling group %s failed\n", gid);
             return 1;
@@ -148,7 +146,8 @@ int main(int argc, char **argv)
            "\"store_cpu_ms_per_read\":%.3f,\"db_cpu_ms_per_read\":%.3f}\n",
            st.shards ? st.shards : 1, groups, reads, lat[(reads - 1) / 2],
            lat[(reads * 99 - 1) / 100], reads / (t1 - t0), threads, n2 / (t3 - t2),
-           1000 * ((c1 - c0) + (c2 - c1)) / (reads + n2), 1000 * ((d1 - d0) + (d2 - d1)) / (reads + n2));
+           1000 * ((c1 - c0) + (c2 - c1)) / (reads + n2),
+           1000 * ((d1 - d0) + (d2 - d1)) / (reads + n2));
     free(lat);
     st_close(store);
     return 0;
