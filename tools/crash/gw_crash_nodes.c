@@ -269,11 +269,15 @@ long long node_metric(int i, const char *name)
     if (buf) {
         buf[len] = 0;
         size_t nl = strlen(name);
-        for (const char *p = strstr(buf, name); p; p = strstr(p + 1, name))
-            if (p > buf && p[-1] == '\n' && p[nl] == ' ') {
-                v = strtoll(p + nl + 1, NULL, 10);
+        /* "name value" or, with labels, "name{node="n1"} value" */
+        for (const char *p = strstr(buf, name); p; p = strstr(p + 1, name)) {
+            const char *after = p[nl] == '{' ? strchr(p + nl, '}') : p + nl - 1;
+            if (p > buf && p[-1] == '\n' && after && (p[nl] == ' ' || p[nl] == '{') &&
+                after[1] == ' ') {
+                v = strtoll(after + 2, NULL, 10);
                 break;
             }
+        }
     }
     free(buf);
     return v;
@@ -320,25 +324,35 @@ bool cmd_done(bool *ok)
  * cid is stored under its confirmed mid, in gw.msgs and in gw.sends. Prints its figures;
  * returns the number of problems, or -1 if the database could not be read.
  */
-int db_acks(const char *url, const char *gid, const char *const *uids, int n, uint64_t *acks)
+/* sql (text results, $1 = gid) on a connection of its own to url: its rows, or NULL if
+ * it could not be run. */
+static PGresult *query_of_group(const char *url, const char *sql, const char *gid)
 {
     PGconn *db = PQconnectdb(url);
-    int rc = -1;
+    PGresult *r = NULL;
     if (PQstatus(db) == CONNECTION_OK) {
         const char *params[1] = {gid};
-        PGresult *r = PQexecParams(db, "SELECT uid, ack FROM gw.members WHERE gid = $1", 1, NULL,
-                                   params, NULL, NULL, 0);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK) {
-            for (int row = 0; row < PQntuples(r); row++)
-                for (int i = 0; i < n; i++)
-                    if (strcmp(PQgetvalue(r, row, 0), uids[i]) == 0)
-                        acks[i] = strtoull(PQgetvalue(r, row, 1), NULL, 10);
-            rc = 0;
+        r = PQexecParams(db, sql, 1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            PQclear(r);
+            r = NULL;
         }
-        PQclear(r);
     }
     PQfinish(db);
-    return rc;
+    return r;
+}
+
+int db_acks(const char *url, const char *gid, const char *const *uids, int n, uint64_t *acks)
+{
+    PGresult *r = query_of_group(url, "SELECT uid, ack FROM gw.members WHERE gid = $1", gid);
+    if (!r)
+        return -1;
+    for (int row = 0; row < PQntuples(r); row++)
+        for (int i = 0; i < n; i++)
+            if (strcmp(PQgetvalue(r, row, 0), uids[i]) == 0)
+                acks[i] = strtoull(PQgetvalue(r, row, 1), NULL, 10);
+    PQclear(r);
+    return 0;
 }
 
 long db_check(const char *url, const char *gid, int senders, uint64_t *const *confirmed,
@@ -479,16 +493,8 @@ out:
 
 long db_count(const char *url, const char *gid)
 {
-    PGconn *db = PQconnectdb(url);
-    long n = -1;
-    if (PQstatus(db) == CONNECTION_OK) {
-        const char *params[1] = {gid};
-        PGresult *r = PQexecParams(db, "SELECT count(*) FROM gw.msgs WHERE gid = $1", 1, NULL,
-                                   params, NULL, NULL, 0);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
-            n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
-        PQclear(r);
-    }
-    PQfinish(db);
+    PGresult *r = query_of_group(url, "SELECT count(*) FROM gw.msgs WHERE gid = $1", gid);
+    long n = r && PQntuples(r) == 1 ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
     return n;
 }
