@@ -685,6 +685,15 @@ static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffe
              o.ha_dir);
     traffic_during(cmd, ctx, cs, n, sb); /* it returns once the postmaster is gone */
     uint64_t t0 = now_ms();
+    /* The kill's wall-clock time, to line up with Patroni's log and the nodes' (where the
+     * time between goes: the key's lapse, the promotion, the nodes' reconnects). */
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    struct tm tm;
+    gmtime_r(&wall.tv_sec, &tm);
+    char killed_at[32];
+    snprintf(killed_at, sizeof(killed_at), "%02d:%02d:%02d.%03ld", tm.tm_hour, tm.tm_min,
+             tm.tm_sec, wall.tv_nsec / 1000000);
     await_writes(ctx, cs, n, sb, "the leader's kill");
     uint64_t back = now_ms();
     ha_times[n_ha++] = back - t0;
@@ -694,8 +703,8 @@ static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffe
              o.ha_dir);
     traffic_during(cmd, ctx, cs, n, sb);
     printf("gw_crash: automatic failover %d: writes back on every node %.1f s after the "
-           "leader's kill, the old leader back as the replica %.1f s later\n",
-           no, (double)(back - t0) / 1000, (double)(now_ms() - back) / 1000);
+           "leader's kill (%s UTC), the old leader back as the replica %.1f s later\n",
+           no, (double)(back - t0) / 1000, killed_at, (double)(now_ms() - back) / 1000);
 }
 
 /* --edits, at the quiet end: the group read back from its start by a receiver's session,
