@@ -692,8 +692,8 @@ static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffe
     struct tm tm;
     gmtime_r(&wall.tv_sec, &tm);
     char killed_at[32];
-    snprintf(killed_at, sizeof(killed_at), "%02d:%02d:%02d.%03ld", tm.tm_hour, tm.tm_min,
-             tm.tm_sec, wall.tv_nsec / 1000000);
+    snprintf(killed_at, sizeof(killed_at), "%02d:%02d:%02d.%03ld", tm.tm_hour, tm.tm_min, tm.tm_sec,
+             wall.tv_nsec / 1000000);
     await_writes(ctx, cs, n, sb, "the leader's kill");
     uint64_t back = now_ms();
     ha_times[n_ha++] = back - t0;
