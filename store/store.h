@@ -81,6 +81,45 @@ typedef struct st_id {
 /* Convenience: an st_id over a NUL-terminated string (borrowed). */
 st_id st_id_str(const char *s);
 
+/*
+ * Shards. A store may be several PostgreSQL databases (each its own cluster: a Patroni pair
+ * on real machines), each holding the groups of some hash slots. A group's slot is
+ * st_slot_of(gid); what is a user's alone (last_seen, the not-before) lives by the slot of
+ * the uid. A slot map, versioned, says which shard owns each slot; the store follows it as
+ * it changes (tools/gw_slots moves slots between shards online). st_options.url names it:
+ *   shards:PATH           the map in a file (one machine, tests)
+ *   etcd://HOST:PORT[,HOST:PORT...]/KEY
+ *                         the map as the value of KEY in etcd (v3), where Patroni's is
+ * The map's text (docs/ARCHITECTURE.md, "Shards"):
+ *   version N
+ *   shard I URL           I = 0, 1, ...: a shard's PostgreSQL URL (multi-host allowed)
+ *   slots A-B I           slots A..B belong to shard I (every slot exactly once)
+ * Nothing above store.h knows of shards: ops go to their group's shard, a user's groups
+ * are asked of every shard and merged, and each shard fails and recovers on its own.
+ */
+#define ST_SLOTS 4096u
+/* A group's (or a user's) slot: FNV-1a (32 bits) of the id's bytes, modulo ST_SLOTS. */
+unsigned st_slot_of(st_id id);
+
+/* A slot map as read from where it is kept, for tools (tools/gw_slots). */
+typedef struct st_slot_map st_slot_map;
+/* Reads the map of a store URL (shards:PATH or etcd://...): 0, ST_EINVAL (a URL that is
+ * not a map's, a malformed map: why says which line), ST_EIO (unreadable), ST_ENOMEM. */
+int st_slot_map_read(const char *url, st_slot_map **out, char *why, size_t why_len);
+void st_slot_map_free(st_slot_map *m); /* NULL is a no-op */
+uint64_t st_slot_map_version(const st_slot_map *m);
+unsigned st_slot_map_shards(const st_slot_map *m);
+const char *st_slot_map_url(const st_slot_map *m, unsigned shard); /* NULL past the end */
+unsigned st_slot_map_owner(const st_slot_map *m, unsigned slot);
+/* The map's text (malloc'd; the caller frees it). */
+char *st_slot_map_text(const st_slot_map *m);
+/* Writes m's next version where url keeps it: slots a..b given to shard `to`, which is one
+ * of m's shards or, with new_url, a new last one (to == st_slot_map_shards(m)). Only if the
+ * map kept there is still m (etcd: a transaction comparing the value; a file: read again,
+ * then a rename): ST_ESTALE when another version came meanwhile. 0, ST_EINVAL, ST_EIO. */
+int st_slot_map_move(const char *url, const st_slot_map *m, unsigned a, unsigned b, unsigned to,
+                     const char *new_url, char *why, size_t why_len);
+
 /* What the store tells about trouble; see st_options.on_event. */
 enum st_event_kind {
     ST_EV_WRITE_FAILED = 1, /* a write failed: from now on every write gets ST_EIO */
@@ -206,6 +245,11 @@ typedef struct st_options {
                                * ST_OP_TRIM moves changes_first up to keep that many */
     uint64_t changes_keep_ms; /* ... and how old a change may be (ms; 0: no age limit): a TRIM
                                * moves changes_first past the older ones */
+    uint64_t origin;          /* PostgreSQL: this store's origin (0: a random one); the shards
+                               * of one sharded store share one */
+    bool slots;               /* PostgreSQL: a shard of a sharded store (store/shard/ sets it):
+                               * every write transaction first checks that its slots are not
+                               * fenced by a move (tools/gw_slots) */
 } st_options;
 
 /* Fills *o with the defaults (sync on, open groups on). path and url stay NULL. */
@@ -235,7 +279,8 @@ const char *st_where(const st_store *s);
 /* True while the store accepts writes: false from a failed write (a commit, or the probe
  * the store thread makes when it has been idle for a second, so that a disk that fills
  * up or a database that went away shows here within about a second even without
- * traffic) until the store has recovered. */
+ * traffic) until the store has recovered. Sharded: while any shard does (the others'
+ * groups go on; st_stats.shards_unwritable counts the shards that do not). */
 bool st_writable(st_store *s);
 
 /* Copies into buf (always NUL-terminated) why the store does not take writes: the
@@ -771,6 +816,15 @@ typedef struct st_stats {
                                      * gateways read those changes at a hole or a resync */
     uint64_t feed_laggards;         /* other listeners ended for not reading (see ARCHITECTURE) */
     double notify_queue_usage;      /* pg_notification_queue_usage(), 0..1, every 2 s */
+    /* A sharded store (below: Shards; zero otherwise). Counters above are summed over the
+     * shards, latencies are the worst shard's, connected holds for every one, writable for
+     * one at least (as st_writable). */
+    uint32_t shards;            /* shards in the slot map */
+    uint32_t shards_unwritable; /* ... not taking writes now */
+    uint64_t map_version;       /* the slot map's version in force */
+    uint64_t map_reloads;       /* new versions taken since open */
+    uint64_t moved;             /* writes a shard refused as their slot was fenced by a
+                                 * move (answered ST_EIO: the clients resend them) */
 } st_stats;
 
 void st_read_stats(st_store *s, st_stats *out);

@@ -57,6 +57,17 @@
 #                                                   role), which brings it back as a replica
 #                                                   (pg_rewind, or a new copy)
 #   tools/pg_server.sh ha-down DIR                  stops everything (and removes nothing)
+# Shards (store.h, "Shards"): K databases, each the gateway's shard, over one slot map that
+# gives each an equal share of the 4,096 slots (docs/DEPLOY.md, "Shards"):
+#   tools/pg_server.sh shards-up DIR K              K servers (DIR/s0 ...), each with the
+#                                                   database gw; writes DIR/slots.map and
+#                                                   prints the store URL shards:DIR/slots.map
+#   tools/pg_server.sh shards-up DIR K ha           K Patroni pairs (DIR/s0 ...) over the one
+#                                                   etcd of DIR/s0; the map is also put in
+#                                                   that etcd under /gw/slots, and the URL
+#                                                   printed is etcd://HOSTS/gw/slots
+#   tools/pg_server.sh shards-map K URL...          a slot map's text for these URLs
+#   tools/pg_server.sh shards-down DIR              stops them all (and removes nothing)
 # A primary that was killed and is started again with `start` instead of `rejoin` still
 # waits for its old standby at every commit: rejoin it. Every wait is bounded (60 s for
 # a server to start, promote or become synchronous; 120 s for a base backup).
@@ -337,8 +348,8 @@ postgresql:
 YAML
 }
 
-ha_up() { # DIR
-  local dir=$1 i
+ha_up() { # DIR [ETCD_HOSTS]: with ETCD_HOSTS, over that etcd (not started here, nor stopped)
+  local dir=$1 own_etcd=${2:-} i
   [ ! -e "$dir/ha.env" ] || die "$dir: an HA cluster is there already (ha-down it, or use another folder)"
   mkdir -p "$dir"
   [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
@@ -353,10 +364,12 @@ ha_up() { # DIR
     eval "cluster=\$cluster\${cluster:+,}e$i=http://127.0.0.1:\$ETCD_PEER$i"
     eval "hosts=\$hosts\${hosts:+,}127.0.0.1:\$ETCD_CLIENT$i"
   done
+  [ -z "$own_etcd" ] || { hosts=$own_etcd; echo "ETCD_SHARED=1" >>"$dir/ha.env"; }
   echo "ETCD_HOSTS=$hosts" >>"$dir/ha.env"
   ETCD_HOSTS=$hosts
   rm -f "$dir/ha-down"
   for i in 1 2 3; do
+    [ -z "$own_etcd" ] || break
     mkdir -p "$dir/etcd$i"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/etcd$i"
     local c p
@@ -465,6 +478,7 @@ ha_down() { # DIR
     [ -z "$pid" ] || as_pg "$bindir/pg_ctl" -D "$dir/pg$i/data" -w -t 30 -m immediate stop >/dev/null 2>&1 ||
       kill -KILL "$pid" 2>/dev/null || true
   done
+  [ -z "${ETCD_SHARED:-}" ] || return 0 # another folder's etcd: its own ha-down stops it
   for i in 1 2 3; do
     pid=$(cat "$dir/etcd$i/pid" 2>/dev/null || true)
     [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true
@@ -474,6 +488,58 @@ ha_down() { # DIR
     sleep 0.1
   done
   pkill -KILL -f "etcd --name e[123] --data-dir $dir/" 2>/dev/null || true
+}
+
+# ---- shards -------------------------------------------------------------------------------
+
+shards_map() { # K URL...: a slot map giving each of the K an equal share of the 4,096 slots
+  local k=$1 i lo hi; shift
+  local urls=("$@")
+  [ "$#" -eq "$k" ] || die "shards-map: $k URLs wanted, $# given"
+  echo "# The slot map of $k shards (store.h, \"Shards\"), made by tools/pg_server.sh."
+  echo "version 1"
+  for ((i = 0; i < k; i++)); do echo "shard $i ${urls[$i]}"; done
+  for ((i = 0; i < k; i++)); do
+    lo=$((4096 * i / k)) hi=$((4096 * (i + 1) / k - 1))
+    echo "slots $lo-$hi $i"
+  done
+}
+
+shards_up() { # DIR K [ha]
+  local dir=$1 k=$2 ha=${3:-} i urls=() hosts=""
+  [[ "$k" =~ ^[1-9][0-9]?$ ]] && [ "$k" -le 64 ] || die "shards-up: K is 1 to 64"
+  [ ! -e "$dir/shards" ] || die "$dir: shards are there already (shards-down them, or use another folder)"
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+  echo "$k${ha:+ ha}" >"$dir/shards"
+  for ((i = 0; i < k; i++)); do
+    if [ -n "$ha" ]; then
+      urls+=("$(ha_up "$dir/s$i" "$hosts" | head -n 1)")
+      [ -n "$hosts" ] || { ha_env "$dir/s0"; hosts=$ETCD_HOSTS; }
+    else
+      mkdir -p "$dir/s$i"
+      start "$dir/s$i" >/dev/null
+      PGCONNECT_TIMEOUT=5 "$bindir/psql" -X -q -v ON_ERROR_STOP=1 -d "$(url_of "$dir/s$i")" \
+        -c "CREATE DATABASE gw" >/dev/null
+      urls+=("$(url_of "$dir/s$i" gw)")
+    fi
+  done
+  shards_map "$k" "${urls[@]}" >"$dir/slots.map"
+  if [ -n "$ha" ]; then
+    ETCDCTL_API=3 etcdctl --endpoints="$hosts" --dial-timeout=2s put /gw/slots <"$dir/slots.map" >/dev/null
+    echo "etcd://$hosts/gw/slots"
+  else
+    echo "shards:$dir/slots.map"
+  fi
+}
+
+shards_down() { # DIR
+  local dir=$1 k i
+  [ -f "$dir/shards" ] || die "$dir: not a shards folder of pg_server.sh (no shards file)"
+  read -r k ha <"$dir/shards"
+  for ((i = k - 1; i >= 0; i--)); do # s0 last: its etcd is the others' too
+    if [ -n "${ha:-}" ]; then (ha_down "$dir/s$i") || true; else pgctl "$dir/s$i" -w -t 60 -m fast stop >/dev/null 2>&1 || true; fi
+  done
 }
 
 case "${1:-}" in
@@ -503,6 +569,9 @@ case "${1:-}" in
   ha-kill-leader) [ $# -eq 2 ] || usage; ha_kill "$2" leader ;;
   ha-kill-replica) [ $# -eq 2 ] || usage; ha_kill "$2" replica ;;
   ha-down) [ $# -eq 2 ] || usage; ha_down "$2" ;;
+  shards-up) [ $# -ge 3 ] && [ $# -le 4 ] || usage; shards_up "$2" "$3" "${4:-}" ;;
+  shards-map) [ $# -ge 3 ] || usage; shift; shards_map "$@" ;;
+  shards-down) [ $# -eq 2 ] || usage; shards_down "$2" ;;
   multi-url)
     [ $# -ge 3 ] || usage
     echo "postgresql://gw@127.0.0.1:$(cat "$2/port"),127.0.0.1:$(cat "$3/port")/${4:-postgres}?target_session_attrs=read-write" ;;

@@ -175,6 +175,10 @@ static void help(void)
         "                       PGPASSFILE, a service file or PGPASSWORD. The schema is made\n"
         "                       at first start. If the database is down, gw starts anyway and\n"
         "                       connects when it can (/healthz says 503 meanwhile)\n"
+        "                       Groups spread over several databases (shards) by hash\n"
+        "                       slots: --store shards:PATH (a slot map in a file) or\n"
+        "                       etcd://HOST:PORT[,HOST:PORT...]/KEY (in etcd, watched);\n"
+        "                       docs/DEPLOY.md, \"Shards\"\n"
         "  --no-sync            do not fsync commits (PostgreSQL: synchronous_commit off;\n"
         "                       faster; a machine or database crash may lose the last\n"
         "                       confirmed messages; a crash of gw loses nothing)\n"
@@ -562,9 +566,11 @@ int gw_config_parse(gw_config *c, int argc, char **argv)
         return -1;
     }
     if (c->store_url && strncmp(c->store_url, "postgresql://", 13) != 0 &&
-        strncmp(c->store_url, "postgres://", 11) != 0) {
-        fprintf(stderr, "gw: --store takes a PostgreSQL URI (postgresql://host/dbname); "
-                        "without it the store is RocksDB in --data\n");
+        strncmp(c->store_url, "postgres://", 11) != 0 && strncmp(c->store_url, "shards:", 7) != 0 &&
+        strncmp(c->store_url, "etcd://", 7) != 0) {
+        fprintf(stderr, "gw: --store takes a PostgreSQL URI (postgresql://host/dbname), or a "
+                        "slot map of several (shards:PATH, etcd://HOST:PORT/KEY); without it "
+                        "the store is RocksDB in --data\n");
         return -1;
     }
     if (node && !gw_config_node_ok(node)) {

@@ -573,6 +573,18 @@ static void snapshot(gw_server *srv, table *t)
         (double)st.unwritable_ms / 1000.0, false);
     G("store", "queue", "gw_store_queue_length", "Writes waiting for the store's writer",
       st_pending(srv->m.store));
+    /* Shards (store.h): zero on one database. */
+    G("store", "shards", "gw_store_shards", "Shards in the slot map (0: one database)", st.shards);
+    G("store", "shards_unwritable", "gw_store_shards_unwritable",
+      "Shards not taking writes now: their groups' writes are refused, the others' go on",
+      st.shards_unwritable);
+    G("store", "slot_map_version", "gw_store_slot_map_version", "The slot map's version in force",
+      st.map_version);
+    C("store", "slot_map_reloads", "gw_store_slot_map_reloads_total",
+      "New versions of the slot map taken since start", st.map_reloads);
+    C("store", "moved", "gw_store_moved_total",
+      "Writes refused because their slot was moving between shards (clients resend them)",
+      st.moved);
     G("cluster", "feed_connected", "gw_feed_connected",
       "1 while the listener for other gateways' changes is connected (PostgreSQL)",
       st.feed_connected ? 1 : 0);

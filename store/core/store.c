@@ -79,18 +79,34 @@ int st_core_open(const st_backend *ops, const st_options *o, st_store **out, cha
     return ST_OK;
 }
 
+int st_core_open_router(const st_router *ops, void *r, st_store **out)
+{
+    st_store *s = calloc(1, sizeof(*s));
+    if (!(*out = s))
+        return ST_ENOMEM;
+    s->router = ops;
+    s->router_ud = r;
+    return ST_OK;
+}
+
 const char *st_backend_name(const st_store *s)
 {
+    if (s->router)
+        return s->router->name(s->router_ud);
     return s->be_ops->name;
 }
 
 const char *st_where(const st_store *s)
 {
+    if (s->router)
+        return s->router->where(s->router_ud);
     return s->be_ops->where(s->be);
 }
 
 uint64_t st_origin(const st_store *s)
 {
+    if (s->router)
+        return s->router->origin(s->router_ud);
     return s->be_ops->origin(s->be);
 }
 
@@ -98,6 +114,11 @@ void st_close(st_store *s)
 {
     if (!s)
         return;
+    if (s->router) {
+        s->router->close(s->router_ud);
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     s->closing = true;
     pthread_cond_signal(&s->cv);
@@ -112,7 +133,7 @@ static bool is_read(enum st_op_kind k)
     return (k >= ST_OP_READ_PAGE && k <= ST_OP_READ_SEEN) || k == ST_OP_READ_CHANGES;
 }
 
-static bool op_valid(const st_op *op)
+bool st_op_valid(const st_op *op)
 {
     if (!op || !op->done)
         return false;
@@ -172,7 +193,7 @@ static bool op_valid(const st_op *op)
     return false;
 }
 
-static void reset_outputs(st_op *op)
+void st_op_reset(st_op *op)
 {
     op->result = 0;
     if (op->kind != ST_OP_EDIT && op->kind != ST_OP_REACT) /* their mid (and ver) are inputs */
@@ -197,11 +218,13 @@ int st_submit(st_store *s, st_op *op)
 {
     /* The store thread needs `done`; a read answered at once does not, but one rule for
      * every op keeps callers honest about backends that queue their reads. */
-    if (!op_valid(op))
+    if (!st_op_valid(op))
         return ST_EINVAL;
+    if (s->router)
+        return s->router->submit(s->router_ud, op);
     if ((op->kind == ST_OP_REACT || op->kind == ST_OP_READ_CHANGES) && !s->be_ops->changes)
         return ST_EINVAL; /* a backend without changes yet */
-    reset_outputs(op);
+    st_op_reset(op);
     op->queued_us_ = st_mono_us();
     if (is_read(op->kind) && s->be_ops->inline_reads) {
         char why[256];
@@ -240,6 +263,8 @@ int st_submit(st_store *s, st_op *op)
 
 size_t st_pending(const st_store *s)
 {
+    if (s->router)
+        return s->router->pending(s->router_ud);
     return atomic_load(&((st_store *)s)->pending);
 }
 
@@ -514,6 +539,8 @@ void st_lat_quantiles(st_lat *l, uint64_t *p50, uint64_t *p99)
 
 bool st_writable(st_store *s)
 {
+    if (s->router)
+        return s->router->writable(s->router_ud);
     return atomic_load(&s->writable);
 }
 
@@ -521,6 +548,10 @@ void st_write_error(st_store *s, char *buf, size_t len)
 {
     if (!len)
         return;
+    if (s->router) {
+        s->router->write_error(s->router_ud, buf, len);
+        return;
+    }
     pthread_mutex_lock(&s->err_mu);
     snprintf(buf, len, "%s", s->err);
     pthread_mutex_unlock(&s->err_mu);
@@ -528,6 +559,10 @@ void st_write_error(st_store *s, char *buf, size_t len)
 
 void st_read_stats(st_store *s, st_stats *out)
 {
+    if (s->router) {
+        s->router->stats(s->router_ud, out);
+        return;
+    }
     memset(out, 0, sizeof(*out));
     out->backend = s->be_ops->name;
     out->commits = atomic_load(&s->commits);
@@ -543,6 +578,7 @@ void st_read_stats(st_store *s, st_stats *out)
     out->writable = atomic_load(&s->writable);
     out->write_errors = atomic_load(&s->write_errors);
     out->recoveries = atomic_load(&s->recoveries);
+    out->moved = atomic_load(&s->moved);
     uint64_t failed_at = atomic_load(&s->failed_at_ms), now = st_mono_ms();
     out->unwritable_ms = failed_at && now > failed_at ? now - failed_at : 0;
     st_lat_quantiles(&s->commit_lat, &out->commit_p50_us, &out->commit_p99_us);

@@ -83,6 +83,9 @@ typedef struct st_msg_row {
     (-100)              /* another writer of the same database got in the way (a unique            \
                          * key taken, a deadlock): nothing was stored; apply again */
 #define ST_EDOWN (-101) /* open: the database cannot be reached now (start failing) */
+/* Shards: a write's slot is fenced on this shard (moving away, or moved while the writer's
+ * map was behind): nothing of it stored; the caller gets ST_EIO and resends. */
+#define ST_EMOVED (-102)
 
 /*
  * A backend. `be` is its own state, made by open. Row reads (get_*) answer 1 (found, *r
@@ -138,6 +141,11 @@ typedef struct st_backend {
     /* uid's not-before (store.h, Revocation) moves to secs, if that is later (a blind
      * write, the same way). */
     void (*put_not_before)(void *be, st_id uid, uint64_t secs);
+    /* Shards (NULL: never): is this write's slot fenced by a move, as the backend last
+     * learned from its database? Asked before the op is applied; a refused op is left out
+     * of the batch and answered ST_EIO (the slot's writes wait for the move). A commit that
+     * finds a slot of the batch fenced answers ST_EAGAIN, having learned it. */
+    bool (*refuses)(void *be, const st_op *op);
     /* 0 (committed), ST_EIO (failed: the store starts failing), ST_EAGAIN. */
     int (*commit)(void *be, char *why, size_t why_len);
     void (*rollback)(void *be);
@@ -171,6 +179,34 @@ typedef struct st_backend {
     /* Its origin (random per open). */
     uint64_t (*origin)(void *be);
 } st_backend;
+
+/*
+ * A store made of stores (store/shard/): the store.h calls that touch a store's own state,
+ * answered by a router over several cores instead of by one core's queue and thread. The
+ * core's public functions hand a router store's calls to it; the rest of store.h (the
+ * blocking helpers) is built on st_submit and so follows. `r` is the router's own state.
+ */
+typedef struct st_router {
+    int (*submit)(void *r, st_op *op); /* as st_submit, after st_op_valid */
+    size_t (*pending)(void *r);
+    bool (*writable)(void *r);
+    void (*write_error)(void *r, char *buf, size_t len);
+    void (*stats)(void *r, st_stats *out);
+    const char *(*name)(void *r);
+    const char *(*where)(void *r);
+    uint64_t (*origin)(void *r);
+    void (*close)(void *r); /* frees r */
+} st_router;
+
+/* A store whose calls go to the router (r: its state, owned by the store from here on, and
+ * closed with it). Never fails but for memory (ST_ENOMEM; r is then the caller's). */
+int st_core_open_router(const st_router *ops, void *r, st_store **out);
+
+/* Is op well formed (st_submit's check, ST_EINVAL when not)? For a router, which checks
+ * before it splits an op. */
+bool st_op_valid(const st_op *op);
+/* Clears op's outputs as st_submit does on taking it (a router, before it splits it). */
+void st_op_reset(st_op *op);
 
 /* The top of the store (store_open.c) opens the core over the backend it chose: st_open's
  * work but the choice (store.h). Never called by a backend. */

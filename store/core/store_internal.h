@@ -28,6 +28,8 @@ typedef struct st_lat {
 } st_lat;
 
 struct st_store {
+    const st_router *router; /* a router store (st_core_open_router): the rest is unused */
+    void *router_ud;
     const st_backend *be_ops;
     void *be;
     bool open_groups;
@@ -58,6 +60,7 @@ struct st_store {
     atomic_bool writable;
     atomic_uint_fast64_t write_errors;
     atomic_uint_fast64_t recoveries;
+    atomic_uint_fast64_t moved;        /* writes refused as their slot was fenced (Shards) */
     atomic_uint_fast64_t failed_at_ms; /* monotonic ms of the first failed write; 0: none */
     st_lat commit_lat, read_lat;
 

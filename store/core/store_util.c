@@ -117,3 +117,16 @@ const char *st_strerror(int err)
     default: return "unknown error";
     }
 }
+
+unsigned st_slot_of(st_id id)
+{
+    /* FNV-1a: a few instructions a byte, and its spread over 4,096 slots is even for ids
+     * that differ only at the end ("g1", "g2", ...). Written down in ARCHITECTURE: the maps,
+     * the shards' fences and the tools must agree on it forever, so it never changes. */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < id.n; i++) {
+        h ^= (unsigned char)id.p[i];
+        h *= 16777619u;
+    }
+    return h % ST_SLOTS;
+}

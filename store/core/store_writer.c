@@ -119,6 +119,10 @@ static void commit_writes(st_store *s, st_op *writes)
         rc = b->begin(s->be, writes, why, sizeof(why));
         for (st_op *op = writes; rc == 0 && op; op = op->next_) {
             clear_outputs(op);
+            if (b->refuses && b->refuses(s->be, op)) {
+                op->result = ST_EMOVED; /* its slot is moving: not applied */
+                continue;
+            }
             op->result = st_apply(s, op, now);
             n_ops++;
             if (op->result == ST_EIO || op->result == ST_ENOMEM)
@@ -143,6 +147,11 @@ static void commit_writes(st_store *s, st_op *writes)
         atomic_fetch_add(&s->commit_retries, 1);
     }
     if (rc == 0 && !unreadable) {
+        for (st_op *op = writes; op; op = op->next_)
+            if (op->result == ST_EMOVED) { /* the caller retries it, as after a failure */
+                op->result = ST_EIO;
+                atomic_fetch_add(&s->moved, 1);
+            }
         atomic_fetch_add(&s->commits, 1);
         atomic_fetch_add(&s->ops, n_ops);
         atomic_fetch_add(&s->appends, n_appends);

@@ -108,6 +108,7 @@ static void rollback_now(pg *p);
 static int fail_tx(pg *p, PGresult *r, const char *what, char *why, size_t why_len)
 {
     int rc = pg_retryable(r) ? ST_EAGAIN : ST_EIO;
+    pg_fence_learn(p, r); /* GW002: applied again without the fenced slots' ops */
     pg_why(p, r, what, why, why_len);
     PQclear(r);
     return rc;
@@ -644,6 +645,9 @@ static int pg_commit(void *be, char *why, size_t why_len)
      * Sync: the fast path's is made explicit (it was the Sync's implicit one). */
     if (!in_tx && p->fast && (rc = pg_send(p, PG_BEGIN, NULL, 0)) == ST_OK)
         n++;
+    /* Shards: the slots' fences first, before anything is locked or written. */
+    if (rc == ST_OK)
+        rc = pg_fence_send(p, &n);
     /* The fast path's check first (the groups locked, as round trip 1 does); then the
      * messages: a collision shows there, before anything else is written; then the
      * (uid, cid) rows, the groups, the memberships. */
@@ -917,9 +921,11 @@ static int pg_open(const st_options *o, void **be, char *why, size_t why_len)
     p->changes_keep = o->changes_keep;
     p->changes_keep_ms = o->changes_keep_ms;
     p->drop_announces = o->test_drop_announcements;
+    p->slots = o->slots;
     /* Names this store's announcements; a collision with another gateway's would only
      * make each skip some of the other's (1 in 2^64). */
-    if (RAND_bytes((unsigned char *)&p->origin, sizeof(p->origin)) != 1)
+    p->origin = o->origin;
+    if (!p->origin && RAND_bytes((unsigned char *)&p->origin, sizeof(p->origin)) != 1)
         p->origin = st_now_ms() ^ ((uint64_t)getpid() << 40);
     int rc = pg_parse_url(p, o->url, why, why_len);
     if (rc == ST_OK) {
@@ -975,6 +981,7 @@ const st_backend st_pg_backend = {
     .open = pg_open,
     .close = pg_close,
     .begin = pg_begin,
+    .refuses = pg_fence_refuses,
     .get_group = pg_get_group,
     .put_group = pg_put_group,
     .get_member = pg_get_member,

@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <uthash.h>
 
-#define PG_SCHEMA_VERSION 8 /* what this build creates and understands */
+#define PG_SCHEMA_VERSION 9 /* what this build creates and understands */
 
 /* A lost connection is made again 250 ms after the loss, then after 500 ms, then every
  * second: the store's (st_backend.retry_first_ms, retry_max_ms) and the change feed's
@@ -153,7 +153,25 @@ typedef struct pg {
     atomic_bool connected;
     atomic_uint_fast64_t reconnects;
     atomic_uint_fast64_t disk_bytes;
+    /* Shards (store_pg_fence.c): this database is a shard, and the slots its last GW002
+     * named as fenced, believed until fenced_until_ms (monotonic; 0: none). */
+    bool slots;
+    uint8_t fenced[ST_SLOTS / 8];
+    uint64_t fenced_until_ms;
 } pg;
+
+/* ---- shards: the fences of slot moves (store_pg_fence.c) ----------------------------- */
+
+/* st_backend.refuses: is op's slot one the last GW002 named (and not long ago)? */
+bool pg_fence_refuses(void *be, const st_op *op);
+/* A sharded store's batch: gw.fenced over the slots of the batch's ops (but those refused),
+ * its first statement (counted in *n_stmts). ST_OK at once when not sharded. */
+int pg_fence_send(pg *p, int *n_stmts);
+/* The same for one transaction of its own: gid's slot, or (gid NULL) every slot whose move
+ * is under way (an erasure reaches every group of a user). */
+int pg_fence_send_one(pg *p, const st_id *gid, int *n_stmts);
+/* A failed statement: when it is GW002, its slots are learned (refused for a while). */
+void pg_fence_learn(pg *p, const PGresult *r);
 
 /* ---- connection and schema (store_pg_schema.c) -------------------------------------- */
 
@@ -218,6 +236,7 @@ enum pg_stmt {
     PG_READ_RX,
     PG_INS_RX,
     PG_DEL_RX,
+    PG_FENCED,
     PG_N_STMTS,
 };
 extern const char *const pg_stmt_sql[PG_N_STMTS];

@@ -27,11 +27,15 @@
  * ST_OK with the statement's one row in *row (the caller PQclears it), or with *row NULL
  * when the database refused (rolled back: the op fails, the store goes on); ST_EIO when
  * the connection failed (the outcome is unknown: the store is in trouble). */
-static int one_tx(pg *p, enum pg_stmt lock, enum pg_stmt stmt, pg_buf *const *params, int n,
-                  PGresult **row, char *why, size_t why_len)
+static int one_tx(pg *p, const st_id *gid, enum pg_stmt lock, enum pg_stmt stmt,
+                  pg_buf *const *params, int n, PGresult **row, char *why, size_t why_len)
 {
     *row = NULL;
-    int rc = pg_send(p, PG_BEGIN, NULL, 0);
+    int rc = pg_send(p, PG_BEGIN, NULL, 0), fence = 0;
+    /* Shards: the group's slot must not be fenced; an erasure (gid NULL), which reaches
+     * the user's groups of every slot here, waits for no move to be under way. */
+    if (rc == ST_OK)
+        rc = pg_fence_send_one(p, gid, &fence);
     if (rc == ST_OK)
         rc = pg_send(p, lock, params, 1);
     if (rc == ST_OK)
@@ -40,7 +44,7 @@ static int one_tx(pg *p, enum pg_stmt lock, enum pg_stmt stmt, pg_buf *const *pa
         rc = pg_send(p, PG_COMMIT, NULL, 0);
     bool ok = false;
     if (rc == ST_OK)
-        rc = pg_round_trip(p, 4, 2, row, &ok, "an erasure failed", why, why_len);
+        rc = pg_round_trip(p, 4 + fence, 2 + fence, row, &ok, "an erasure failed", why, why_len);
     if (rc != ST_OK) {
         PQclear(*row);
         *row = NULL;
@@ -143,7 +147,7 @@ int pg_erase_user(pg *p, st_op *op, uint64_t now, char *why, size_t why_len)
     header(p, &b[3]);
     pg_buf *params[4] = {&b[0], &b[1], &b[2], &b[3]};
     PGresult *r = NULL;
-    int rc = one_tx(p, PG_ERASE_LOCK, PG_ERASE, params, 4, &r, why, why_len);
+    int rc = one_tx(p, NULL, PG_ERASE_LOCK, PG_ERASE, params, 4, &r, why, why_len);
     for (int i = 0; i < 4; i++)
         pg_buf_free(&b[i]);
     if (rc != ST_OK || !r) {
@@ -173,7 +177,7 @@ int pg_delete_group(pg *p, st_op *op, char *why, size_t why_len)
     header(p, &b[1]);
     pg_buf *params[2] = {&b[0], &b[1]};
     PGresult *r = NULL;
-    int rc = one_tx(p, PG_DROP_LOCK, PG_DROP_GROUP, params, 2, &r, why, why_len);
+    int rc = one_tx(p, &op->gid, PG_DROP_LOCK, PG_DROP_GROUP, params, 2, &r, why, why_len);
     pg_buf_free(&b[0]);
     pg_buf_free(&b[1]);
     if (rc != ST_OK || !r) {

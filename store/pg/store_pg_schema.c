@@ -159,6 +159,29 @@ static const char schema_v8[] =
     "CREATE INDEX reactions_by_uid ON gw.reactions (uid);"
     "INSERT INTO gw.schema_version VALUES (8, (extract(epoch from now()) * 1000)::bigint);";
 
+/* Version 9: shards (store.h, "Shards"). The slots a move fenced on this database (state
+ * 'moving' while their rows are copied away, 'gone' once the map gives them to another
+ * shard), and the check that a sharded store's every write transaction makes first: it
+ * waits for a move's fence to be made or lifted (an exclusive hold of the same advisory
+ * lock), then fails with GW002 naming the batch's slots that are fenced. The lock is taken
+ * shared by writers, so they never wait on each other; a move takes it for the moment of
+ * its insert. Slot -1 stands for every slot whose move from here is under way (an
+ * erasure waits for none to be). A database that is no shard keeps the table empty and never calls
+ * it. */
+static const char schema_v9[] =
+    "CREATE TABLE gw.fence (slot int8 PRIMARY KEY, state text NOT NULL, at_ms bigint NOT NULL);"
+    "CREATE FUNCTION gw.fenced(slots int8[]) RETURNS void LANGUAGE plpgsql AS $$"
+    " DECLARE f text; BEGIN"
+    " PERFORM pg_advisory_xact_lock_shared(7220409);"
+    /* A new statement, a new snapshot: a fence committed while this waited is seen. */
+    " IF -1 = ANY(slots) THEN"
+    " SELECT string_agg(slot::text, ',') INTO f FROM gw.fence WHERE state = 'moving';"
+    " ELSE SELECT string_agg(slot::text, ',') INTO f FROM gw.fence WHERE slot = ANY(slots);"
+    " END IF;"
+    " IF f IS NOT NULL THEN RAISE EXCEPTION 'slots fenced by a move' USING ERRCODE = 'GW002',"
+    " DETAIL = f; END IF; END $$;"
+    "INSERT INTO gw.schema_version VALUES (9, (extract(epoch from now()) * 1000)::bigint);";
+
 /* Version 2: the change log. seq orders the rows of batches that changed the same
  * membership in their commit order (both lock the group's row; the insert is the last
  * statement of its batch); xid gives the position (store_pg_feed.c). */
@@ -294,7 +317,7 @@ static int schema(pg *p, char *why, size_t why_len)
              !exec(p, schema_v2, NULL, why, why_len) || !exec(p, schema_v3, NULL, why, why_len) ||
              !exec(p, schema_v4, NULL, why, why_len) || !exec(p, schema_v5, NULL, why, why_len) ||
              !exec(p, schema_v6, NULL, why, why_len) || !exec(p, schema_v7, NULL, why, why_len) ||
-             !exec(p, schema_v8, NULL, why, why_len))) {
+             !exec(p, schema_v8, NULL, why, why_len) || !exec(p, schema_v9, NULL, why, why_len))) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;
         }
@@ -313,6 +336,7 @@ static int schema(pg *p, char *why, size_t why_len)
             (version < 6 && !exec(p, schema_v6, NULL, why, why_len)) ||
             (version < 7 && !exec(p, schema_v7, NULL, why, why_len)) ||
             (version < 8 && !exec(p, schema_v8, NULL, why, why_len)) ||
+            (version < 9 && !exec(p, schema_v9, NULL, why, why_len)) ||
             !exec(p, "COMMIT", NULL, why, why_len)) {
             PQclear(PQexec(p->conn, "ROLLBACK"));
             return ST_EIO;

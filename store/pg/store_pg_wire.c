@@ -246,6 +246,8 @@ const char *const pg_stmt_sql[PG_N_STMTS] = {
     [PG_DEL_RX] = "DELETE FROM gw.reactions r USING unnest($1::text[], $2::int8[], $3::text[],"
                   " $4::text[]) AS v(gid, mid, uid, key) WHERE r.gid = v.gid AND r.mid = v.mid"
                   " AND r.key = v.key AND r.uid = v.uid",
+    /* Shards: a write transaction's first statement (store_pg_fence.c). */
+    [PG_FENCED] = "SELECT gw.fenced($1::int8[])",
     /* A recall drops the message's reactions (in the batch's transaction). */
     [PG_DEL_RX_MSGS] = "DELETE FROM gw.reactions r USING unnest($1::text[], $2::int8[])"
                        " AS v(gid, mid) WHERE r.gid = v.gid AND r.mid = v.mid",
@@ -417,6 +419,7 @@ const char *const pg_stmt_name[PG_N_STMTS] = {
     [PG_READ_RX] = "gw_read_rx",
     [PG_INS_RX] = "gw_ins_rx",
     [PG_DEL_RX] = "gw_del_rx",
+    [PG_FENCED] = "gw_fenced",
 };
 
 /* ---- buffers and binary formats ------------------------------------------------------- */
@@ -696,6 +699,7 @@ bool pg_retryable(const PGresult *r)
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
     return state && (strcmp(state, "23505") == 0 /* unique_violation */ ||
                      strcmp(state, "GW001") == 0 /* the fast path's check failed */ ||
+                     strcmp(state, "GW002") == 0 /* a slot of the batch is fenced (shards) */ ||
                      strcmp(state, "55P03") == 0 /* lock_not_available (lock_timeout) */ ||
                      strcmp(state, "40P01") == 0 /* deadlock_detected */ ||
                      strcmp(state, "40001") == 0 /* serialization_failure */);

@@ -66,13 +66,68 @@ static char *db_new_on(const char *base)
     return url_with_db(base, name);
 }
 
+/* GW_TEST_SHARDS=K (2 to 8): the suite's stores are sharded, K databases of the suite's
+ * server under a slot map in a file (store.h, "Shards"), each an equal share of the slots.
+ * The map's URL stands for the database: pgfx_db_drop drops every shard of it. */
+static unsigned shards_wanted(void)
+{
+    const char *k = getenv("GW_TEST_SHARDS");
+    unsigned n = k ? (unsigned)atoi(k) : 0;
+    return n >= 2 && n <= 8 ? n : 0;
+}
+
+bool pgfx_sharded(void)
+{
+    return pgfx_on() && shards_wanted();
+}
+
+char *pgfx_shards_new(unsigned k)
+{
+    static unsigned n;
+    const char *base = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/gw-slots-%d-%u.map", base && *base ? base : "/tmp",
+             (int)getpid(), ++n);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fprintf(f, "version 1\n");
+    for (unsigned i = 0; i < k; i++) {
+        char *u = db_new_on(base_url());
+        fprintf(f, "shard %u %s\n", i, u);
+        free(u);
+    }
+    for (unsigned i = 0; i < k; i++)
+        fprintf(f, "slots %u-%u %u\n", 4096 * i / k, 4096 * (i + 1) / k - 1, i);
+    cr_assert_eq(fclose(f), 0);
+    char *url = malloc(strlen(path) + 8);
+    sprintf(url, "shards:%s", path);
+    return url;
+}
+
 char *pgfx_db_new(void)
 {
+    if (pgfx_sharded())
+        return pgfx_shards_new(shards_wanted());
     return db_new_on(base_url());
 }
 
 void pgfx_db_drop(const char *url)
 {
+    if (strncmp(url, "shards:", 7) == 0) {
+        /* Every database the map's shard lines name, then the map. */
+        FILE *f = fopen(url + 7, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof(line), f)) {
+            unsigned i;
+            char u[900];
+            if (sscanf(line, "shard %u %899s", &i, u) == 2)
+                pgfx_db_drop(u);
+        }
+        if (f)
+            fclose(f);
+        unlink(url + 7);
+        return;
+    }
     const char *name = strrchr(url, '/') + 1;
     char sql[160];
     snprintf(sql, sizeof(sql), "DROP DATABASE IF EXISTS %s WITH (FORCE)", name);

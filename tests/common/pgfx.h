@@ -22,6 +22,19 @@ void pgfx_need(const char *why);
 /* A new empty database on the suite's server; its URL (malloc'd). Fails the test when
  * GW_TEST_PG is not set (run through tools/test.sh or tools/pg_server.sh with). */
 char *pgfx_db_new(void);
+/* GW_TEST_SHARDS=K (2 to 8) with the PostgreSQL pass: pgfx_db_new makes K databases and
+ * answers a slot map's URL (shards:PATH) over them; pgfx_db_drop drops them all. */
+bool pgfx_sharded(void);
+/* A slot map over k new databases of the suite's server, each an equal share of the
+ * slots: its URL, shards:PATH (malloc'd). */
+char *pgfx_shards_new(unsigned k);
+/* Skips the test in the sharded pass: it reads or writes the one database's tables itself,
+ * or counts on one change feed (a sharded store hears each shard's). */
+#define PGFX_ONE_DATABASE()                                                                        \
+    do {                                                                                           \
+        if (pgfx_sharded())                                                                        \
+            cr_skip_test("one database's own tables or feed: not in the sharded pass");            \
+    } while (0)
 /* Drops a database made by pgfx_db_new (its sessions are ended first). */
 void pgfx_db_drop(const char *url);
 

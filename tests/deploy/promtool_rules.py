@@ -231,6 +231,21 @@ CASES = {
             ("250 ms from 7m: not for five minutes yet", "0.002x6 0.25x5", "10m", None),
         ],
     },
+    "GwShardUnwritable": {
+        "metric": "gw_store_shards_unwritable",
+        "cases": [
+            ("one shard away from 2m", "0 0 1x10", "10m", {
+                "summary": "gw node {node}: 1 shard(s) take no writes",
+                "description": "Node {node} ({instance}) has had 1 shard(s) not taking writes "
+                               "for a minute: the groups of their slots refuse writes and every "
+                               "sign-in is refused until they are back. Find the shard in the "
+                               "node's log (lines start \"shard I:\") and look at its Patroni "
+                               "pair (the leader, the primary's log, the network from the "
+                               "node)."}),
+            ("every shard writable throughout", "0x12", "10m", None),
+            ("one away at 10m: not for a minute yet", "0x9 1 1", "10m", None),
+        ],
+    },
 }
 
 

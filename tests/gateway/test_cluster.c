@@ -637,6 +637,7 @@ static int cut_move(int confirmed, void *ud)
  * and passes nothing), 30 s long, while B's sessions keep sending. */
 Test(cluster, a_node_cut_from_the_database_keeps_its_sessions_and_loses_nothing, .timeout = 240)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     static const char *const unlimited[] = {"--rate-sends", "0", "--node", "node-cut", NULL};
     gwfx_start(&fa, NULL);
@@ -692,6 +693,7 @@ Test(cluster, a_node_cut_from_the_database_keeps_its_sessions_and_loses_nothing,
  * written meanwhile, and not a read per online user. */
 Test(cluster, a_node_whose_listener_was_away_catches_up_by_position, .timeout = 120)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     static const char *const named[] = {"--node", "node-b", NULL};
     gwfx_start(&fa, NULL);

@@ -75,7 +75,8 @@ bool fx_wait_writable(st_store *s, bool want, long ms)
 
 bool fx_is_url(const char *where)
 {
-    return strncmp(where, "postgresql://", 13) == 0;
+    return strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "shards:", 7) == 0 ||
+           strncmp(where, "etcd://", 7) == 0;
 }
 
 void fx_locate(st_options *o, const char *where)

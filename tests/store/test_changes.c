@@ -6,6 +6,7 @@
  * deletion take a cseq; entries below the horizon are not returned; erasures take cseqs
  * and say which groups moved. */
 #include "fixture.h"
+#include "pgfx.h"
 #include "tclock.h"
 
 #include <criterion/criterion.h>
@@ -528,6 +529,7 @@ Test(changes, a_kill_never_splits_a_change_from_its_cseq, .timeout = 120)
  * it) opens with no change anywhere and takes changes from 1. */
 Test(changes, a_store_of_an_older_release_takes_changes_from_one)
 {
+    PGFX_ONE_DATABASE();
     char *old = fx_tmpdir();
     fx_restore_release_21(old);
     st_store *st = fx_open(old, true);

@@ -126,6 +126,7 @@ Test(changes_feed, every_change_is_heard_with_its_cseq, .timeout = 60)
  * the same lines. */
 Test(changes_feed, a_listener_back_reads_the_changes_from_the_log, .timeout = 60)
 {
+    PGFX_ONE_DATABASE();
     static fx_heard h = FX_HEARD_INIT(CHANGES_KINDS);
     st_store *b;
     char *where = listener(&h, "changes-feed-2", &b);

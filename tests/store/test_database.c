@@ -67,6 +67,7 @@ static void writer_process(const char *url, int id, int fd)
 
 Test(database, two_writers_on_one_group_keep_mids_dense, .timeout = 180)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
@@ -509,6 +510,7 @@ Test(database, a_confirmed_write_survives_failover, .timeout = 300)
  * writes. (test_unread.c opens a version 2 one.) */
 Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);
@@ -525,10 +527,11 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
                      "DROP INDEX gw.sends_gid_mid; DROP TABLE gw.reactions;"
                      "ALTER TABLE gw.msgs DROP COLUMN cseq, DROP COLUMN cts;"
                      "ALTER TABLE gw.groups DROP COLUMN last_cseq, DROP COLUMN changes_first;"
+                     "DROP TABLE gw.fence; DROP FUNCTION gw.fenced(int8[]);"
                      "DELETE FROM gw.schema_version WHERE version >= 2; SELECT 0");
     cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 1);
     s = fx_open(url, true);
-    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 8);
+    cr_assert_eq(pgfx_scalar(url, "SELECT max(version) FROM gw.schema_version"), 9);
     cr_assert_eq(pgfx_scalar(url, "SELECT mid FROM gw.unread_swept WHERE gid = 'g'"), 3,
                  "its groups are marked swept up to their last message");
     cr_assert_eq(pgfx_scalar(url, "SELECT count(*) FROM gw.msgs WHERE gid = 'g'"), 3,
@@ -546,6 +549,7 @@ Test(database, a_version_1_database_opens_with_its_data_and_gets_the_change_log)
 
 Test(database, refused_at_open_with_a_reason)
 {
+    PGFX_ONE_DATABASE();
     pgfx_need(PGFX_ONLY);
     char *url = fx_tmpdir();
     st_store *s = fx_open(url, true);

@@ -53,6 +53,7 @@ static uint64_t say_hi_and_ack(st_store *a)
 
 Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
 {
+    PGFX_ONE_DATABASE();
     static fx_heard h = FX_HEARD_INIT(0);
     st_store *a, *b;
     char *where = listener_and_writer(&h, "feed-test-1", &b, &a);
@@ -107,6 +108,7 @@ Test(feed, another_store_hears_every_change_in_commit_order, .timeout = 60)
 /* A read is heard as READ, with or without an ack in the same entry (ACK first). */
 Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
 {
+    PGFX_ONE_DATABASE();
     static fx_heard h = FX_HEARD_INIT(0);
     st_store *a, *b;
     char *where = listener_and_writer(&h, "feed-test-reads", &b, &a);
@@ -133,6 +135,7 @@ Test(feed, a_read_is_heard_apart_from_the_ack, .timeout = 60)
  * one; the change log keeps no body of a version (a recalled body must not stay there). */
 Test(feed, versions_are_heard_and_the_log_keeps_no_body, .timeout = 60)
 {
+    PGFX_ONE_DATABASE();
     static fx_heard h = FX_HEARD_INIT(0);
     st_store *a, *b;
     char *where = listener_and_writer(&h, "feed-test-edits", &b, &a);
@@ -171,6 +174,7 @@ Test(feed, versions_are_heard_and_the_log_keeps_no_body, .timeout = 60)
  * position: what was announced meanwhile, without a RESYNC. */
 Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout = 60)
 {
+    PGFX_ONE_DATABASE();
     static fx_heard h = FX_HEARD_INIT(0);
     st_store *a, *b;
     char *where = listener_and_writer(&h, "feed-test-2", &b, &a);
@@ -213,6 +217,7 @@ Test(feed, a_listener_that_lost_its_connection_catches_up_from_the_log, .timeout
  * says RESYNC instead. */
 Test(feed, a_listener_whose_position_was_pruned_says_resync, .timeout = 90)
 {
+    PGFX_ONE_DATABASE();
     static fx_heard h = FX_HEARD_INIT(0);
     st_store *a, *b;
     char *where = listener_and_writer(&h, "feed-test-3", &b, &a);

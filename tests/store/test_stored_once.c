@@ -1,6 +1,7 @@
 /* Read diffusion: a message costs the same rows and bytes in a group of 500 members as in
  * a group of one. Counted straight from the RocksDB folder, or the database's tables. */
 #include "fixture.h"
+#include "pgfx.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ static void cost(int members, uint64_t *rows, uint64_t *bytes)
 
 Test(stored_once, message_cost_does_not_grow_with_members)
 {
+    PGFX_ONE_DATABASE();
     uint64_t rows1, bytes1, rows500, bytes500;
     cost(1, &rows1, &bytes1);
     cost(500, &rows500, &bytes500);

@@ -305,6 +305,7 @@ Test(unread, groups_not_swept_come_in_pages)
  * last message, so that nothing stored before is told; what comes after is. */
 Test(unread, a_store_from_before_marks_its_groups_swept)
 {
+    PGFX_ONE_DATABASE();
     fx_join(s, "old", "u");
     append_n("old", 4);
     st_close(s);
@@ -319,6 +320,7 @@ Test(unread, a_store_from_before_marks_its_groups_swept)
                          "DROP INDEX gw.sends_gid_mid; DROP TABLE gw.reactions;"
                          "ALTER TABLE gw.msgs DROP COLUMN cseq, DROP COLUMN cts;"
                          "ALTER TABLE gw.groups DROP COLUMN last_cseq, DROP COLUMN changes_first;"
+                         "DROP TABLE gw.fence; DROP FUNCTION gw.fenced(int8[]);"
                          "DELETE FROM gw.schema_version WHERE version >= 3; SELECT 0");
         cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 2);
     } else {

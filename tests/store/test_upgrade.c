@@ -34,10 +34,11 @@ static void restore(void)
 
 Test(upgrade, a_store_of_the_release_before_opens_with_its_data)
 {
+    PGFX_ONE_DATABASE();
     restore();
     s = fx_open(where, true);
     if (fx_is_url(where))
-        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 8);
+        cr_assert_eq(pgfx_scalar(where, "SELECT max(version) FROM gw.schema_version"), 9);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("team"), &last), 0);
     cr_assert_eq(last, 5);

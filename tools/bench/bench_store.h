@@ -10,10 +10,12 @@
 #include <string.h>
 
 /* Sets o->url when where is a PostgreSQL URI (postgresql:// or postgres://, libpq's two
- * schemes, as gw --store takes), else o->path: where is borrowed for as long as o is. */
+ * schemes) or a slot map's (shards:PATH, etcd://...), as gw --store takes, else o->path:
+ * where is borrowed for as long as o is. */
 static inline void bench_store_where(st_options *o, const char *where)
 {
-    if (strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "postgres://", 11) == 0)
+    if (strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "postgres://", 11) == 0 ||
+        strncmp(where, "shards:", 7) == 0 || strncmp(where, "etcd://", 7) == 0)
         o->url = where;
     else
         o->path = where;

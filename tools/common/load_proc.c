@@ -2,6 +2,7 @@
 #include "load_proc.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,4 +109,30 @@ int load_proc_pid_of_port(int port)
     if (procs)
         closedir(procs);
     return found;
+}
+
+double load_proc_cpu_of_name(const char *comm)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    double sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        char path[300], name[64] = "";
+        snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        bool same = fgets(name, sizeof(name), f) && (name[strcspn(name, "\n")] = 0, 1) &&
+                    strcmp(name, comm) == 0;
+        fclose(f);
+        double s = same ? load_proc_cpu_s(atoi(e->d_name)) : -1;
+        if (s > 0)
+            sum += s;
+    }
+    closedir(d);
+    return sum;
 }

@@ -7,6 +7,9 @@
 
 /* User + system CPU seconds of pid (/proc/PID/stat). */
 double load_proc_cpu_s(int pid);
+/* The CPU seconds of every process named comm (/proc/PID/comm) now: a database server's
+ * postmaster and backends ("postgres"). Those that ended are not counted. */
+double load_proc_cpu_of_name(const char *comm);
 /* Resident memory of pid in KiB (VmRSS in /proc/PID/status). */
 long load_proc_rss_kib(int pid);
 /* Open file descriptors of pid (entries of /proc/PID/fd). */

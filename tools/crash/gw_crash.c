@@ -38,6 +38,7 @@
  *            [--store URL [--nodes N] [--kill gw|db|primary --pg-dir DIR
  *            [--pg-standby-dir DIR2]] [--failovers F --ha-dir DIR]]
  */
+#include "crash_shards.h"
 #include "gw_crash.h"
 #include "gwc.h"
 
@@ -61,6 +62,7 @@ typedef struct client {
     gwc_conn *k;
     char uid[16];
     bool sender;
+    int group; /* its group: gids[group] (0, "crash", without --shards) */
     bool welcomed, entered;
     bool pulling;       /* receiver: a pull is on its way (holes are filled one at a time) */
     uint64_t pulled_at; /* ... since then (ms) */
@@ -100,6 +102,8 @@ typedef struct opts {
     int failovers;              /* automatic failovers among the node kills */
     const char *ha_dir;         /* their cluster's tools/pg_server.sh ha-up folder */
     bool edits;                 /* senders edit and recall some of their messages */
+    int shards;                 /* --shards K: the store's slot map has K shards */
+    int moves;                  /* slot moves (gw_slots) among the kills */
 } opts;
 
 static opts o = {.kills = 20, .senders = 3, .receivers = 3, .nodes = 1};
@@ -127,6 +131,11 @@ static uint8_t *ver_state[64];
 static uint64_t n_versions; /* edits and recalls confirmed */
 static client *clients;     /* every client, for pump() */
 static int n_clients;
+/* The groups: one ("crash") without --shards; with it two a shard (crash_shards.h), each
+ * with its own senders and receivers, checked as the one group is. */
+static char gids[SHARDS_MAX_GROUPS][SHARDS_GID_MAX] = {GID};
+static int n_groups = 1;
+static unsigned group_shard[SHARDS_MAX_GROUPS]; /* as the map said when last read */
 
 static uint64_t now_ms(void)
 {
@@ -173,7 +182,7 @@ static void send_cid(client *c, uint64_t cid, msgpack_sbuffer *sb)
     char cids[32], body[48];
     snprintf(cids, sizeof(cids), "%lu", (unsigned long)cid);
     snprintf(body, sizeof(body), "%s:%lu", c->uid, (unsigned long)cid);
-    pr_enc_send(sb, cid, sl(GID), sl(cids), (pr_body){sl(body), false});
+    pr_enc_send(sb, cid, sl(gids[c->group]), sl(cids), (pr_body){sl(body), false});
     send_frame(c, sb);
     sent_via[atoi(c->uid + 1)][cid] = (uint8_t)c->node;
 }
@@ -184,11 +193,11 @@ static void send_version(client *c, uint64_t cid, msgpack_sbuffer *sb)
     int s = atoi(c->uid + 1);
     uint64_t mid = confirmed_mid[s][cid];
     if (ver_state[s][cid] & VER_RECALL) {
-        pr_enc_recall(sb, VER_RID | cid, sl(GID), mid);
+        pr_enc_recall(sb, VER_RID | cid, sl(gids[c->group]), mid);
     } else {
         char body[56];
         snprintf(body, sizeof(body), "%s:%lu:e", c->uid, (unsigned long)cid);
-        pr_enc_edit(sb, VER_RID | cid, sl(GID), mid, 1, (pr_body){sl(body), false});
+        pr_enc_edit(sb, VER_RID | cid, sl(gids[c->group]), mid, 1, (pr_body){sl(body), false});
     }
     send_frame(c, sb);
 }
@@ -197,7 +206,7 @@ static void ack(client *c, msgpack_sbuffer *sb)
 {
     if (c->held <= c->acked || !c->up)
         return;
-    pr_ack a = {sl(GID), c->held};
+    pr_ack a = {sl(gids[c->group]), c->held};
     pr_enc_ack(sb, &a, 1);
     send_frame(c, sb);
     c->acked = c->held;
@@ -213,7 +222,7 @@ static void pull_after_held(client *c, msgpack_sbuffer *sb)
         return;
     c->pulling = true;
     c->pulled_at = now_ms();
-    pr_enc_pull(sb, PR_NO_RID, sl(GID), false, c->held, 500);
+    pr_enc_pull(sb, PR_NO_RID, sl(gids[c->group]), false, c->held, 500);
     send_frame(c, sb);
 }
 
@@ -240,7 +249,8 @@ static void take(client *c, uint64_t mid, pr_slice body, bool recalled, bool pus
     char *colon = strchr(b, ':');
     int sender = colon ? atoi(b + 1) : -1; /* uid "s<N>" */
     uint64_t cid = colon ? strtoull(colon + 1, NULL, 10) : 0;
-    if (sender < 0 || sender >= o.senders || !cid || cid >= MAX_MSGS)
+    if (sender < 0 || sender >= o.senders || !cid || cid >= MAX_MSGS ||
+        clients[sender].group != c->group)
         die("a stored message has a body the harness did not send: %s", b);
     uint64_t want = confirmed_mid[sender][cid];
     if (want && want != mid) {
@@ -267,7 +277,8 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         c->welcomed = true;
         for (size_t i = 0; i < ev->n_items; i++) {
             pr_group g;
-            if (pr_event_group(ev, i, &g) == 0 && g.gid.n == strlen(GID))
+            if (pr_event_group(ev, i, &g) == 0 && g.gid.n == strlen(gids[c->group]) &&
+                memcmp(g.gid.p, gids[c->group], g.gid.n) == 0)
                 c->welcome_ack = g.ack;
         }
         break;
@@ -281,8 +292,10 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
         uint64_t cid = ev->rid, prev = confirmed_mid[s][cid];
         if (prev && prev != ev->mid)
             die("%s", "a resent cid got a different mid: idempotency broken");
-        if (!prev)
+        if (!prev) {
             n_confirmed[s]++;
+            watch_confirmed(c->group);
+        }
         confirmed_mid[s][cid] = ev->mid;
         if (cid > top_cid[s])
             top_cid[s] = cid;
@@ -337,7 +350,7 @@ static void on_event(client *c, const pr_event *ev, msgpack_sbuffer *sb)
          * pushes, e.g. after a failover.) */
         if (c->sender)
             break;
-        pr_enc_pull(sb, PR_NO_RID, sl(GID), false, c->held, 500);
+        pr_enc_pull(sb, PR_NO_RID, sl(gids[c->group]), false, c->held, 500);
         send_frame(c, sb);
         break;
     case PR_EV_ERR:
@@ -417,7 +430,7 @@ static void resume(client *c, msgpack_sbuffer *sb)
         c->acked = c->acked_at_ms[0] = c->welcome_ack;
         c->acked_at_ms[1] = now_ms();
         c->ack_queued = false;
-        pr_enc_enter(sb, PR_NO_RID, sl(GID), 500);
+        pr_enc_enter(sb, PR_NO_RID, sl(gids[c->group]), 500);
         send_frame(c, sb);
     } else {
         resend_unconfirmed(c, sb);
@@ -452,7 +465,7 @@ static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbu
         client *c = &cs[i];
         c->up = true;
         if (first) {
-            pr_enc_join(sb, PR_NO_RID, sl(GID));
+            pr_enc_join(sb, PR_NO_RID, sl(gids[c->group]));
             send_frame(c, sb);
         } else {
             resume(c, sb);
@@ -543,12 +556,14 @@ static void traffic(gwc_ctx *ctx, client *cs, int n, uint64_t ms, msgpack_sbuffe
         one_round(ctx, cs, n, sb);
 }
 
-/* Runs a shell command (tools/pg_server.sh) in the background while the load goes on,
- * until it ends (5 minutes at most); dies if it fails. */
-static void traffic_during(const char *cmd, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
+/* Runs a shell command (tools/pg_server.sh, gw_slots) in the background while the load
+ * goes on, until it ends (5 minutes at most); dies if it fails. Its output goes to
+ * log_as in the run's folder (NULL: pg_server.log). */
+static void traffic_during(const char *cmd, const char *log_as, gwc_ctx *ctx, client *cs, int n,
+                           msgpack_sbuffer *sb)
 {
     char log[300], why[1500];
-    snprintf(log, sizeof(log), "%s/pg_server.log", dir);
+    snprintf(log, sizeof(log), "%s/%s", dir, log_as ? log_as : "pg_server.log");
     if (!cmd_start(cmd, log))
         die("cannot run %s", cmd);
     bool ok = false;
@@ -581,16 +596,22 @@ static void note_safe_acks(client *cs, int n)
          * cannot be lost by it (a synchronous standby keeps it through a failover). Time
          * alone is not enough there: with four tests side by side a node's flush lagged
          * more than 1.4 s behind its acks (CI), re-delivery and not loss. */
-        const char *uids[64]; /* --receivers is at most 64 */
-        uint64_t acks[64];
-        for (int i = o.senders; i < n; i++) {
-            uids[i - o.senders] = cs[i].uid;
-            acks[i - o.senders] = cs[i].safe_ack;
-        }
-        if (db_acks(o.store, GID, uids, n - o.senders, acks) == 0)
+        for (int g = 0; g < n_groups; g++) {
+            const char *uids[64]; /* --receivers is at most 64 */
+            uint64_t acks[64];
+            client *of[64];
+            int k = 0;
             for (int i = o.senders; i < n; i++)
-                if (acks[i - o.senders] > cs[i].safe_ack)
-                    cs[i].safe_ack = acks[i - o.senders];
+                if (cs[i].group == g) {
+                    uids[k] = cs[i].uid;
+                    acks[k] = cs[i].safe_ack;
+                    of[k++] = &cs[i];
+                }
+            if (db_acks(o.shards ? shards_db(gids[g]) : o.store, gids[g], uids, k, acks) == 0)
+                for (int i = 0; i < k; i++)
+                    if (acks[i] > of[i]->safe_ack)
+                        of[i]->safe_ack = acks[i];
+        }
         return;
     }
     for (int i = o.senders; i < n; i++)
@@ -615,12 +636,14 @@ static void kill_a_node(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
 
 /* Under the load until writes are back after `since` (a kill, a promotion): every node
  * answers /healthz with 200 and each sender has a message confirmed that it sent after
- * this call (what was in flight before may have been committed before the kill). */
-static void await_writes(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb, const char *since)
+ * this call (what was in flight before may have been committed before the kill); with
+ * shard >= 0, each sender of that shard's groups (the others' never stopped). */
+static void await_writes(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb, const char *since,
+                         int shard)
 {
     uint64_t after[64];
     for (int s = 0; s < o.senders; s++)
-        after[s] = cs[s].next_cid;
+        after[s] = shard < 0 || group_shard[cs[s].group] == (unsigned)shard ? cs[s].next_cid : 0;
     for (uint64_t until = now_ms() + 120000, probe = 0;;) {
         one_round(ctx, cs, n, sb);
         if (now_ms() < probe)
@@ -654,15 +677,15 @@ static void fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *
     uint64_t t0 = now_ms();
     snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' kill '%s' && '%s/pg_server.sh' promote '%s'",
              tools_dir, pg_primary, tools_dir, pg_standby);
-    traffic_during(cmd, ctx, cs, n, sb);
+    traffic_during(cmd, NULL, ctx, cs, n, sb);
     uint64_t promoted = now_ms();
-    await_writes(ctx, cs, n, sb, "the promotion");
+    await_writes(ctx, cs, n, sb, "the promotion", -1);
     uint64_t back = now_ms();
     if (back - t0 > worst_outage_ms)
         worst_outage_ms = back - t0;
     snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' rejoin '%s' '%s' >/dev/null", tools_dir,
              pg_primary, pg_standby);
-    traffic_during(cmd, ctx, cs, n, sb);
+    traffic_during(cmd, NULL, ctx, cs, n, sb);
     const char *t = pg_primary;
     pg_primary = pg_standby;
     pg_standby = t;
@@ -677,13 +700,23 @@ static void fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *
  * every node takes writes again, the old leader back as the replica, all under the load. */
 static uint64_t ha_times[1000];
 static int n_ha;
+/* Sharded: failovers during which no other shard confirmed anything, and the longest gap
+ * between two confirmations on the other shards during one. */
+static int n_stalled;
+static uint64_t worst_other_gap_ms;
 
 static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
 {
-    char cmd[900];
-    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-kill-leader '%s' >/dev/null", tools_dir,
-             o.ha_dir);
-    traffic_during(cmd, ctx, cs, n, sb); /* it returns once the postmaster is gone */
+    char cmd[900], ha[300];
+    /* Sharded: the shards' leaders in turn (DIR/s0, DIR/s1, ...), and the window of the
+     * outage watched on the others. */
+    int shard = o.shards ? (no - 1) % o.shards : -1;
+    if (shard >= 0)
+        snprintf(ha, sizeof(ha), "%s/s%d", o.ha_dir, shard);
+    else
+        snprintf(ha, sizeof(ha), "%s", o.ha_dir);
+    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-kill-leader '%s' >/dev/null", tools_dir, ha);
+    traffic_during(cmd, NULL, ctx, cs, n, sb); /* it returns once the postmaster is gone */
     uint64_t t0 = now_ms();
     /* The kill's wall-clock time, to line up with Patroni's log and the nodes' (where the
      * time between goes: the key's lapse, the promotion, the nodes' reconnects). */
@@ -694,46 +727,133 @@ static void ha_fail_over(int no, gwc_ctx *ctx, client *cs, int n, msgpack_sbuffe
     char killed_at[32];
     snprintf(killed_at, sizeof(killed_at), "%02d:%02d:%02d.%03ld", tm.tm_hour, tm.tm_min, tm.tm_sec,
              wall.tv_nsec / 1000000);
-    await_writes(ctx, cs, n, sb, "the leader's kill");
+    watch_start(n_groups);
+    await_writes(ctx, cs, n, sb, "the leader's kill", shard);
+    watch_stop();
     uint64_t back = now_ms();
     ha_times[n_ha++] = back - t0;
     if (back - t0 > worst_outage_ms)
         worst_outage_ms = back - t0;
-    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-wait '%s' 120 >/dev/null", tools_dir,
-             o.ha_dir);
-    traffic_during(cmd, ctx, cs, n, sb);
-    printf("gw_crash: automatic failover %d: writes back on every node %.1f s after the "
-           "leader's kill (%s UTC), the old leader back as the replica %.1f s later\n",
-           no, (double)(back - t0) / 1000, killed_at, (double)(now_ms() - back) / 1000);
+    snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-wait '%s' 120 >/dev/null", tools_dir, ha);
+    traffic_during(cmd, NULL, ctx, cs, n, sb);
+    if (shard < 0) {
+        printf("gw_crash: automatic failover %d: writes back on every node %.1f s after the "
+               "leader's kill (%s UTC), the old leader back as the replica %.1f s later\n",
+               no, (double)(back - t0) / 1000, killed_at, (double)(now_ms() - back) / 1000);
+        return;
+    }
+    /* The other shards' groups: confirmations in the window, and the longest time without
+     * one on any of them. */
+    uint64_t others = 0, gap = 0;
+    for (int g = 0; g < n_groups; g++)
+        if (group_shard[g] != (unsigned)shard) {
+            others += watch_count(g);
+            gap = watch_gap_ms(g) > gap ? watch_gap_ms(g) : gap;
+        }
+    if (!others)
+        n_stalled++;
+    if (gap > worst_other_gap_ms)
+        worst_other_gap_ms = gap;
+    printf("gw_crash: automatic failover %d of shard %d: writes back on its groups on every "
+           "node %.1f s after the leader's kill (%s UTC); meanwhile the other shards confirmed %lu "
+           "messages, longest gap %.2f s; the old leader back as the replica %.1f s later\n",
+           no, shard, (double)(back - t0) / 1000, killed_at, (unsigned long)others,
+           (double)gap / 1000, (double)(now_ms() - back) / 1000);
 }
 
-/* --edits, at the quiet end: the group read back from its start by a receiver's session,
+/* Sharded: slot moves (gw_slots move) under the load. Moves 2j+1 and 2j+2 take the first
+ * group of shard j % K to the next shard and back, so that every shard always keeps a
+ * group. After each, until every node serves the group again: every node's map is the
+ * new version (gw_store_slot_map_version in its /metrics) and each sender of the group
+ * has had a message confirmed that it sent after the move. */
+static long worst_pause_ms = -1; /* as gw_slots printed it */
+static uint64_t worst_move_gap_ms;
+static int n_moves;
+
+static void slot_move(int no, const char *self, gwc_ctx *ctx, client *cs, int n,
+                      msgpack_sbuffer *sb)
+{
+    int g = 2 * (((no - 1) / 2) % o.shards);
+    unsigned from = group_shard[g],
+             to = no % 2 ? (unsigned)(g / 2 + 1) % (unsigned)o.shards : (unsigned)(g / 2);
+    char cmd[1600], log[32], path[300], why[300];
+    if (!shards_move_cmd(self, o.store, gids[g], to, cmd, sizeof(cmd)))
+        die("%s", "--moves needs gw_slots beside gw_crash (make gw_slots)");
+    snprintf(log, sizeof(log), "move-%d.log", no);
+    uint64_t t0 = now_ms();
+    watch_start(n_groups);
+    traffic_during(cmd, log, ctx, cs, n, sb);
+    uint64_t moved = now_ms();
+    if (shards_reload(why, sizeof(why)) != 0)
+        die("cannot read the slot map after a move: %s", why);
+    if (shards_of(gids[g]) != to)
+        die("the map does not give the moved group to its new shard (%s)", gids[g]);
+    group_shard[g] = to;
+    uint64_t after[64];
+    int told = 0; /* nodes that told their map's version */
+    for (int s = 0; s < o.senders; s++)
+        after[s] = cs[s].group == g ? cs[s].next_cid : 0;
+    for (uint64_t until = moved + 60000, probe = 0;;) {
+        one_round(ctx, cs, n, sb);
+        if (now_ms() < probe)
+            continue;
+        probe = now_ms() + 200;
+        bool back = true;
+        for (int s = 0; s < o.senders; s++)
+            back &= top_cid[s] >= after[s];
+        told = 0;
+        for (int d = 0; d < o.nodes && back; d++) {
+            long long v = node_metric(d, "gw_store_slot_map_version");
+            back &= v < 0 || (uint64_t)v >= shards_version(); /* -1: a gw without it */
+            told += v >= 0;
+        }
+        if (back)
+            break;
+        if (now_ms() > until)
+            die("the nodes did not serve a moved group within 60 s (%s)", gids[g]);
+    }
+    watch_stop();
+    snprintf(path, sizeof(path), "%s/%s", dir, log);
+    long pause = shards_move_pause(path);
+    uint64_t gap = watch_gap_ms(g);
+    n_moves++;
+    worst_pause_ms = pause > worst_pause_ms ? pause : worst_pause_ms;
+    worst_move_gap_ms = gap > worst_move_gap_ms ? gap : worst_move_gap_ms;
+    printf("gw_crash: slot move %d: group %s (slot %u) from shard %u to %u in %.1f s: write "
+           "pause %ld ms as gw_slots says, longest gap between the group's confirmations "
+           "%.2f s, every node serving it %.1f s after the move (%d of %d nodes on the "
+           "new map)\n",
+           no, gids[g], shards_slot(gids[g]), from, to, (double)(moved - t0) / 1000, pause,
+           (double)gap / 1000, (double)(now_ms() - moved) / 1000, told, o.nodes);
+}
+
+/* --edits, at the quiet end: group g read back from its start by a receiver's session,
  * page by page. Each message must be the last version its sender saw confirmed (an edit
  * or a recall never confirmed may be there or not: its sender stopped asking). Returns the
  * messages that are not, and counts those checked. */
-static uint64_t check_versions(client *cs, int n, msgpack_sbuffer *sb, uint64_t *checked)
+static uint64_t check_versions(int g, client *cs, int n, msgpack_sbuffer *sb, uint64_t *checked)
 {
     client *c = NULL;
     for (int i = o.senders; i < n && !c; i++)
-        if (cs[i].up)
+        if (cs[i].up && cs[i].group == g)
             c = &cs[i];
     if (!c)
         die("%s", "no receiver is connected for the check of versions");
     uint64_t last = 0;
     for (int s = 0; s < o.senders; s++)
-        for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
+        for (uint64_t cid = 1; cid < cs[s].next_cid && cs[s].group == g; cid++)
             if (confirmed_mid[s][cid] > last)
                 last = confirmed_mid[s][cid];
     uint64_t *who = calloc(last + 1, sizeof(*who)); /* mid -> (sender + 1) << 40 | cid */
     if (!who)
         die("%s", "out of memory");
     for (int s = 0; s < o.senders; s++)
-        for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
+        for (uint64_t cid = 1; cid < cs[s].next_cid && cs[s].group == g; cid++)
             if (confirmed_mid[s][cid])
                 who[confirmed_mid[s][cid]] = ((uint64_t)(s + 1) << 40) | cid;
     uint64_t wrong = 0, after = 0;
     for (bool more = true; more;) {
-        pr_enc_pull(sb, VER_RID, sl(GID), false, after, 500);
+        pr_enc_pull(sb, VER_RID, sl(gids[g]), false, after, 500);
         send_frame(c, sb);
         pr_event ev;
         int rc = GWC_ETIMEDOUT;
@@ -800,16 +920,19 @@ int main(int argc, char **argv)
         {"failovers", required_argument, 0, 'F'},
         {"ha-dir", required_argument, 0, 'H'},
         {"edits", no_argument, 0, 'E'},
+        {"shards", required_argument, 0, 'D'},
+        {"moves", required_argument, 0, 'M'},
         {0, 0, 0, 0},
     };
     o.seed = (unsigned)time(NULL);
+    bool senders_set = false, receivers_set = false;
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
         case 'g': o.gw = optarg; break;
         case 'k': o.kills = atoi(optarg); break;
-        case 's': o.senders = atoi(optarg); break;
-        case 'r': o.receivers = atoi(optarg); break;
+        case 's': o.senders = atoi(optarg), senders_set = true; break;
+        case 'r': o.receivers = atoi(optarg), receivers_set = true; break;
         case 'S': o.seed = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'u': o.store = optarg; break;
         case 'n': o.nodes = atoi(optarg); break;
@@ -827,6 +950,8 @@ int main(int argc, char **argv)
         case 'F': o.failovers = atoi(optarg); break;
         case 'H': o.ha_dir = optarg; break;
         case 'E': o.edits = true; break;
+        case 'D': o.shards = atoi(optarg); break;
+        case 'M': o.moves = atoi(optarg); break;
         case 'h':
             printf("usage: gw_crash --gw PATH [--kills N] [--senders N] [--receivers N] "
                    "[--seed N]\n"
@@ -845,7 +970,13 @@ int main(int argc, char **argv)
                    "                killed, nothing else done) among the node kills; DIR is a\n"
                    "                tools/pg_server.sh ha-up folder, URL its ha-url\n"
                    "  --edits       senders edit every 7th message and recall every 11th;\n"
-                   "                the last version of each is checked at the end\n");
+                   "                the last version of each is checked at the end\n"
+                   "  --shards K    URL is a slot map of K shards (shards:PATH, etcd://...): two\n"
+                   "                groups a shard, senders and receivers spread over them\n"
+                   "                (default: nodes x groups of each); --failovers then fails\n"
+                   "                the shards over in turn (DIR/s0, DIR/s1, ...: a\n"
+                   "                pg_server.sh shards-up DIR K ha folder)\n"
+                   "  --moves M     with --shards: M slot moves (gw_slots move) among the kills\n");
             return 0;
         default: return 2;
         }
@@ -869,13 +1000,53 @@ int main(int argc, char **argv)
         fprintf(stderr, "gw_crash: --nodes 1-%d; more than one needs --store URL\n", MAX_NODES);
         return 2;
     }
-    if (!o.gw || o.kills < 1 || o.kills > 1000 || o.senders < 1 || o.senders > 64 ||
+    if (o.shards && (o.shards < 2 || o.shards > SHARDS_MAX_GROUPS / 2 || !o.store || o.kill_db ||
+                     o.kill_primary)) {
+        fprintf(stderr,
+                "gw_crash: --shards K (2-%d) needs --store URL of a slot map, with "
+                "--kill gw\n",
+                SHARDS_MAX_GROUPS / 2);
+        return 2;
+    }
+    if (o.moves < 0 || o.moves > 1000 || (o.moves && !o.shards)) {
+        fprintf(stderr, "gw_crash: --moves M (at most 1000) needs --shards K\n");
+        return 2;
+    }
+    char why[300];
+    if (o.shards) {
+        if (shards_open(o.store, why, sizeof(why)) != 0 || shards_count() != (unsigned)o.shards) {
+            fprintf(stderr, "gw_crash: %s: not a slot map of %d shards (%s)\n", o.store, o.shards,
+                    why);
+            return 2;
+        }
+        n_groups = shards_pick(2, gids, SHARDS_MAX_GROUPS);
+        if (n_groups < 0) {
+            fprintf(stderr, "gw_crash: no groups found for every shard of %s\n", o.store);
+            return 2;
+        }
+        for (int g = 0; g < n_groups; g++)
+            group_shard[g] = shards_of(gids[g]);
+        int each = o.nodes * n_groups > 64 ? 64 : o.nodes * n_groups;
+        o.senders = senders_set ? o.senders : each;
+        o.receivers = receivers_set ? o.receivers : each;
+        if (o.senders < n_groups || o.receivers < n_groups) {
+            fprintf(stderr,
+                    "gw_crash: --shards %d: at least %d senders and receivers (one a "
+                    "group)\n",
+                    o.shards, n_groups);
+            return 2;
+        }
+    }
+    /* Kills may be none when other events (failovers, moves) are asked for. */
+    int min_kills = o.failovers || o.moves ? 0 : 1;
+    if (!o.gw || o.kills < min_kills || o.kills > 1000 || o.senders < 1 || o.senders > 64 ||
         o.receivers < 1 || o.receivers > 64) {
-        fprintf(stderr, "gw_crash: --gw PATH is required; kills 1-1000, senders and "
+        fprintf(stderr, "gw_crash: --gw PATH is required; kills 1-1000 (0 with failovers or "
+                        "moves), senders and "
                         "receivers 1-64 (see --help)\n");
         return 2;
     }
-    cluster = o.nodes > 1 || o.kill_primary || o.failovers;
+    cluster = o.nodes > 1 || o.kill_primary || o.failovers || o.shards;
     pg_primary = o.pg_dir;
     pg_standby = o.pg_standby_dir;
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines as they happen */
@@ -900,6 +1071,10 @@ int main(int argc, char **argv)
                  cs[i].sender ? i : i - o.senders);
         cs[i].next_cid = 1;
         cs[i].node = i % o.nodes;
+        /* Sharded: consecutive clients on the nodes in turn share a group, so that each
+         * group has a sender on each node at the start (with the default counts). */
+        int k = cs[i].sender ? i : i - o.senders, of = cs[i].sender ? o.senders : o.receivers;
+        cs[i].group = (k / (of >= o.nodes * n_groups ? o.nodes : 1)) % n_groups;
         if (cs[i].sender) {
             confirmed_mid[i] = calloc(MAX_MSGS, sizeof(uint64_t));
             sent_via[i] = calloc(MAX_MSGS, 1);
@@ -930,14 +1105,23 @@ int main(int argc, char **argv)
                "data in %s\n",
                o.seed, o.senders, o.receivers, o.kills, o.kill_db ? "database" : "gateway",
                o.store ? "PostgreSQL" : "RocksDB", dir);
+    for (int g = 0; o.shards && g < n_groups; g++)
+        printf("gw_crash: group %s: slot %u, shard %u\n", gids[g], shards_slot(gids[g]),
+               group_shard[g]);
 
     /* The failovers spread evenly among the kills: event e (0-based) of kills + failovers
-     * is a failover when it passes the next multiple. */
-    for (int e = 0, kill_no = 0, fo_no = 0; e < o.kills + o.failovers; e++) {
-        int total = o.kills + o.failovers;
+     * (+ moves) is a failover when it passes the next multiple; the moves spread the same
+     * way among the events that are not failovers. */
+    for (int e = 0, kill_no = 0, fo_no = 0, mv_no = 0; e < o.kills + o.failovers + o.moves; e++) {
+        int total = o.kills + o.failovers + o.moves, rest = o.kills + o.moves, r = e - fo_no;
         if (o.failovers && (e + 1) * o.failovers / total > e * o.failovers / total) {
             traffic(ctx, cs, n, 200 + (uint64_t)(rand() % 1300), &sb);
             ha_fail_over(++fo_no, ctx, cs, n, &sb);
+            continue;
+        }
+        if (o.moves && (r + 1) * o.moves / rest > r * o.moves / rest) {
+            traffic(ctx, cs, n, 200 + (uint64_t)(rand() % 1300), &sb);
+            slot_move(++mv_no, argv[0], ctx, cs, n, &sb);
             continue;
         }
         kill_no++;
@@ -983,24 +1167,24 @@ int main(int argc, char **argv)
                 pull_after_held(&cs[i], &sb); /* at most one every two seconds */
         if (cluster)
             keep_connected(ctx, cs, n, &sb);
-        uint64_t top = 0;
+        uint64_t top[SHARDS_MAX_GROUPS] = {0}; /* of each group */
         bool all_confirmed = true;
         for (int s = 0; s < o.senders; s++) {
             all_confirmed &= n_confirmed[s] + 1 >= cs[s].next_cid;
             for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
-                if (confirmed_mid[s][cid] > top)
-                    top = confirmed_mid[s][cid];
+                if (confirmed_mid[s][cid] > top[cs[s].group])
+                    top[cs[s].group] = confirmed_mid[s][cid];
         }
         bool caught_up = all_confirmed;
         for (int i = o.senders; i < n; i++)
-            caught_up &= cs[i].held >= top;
+            caught_up &= cs[i].held >= top[cs[i].group];
         if (caught_up)
             break;
     }
     /* The last mid: the highest confirmed. */
     uint64_t confirmed = 0, last = 0, losses = 0, dups = 0, checked = 0;
-    if (o.edits)
-        losses += check_versions(cs, n, &sb, &checked); /* a version lost counts as a loss */
+    for (int g = 0; o.edits && g < n_groups; g++) /* a version lost counts as a loss */
+        losses += check_versions(g, cs, n, &sb, &checked);
     for (int s = 0; s < o.senders; s++)
         for (uint64_t cid = 1; cid < cs[s].next_cid; cid++)
             if (confirmed_mid[s][cid]) {
@@ -1011,9 +1195,9 @@ int main(int argc, char **argv)
     for (int i = o.senders; i < n; i++) {
         client *c = &cs[i];
         dups += c->dups;
-        /* Every confirmed message after the receiver's join must be held. */
+        /* Every confirmed message of its group after the receiver's join must be held. */
         for (int s = 0; s < o.senders; s++)
-            for (uint64_t cid = 1; cid < cs[s].next_cid; cid++) {
+            for (uint64_t cid = 1; cid < cs[s].next_cid && cs[s].group == c->group; cid++) {
                 uint64_t mid = confirmed_mid[s][cid];
                 if (mid > c->join_mid && !c->seen[mid])
                     losses++;
@@ -1033,15 +1217,32 @@ int main(int argc, char **argv)
             unclean = true;
         }
     }
-    /* The store itself, read from the database: each problem it finds counts as a loss. */
-    if (o.store) {
+    /* The store itself, read from the database: each problem it finds counts as a loss.
+     * Sharded: each group from the shard the map gives it now (with only its own senders'
+     * cids expected there), and none of its messages left on the other shards. */
+    long stored_twice = 0;
+    if (o.shards && shards_reload(why, sizeof(why)) != 0)
+        die("cannot read the slot map at the end: %s", why);
+    for (int g = 0; o.store && g < n_groups; g++) {
         uint64_t next_cids[64];
         for (int s = 0; s < o.senders; s++)
-            next_cids[s] = cs[s].next_cid;
-        long problems = db_check(o.store, GID, o.senders, confirmed_mid, next_cids);
+            next_cids[s] = cs[s].group == g ? cs[s].next_cid : 1;
+        long twice = 0, problems;
+        if (o.shards)
+            printf("gw_crash: group %s on shard %u:\n", gids[g], shards_of(gids[g]));
+        problems = db_check(o.shards ? shards_db(gids[g]) : o.store, gids[g], o.senders,
+                            confirmed_mid, next_cids, &twice);
         if (problems < 0)
             die("%s", "the final check could not read the database");
         losses += (uint64_t)problems;
+        stored_twice += twice;
+        for (unsigned sh = 0; o.shards && sh < shards_count(); sh++) {
+            long left = sh == shards_of(gids[g]) ? 0 : db_count(shards_db_of(sh), gids[g]);
+            if (left)
+                fprintf(stderr, "gw_crash: shard %u holds %ld messages of %s, not its own\n", sh,
+                        left, gids[g]);
+            losses += left < 0 ? 1 : (uint64_t)left;
+        }
     }
     if (o.kill_primary)
         printf("gw_crash: at most %.1f s from a kill of the primary until every node took "
@@ -1053,9 +1254,22 @@ int main(int argc, char **argv)
                "node, median %.1f s, worst %.1f s\n",
                n_ha, (double)ha_times[n_ha / 2] / 1000, (double)ha_times[n_ha - 1] / 1000);
     }
-    char also[160] = "";
+    if (o.shards && n_ha)
+        printf("gw_crash: during the %d shard failovers the other shards confirmed in all but "
+               "%d, longest gap %.2f s\n",
+               n_ha, n_stalled, (double)worst_other_gap_ms / 1000);
+    if (n_moves)
+        printf("gw_crash: %d slot moves: write pause at most %ld ms as gw_slots says, longest "
+               "gap between a moved group's confirmations %.2f s\n",
+               n_moves, worst_pause_ms, (double)worst_move_gap_ms / 1000);
+    char also[300] = "";
     if (o.failovers)
         snprintf(also, sizeof(also), ", %d automatic failovers", n_ha);
+    if (o.shards)
+        snprintf(also + strlen(also), sizeof(also) - strlen(also),
+                 ", %d shards, %d groups, %d slot moves, %d failovers that stalled other "
+                 "shards, %ld stored twice",
+                 o.shards, n_groups, n_moves, n_stalled, stored_twice);
     if (o.edits)
         snprintf(also + strlen(also), sizeof(also) - strlen(also),
                  ", %lu versions confirmed, %lu messages checked", (unsigned long)n_versions,
@@ -1091,5 +1305,6 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             fprintf(stderr, "gw_crash: could not remove %s\n", dir);
     }
-    return losses ? 1 : 0;
+    shards_close();
+    return losses || n_stalled ? 1 : 0;
 }

@@ -40,13 +40,20 @@ int node_connect(int port, int timeout_s);
 bool cmd_start(const char *cmd, const char *log);
 /* True once the command has ended (*ok: it exited 0). */
 bool cmd_done(bool *ok);
-/* Checks what the database at url holds of gid against what the senders saw confirmed
- * (confirmed[s][cid] = mid, cids below next_cid[s]); prints its figures and returns the
- * number of problems, or -1 if the database could not be read. */
+/* The value of a gauge or counter in node i's /metrics (e.g. gw_store_slot_map_version):
+ * -1 when the node does not answer or has no such line. */
+long long node_metric(int i, const char *name);
 /* The stored acks of uids[0..n) in group gid (acks[i] left as it is for a uid that is not
  * a member): 0, or -1 if the database could not be read. */
 int db_acks(const char *url, const char *gid, const char *const *uids, int n, uint64_t *acks);
+/* Checks what the database at url holds of gid against what the senders saw confirmed
+ * (confirmed[s][cid] = mid, cids below next_cid[s]); prints its figures and returns the
+ * number of problems, or -1 if the database could not be read. *twice (NULL: not asked)
+ * gets the (sender, cid) pairs stored more than once. */
 long db_check(const char *url, const char *gid, int senders, uint64_t *const *confirmed,
-              const uint64_t *next_cid);
+              const uint64_t *next_cid, long *twice);
+/* The messages of gid in the database at url (a shard it has left holds none): their
+ * number, or -1 if the database could not be read. */
+long db_count(const char *url, const char *gid);
 
 #endif

@@ -251,6 +251,34 @@ int node_healthz(int i)
     return code;
 }
 
+long long node_metric(int i, const char *name)
+{
+    if (!node_up(i))
+        return -1;
+    int fd = node_connect(nodes[i].port, 2);
+    if (fd < 0)
+        return -1;
+    const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    if (buf && write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1))
+        for (ssize_t got; len < cap && (got = read(fd, buf + len, cap - len)) > 0;)
+            len += (size_t)got;
+    close(fd);
+    long long v = -1;
+    if (buf) {
+        buf[len] = 0;
+        size_t nl = strlen(name);
+        for (const char *p = strstr(buf, name); p; p = strstr(p + 1, name))
+            if (p > buf && p[-1] == '\n' && p[nl] == ' ') {
+                v = strtoll(p + nl + 1, NULL, 10);
+                break;
+            }
+    }
+    free(buf);
+    return v;
+}
+
 /* Runs `sh -c cmd` in the background (output to log), in a process group of its own so
  * that die() can end it with its children. One at a time. */
 bool cmd_start(const char *cmd, const char *log)
@@ -314,7 +342,7 @@ int db_acks(const char *url, const char *gid, const char *const *uids, int n, ui
 }
 
 long db_check(const char *url, const char *gid, int senders, uint64_t *const *confirmed,
-              const uint64_t *next_cid)
+              const uint64_t *next_cid, long *twice_out)
 {
     PGconn *db = PQconnectdb(url);
     if (PQstatus(db) != CONNECTION_OK) {
@@ -429,6 +457,8 @@ long db_check(const char *url, const char *gid, int senders, uint64_t *const *co
     /* Distinct mids (the primary key) from 1: dense when the highest is their number. */
     long holes = (long)(top - (uint64_t)rows) + (last_mid != top);
     problems = holes + twice + foreign + wrong_mid + missing + sends_off;
+    if (twice_out)
+        *twice_out = twice;
     printf("gw_crash: the database holds %ld messages of the group (last_mid %lu), %ld "
            "stored but never confirmed, %ld holes, %ld stored twice, %ld not the harness's, "
            "%ld under another mid than confirmed, %ld confirmed and missing, %ld rows of "
@@ -445,4 +475,20 @@ out:
         free(stored[s]);
     free(stored);
     return problems;
+}
+
+long db_count(const char *url, const char *gid)
+{
+    PGconn *db = PQconnectdb(url);
+    long n = -1;
+    if (PQstatus(db) == CONNECTION_OK) {
+        const char *params[1] = {gid};
+        PGresult *r = PQexecParams(db, "SELECT count(*) FROM gw.msgs WHERE gid = $1", 1, NULL,
+                                   params, NULL, NULL, 0);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+            n = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+        PQclear(r);
+    }
+    PQfinish(db);
+    return n;
 }
