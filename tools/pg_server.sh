@@ -51,7 +51,7 @@
 #   tools/pg_server.sh ha-kill-leader DIR           SIGKILL of the leader's postmaster and of
 #   tools/pg_server.sh ha-kill-replica DIR          its Patroni (the replica's); prints its
 #                                                   name. Its supervisor starts Patroni again
-#                                                   11 s later (the leader key's ttl, 8 s, and
+#                                                   9 s later (the leader key's ttl, 6 s, and
 #                                                   more: a machine back after a while; one
 #                                                   back sooner would keep the key and its
 #                                                   role), which brings it back as a replica
@@ -277,7 +277,11 @@ rejoin() { # OLD_DIR NEW_PRIMARY_DIR
 
 # ---- automatic failover: Patroni over etcd ------------------------------------------------
 
-HA_TTL=8 HA_LOOP=1 HA_RETRY=3 # Patroni: loop_wait + 2 * retry_timeout <= ttl
+# Patroni: loop_wait + 2 * retry_timeout <= ttl. A dead leader's key lapses 5-6 s after its
+# kill (it is renewed every loop_wait), and etcd's watch wakes the replica at once; on
+# loopback, 2 s without an answer from etcd or PostgreSQL is trouble, not a slow network
+# (deploy/patroni/15-main.yml weighs real machines).
+HA_TTL=6 HA_LOOP=1 HA_RETRY=2
 HA_RESTART=$((HA_TTL + 3))     # a killed member's Patroni starts again after this
 
 ha_env() { # DIR: the ports and names ha-up chose

@@ -164,6 +164,12 @@ typedef struct st_backend {
     int (*probe)(void *be, char *why, size_t why_len);
     /* After a failure: make writes work again (reopen, reconnect). 0 or ST_EIO. */
     int (*recover)(void *be, char *why, size_t why_len);
+    /* When recover is tried (store_recover.c): first this long after the failure, then
+     * after twice the pause before, at most max (ms). What an attempt costs is the
+     * backend's to weigh: a reopen of a database, or a connect. 0: the core's own (1 s,
+     * at most 5 s). */
+    uint32_t retry_first_ms;
+    uint32_t retry_max_ms;
     /* Groups and messages in the store (at open, and after a recovery). */
     int (*count)(void *be, uint64_t *groups, uint64_t *messages);
     /* Figures of its own: connected, reconnects, disk_bytes. Any thread. */

@@ -5,10 +5,16 @@
  * the database, connect again).
  *
  * - every op gets ST_EIO at once (store_writer.c), and nothing is confirmed;
- * - on a schedule (1 s after the failure, then 2, 4, and every 5 s) the store thread
- *   asks the backend to recover; the first working write ends the trouble, the counts of
- *   messages and groups are taken again (a batch whose answer was lost may have been
- *   stored after all), and on_event is told;
+ * - on a schedule the store thread asks the backend to recover: the backend's first
+ *   pause after the failure, then twice the pause before, up to its longest
+ *   (st_backend.retry_first_ms, retry_max_ms), each counted from the end of the attempt
+ *   before. RocksDB keeps the core's 1 s, 2, 4 and every 5 s: its attempt reopens the
+ *   database, and what broke it (a full disk, a folder turned read-only) waits for a
+ *   person. PostgreSQL's are 0.25 s, 0.5 s, then every second (store_pg.h says why).
+ *   The store thread wakes for an attempt (store_writer.c), not only when an op comes.
+ *   The first working write ends the trouble, the counts of messages and groups are
+ *   taken again (a batch whose answer was lost may have been stored after all), and
+ *   on_event is told;
  * - reads go on where the backend can serve them.
  */
 #include "store_internal.h"
@@ -16,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define RETRY_FIRST_MS 1000
+#define RETRY_FIRST_MS 1000 /* a backend's schedule when it names none */
 #define RETRY_MAX_MS 5000
 
 static void tell(st_store *s, enum st_event_kind kind, const char *reason)
@@ -47,7 +53,7 @@ void st_fail(st_store *s, const char *why)
     s->failed = true;
     atomic_store(&s->failed_at_ms, st_mono_ms());
     atomic_store(&s->writable, false);
-    s->retry_ms = RETRY_FIRST_MS;
+    s->retry_ms = s->be_ops->retry_first_ms ? s->be_ops->retry_first_ms : RETRY_FIRST_MS;
     s->retry_at_ms = st_mono_ms() + s->retry_ms;
     s->attempts = 0;
     s->refused = 0;
@@ -85,7 +91,8 @@ bool st_recover(st_store *s)
     }
     atomic_fetch_add(&s->write_errors, 1);
     set_err(s, why);
-    s->retry_ms = s->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : s->retry_ms * 2;
+    uint64_t max = s->be_ops->retry_max_ms ? s->be_ops->retry_max_ms : RETRY_MAX_MS;
+    s->retry_ms = s->retry_ms * 2 > max ? max : s->retry_ms * 2;
     s->retry_at_ms = st_mono_ms() + s->retry_ms;
     tell(s, ST_EV_STILL_FAILING, why);
     return false;

@@ -22,16 +22,35 @@
 
 #define MAX_ATTEMPTS 8 /* a batch that keeps losing to other writers fails (ST_EIO) */
 
-/* Takes up to max_batch ops off the queue. Waits while it is empty, for a second at most:
- * then *idle is set and NULL returned. NULL without idle: stop. */
+/* How long take() may wait for an op: a second (the idle probe's beat), or while the store
+ * is failing until its next recovery attempt is due, so that the attempt is made on time
+ * with no op coming (the backend's schedule may be shorter than a second). */
+static uint64_t wait_ms(const st_store *s)
+{
+    if (!s->failed)
+        return 1000;
+    uint64_t now = st_mono_ms();
+    if (s->retry_at_ms <= now)
+        return 0;
+    return s->retry_at_ms - now < 1000 ? s->retry_at_ms - now : 1000;
+}
+
+/* Takes up to max_batch ops off the queue. Waits while it is empty, for wait_ms() at
+ * most: then *idle is set and NULL returned. NULL without idle: stop. */
 static st_op *take(st_store *s, bool *idle)
 {
     *idle = false;
     pthread_mutex_lock(&s->mu);
     if (!s->head && !s->closing) {
+        uint64_t ms = wait_ms(s);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
+        until.tv_sec += (time_t)(ms / 1000);
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
         while (!s->head && !s->closing && !*idle)
             *idle = pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT;
         if (s->head)
@@ -231,11 +250,13 @@ void *st_thread_main(void *arg)
     struct sched_param sp = {0};
     (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
     while ((ops = take(s, &idle)) != NULL || idle) {
+        bool was_failed = s->failed;
         bool writable = st_recover(s);
         if (ops) {
             run_batch(s, ops, writable);
-        } else if (writable) {
-            /* Idle for a second: can the backend still write? */
+        } else if (writable && !was_failed) {
+            /* Idle for a second: can the backend still write? (A recovery has just
+             * asked.) */
             char why[512] = "";
             if (s->be_ops->probe(s->be, why, sizeof(why)) != 0)
                 st_fail(s, why);

@@ -15,6 +15,17 @@
 
 #define PG_SCHEMA_VERSION 9 /* what this build creates and understands */
 
+/* A lost connection is made again 250 ms after the loss, then after 500 ms, then every
+ * second: the store's (st_backend.retry_first_ms, retry_max_ms) and the change feed's
+ * (store_pg_feed.c). An attempt is a connect, refused at once while the server is down
+ * and, through the URL's target_session_attrs=read-write, by a standby not yet promoted;
+ * a host that does not answer costs connect_timeout (store_pg_schema.c). In a failover
+ * each pause after the promotion is time without writes (or without the feed's pushes),
+ * so the pauses stay short; a second apart, the attempts of a hundred nodes are a
+ * hundred connects a second, nothing to a server. */
+#define PG_RETRY_FIRST_MS 250
+#define PG_RETRY_MAX_MS 1000
+
 /* A growable byte buffer (parameters in PostgreSQL's binary format). */
 typedef struct pg_buf {
     char *p;

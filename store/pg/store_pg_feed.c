@@ -33,9 +33,11 @@
  * 'r' line, maybe long after: that catch-up goes from the oldest position kept (about
  * nine minutes back), in case that batch was older than the newest.
  *
- * Trouble. The connection is made again at 1, 2, 4, then every 5 s after it is lost
- * (or after a check went unanswered for 10 s: a link that is gone without a word), and
- * catches up each time it is up again. The server keeps every notification until its slowest
+ * Trouble. The connection is made again at once after it is lost (or after a check went
+ * unanswered for 10 s: a link that is gone without a word), then 0.25 s after a failed
+ * attempt, 0.5 s, and every second (PG_RETRY_FIRST_MS, store_pg.h: after a failover,
+ * other nodes' messages are pushed again from the moment it is up), and catches up each
+ * time it is up again. The server keeps every notification until its slowest
  * listener has read it, in a queue of bounded size whose filling stalls every writer's COMMIT. This
  * thread reads whatever comes at once (the gateway bounds what it keeps, see gw_feed.c),
  * so it is never the slow one. Another listener may be (a gateway that stopped: SIGSTOP,
@@ -379,16 +381,16 @@ static bool take(pg_feed *f)
 static void *feed_main(void *arg)
 {
     pg_feed *f = arg;
-    int backoff = 1000;
+    int backoff = PG_RETRY_FIRST_MS;
     pthread_setname_np(pthread_self(), "gw-feed");
     while (!atomic_load(&f->stop)) {
         if (!f->conn) {
             if (!connect_listen(f)) {
                 pause_ms(f, backoff);
-                backoff = backoff >= 4000 ? 5000 : backoff * 2;
+                backoff = backoff * 2 > PG_RETRY_MAX_MS ? PG_RETRY_MAX_MS : backoff * 2;
                 continue;
             }
-            backoff = 1000;
+            backoff = PG_RETRY_FIRST_MS;
             if (!catch_up(f, false)) {
                 drop(f);
                 continue;

@@ -61,12 +61,16 @@
 
 /* Defaults that the URL may override (libpq keeps the last value of a keyword), then the
  * URL itself, expanded by libpq. */
-/* tcp_user_timeout: data sent and not acknowledged for 10 s ends the connection (a link
+/* connect_timeout: 2 s (libpq's least), per host. A reconnect holds the store thread, and
+ * a host that drops packets (a dead machine) costs this much before the next host is
+ * tried, at every attempt of the recovery's schedule (a second apart); a connect on a
+ * working network takes milliseconds, and 2 s still covers a lost SYN resent after 1 s.
+ * tcp_user_timeout: data sent and not acknowledged for 10 s ends the connection (a link
  * gone silent in the middle of a request; keepalives only probe an idle one). */
 static const char *const defaults_kw[] = {
     "connect_timeout",     "application_name", "keepalives",      "keepalives_idle",
     "keepalives_interval", "keepalives_count", "tcp_user_timeout"};
-static const char *const defaults_val[] = {"5", "gw", "1", "10", "5", "3", "10000"};
+static const char *const defaults_val[] = {"2", "gw", "1", "10", "5", "3", "10000"};
 #define N_DEFAULTS (sizeof(defaults_kw) / sizeof(defaults_kw[0]))
 
 static const char schema_v1[] =

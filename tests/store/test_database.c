@@ -156,6 +156,77 @@ Test(database, down_at_open_then_recovers, .timeout = 120)
     free(url);
 }
 
+/* Recovery's schedule on PostgreSQL (st_pg_backend's retry_first_ms and retry_max_ms:
+ * 0.25 s, 0.5 s, then every second), kept by the store thread with no op coming: what
+ * bounds the time from a failover's promotion to writes. Each failed attempt's time since
+ * the failure, as the store measured it (ST_EV_STILL_FAILING's down_ms). */
+#define SEEN_MAX 64
+typedef struct attempts_seen {
+    uint64_t down_ms[SEEN_MAX]; /* written before failing counts it */
+    atomic_int failing;         /* ST_EV_STILL_FAILING */
+    atomic_int recovered;       /* ST_EV_RECOVERED */
+    atomic_int attempts;        /* the recovery's attempt, counting the one that worked */
+} attempts_seen;
+
+static void on_attempt(void *ud, const st_event *ev)
+{
+    attempts_seen *a = ud;
+    if (ev->kind == ST_EV_STILL_FAILING) {
+        int n = atomic_load(&a->failing);
+        if (n < SEEN_MAX)
+            a->down_ms[n] = ev->down_ms;
+        atomic_fetch_add(&a->failing, 1);
+    } else if (ev->kind == ST_EV_RECOVERED) {
+        atomic_store(&a->attempts, (int)ev->attempts);
+        atomic_fetch_add(&a->recovered, 1);
+    }
+}
+
+/* The bounds are generous (several times the schedule) so that a loaded machine cannot
+ * fail them, and each still fails the schedule before: attempts at 1, 3, 7, 12 and 17 s,
+ * the first no sooner than the store thread's idle second. */
+Test(database, retries_within_a_second_and_recovers_soon_after_the_database_is_back, .timeout = 120)
+{
+    pgfx_need(PGFX_ONLY);
+    pgfx_server_start(&srv);
+    char *url = pgfx_server_db_new(&srv);
+    attempts_seen a = {0};
+    st_options o;
+    st_options_init(&o);
+    fx_locate(&o, url);
+    o.on_event = on_attempt;
+    o.event_ud = &a;
+    st_store *s = fx_open_options(&o);
+    fx_join(s, "g", "u");
+    pgfx_server_stop(&srv);
+    /* This write (or the idle probe before it) finds the database gone; no op comes
+     * after it, so every attempt below is the store thread's own. */
+    cr_assert_eq(st_join_sync(s, st_id_str("g"), st_id_str("v"), NULL, NULL), ST_EIO);
+    cr_assert(fx_wait_count(&a.failing, 5, WAIT_MS), "five failed attempts");
+    cr_assert_lt(a.down_ms[0], 1000,
+                 "the first attempt %lu ms after the failure: it waited for the idle second",
+                 (unsigned long)a.down_ms[0]);
+    cr_assert_lt(a.down_ms[4], 8000,
+                 "the fifth attempt %lu ms after the failure (the schedule: 3.75 s)",
+                 (unsigned long)a.down_ms[4]);
+    for (int i = 1; i < 5; i++)
+        cr_assert_gt(a.down_ms[i], a.down_ms[i - 1], "attempts in order");
+
+    pgfx_server_restart(&srv); /* returns once the server takes connections */
+    int failed_before = atomic_load(&a.failing);
+    long up = tclock_ms();
+    cr_assert(wait_writable(s, true), "recovered once the database is up");
+    long took = tclock_since(up);
+    cr_assert_lt(took, 3000,
+                 "writable %ld ms after the database was back (attempts: 1 s apart at most)", took);
+    cr_assert_eq(atomic_load(&a.recovered), 1);
+    cr_assert_leq(atomic_load(&a.attempts), failed_before + 2,
+                  "the first or second attempt after the restart works");
+    cr_assert_eq(fx_append(s, "g", "u", "c1"), 1);
+    st_close(s);
+    free(url);
+}
+
 /* Senders append until told to stop; an append answered ST_EIO is sent again with the
  * same cid until it is confirmed, as a client does. */
 #define SENDERS 4

@@ -732,6 +732,15 @@ static void ha_fail_over(int no, bool last, gwc_ctx *ctx, client *cs, int n, msg
     snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' ha-kill-leader '%s' >/dev/null", tools_dir, ha);
     traffic_during(cmd, NULL, ctx, cs, n, sb); /* it returns once the postmaster is gone */
     uint64_t t0 = now_ms();
+    /* The kill's wall-clock time, to line up with Patroni's log and the nodes' (where the
+     * time between goes: the key's lapse, the promotion, the nodes' reconnects). */
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    struct tm tm;
+    gmtime_r(&wall.tv_sec, &tm);
+    char killed_at[32];
+    snprintf(killed_at, sizeof(killed_at), "%02d:%02d:%02d.%03ld", tm.tm_hour, tm.tm_min, tm.tm_sec,
+             wall.tv_nsec / 1000000);
     watch_start(n_groups);
     await_writes(ctx, cs, n, sb, "the leader's kill", shard);
     watch_stop();
@@ -751,8 +760,8 @@ static void ha_fail_over(int no, bool last, gwc_ctx *ctx, client *cs, int n, msg
                  (double)(now_ms() - back) / 1000);
     if (shard < 0) {
         printf("gw_crash: automatic failover %d: writes back on every node %.1f s after the "
-               "leader's kill, the old leader back as the replica %.1f s later\n",
-               no, (double)(back - t0) / 1000, (double)(now_ms() - back) / 1000);
+               "leader's kill (%s UTC), the old leader back as the replica %.1f s later\n",
+               no, (double)(back - t0) / 1000, killed_at, (double)(now_ms() - back) / 1000);
         return;
     }
     /* The other shards' groups: confirmations in the window, and the longest time without
@@ -768,10 +777,10 @@ static void ha_fail_over(int no, bool last, gwc_ctx *ctx, client *cs, int n, msg
     if (gap > worst_other_gap_ms)
         worst_other_gap_ms = gap;
     printf("gw_crash: automatic failover %d of shard %d: writes back on its groups on every "
-           "node %.1f s after the leader's kill; meanwhile the other shards confirmed %lu "
-           "messages, longest gap %.2f s; %s\n",
-           no, shard, (double)(back - t0) / 1000, (unsigned long)others, (double)gap / 1000,
-           replica);
+           "node %.1f s after the leader's kill (%s UTC); meanwhile the other shards confirmed "
+           "%lu messages, longest gap %.2f s; %s\n",
+           no, shard, (double)(back - t0) / 1000, killed_at, (unsigned long)others,
+           (double)gap / 1000, replica);
 }
 
 /* Sharded: slot moves (gw_slots move) under the load. Moves 2j+1 and 2j+2 take the first
