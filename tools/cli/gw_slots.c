@@ -13,43 +13,43 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-        "usage: gw_slots show --map URL [--groups]\n"
-        "       gw_slots move --map URL --slots A-B --to I [--new-shard URL] [--grace-ms N]\n"
-        "       gw_slots unfence --map URL --slots A-B\n"
-        "The slot map of a sharded store: URL is the store's, shards:PATH or\n"
-        "etcd://HOST:PORT[,HOST:PORT...]/KEY. A group lives in slot st_slot_of(gid) (0..4095),\n"
-        "a user's own rows in the slot of the uid. Databases are named host:port/db, never\n"
-        "with their user or password.\n"
-        "\n"
-        "show: the map's version, each shard with its slots, and with --groups the groups\n"
-        "  stored on each and the fences there (a move's: 'moving', then 'gone').\n"
-        "\n"
-        "move: slots A..B, all of one shard X, go to shard I (--to I), or to a new shard\n"
-        "  (--new-shard URL: it becomes shard <number of shards>; --to may be left out).\n"
-        "  The gateways keep running: the slots' writes are refused on X from step 2 to the\n"
-        "  bump (the clients are told `unavailable` and retry), their reads never stop.\n"
-        "  Each step is a line with the ms since start:\n"
-        "  1 schema  X and I opened once as shards: a new database gets the schema\n"
-        "  2 fence   on X the slots are fenced ('moving'), once X's writes under way end\n"
-        "            (it waits at most 5 s for them)\n"
-        "  3 copy    the slots' groups, messages, members, sends, reactions, users, tells\n"
-        "            copied to I in one transaction (what I had of them replaced); the rows\n"
-        "            per table are printed, read = written\n"
-        "  4 bump    the map's next version gives the slots to I, if nobody changed it\n"
-        "            meanwhile; `write pause: N ms` is step 2's commit to here (each node\n"
-        "            takes the new map within 0.5 s more)\n"
-        "  5 gone    X's fences become 'gone'; after --grace-ms (default 5000: nodes whose\n"
-        "            map is behind may still read X) the rows left on X are deleted\n"
-        "  A failure before the bump undoes the move (the fence lifted, the copy deleted)\n"
-        "  and exits 1 with the reason; a map changed meanwhile exits 3 with the fence kept:\n"
-        "  run the same move again, or unfence. Anything that could not be undone is said,\n"
-        "  with what to run.\n"
-        "\n"
-        "unfence: lifts the fences of slots A..B on the shard the map gives them to.\n"
-        "\n"
-        "Exit: 0 done, 1 failed (undone, or as said), 2 bad arguments or refused, 3 map\n"
-        "changed (fence kept), 4 moved but the rows left on X not deleted (as said).\n");
+    fprintf(
+        f, "usage: gw_slots show --map URL [--groups]\n"
+           "       gw_slots move --map URL --slots A-B --to I [--new-shard URL] [--grace-ms N]\n"
+           "       gw_slots unfence --map URL --slots A-B\n"
+           "The slot map of a sharded store: URL is the store's, shards:PATH or\n"
+           "etcd://HOST:PORT[,HOST:PORT...]/KEY. A group lives in slot st_slot_of(gid) (0..4095),\n"
+           "a user's own rows in the slot of the uid. Databases are named host:port/db, never\n"
+           "with their user or password.\n"
+           "\n"
+           "show: the map's version, each shard with its slots, and with --groups the groups\n"
+           "  stored on each and the fences there (a move's: 'moving', then 'gone').\n"
+           "\n"
+           "move: slots A..B, all of one shard X, go to shard I (--to I), or to a new shard\n"
+           "  (--new-shard URL: it becomes shard <number of shards>; --to may be left out).\n"
+           "  The gateways keep running: the slots' writes are refused on X from step 2 to the\n"
+           "  bump (the clients are told `unavailable` and retry), their reads never stop.\n"
+           "  Each step is a line with the ms since start:\n"
+           "  1 schema  X and I opened once as shards: a new database gets the schema\n"
+           "  2 fence   on X the slots are fenced ('moving'), once X's writes under way end\n"
+           "            (it waits at most 5 s for them)\n"
+           "  3 copy    the slots' groups, messages, members, sends, reactions, users, tells\n"
+           "            copied to I in one transaction (what I had of them replaced); the rows\n"
+           "            per table are printed, read = written\n"
+           "  4 bump    the map's next version gives the slots to I, if nobody changed it\n"
+           "            meanwhile; `write pause: N ms` is step 2's commit to here (each node\n"
+           "            takes the new map within 0.5 s more)\n"
+           "  5 gone    X's fences become 'gone'; after --grace-ms (default 5000: nodes whose\n"
+           "            map is behind may still read X) the rows left on X are deleted\n"
+           "  A failure before the bump undoes the move (the fence lifted, the copy deleted)\n"
+           "  and exits 1 with the reason; a map changed meanwhile exits 3 with the fence kept:\n"
+           "  run the same move again, or unfence. Anything that could not be undone is said,\n"
+           "  with what to run.\n"
+           "\n"
+           "unfence: lifts the fences of slots A..B on the shard the map gives them to.\n"
+           "\n"
+           "Exit: 0 done, 1 failed (undone, or as said), 2 bad arguments or refused, 3 map\n"
+           "changed (fence kept), 4 moved but the rows left on X not deleted (as said).\n");
 }
 
 static int parse_slots(const char *s, unsigned *a, unsigned *b)
@@ -115,12 +115,12 @@ static int show(const char *map_url, bool groups)
         int64_t g = 0, moving = 0, gone = 0;
         if ((rc = sl_connect(st_slot_map_url(m, i), &c, why, sizeof(why))) == ST_OK &&
             (rc = sl_scalar(c, "SELECT count(*) FROM gw.groups", &g, why, sizeof(why))) == ST_OK &&
-            (rc = sl_scalar(c, "SELECT count(*) FROM gw.fence WHERE state = 'moving'", &moving,
-                            why, sizeof(why))) == ST_OK &&
+            (rc = sl_scalar(c, "SELECT count(*) FROM gw.fence WHERE state = 'moving'", &moving, why,
+                            sizeof(why))) == ST_OK &&
             (rc = sl_scalar(c, "SELECT count(*) FROM gw.fence WHERE state = 'gone'", &gone, why,
                             sizeof(why))) == ST_OK)
-            printf("  %" PRId64 " groups stored; fences: %" PRId64 " moving, %" PRId64 " gone\n",
-                   g, moving, gone);
+            printf("  %" PRId64 " groups stored; fences: %" PRId64 " moving, %" PRId64 " gone\n", g,
+                   moving, gone);
         else {
             printf("  (not read: %s)\n", why);
             failed = 1;
@@ -134,10 +134,10 @@ static int show(const char *map_url, bool groups)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"map", required_argument, 0, 'm'},       {"slots", required_argument, 0, 's'},
-        {"to", required_argument, 0, 't'},        {"new-shard", required_argument, 0, 'n'},
-        {"grace-ms", required_argument, 0, 'g'},  {"groups", no_argument, 0, 'G'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
+        {"map", required_argument, 0, 'm'},      {"slots", required_argument, 0, 's'},
+        {"to", required_argument, 0, 't'},       {"new-shard", required_argument, 0, 'n'},
+        {"grace-ms", required_argument, 0, 'g'}, {"groups", no_argument, 0, 'G'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);

@@ -83,16 +83,16 @@ int sl_delete_rows(PGconn *c, char *why, size_t why_len);
 /* ---- the move (slots_move.c) ---------------------------------------------------------- */
 
 typedef struct sl_move {
-    const char *map_url;   /* shards:PATH or etcd://... */
-    unsigned a, b;         /* the slots */
-    unsigned to;           /* the shard they go to */
-    const char *new_url;   /* a new shard's URL (to == the map's shard count), or NULL */
-    uint64_t grace_ms;     /* between the bump and the deletion of the rows left behind */
-    uint64_t pause_ms;     /* out: the fence's commit to the map's bump */
-    sl_counts counts;      /* out: the rows copied */
-    size_t groups;         /* out: the groups moved */
-    bool made;             /* out: the map gives the slots to `to` (also when what follows
-                            * the bump failed) */
+    const char *map_url; /* shards:PATH or etcd://... */
+    unsigned a, b;       /* the slots */
+    unsigned to;         /* the shard they go to */
+    const char *new_url; /* a new shard's URL (to == the map's shard count), or NULL */
+    uint64_t grace_ms;   /* between the bump and the deletion of the rows left behind */
+    uint64_t pause_ms;   /* out: the fence's commit to the map's bump */
+    sl_counts counts;    /* out: the rows copied */
+    size_t groups;       /* out: the groups moved */
+    bool made;           /* out: the map gives the slots to `to` (also when what follows
+                          * the bump failed) */
 } sl_move;
 
 /* The whole move (gw_slots --help tells its steps). 0; ST_EINVAL (refused before anything

@@ -19,11 +19,12 @@ static const struct {
     const char *key;
     enum sl_kind kind;
 } table_key[SL_TABLES] = {
-    {"gid", SL_GIDS}, {"gid", SL_GIDS}, {"gid", SL_GIDS}, {"gid", SL_GIDS},  {"gid", SL_GIDS},
+    {"gid", SL_GIDS}, {"gid", SL_GIDS}, {"gid", SL_GIDS}, {"gid", SL_GIDS}, {"gid", SL_GIDS},
     {"gid", SL_GIDS}, {"uid", SL_UIDS}, {"uid", SL_UIDS}, {"id", SL_TELLS},
 };
-const char *const sl_tables[SL_TABLES] = {"groups", "members",  "msgs",    "sends",       "reactions",
-                                          "unread_swept", "users", "revoked", "unread_tells"};
+const char *const sl_tables[SL_TABLES] = {"groups", "members",   "msgs",
+                                          "sends",  "reactions", "unread_swept",
+                                          "users",  "revoked",   "unread_tells"};
 static const char *const temp_table[SL_KINDS] = {"sl_gids", "sl_uids", "sl_tells"};
 static const char *const list_sql[SL_KINDS] = {
     "SELECT gid FROM gw.groups",
@@ -230,8 +231,7 @@ static int copy_table(PGconn *from, PGconn *to, int t, sl_counts *n, char *why, 
         }
     }
     if (rc == ST_OK && len == -2) {
-        snprintf(why, why_len, "gw.%s: reading the source: %s", sl_tables[t],
-                 PQerrorMessage(from));
+        snprintf(why, why_len, "gw.%s: reading the source: %s", sl_tables[t], PQerrorMessage(from));
         rc = ST_EIO;
     }
     /* The source's result, also after a failure (its rows are left unread then: the

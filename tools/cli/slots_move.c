@@ -33,14 +33,14 @@
 typedef struct run {
     sl_move *mv;
     st_slot_map *map;
-    unsigned from;                   /* X */
-    const char *from_url, *to_url;   /* borrowed from the map, or mv->new_url */
+    unsigned from;                 /* X */
+    const char *from_url, *to_url; /* borrowed from the map, or mv->new_url */
     char from_name[300], to_name[300];
     PGconn *x, *i;
-    sl_keyset moved;  /* X's keys of the slots */
-    sl_keyset on_to;  /* I's keys of the slots, and the moved ones: what I's copy replaces */
-    bool fenced;      /* X's fence committed */
-    bool copied;      /* I's copy committed */
+    sl_keyset moved; /* X's keys of the slots */
+    sl_keyset on_to; /* I's keys of the slots, and the moved ones: what I's copy replaces */
+    bool fenced;     /* X's fence committed */
+    bool copied;     /* I's copy committed */
     uint64_t fenced_at;
 } run;
 
@@ -66,7 +66,8 @@ static int check(run *r, char *why, size_t why_len)
         }
         for (unsigned s = 0; s < n; s++)
             if (strcmp(st_slot_map_url(r->map, s), mv->new_url) == 0) {
-                snprintf(why, why_len, "--new-shard: that URL is shard %u's already: --to %u", s, s);
+                snprintf(why, why_len, "--new-shard: that URL is shard %u's already: --to %u", s,
+                         s);
                 return ST_EINVAL;
             }
     } else if (mv->to >= n) {
@@ -202,8 +203,7 @@ static int bump(run *r, bool *made, char *why, size_t why_len)
 {
     sl_move *mv = r->mv;
     *made = false;
-    int rc = st_slot_map_move(mv->map_url, r->map, mv->a, mv->b, mv->to, mv->new_url, why,
-                              why_len);
+    int rc = st_slot_map_move(mv->map_url, r->map, mv->a, mv->b, mv->to, mv->new_url, why, why_len);
     if (rc == ST_OK || rc == ST_ESTALE) {
         *made = rc == ST_OK;
         return rc;
@@ -212,7 +212,8 @@ static int bump(run *r, bool *made, char *why, size_t why_len)
     char why2[300] = "";
     if (st_slot_map_read(mv->map_url, &now, why2, sizeof(why2)) != ST_OK) {
         sl_warn("bump: %s; and the map cannot be read again (%s): whether it has the move is "
-                "not known", why, why2);
+                "not known",
+                why, why2);
         return ST_EIO;
     }
     uint64_t v = st_slot_map_version(now), v0 = st_slot_map_version(r->map);
@@ -220,7 +221,8 @@ static int bump(run *r, bool *made, char *why, size_t why_len)
                  st_slot_map_owner(now, mv->b) == mv->to;
     st_slot_map_free(now);
     if (moved) {
-        sl_warn("bump: %s; but the map read again has the move (version %" PRIu64 "): taken as made",
+        sl_warn("bump: %s; but the map read again has the move (version %" PRIu64
+                "): taken as made",
                 why, v);
         *made = true;
         return ST_OK;
@@ -238,7 +240,8 @@ static int finish(run *r, char *why, size_t why_len)
     if (rc != ST_OK)
         sl_warn("gone: %s: the fences stay 'moving' on shard %u (its writes of the slots are "
                 "refused either way, but an erasure there waits for no move: set them 'gone' "
-                "by hand)", why, r->from);
+                "by hand)",
+                why, r->from);
     else
         sl_log("gone: slots %u-%u are 'gone' on shard %u", mv->a, mv->b, r->from);
     sl_log("grace: %" PRIu64 " ms before the rows left on shard %u go", mv->grace_ms, r->from);
@@ -326,17 +329,17 @@ int sl_move_run(sl_move *mv, char *why, size_t why_len)
     *why = 0;
     int rc = st_slot_map_read(mv->map_url, &r.map, why, why_len);
     if (rc == ST_OK && (rc = check(&r, why, why_len)) == ST_OK)
-        sl_log("move: slots %u-%u, shard %u (%s) -> shard %u (%s%s), map version %" PRIu64,
-               mv->a, mv->b, r.from, r.from_name, mv->to, r.to_name,
-               mv->new_url ? ", new" : "", st_slot_map_version(r.map));
+        sl_log("move: slots %u-%u, shard %u (%s) -> shard %u (%s%s), map version %" PRIu64, mv->a,
+               mv->b, r.from, r.from_name, mv->to, r.to_name, mv->new_url ? ", new" : "",
+               st_slot_map_version(r.map));
     if (rc == ST_OK && (rc = schema(r.from_url, r.from_name, &r.x, why, why_len)) == ST_OK &&
         (rc = schema(r.to_url, r.to_name, &r.i, why, why_len)) == ST_OK)
         sl_log("schema: both shards at version 9 or later");
     if (rc == ST_OK && (rc = fence(r.x, mv->a, mv->b, "moving", why, why_len)) == ST_OK) {
         r.fenced = true;
         r.fenced_at = sl_ms();
-        sl_log("fence: slots %u-%u fenced on shard %u: their writes are refused from now",
-               mv->a, mv->b, r.from);
+        sl_log("fence: slots %u-%u fenced on shard %u: their writes are refused from now", mv->a,
+               mv->b, r.from);
     }
     if (rc == ST_OK && (rc = copy(&r, why, why_len)) == ST_OK)
         sl_log("copy: committed on shard %u", mv->to);
@@ -347,14 +350,16 @@ int sl_move_run(sl_move *mv, char *why, size_t why_len)
     }
     mv->made = made;
     if (made) {
-        sl_log("bump: map version %" PRIu64 " gives slots %u-%u to shard %u", 
+        sl_log("bump: map version %" PRIu64 " gives slots %u-%u to shard %u",
                st_slot_map_version(r.map) + 1, mv->a, mv->b, mv->to);
         sl_log("write pause: %" PRIu64 " ms (the fence's commit to the bump; each node takes the "
-               "new map within 0.5 s more)", mv->pause_ms);
+               "new map within 0.5 s more)",
+               mv->pause_ms);
         if ((rc = finish(&r, why, why_len)) != ST_OK)
             sl_warn("the move is made, but the rows left on shard %u could not be deleted (%s): "
                     "they are unused; delete them, or run the move of slots %u-%u back there "
-                    "one day (it replaces them)", r.from, why, mv->a, mv->b);
+                    "one day (it replaces them)",
+                    r.from, why, mv->a, mv->b);
     } else if (rc == ST_ESTALE) {
         sl_warn("bump: the map changed since it was read (%s): nothing is undone, slots %u-%u "
                 "stay fenced on shard %u (their writes refused) with their rows copied to shard "
