@@ -67,6 +67,8 @@ static bool want_rows(pg *p, st_op *writes)
     static const st_id none = {NULL, 0};
     for (st_op *op = writes; op; op = op->next_) {
         bool ok = true;
+        if (pg_fence_refuses(p, op))
+            continue; /* left out of the batch: its group is not locked */
         switch (op->kind) {
         case ST_OP_APPEND:
             ok = pg_row_want(p, 's', op->uid, op->cid) != NULL;
@@ -208,6 +210,7 @@ static int pg_begin(void *be, st_op *writes, char *why, size_t why_len)
 {
     pg *p = be;
     p->writes = writes; /* its signouts are announced at commit */
+    pg_fence_expire(p);
     rows_clear(p);
     if (!p->conn) {
         snprintf(why, why_len, "not connected to the database (%s)", p->where);

@@ -162,7 +162,12 @@ typedef struct pg {
 
 /* ---- shards: the fences of slot moves (store_pg_fence.c) ----------------------------- */
 
-/* st_backend.refuses: is op's slot one the last GW002 named (and not long ago)? */
+/* A batch begins: what the last GW002 named is forgotten once it is a few seconds old (the
+ * same answer then holds from begin to commit: the rows read and the ops applied agree). */
+void pg_fence_expire(pg *p);
+/* st_backend.refuses: is op's slot one the last GW002 named? Neither round trip 1 nor the
+ * cache's rows take such an op's rows: a fenced group is not locked by a batch that leaves
+ * it out (a move deletes its rows under the same locks). */
 bool pg_fence_refuses(void *be, const st_op *op);
 /* A sharded store's batch: gw.fenced over the slots of the batch's ops (but those refused),
  * its first statement (counted in *n_stmts). ST_OK at once when not sharded. */

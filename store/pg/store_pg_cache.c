@@ -60,6 +60,8 @@ bool pg_cache_fill(pg *p, st_op *writes)
     for (st_op *op = writes; op; op = op->next_) {
         if (op->kind != ST_OP_APPEND)
             return false;
+        if (pg_fence_refuses(p, op))
+            continue; /* left out of the batch (store_pg_fence.c) */
         const pg_row *g = usable(p, 'g', op->gid, none, now);
         const pg_row *m = g ? usable(p, 'm', op->gid, op->uid, now) : NULL;
         pg_row *s = m ? pg_row_want(p, 's', op->uid, op->cid) : NULL;

@@ -42,16 +42,19 @@ static void is_fenced(void *ud, unsigned slot)
         *(bool *)a[1] = true;
 }
 
+void pg_fence_expire(pg *p)
+{
+    if (p->fenced_until_ms && st_mono_ms() >= p->fenced_until_ms) {
+        memset(p->fenced, 0, sizeof(p->fenced));
+        p->fenced_until_ms = 0;
+    }
+}
+
 bool pg_fence_refuses(void *be, const st_op *op)
 {
     pg *p = be;
     if (!p->fenced_until_ms)
         return false;
-    if (st_mono_ms() >= p->fenced_until_ms) {
-        memset(p->fenced, 0, sizeof(p->fenced));
-        p->fenced_until_ms = 0;
-        return false;
-    }
     bool hit = false;
     void *a[2] = {p, &hit};
     each_slot(op, is_fenced, a);
