@@ -452,6 +452,117 @@ Test(slots, a_move_under_load_loses_nothing, .timeout = 180)
                 (unsigned long)refused, longest);
 }
 
+/* ---- 2b. changes between the pre-copy and the fence ------------------------------------ */
+
+/* What the store's writes made while gw_slots waited between its phases (an edit, a
+ * recall, a reaction to pre-copied messages, a message more, a new group) is on the new
+ * shard after the move. */
+Test(slots, changes_between_the_pre_copy_and_the_fence_move_too, .timeout = 120)
+{
+    start();
+    char gid[12][16], *moved[13];
+    size_t n_moved = 0;
+    for (int g = 0; g < 12; g++) {
+        snprintf(gid[g], sizeof(gid[g]), "c%02d", g);
+        fx_join(s, gid[g], "u1");
+        char prefix[20];
+        snprintf(prefix, sizeof(prefix), "%s-", gid[g]);
+        fx_append_n(s, gid[g], "u1", prefix, 1, 5);
+        if (slot(gid[g]) <= 2046)
+            moved[n_moved++] = gid[g];
+    }
+    cr_assert_gt(n_moved, 0, "no group in slots 0-2046");
+    const char *mg = moved[0];
+    cr_assert_eq(st_react_sync(s, st_id_str(mg), 1, st_id_str("u1"), st_id_str("ok"), true, NULL,
+                               NULL, NULL),
+                 0);
+    /* A group that is made between the phases, in a moved slot. */
+    char fresh[16] = "";
+    for (int i = 0; !fresh[0]; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "cnew%d", i);
+        if (slot(id) <= 2046)
+            snprintf(fresh, sizeof(fresh), "%s", id);
+    }
+
+    setenv("GW_SLOTS_TEST_PAUSE_MS", "2000", 1);
+    char cmd[1500];
+    snprintf(cmd, sizeof(cmd), "%s move --map %s --slots 0-2046 --to 1 --grace-ms 300 2>&1",
+             GW_SLOTS_BINARY, map);
+    FILE *p = popen(cmd, "r");
+    unsetenv("GW_SLOTS_TEST_PAUSE_MS");
+    cr_assert_not_null(p);
+    static char out[32768];
+    size_t len = 0;
+    bool between = false;
+    while (!between && fgets(out + len, (int)(sizeof(out) - len), p)) {
+        between = strstr(out + len, "pre-copy: committed") != NULL;
+        len += strlen(out + len);
+    }
+    cr_assert(between, "gw_slots ended before its pre-copy:\n%s", out);
+    long t0 = tclock_ms();
+    uint64_t ver = 0;
+    cr_assert_eq(st_edit_sync(s, st_id_str(mg), 2, &ver, false, "edited", 6, NULL, NULL), 0);
+    ver = 0;
+    cr_assert_eq(st_edit_sync(s, st_id_str(mg), 3, &ver, true, "u1", 2, NULL, NULL), 0);
+    cr_assert_eq(st_react_sync(s, st_id_str(mg), 4, st_id_str("u1"), st_id_str("+1"), true, NULL,
+                               NULL, NULL),
+                 0);
+    cr_assert_eq(st_react_sync(s, st_id_str(mg), 1, st_id_str("u1"), st_id_str("ok"), false, NULL,
+                               NULL, NULL),
+                 0);
+    cr_assert_eq(fx_append(s, mg, "u1", "after-pre-copy"), 6);
+    fx_join(s, fresh, "u2");
+    cr_assert_eq(fx_append(s, fresh, "u2", "fresh-1"), 1);
+    cr_assert_lt(tclock_since(t0), 1500, "the changes took longer than gw_slots waits");
+    char *before[12], *fresh_before = group_text(fresh);
+    for (int g = 0; g < 12; g++)
+        before[g] = group_text(gid[g]);
+    len += fread(out + len, 1, sizeof(out) - 1 - len, p);
+    out[len] = 0;
+    int st = pclose(p);
+    cr_log_info("gw_slots move:\n%s", out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+    /* The edit, the recall, the reaction set and the one cleared: four messages again. */
+    cr_assert_not_null(strstr(out, " 4 of their messages changed since"), "%s", out);
+    wait_map(2);
+
+    for (int g = 0; g < 12; g++) {
+        char *after = group_text(gid[g]);
+        cr_assert_str_eq(after, before[g], "%s (slot %u) reads back otherwise", gid[g],
+                         slot(gid[g]));
+        free(after);
+        free(before[g]);
+    }
+    char *fresh_after = group_text(fresh);
+    cr_assert_str_eq(fresh_after, fresh_before);
+    free(fresh_after);
+    free(fresh_before);
+    /* On the new shard's database itself. */
+    char *url0 = shard_url(0), *url1 = shard_url(1), sql[300];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM gw.msgs WHERE gid = '%s' AND mid = 2 AND ver = 1"
+             " AND record = 'edited'::bytea",
+             mg);
+    cr_assert_eq(pgfx_scalar(url1, sql), 1, "the edit");
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM gw.msgs WHERE gid = '%s' AND mid = 3 AND recalled", mg);
+    cr_assert_eq(pgfx_scalar(url1, sql), 1, "the recall");
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM gw.reactions WHERE gid = '%s' AND mid = 4",
+             mg);
+    cr_assert_eq(pgfx_scalar(url1, sql), 1, "the reaction set");
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM gw.reactions WHERE gid = '%s' AND mid = 1",
+             mg);
+    cr_assert_eq(pgfx_scalar(url1, sql), 0, "the reaction cleared");
+    moved[n_moved++] = fresh;
+    cr_assert_eq(rows_of(url1, "groups", "gid", moved, n_moved), (int64_t)n_moved);
+    cr_assert_eq(rows_of(url1, "msgs", "gid", moved, n_moved), (int64_t)(5 * (n_moved - 1) + 2));
+    cr_assert_eq(rows_of(url1, "sends", "gid", moved, n_moved), (int64_t)(5 * (n_moved - 1) + 2));
+    cr_assert_eq(rows_of(url0, "msgs", "gid", moved, n_moved), 0);
+    free(url0);
+    free(url1);
+}
+
 /* ---- 3. a new shard ------------------------------------------------------------------ */
 
 Test(slots, a_move_to_a_new_shard, .timeout = 120)

@@ -71,7 +71,13 @@ int sl_keyset_load(PGconn *c, const sl_keyset *ks, char *why, size_t why_len);
 #define SL_TABLES 9
 extern const char *const sl_tables[SL_TABLES];
 typedef struct sl_counts {
-    uint64_t read[SL_TABLES], written[SL_TABLES];
+    uint64_t read[SL_TABLES], written[SL_TABLES]; /* the rows streamed, per table */
+    uint64_t source[SL_TABLES];                   /* the delta's check: the source's rows of
+                                                   * the keys, equal to the destination's */
+    uint64_t groups_precopied;                    /* the delta: groups whose pre-copy stands */
+    uint64_t redone;                              /* the delta: messages changed since it */
+    bool full_again; /* the delta found messages or sends that differ (a change that moved
+                      * no cseq): the groups' messages and sends were copied in full */
 } sl_counts;
 /* In the open transaction of `to`: deletes the rows of the keys loaded there, then
  * streams the rows of the keys loaded on `from` (COPY binary, row by row) into `to`,
@@ -79,6 +85,23 @@ typedef struct sl_counts {
 int sl_copy_rows(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len);
 /* In the open transaction of c: deletes the rows of the keys loaded there. */
 int sl_delete_rows(PGconn *c, char *why, size_t why_len);
+
+/* A move in two phases: the messages copied before the fence, what changed since after.
+ * sl_pre_mark: in from's open REPEATABLE READ transaction (the pre-copy's snapshot, which
+ * the caller commits, not rolls back: the marks are kept in the session's temporary table
+ * sl_pre), per group of sl_gids its last_mid M and last_cseq C.
+ * sl_pre_copy: in to's open transaction, the rows of its loaded keys deleted, then each
+ * marked group's msgs and sends rows with mid <= M copied (in n: msgs and sends).
+ * sl_delta_copy: after the fence, `from` in a new REPEATABLE READ transaction with the
+ * keys of now loaded, `to` in the open transaction that the move commits: every table but
+ * msgs and sends replaced in full; of msgs and sends the groups not pre-copied in full,
+ * the rows above M, and those changed since (cseq > C: an edit, recall, reaction, an
+ * erasure's tombstone) again; rows below the first_mid of now deleted (a trim). Then each
+ * table's rows of the keys counted at both ends: ST_EIO when they differ (when msgs or
+ * sends do, they are first copied again in full: n->full_again). */
+int sl_pre_mark(PGconn *from, char *why, size_t why_len);
+int sl_pre_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len);
+int sl_delta_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len);
 
 /* ---- the move (slots_move.c) ---------------------------------------------------------- */
 
@@ -89,7 +112,8 @@ typedef struct sl_move {
     const char *new_url; /* a new shard's URL (to == the map's shard count), or NULL */
     uint64_t grace_ms;   /* between the bump and the deletion of the rows left behind */
     uint64_t pause_ms;   /* out: the fence's commit to the map's bump */
-    sl_counts counts;    /* out: the rows copied */
+    sl_counts pre;       /* out: the rows pre-copied (msgs, sends), before the fence */
+    sl_counts counts;    /* out: the rows copied after the fence (the delta) */
     size_t groups;       /* out: the groups moved */
     bool made;           /* out: the map gives the slots to `to` (also when what follows
                           * the bump failed) */

@@ -181,17 +181,20 @@ int sl_delete_rows(PGconn *c, char *why, size_t why_len)
 }
 
 /* The table's columns in order, as the source has them: both ends name them, so a column
- * order that differs between the databases (an upgraded one, a new one) does not matter. */
-static int columns(PGconn *c, int t, char *out, size_t n, char *why, size_t why_len)
+ * order that differs between the databases (an upgraded one, a new one) does not matter.
+ * out: the names; xout: the same, each of the table aliased x. */
+static int columns(PGconn *c, int t, char *out, char *xout, size_t n, char *why, size_t why_len)
 {
-    char sql[300];
+    char sql[400];
     snprintf(sql, sizeof(sql),
-             "SELECT string_agg(quote_ident(attname), ',' ORDER BY attnum) FROM pg_attribute"
+             "SELECT string_agg(quote_ident(attname), ',' ORDER BY attnum),"
+             " string_agg('x.' || quote_ident(attname), ',' ORDER BY attnum) FROM pg_attribute"
              " WHERE attrelid = 'gw.%s'::regclass AND attnum > 0 AND NOT attisdropped",
              sl_tables[t]);
     PGresult *r = PQexec(c, sql);
     int rc = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? ST_OK : ST_EIO;
-    if (rc == ST_OK && (size_t)snprintf(out, n, "%s", PQgetvalue(r, 0, 0)) >= n)
+    if (rc == ST_OK && ((size_t)snprintf(out, n, "%s", PQgetvalue(r, 0, 0)) >= n ||
+                        (size_t)snprintf(xout, n, "%s", PQgetvalue(r, 0, 1)) >= n))
         rc = ST_EINVAL;
     if (rc != ST_OK)
         snprintf(why, why_len, "the columns of gw.%s: %s", sl_tables[t],
@@ -200,19 +203,13 @@ static int columns(PGconn *c, int t, char *out, size_t n, char *why, size_t why_
     return rc;
 }
 
-/* Streams one table's rows: each row read from `from` is written to `to` at once. */
-static int copy_table(PGconn *from, PGconn *to, int t, sl_counts *n, char *why, size_t why_len)
+/* Streams rows from one COPY TO into one COPY FROM, each row written at once: *read and
+ * *written (added to) the rows of each end. */
+static int stream(PGconn *from, PGconn *to, const char *what, const char *out_sql,
+                  const char *in_sql, uint64_t *read, uint64_t *written, char *why, size_t why_len)
 {
-    char cols[1024], out_sql[1400], in_sql[1200];
-    int rc = columns(from, t, cols, sizeof(cols), why, why_len);
+    int rc = copy_begin(to, in_sql, PGRES_COPY_IN, why, why_len);
     if (rc != ST_OK)
-        return rc;
-    snprintf(out_sql, sizeof(out_sql),
-             "COPY (SELECT %s FROM gw.%s WHERE %s IN (SELECT k FROM %s)) TO STDOUT (FORMAT binary)",
-             cols, sl_tables[t], table_key[t].key, temp_table[table_key[t].kind]);
-    snprintf(in_sql, sizeof(in_sql), "COPY gw.%s (%s) FROM STDIN (FORMAT binary)", sl_tables[t],
-             cols);
-    if ((rc = copy_begin(to, in_sql, PGRES_COPY_IN, why, why_len)) != ST_OK)
         return rc;
     if ((rc = copy_begin(from, out_sql, PGRES_COPY_OUT, why, why_len)) != ST_OK) {
         copy_in_end(to, "the source's COPY failed", NULL, why, why_len);
@@ -224,37 +221,61 @@ static int copy_table(PGconn *from, PGconn *to, int t, sl_counts *n, char *why, 
         int put = PQputCopyData(to, buf, len);
         PQfreemem(buf);
         if (put != 1) {
-            snprintf(why, why_len, "gw.%s: writing to the destination: %s", sl_tables[t],
-                     PQerrorMessage(to));
+            snprintf(why, why_len, "%s: writing to the destination: %s", what, PQerrorMessage(to));
             rc = ST_EIO;
             break;
         }
     }
     if (rc == ST_OK && len == -2) {
-        snprintf(why, why_len, "gw.%s: reading the source: %s", sl_tables[t], PQerrorMessage(from));
+        snprintf(why, why_len, "%s: reading the source: %s", what, PQerrorMessage(from));
         rc = ST_EIO;
     }
     /* The source's result, also after a failure (its rows are left unread then: the
      * connection ends its COPY when asked for the result). */
+    uint64_t r_out = 0, r_in = 0;
     PGresult *r;
     while ((r = PQgetResult(from))) {
         if (PQresultStatus(r) == PGRES_COMMAND_OK)
-            n->read[t] = strtoull(PQcmdTuples(r), NULL, 10);
+            r_out = strtoull(PQcmdTuples(r), NULL, 10);
         else if (rc == ST_OK && PQresultStatus(r) != PGRES_COPY_OUT) {
-            snprintf(why, why_len, "gw.%s: COPY TO: %s", sl_tables[t], PQresultErrorMessage(r));
+            snprintf(why, why_len, "%s: COPY TO: %s", what, PQresultErrorMessage(r));
             rc = ST_EIO;
         }
         PQclear(r);
     }
-    int in = copy_in_end(to, rc == ST_OK ? NULL : "the copy failed", &n->written[t], why, why_len);
+    int in = copy_in_end(to, rc == ST_OK ? NULL : "the copy failed", &r_in, why, why_len);
     rc = rc != ST_OK ? rc : in;
-    if (rc == ST_OK && n->read[t] != n->written[t]) {
-        snprintf(why, why_len, "gw.%s: %" PRIu64 " rows read, %" PRIu64 " written", sl_tables[t],
-                 n->read[t], n->written[t]);
+    if (rc == ST_OK && r_out != r_in) {
+        snprintf(why, why_len, "%s: %" PRIu64 " rows read, %" PRIu64 " written", what, r_out, r_in);
         rc = ST_EIO;
     }
+    *read += r_out;
+    *written += r_in;
     why[strcspn(why, "\n")] = 0;
     return rc;
+}
+
+/* Streams one table's rows: those of `rows` (a FROM clause naming the table x; NULL: all
+ * rows of the keys loaded). */
+static int copy_table(PGconn *from, PGconn *to, int t, const char *rows, sl_counts *n, char *why,
+                      size_t why_len)
+{
+    char cols[1024], xcols[1024], all[200], out_sql[2600], in_sql[1200];
+    int rc = columns(from, t, cols, xcols, sizeof(cols), why, why_len);
+    if (rc != ST_OK)
+        return rc;
+    if (!rows) {
+        snprintf(all, sizeof(all), "gw.%s x WHERE x.%s IN (SELECT k FROM %s)", sl_tables[t],
+                 table_key[t].key, temp_table[table_key[t].kind]);
+        rows = all;
+    }
+    snprintf(out_sql, sizeof(out_sql), "COPY (SELECT %s FROM %s) TO STDOUT (FORMAT binary)", xcols,
+             rows);
+    snprintf(in_sql, sizeof(in_sql), "COPY gw.%s (%s) FROM STDIN (FORMAT binary)", sl_tables[t],
+             cols);
+    char what[40];
+    snprintf(what, sizeof(what), "gw.%s", sl_tables[t]);
+    return stream(from, to, what, out_sql, in_sql, &n->read[t], &n->written[t], why, why_len);
 }
 
 int sl_copy_rows(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len)
@@ -264,6 +285,174 @@ int sl_copy_rows(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_l
     for (int t = 0; t < SL_TABLES && rc == ST_OK; t++)
         rc = delete_table(to, t, why, why_len);
     for (int t = 0; t < SL_TABLES && rc == ST_OK; t++)
-        rc = copy_table(from, to, t, n, why, why_len);
+        rc = copy_table(from, to, t, NULL, n, why, why_len);
     return rc;
+}
+
+/* ---- the two phases: the messages before the fence, what changed since after it ------- */
+
+enum { T_MSGS = 2, T_SENDS = 3 };
+
+/* Per pre-copied group (on both ends): its last_mid M and last_cseq C as pre-copied, its
+ * created_ms (a group deleted and made again is not the one pre-copied) and its first_mid
+ * as the source has it at the fence. sl_redo: its messages changed since (cseq > C). */
+#define MARK_TABLES                                                                                \
+    "CREATE TEMP TABLE IF NOT EXISTS sl_pre (k text COLLATE \"C\", last_mid int8,"                 \
+    " last_cseq int8, created_ms int8, first_now int8);"                                           \
+    "CREATE TEMP TABLE IF NOT EXISTS sl_redo (gid text COLLATE \"C\", mid int8);"                  \
+    "TRUNCATE sl_redo"
+
+int sl_pre_mark(PGconn *from, char *why, size_t why_len)
+{
+    return sl_exec(from,
+                   MARK_TABLES "; TRUNCATE sl_pre;"
+                               "INSERT INTO sl_pre SELECT gid, last_mid, last_cseq, created_ms,"
+                               " first_mid FROM gw.groups WHERE gid IN (SELECT k FROM sl_gids);"
+                               "ANALYZE sl_pre",
+                   why, why_len);
+}
+
+int sl_pre_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len)
+{
+    memset(n, 0, sizeof(*n));
+    int rc = sl_delete_rows(to, why, why_len);
+    if (rc == ST_OK)
+        rc = copy_table(from, to, T_MSGS,
+                        "gw.msgs x JOIN sl_pre p ON p.k = x.gid AND x.mid <= p.last_mid", n, why,
+                        why_len);
+    if (rc == ST_OK)
+        rc = copy_table(from, to, T_SENDS,
+                        "gw.sends x JOIN sl_pre p ON p.k = x.gid AND x.mid <= p.last_mid", n, why,
+                        why_len);
+    return rc;
+}
+
+/* The rows per table of the keys loaded on c (one statement). */
+static int count_rows(PGconn *c, uint64_t out[SL_TABLES], char *why, size_t why_len)
+{
+    char sql[1500];
+    size_t len = (size_t)snprintf(sql, sizeof(sql), "SELECT ");
+    for (int t = 0; t < SL_TABLES; t++)
+        len += (size_t)snprintf(sql + len, sizeof(sql) - len,
+                                "%s(SELECT count(*) FROM gw.%s WHERE %s IN (SELECT k FROM %s))",
+                                t ? ", " : "", sl_tables[t], table_key[t].key,
+                                temp_table[table_key[t].kind]);
+    PGresult *r = PQexec(c, sql);
+    if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        snprintf(why, why_len, "counting the rows: %s",
+                 r ? PQresultErrorMessage(r) : PQerrorMessage(c));
+        why[strcspn(why, "\n")] = 0;
+        PQclear(r);
+        return ST_EIO;
+    }
+    for (int t = 0; t < SL_TABLES; t++)
+        out[t] = strtoull(PQgetvalue(r, 0, t), NULL, 10);
+    PQclear(r);
+    return ST_OK;
+}
+
+/* The source's rows per table against the destination's (the keys loaded at each end):
+ * the first table that differs in *bad (-1: none). */
+static int compare(PGconn *from, PGconn *to, sl_counts *n, int *bad, char *why, size_t why_len)
+{
+    uint64_t there[SL_TABLES];
+    int rc = count_rows(from, n->source, why, why_len);
+    if (rc == ST_OK)
+        rc = count_rows(to, there, why, why_len);
+    *bad = -1;
+    for (int t = 0; t < SL_TABLES && rc == ST_OK && *bad < 0; t++)
+        if (n->source[t] != there[t]) {
+            *bad = t;
+            snprintf(why, why_len,
+                     "gw.%s: %" PRIu64 " rows of the moved keys on the source, %" PRIu64
+                     " on the destination",
+                     sl_tables[t], n->source[t], there[t]);
+        }
+    return rc;
+}
+
+/* What the delta takes on each end: the marks of groups no longer the pre-copied ones
+ * dropped (a deletion: all their rows go again), the first_mid of now, the changed
+ * messages. */
+static const char *const delta_mark_sql = MARK_TABLES
+    ";"
+    "DELETE FROM sl_pre p WHERE p.k NOT IN (SELECT k FROM sl_gids) OR NOT EXISTS (SELECT 1"
+    " FROM gw.groups g WHERE g.gid = p.k AND g.created_ms = p.created_ms);"
+    "UPDATE sl_pre p SET first_now = g.first_mid FROM gw.groups g WHERE g.gid = p.k;"
+    "INSERT INTO sl_redo SELECT x.gid, x.mid FROM sl_pre p JOIN gw.msgs x ON x.gid = p.k"
+    " AND x.cseq > 0 AND x.cseq > p.last_cseq AND x.mid <= p.last_mid;"
+    "ANALYZE sl_pre, sl_redo";
+
+/* The destination's rows that the delta replaces: all of groups not pre-copied, and of
+ * pre-copied ones those above M, below the first_mid of now (a trim) and changed. */
+static const char *const delta_delete_sql[] = {
+    "DELETE FROM gw.%s x WHERE x.gid IN (SELECT k FROM sl_gids)"
+    " AND x.gid NOT IN (SELECT k FROM sl_pre)",
+    "DELETE FROM gw.%s x USING sl_pre p WHERE x.gid = p.k AND x.mid > p.last_mid",
+    "DELETE FROM gw.%s x USING sl_pre p WHERE x.gid = p.k AND x.mid < p.first_now",
+    "DELETE FROM gw.%s x USING sl_redo r WHERE x.gid = r.gid AND x.mid = r.mid",
+};
+/* ... and the source's rows that replace them. */
+static const char *const delta_rows_sql[] = {
+    "gw.%s x WHERE x.gid IN (SELECT k FROM sl_gids) AND x.gid NOT IN (SELECT k FROM sl_pre)",
+    "gw.%s x JOIN sl_pre p ON p.k = x.gid AND x.mid > p.last_mid",
+    "gw.%s x JOIN sl_redo r ON r.gid = x.gid AND r.mid = x.mid",
+};
+
+int sl_delta_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len)
+{
+    memset(n, 0, sizeof(*n));
+    uint64_t marks[2] = {0}, unused[2] = {0};
+    int rc = sl_exec(from, delta_mark_sql, why, why_len);
+    if (rc == ST_OK)
+        rc = sl_exec(to, MARK_TABLES "; TRUNCATE sl_pre", why, why_len);
+    if (rc == ST_OK)
+        rc = stream(from, to, "sl_pre",
+                    "COPY (SELECT k, last_mid, last_cseq, created_ms, first_now FROM sl_pre)"
+                    " TO STDOUT (FORMAT binary)",
+                    "COPY sl_pre FROM STDIN (FORMAT binary)", &marks[0], &unused[0], why, why_len);
+    if (rc == ST_OK)
+        rc = stream(from, to, "sl_redo", "COPY sl_redo TO STDOUT (FORMAT binary)",
+                    "COPY sl_redo FROM STDIN (FORMAT binary)", &marks[1], &unused[1], why, why_len);
+    if (rc == ST_OK)
+        rc = sl_exec(to, "ANALYZE sl_pre, sl_redo", why, why_len);
+    n->groups_precopied = marks[0];
+    n->redone = marks[1];
+    /* Everything but the messages again in full; the messages' delta. */
+    for (int t = 0; t < SL_TABLES && rc == ST_OK; t++)
+        if (t != T_MSGS && t != T_SENDS)
+            rc = delete_table(to, t, why, why_len);
+    for (int t = T_MSGS; t <= T_SENDS; t++)
+        for (size_t q = 0; q < sizeof(delta_delete_sql) / sizeof(*delta_delete_sql) && rc == ST_OK;
+             q++) {
+            char sql[300];
+            snprintf(sql, sizeof(sql), delta_delete_sql[q], sl_tables[t]);
+            rc = sl_exec(to, sql, why, why_len);
+        }
+    for (int t = 0; t < SL_TABLES && rc == ST_OK; t++)
+        if (t != T_MSGS && t != T_SENDS)
+            rc = copy_table(from, to, t, NULL, n, why, why_len);
+    for (int t = T_MSGS; t <= T_SENDS; t++)
+        for (size_t q = 0; q < sizeof(delta_rows_sql) / sizeof(*delta_rows_sql) && rc == ST_OK;
+             q++) {
+            char rows[300];
+            snprintf(rows, sizeof(rows), delta_rows_sql[q], sl_tables[t]);
+            rc = copy_table(from, to, t, rows, n, why, why_len);
+        }
+    int bad = -1;
+    if (rc == ST_OK)
+        rc = compare(from, to, n, &bad, why, why_len);
+    /* A change that moved no cseq (an erasure drops the (uid, cid) rows of messages recalled
+     * before): the messages and their sends again in full, as a single-phase copy. */
+    if (rc == ST_OK && (bad == T_MSGS || bad == T_SENDS)) {
+        n->full_again = true;
+        for (int t = T_MSGS; t <= T_SENDS && rc == ST_OK; t++) {
+            n->read[t] = n->written[t] = 0;
+            if ((rc = delete_table(to, t, why, why_len)) == ST_OK)
+                rc = copy_table(from, to, t, NULL, n, why, why_len);
+        }
+        if (rc == ST_OK)
+            rc = compare(from, to, n, &bad, why, why_len);
+    }
+    return rc == ST_OK && bad >= 0 ? ST_EIO : rc;
 }

@@ -78,9 +78,10 @@ void sl_url_name(const char *url, char *out, size_t n)
 
 int sl_connect(const char *url, PGconn **out, char *why, size_t why_len)
 {
-    /* The URL last: what it says wins (libpq keeps a keyword's last value). */
-    const char *kw[] = {"connect_timeout", "application_name", "dbname", NULL};
-    const char *val[] = {"5", "gw_slots", url, NULL};
+    /* The URL last: what it says wins (libpq keeps a keyword's last value). No notices:
+     * the temporary tables' CREATE IF NOT EXISTS says each time that they are there. */
+    const char *kw[] = {"connect_timeout", "application_name", "options", "dbname", NULL};
+    const char *val[] = {"5", "gw_slots", "-c client_min_messages=warning", url, NULL};
     PGconn *c = PQconnectdbParams(kw, val, 1);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         char name[300];

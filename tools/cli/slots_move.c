@@ -5,15 +5,21 @@
  * Steps (gw_slots --help says them to the operator):
  *   1. schema: every involved shard opened once as a shard (st_open: a new database gets
  *      the schema, an older one its upgrade)
- *   2. fence: on X, under the exclusive hold of gw.fenced's advisory lock (it waits for X's
+ *   2. pre-copy: while X still takes the slots' writes, the slots' groups as one snapshot
+ *      of X has them: in one transaction on I, the rows of those keys already there
+ *      deleted (a move back), then each group's messages up to its last_mid M (and their
+ *      sends) copied; M and the group's last_cseq C kept (slots_copy.c). I serves none of
+ *      the slots until the bump: nobody sees these rows before the rest is there
+ *   3. fence: on X, under the exclusive hold of gw.fenced's advisory lock (it waits for X's
  *      writes under way), the slots go into gw.fence as 'moving': X refuses their writes
- *   3. copy: the slots' keys read on X; in one transaction on I, the rows of those keys
- *      already there deleted (a move back), the rows streamed from X, I's fences of the
- *      slots lifted; rows read and written counted per table
- *   4. bump: the map's next version gives I the slots, if the map is still the one read
- *   5. X's fences become 'gone'; after the grace (nodes whose map is behind still read X)
+ *   4. copy: the slots' keys read on X again; in one transaction on I, every other table
+ *      replaced in full, the messages' delta (above M, changed since: cseq > C, below the
+ *      first_mid of now gone), each table's rows counted at both ends, I's fences of the
+ *      slots lifted. The write pause is this step's length, no longer the slots' rows
+ *   5. bump: the map's next version gives I the slots, if the map is still the one read
+ *   6. X's fences become 'gone'; after the grace (nodes whose map is behind still read X)
  *      the rows left on X are deleted
- * Until the bump a failure undoes what was done (the fence lifted, the copy deleted), so
+ * Until the bump a failure undoes what was done (the fence lifted, the copies deleted), so
  * the slots are X's as before; after it the move stands and what is left is said.
  */
 #include "slots.h"
@@ -37,8 +43,11 @@ typedef struct run {
     const char *from_url, *to_url; /* borrowed from the map, or mv->new_url */
     char from_name[300], to_name[300];
     PGconn *x, *i;
-    sl_keyset moved; /* X's keys of the slots */
-    sl_keyset on_to; /* I's keys of the slots, and the moved ones: what I's copy replaces */
+    sl_keyset pre;   /* X's keys of the slots at the pre-copy */
+    sl_keyset moved; /* X's keys of the slots at the fence */
+    sl_keyset on_to; /* I's keys of the slots, the pre-copied and the moved ones: what I's
+                      * copies replace */
+    bool precopied;  /* I's pre-copy committed (or its answer lost) */
     bool fenced;     /* X's fence committed */
     bool copied;     /* I's copy committed */
     uint64_t fenced_at;
@@ -148,18 +157,63 @@ static int fence(PGconn *c, unsigned a, unsigned b, const char *state, char *why
     return rc;
 }
 
-static void log_counts(const sl_counts *n)
+static void log_counts(const char *step, const char *what, const sl_counts *n, bool all)
 {
-    char line[600];
+    char line[700];
     size_t len = 0;
     for (int t = 0; t < SL_TABLES; t++)
-        len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %" PRIu64, t ? ", " : "",
-                                sl_tables[t], n->read[t]);
-    sl_log("copy: rows read = rows written per table: %s", line);
+        if (all || n->read[t])
+            len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %" PRIu64,
+                                    len ? ", " : "", sl_tables[t], n->read[t]);
+    sl_log("%s: %s: %s", step, what, len ? line : "none");
 }
 
-/* Step 3. X's rows are read in one snapshot (REPEATABLE READ); I's side is one
- * transaction: nothing of it is seen before all of it is there. */
+/* Adds the keys of ks to on_to (what an undo deletes on I). */
+static int add_keys(sl_keyset *on_to, const sl_keyset *ks)
+{
+    int rc = ST_OK;
+    for (int k = 0; k < SL_KINDS && rc == ST_OK; k++)
+        for (size_t j = 0; j < ks->k[k].n && rc == ST_OK; j++)
+            rc = sl_keys_add(&on_to->k[k], ks->k[k].v[j]);
+    return rc;
+}
+
+/* Step 2. X's side is one snapshot (REPEATABLE READ), committed (its marks stay in the
+ * session for step 4); I's side one transaction. */
+static int precopy(run *r, char *why, size_t why_len)
+{
+    sl_move *mv = r->mv;
+    int rc = sl_keyset_list(r->x, mv->a, mv->b, &r->pre, why, why_len);
+    if (rc == ST_OK)
+        rc = sl_keyset_load(r->x, &r->pre, why, why_len);
+    if (rc == ST_OK)
+        rc = sl_keyset_list(r->i, mv->a, mv->b, &r->on_to, why, why_len);
+    size_t already = r->on_to.k[SL_GIDS].n + r->on_to.k[SL_UIDS].n + r->on_to.k[SL_TELLS].n;
+    if (rc == ST_OK)
+        rc = add_keys(&r->on_to, &r->pre);
+    if (rc != ST_OK)
+        return rc;
+    sl_log("pre-copy: %zu groups of the slots on shard %u, their messages as of now; %zu keys "
+           "of the slots already on shard %u (replaced)",
+           r->pre.k[SL_GIDS].n, r->from, already, mv->to);
+    if ((rc = sl_exec(r->x, "BEGIN ISOLATION LEVEL REPEATABLE READ", why, why_len)) == ST_OK &&
+        (rc = sl_pre_mark(r->x, why, why_len)) == ST_OK &&
+        (rc = sl_exec(r->i, "BEGIN", why, why_len)) == ST_OK &&
+        (rc = sl_keyset_load(r->i, &r->on_to, why, why_len)) == ST_OK &&
+        (rc = sl_pre_copy(r->x, r->i, &mv->pre, why, why_len)) == ST_OK) {
+        r->precopied = true;
+        if ((rc = sl_exec(r->i, "COMMIT", why, why_len)) == ST_OK)
+            rc = sl_exec(r->x, "COMMIT", why, why_len);
+    }
+    sl_rollback(r->x);
+    sl_rollback(r->i);
+    if (rc == ST_OK)
+        log_counts("pre-copy", "rows copied", &mv->pre, false);
+    return rc;
+}
+
+/* Step 4. X's rows are read in one snapshot (REPEATABLE READ) after the fence; I's side is
+ * one transaction: nothing of it is seen before all of it is there. */
 static int copy(run *r, char *why, size_t why_len)
 {
     sl_move *mv = r->mv;
@@ -167,37 +221,37 @@ static int copy(run *r, char *why, size_t why_len)
     if (rc == ST_OK)
         rc = sl_keyset_load(r->x, &r->moved, why, why_len);
     if (rc == ST_OK)
-        rc = sl_keyset_list(r->i, mv->a, mv->b, &r->on_to, why, why_len);
-    for (int k = 0; k < SL_KINDS && rc == ST_OK; k++)
-        for (size_t j = 0; j < r->moved.k[k].n && rc == ST_OK; j++)
-            rc = sl_keys_add(&r->on_to.k[k], r->moved.k[k].v[j]);
+        rc = add_keys(&r->on_to, &r->moved);
     if (rc != ST_OK)
         return rc;
     mv->groups = r->moved.k[SL_GIDS].n;
-    sl_log("copy: %zu groups, %zu users, %zu tells of the slots on shard %u; %zu keys of them "
-           "already on shard %u (replaced)",
-           r->moved.k[SL_GIDS].n, r->moved.k[SL_UIDS].n, r->moved.k[SL_TELLS].n, r->from,
-           r->on_to.k[SL_GIDS].n + r->on_to.k[SL_UIDS].n + r->on_to.k[SL_TELLS].n -
-               (r->moved.k[SL_GIDS].n + r->moved.k[SL_UIDS].n + r->moved.k[SL_TELLS].n),
-           mv->to);
+    sl_log("copy: %zu groups, %zu users, %zu tells of the slots on shard %u", r->moved.k[SL_GIDS].n,
+           r->moved.k[SL_UIDS].n, r->moved.k[SL_TELLS].n, r->from);
     char sql[200];
     snprintf(sql, sizeof(sql), "DELETE FROM gw.fence WHERE slot BETWEEN %u AND %u; COMMIT", mv->a,
              mv->b);
-    if ((rc = sl_exec(r->x, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", why, why_len)) ==
-            ST_OK &&
+    if ((rc = sl_exec(r->x, "BEGIN ISOLATION LEVEL REPEATABLE READ", why, why_len)) == ST_OK &&
         (rc = sl_exec(r->i, "BEGIN", why, why_len)) == ST_OK &&
         (rc = sl_keyset_load(r->i, &r->on_to, why, why_len)) == ST_OK &&
-        (rc = sl_copy_rows(r->x, r->i, &mv->counts, why, why_len)) == ST_OK &&
+        (rc = sl_delta_copy(r->x, r->i, &mv->counts, why, why_len)) == ST_OK &&
         (rc = sl_exec(r->i, sql, why, why_len)) == ST_OK)
         r->copied = true;
     sl_rollback(r->x);
     sl_rollback(r->i);
-    if (rc == ST_OK)
-        log_counts(&mv->counts);
+    if (rc != ST_OK)
+        return rc;
+    sl_log("copy: %" PRIu64 " groups' pre-copies stand, %" PRIu64 " of their messages changed "
+           "since%s",
+           mv->counts.groups_precopied, mv->counts.redone,
+           mv->counts.full_again ? "; messages or sends differed: copied again in full" : "");
+    log_counts("copy", "rows copied", &mv->counts, true);
+    sl_counts check = {0};
+    memcpy(check.read, mv->counts.source, sizeof(check.read));
+    log_counts("copy", "rows of the keys on both shards (checked equal)", &check, true);
     return rc;
 }
 
-/* Step 4, and what an answer other than yes means: the map read again says whether the
+/* Step 5, and what an answer other than yes means: the map read again says whether the
  * new version is there (a write whose answer was lost). */
 static int bump(run *r, bool *made, char *why, size_t why_len)
 {
@@ -230,7 +284,7 @@ static int bump(run *r, bool *made, char *why, size_t why_len)
     return v == v0 ? rc : ST_ESTALE;
 }
 
-/* Step 5: the fences 'gone' (X refuses the slots for good: a node whose map is behind is
+/* Step 6: the fences 'gone' (X refuses the slots for good: a node whose map is behind is
  * told to retry, and it soon has the new map), the grace, then X's rows of the slots
  * deleted in one transaction. A connection lost in the grace is made again. */
 static int finish(run *r, char *why, size_t why_len)
@@ -299,7 +353,7 @@ static void undo(run *r)
                     "writes: run `gw_slots unfence --map URL --slots %u-%u` (or the move again)",
                     mv->a, mv->b, r->from, why, mv->a, mv->b);
     }
-    if (r->copied) {
+    if (r->copied || r->precopied) {
         PGconn *c = usable(&r->i, r->to_url, why, sizeof(why));
         char sql[400];
         /* 'gone' again: a node whose map is far behind must not write the slots there. */
@@ -313,7 +367,7 @@ static void undo(run *r)
             rc = sl_exec(c, sql, why, sizeof(why));
         sl_rollback(c);
         if (rc == ST_OK)
-            sl_log("undo: the copy on shard %u is deleted", mv->to);
+            sl_log("undo: the copied rows on shard %u are deleted", mv->to);
         else
             sl_warn("undo FAILED: the rows copied to shard %u stay there (%s): unused, as the map "
                     "gives shard %u none of the slots; the next move of them there replaces them",
@@ -335,6 +389,16 @@ int sl_move_run(sl_move *mv, char *why, size_t why_len)
     if (rc == ST_OK && (rc = schema(r.from_url, r.from_name, &r.x, why, why_len)) == ST_OK &&
         (rc = schema(r.to_url, r.to_name, &r.i, why, why_len)) == ST_OK)
         sl_log("schema: both shards at version 9 or later");
+    if (rc == ST_OK && (rc = precopy(&r, why, why_len)) == ST_OK) {
+        sl_log("pre-copy: committed on shard %u", mv->to);
+        /* A test's window between the phases (tests/store/test_slots.c). */
+        const char *wait = getenv("GW_SLOTS_TEST_PAUSE_MS");
+        if (wait && atoi(wait) > 0) {
+            sl_log("test: %d ms before the fence", atoi(wait));
+            struct timespec t = {atoi(wait) / 1000, (long)(atoi(wait) % 1000) * 1000000};
+            nanosleep(&t, NULL);
+        }
+    }
     if (rc == ST_OK && (rc = fence(r.x, mv->a, mv->b, "moving", why, why_len)) == ST_OK) {
         r.fenced = true;
         r.fenced_at = sl_ms();
@@ -366,12 +430,13 @@ int sl_move_run(sl_move *mv, char *why, size_t why_len)
                 "%u; run the same move again (it takes them over), or `gw_slots unfence`",
                 why, mv->a, mv->b, r.from, mv->to);
         snprintf(why, why_len, "the map changed under the move: run it again");
-    } else if (rc != ST_OK && (r.fenced || r.copied)) {
+    } else if (rc != ST_OK && (r.fenced || r.precopied || r.copied)) {
         sl_warn("failed: %s: undoing", why);
         undo(&r);
     }
     PQfinish(r.x);
     PQfinish(r.i);
+    sl_keyset_release(&r.pre);
     sl_keyset_release(&r.moved);
     sl_keyset_release(&r.on_to);
     st_slot_map_free(r.map);
