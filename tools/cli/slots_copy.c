@@ -140,7 +140,8 @@ int sl_keyset_load(PGconn *c, const sl_keyset *ks, char *why, size_t why_len)
                      "CREATE TEMP TABLE IF NOT EXISTS sl_gids (k text COLLATE \"C\");"
                      "CREATE TEMP TABLE IF NOT EXISTS sl_uids (k text COLLATE \"C\");"
                      "CREATE TEMP TABLE IF NOT EXISTS sl_tells (k text COLLATE \"C\");"
-                     "TRUNCATE sl_gids, sl_uids, sl_tells",
+                     /* DELETE, not TRUNCATE: a new file for a small table costs more. */
+                     "DELETE FROM sl_gids; DELETE FROM sl_uids; DELETE FROM sl_tells",
                      why, why_len);
     for (int k = 0; k < SL_KINDS && rc == ST_OK; k++) {
         char sql[80];
@@ -294,21 +295,24 @@ int sl_copy_rows(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_l
 enum { T_MSGS = 2, T_SENDS = 3 };
 
 /* Per pre-copied group (on both ends): its last_mid M and last_cseq C as pre-copied, its
- * created_ms (a group deleted and made again is not the one pre-copied) and its first_mid
- * as the source has it at the fence. sl_redo: its messages changed since (cseq > C). */
+ * created_ms (a group deleted and made again is not the one pre-copied), its first_mid
+ * then and as the source has it at the fence. sl_redo: its messages changed since
+ * (cseq > C). sl_new: the keys of sl_gids not pre-copied. */
 #define MARK_TABLES                                                                                \
     "CREATE TEMP TABLE IF NOT EXISTS sl_pre (k text COLLATE \"C\", last_mid int8,"                 \
-    " last_cseq int8, created_ms int8, first_now int8);"                                           \
+    " last_cseq int8, created_ms int8, first_pre int8, first_now int8);"                           \
     "CREATE TEMP TABLE IF NOT EXISTS sl_redo (gid text COLLATE \"C\", mid int8);"                  \
-    "TRUNCATE sl_redo"
+    "CREATE TEMP TABLE IF NOT EXISTS sl_new (k text COLLATE \"C\");"                               \
+    "DELETE FROM sl_redo; DELETE FROM sl_new"
 
 int sl_pre_mark(PGconn *from, char *why, size_t why_len)
 {
     return sl_exec(from,
-                   MARK_TABLES "; TRUNCATE sl_pre;"
-                               "INSERT INTO sl_pre SELECT gid, last_mid, last_cseq, created_ms,"
-                               " first_mid FROM gw.groups WHERE gid IN (SELECT k FROM sl_gids);"
-                               "ANALYZE sl_pre",
+                   MARK_TABLES
+                   "; DELETE FROM sl_pre;"
+                   "INSERT INTO sl_pre SELECT gid, last_mid, last_cseq, created_ms, first_mid,"
+                   " first_mid FROM gw.groups WHERE gid IN (SELECT k FROM sl_gids);"
+                   "ANALYZE sl_pre",
                    why, why_len);
 }
 
@@ -327,8 +331,8 @@ int sl_pre_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_le
     return rc;
 }
 
-/* The rows per table of the keys loaded on c (one statement). */
-static int count_rows(PGconn *c, uint64_t out[SL_TABLES], char *why, size_t why_len)
+/* The rows per table of the keys loaded on c (one statement), sent. */
+static int count_send(PGconn *c, char *why, size_t why_len)
 {
     char sql[1500];
     size_t len = (size_t)snprintf(sql, sizeof(sql), "SELECT ");
@@ -337,28 +341,49 @@ static int count_rows(PGconn *c, uint64_t out[SL_TABLES], char *why, size_t why_
                                 "%s(SELECT count(*) FROM gw.%s WHERE %s IN (SELECT k FROM %s))",
                                 t ? ", " : "", sl_tables[t], table_key[t].key,
                                 temp_table[table_key[t].kind]);
-    PGresult *r = PQexec(c, sql);
-    if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        snprintf(why, why_len, "counting the rows: %s",
-                 r ? PQresultErrorMessage(r) : PQerrorMessage(c));
-        why[strcspn(why, "\n")] = 0;
+    if (PQsendQuery(c, sql))
+        return ST_OK;
+    snprintf(why, why_len, "counting the rows: %s", PQerrorMessage(c));
+    why[strcspn(why, "\n")] = 0;
+    return ST_EIO;
+}
+
+/* ... and its answer (every result taken: the connection is idle after). */
+static int count_take(PGconn *c, uint64_t out[SL_TABLES], char *why, size_t why_len)
+{
+    int rc = ST_EIO;
+    PGresult *r;
+    while ((r = PQgetResult(c))) {
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+            PQnfields(r) == SL_TABLES) {
+            for (int t = 0; t < SL_TABLES; t++)
+                out[t] = strtoull(PQgetvalue(r, 0, t), NULL, 10);
+            rc = ST_OK;
+        } else {
+            snprintf(why, why_len, "counting the rows: %s", PQresultErrorMessage(r));
+            why[strcspn(why, "\n")] = 0;
+        }
         PQclear(r);
-        return ST_EIO;
     }
-    for (int t = 0; t < SL_TABLES; t++)
-        out[t] = strtoull(PQgetvalue(r, 0, t), NULL, 10);
-    PQclear(r);
-    return ST_OK;
+    if (rc != ST_OK && !*why)
+        snprintf(why, why_len, "counting the rows: %s", PQerrorMessage(c));
+    return rc;
 }
 
 /* The source's rows per table against the destination's (the keys loaded at each end):
  * the first table that differs in *bad (-1: none). */
 static int compare(PGconn *from, PGconn *to, sl_counts *n, int *bad, char *why, size_t why_len)
 {
+    /* Both ends at once: each counts every row of the keys. */
     uint64_t there[SL_TABLES];
-    int rc = count_rows(from, n->source, why, why_len);
-    if (rc == ST_OK)
-        rc = count_rows(to, there, why, why_len);
+    int rc = count_send(from, why, why_len);
+    if (rc == ST_OK && (rc = count_send(to, why, why_len)) != ST_OK)
+        count_take(from, n->source, why, why_len);
+    if (rc == ST_OK) {
+        int a = count_take(from, n->source, why, why_len);
+        int b = count_take(to, there, why, why_len);
+        rc = a != ST_OK ? a : b;
+    }
     *bad = -1;
     for (int t = 0; t < SL_TABLES && rc == ST_OK && *bad < 0; t++)
         if (n->source[t] != there[t]) {
@@ -378,23 +403,26 @@ static const char *const delta_mark_sql = MARK_TABLES
     ";"
     "DELETE FROM sl_pre p WHERE p.k NOT IN (SELECT k FROM sl_gids) OR NOT EXISTS (SELECT 1"
     " FROM gw.groups g WHERE g.gid = p.k AND g.created_ms = p.created_ms);"
-    "UPDATE sl_pre p SET first_now = g.first_mid FROM gw.groups g WHERE g.gid = p.k;"
+    "UPDATE sl_pre p SET first_now = g.first_mid FROM gw.groups g WHERE g.gid = p.k"
+    " AND g.first_mid <> p.first_now;"
+    "INSERT INTO sl_new SELECT k FROM sl_gids EXCEPT SELECT k FROM sl_pre;"
     "INSERT INTO sl_redo SELECT x.gid, x.mid FROM sl_pre p JOIN gw.msgs x ON x.gid = p.k"
     " AND x.cseq > 0 AND x.cseq > p.last_cseq AND x.mid <= p.last_mid;"
-    "ANALYZE sl_pre, sl_redo";
+    "ANALYZE sl_pre, sl_redo, sl_new";
 
 /* The destination's rows that the delta replaces: all of groups not pre-copied, and of
- * pre-copied ones those above M, below the first_mid of now (a trim) and changed. */
+ * pre-copied ones those below the first_mid of now (a trim) and those changed. None above
+ * M: nobody writes the destination's rows of the slots but the move (and the count
+ * would say so). */
 static const char *const delta_delete_sql[] = {
-    "DELETE FROM gw.%s x WHERE x.gid IN (SELECT k FROM sl_gids)"
-    " AND x.gid NOT IN (SELECT k FROM sl_pre)",
-    "DELETE FROM gw.%s x USING sl_pre p WHERE x.gid = p.k AND x.mid > p.last_mid",
-    "DELETE FROM gw.%s x USING sl_pre p WHERE x.gid = p.k AND x.mid < p.first_now",
+    "DELETE FROM gw.%s x USING sl_new n WHERE x.gid = n.k",
+    "DELETE FROM gw.%s x USING sl_pre p WHERE p.first_now > p.first_pre AND x.gid = p.k"
+    " AND x.mid < p.first_now",
     "DELETE FROM gw.%s x USING sl_redo r WHERE x.gid = r.gid AND x.mid = r.mid",
 };
 /* ... and the source's rows that replace them. */
 static const char *const delta_rows_sql[] = {
-    "gw.%s x WHERE x.gid IN (SELECT k FROM sl_gids) AND x.gid NOT IN (SELECT k FROM sl_pre)",
+    "gw.%s x JOIN sl_new n ON n.k = x.gid",
     "gw.%s x JOIN sl_pre p ON p.k = x.gid AND x.mid > p.last_mid",
     "gw.%s x JOIN sl_redo r ON r.gid = x.gid AND r.mid = x.mid",
 };
@@ -405,17 +433,22 @@ int sl_delta_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_
     uint64_t marks[2] = {0}, unused[2] = {0};
     int rc = sl_exec(from, delta_mark_sql, why, why_len);
     if (rc == ST_OK)
-        rc = sl_exec(to, MARK_TABLES "; TRUNCATE sl_pre", why, why_len);
+        rc = sl_exec(to, MARK_TABLES "; DELETE FROM sl_pre", why, why_len);
     if (rc == ST_OK)
         rc = stream(from, to, "sl_pre",
-                    "COPY (SELECT k, last_mid, last_cseq, created_ms, first_now FROM sl_pre)"
-                    " TO STDOUT (FORMAT binary)",
+                    "COPY (SELECT k, last_mid, last_cseq, created_ms, first_pre, first_now"
+                    " FROM sl_pre) TO STDOUT (FORMAT binary)",
                     "COPY sl_pre FROM STDIN (FORMAT binary)", &marks[0], &unused[0], why, why_len);
+    if (rc == ST_OK)
+        /* I's own: its keys loaded are those of every copy to it (a group pre-copied and
+         * deleted since among them). */
+        rc = sl_exec(to, "INSERT INTO sl_new SELECT k FROM sl_gids EXCEPT SELECT k FROM sl_pre",
+                     why, why_len);
     if (rc == ST_OK)
         rc = stream(from, to, "sl_redo", "COPY sl_redo TO STDOUT (FORMAT binary)",
                     "COPY sl_redo FROM STDIN (FORMAT binary)", &marks[1], &unused[1], why, why_len);
     if (rc == ST_OK)
-        rc = sl_exec(to, "ANALYZE sl_pre, sl_redo", why, why_len);
+        rc = sl_exec(to, "ANALYZE sl_pre, sl_redo, sl_new", why, why_len);
     n->groups_precopied = marks[0];
     n->redone = marks[1];
     /* Everything but the messages again in full; the messages' delta. */
