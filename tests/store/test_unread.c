@@ -355,7 +355,7 @@ Test(unread, a_store_from_before_marks_its_groups_swept)
     }
     s = open_unread(dir);
     if (pgfx_on())
-        cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 8);
+        cr_assert_eq(pgfx_scalar(dir, "SELECT max(version) FROM gw.schema_version"), 9);
     uint64_t last = 0;
     cr_assert_eq(st_read_last_mid(s, st_id_str("old"), &last), 0);
     cr_assert_eq(last, 4, "the messages are kept");
