@@ -35,6 +35,14 @@ char *pgfx_shards_new(unsigned k);
         if (pgfx_sharded())                                                                        \
             cr_skip_test("one database's own tables or feed: not in the sharded pass");            \
     } while (0)
+/* For the shards' own tests (they make their maps): PostgreSQL only, and not again in the
+ * sharded pass, which runs the suites over maps of its own. */
+#define PGFX_OWN_SHARDS()                                                                          \
+    do {                                                                                           \
+        pgfx_need(PGFX_ONLY);                                                                      \
+        if (pgfx_sharded())                                                                        \
+            cr_skip_test("the shards' own tests ran in the PostgreSQL pass");                      \
+    } while (0)
 /* Drops a database made by pgfx_db_new (its sessions are ended first). */
 void pgfx_db_drop(const char *url);
 

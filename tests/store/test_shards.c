@@ -114,7 +114,7 @@ static void await_version(st_store *s, uint64_t v)
 
 Test(shards, each_group_lives_whole_on_its_slots_shard, .timeout = 60)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     st_store *s = fx_open(url, true);
     cr_assert_str_eq(st_backend_name(s), "postgres");
@@ -153,7 +153,7 @@ Test(shards, each_group_lives_whole_on_its_slots_shard, .timeout = 60)
 
 Test(shards, a_users_groups_acks_and_last_seen_come_from_every_shard, .timeout = 60)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     st_store *s = fx_open(url, true);
     enum { N = 50 };
@@ -207,7 +207,7 @@ Test(shards, a_users_groups_acks_and_last_seen_come_from_every_shard, .timeout =
  * shards' groups merged in gid order: each group once, whatever the page size. */
 Test(shards, a_pass_over_every_group_sees_each_once, .timeout = 60)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     st_store *s = fx_open(url, true);
     uint64_t t0 = (uint64_t)time(NULL) * 1000 - 1000;
@@ -256,7 +256,7 @@ Test(shards, a_pass_over_every_group_sees_each_once, .timeout = 60)
 
 Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     pgfx_server one;
     pgfx_server_start(&one);
     char *db0 = pgfx_db_new(), *db1 = pgfx_server_db_new(&one);
@@ -321,7 +321,7 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
 
 Test(shards, the_map_is_watched_and_only_moves_forward, .timeout = 60)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     st_store *s = fx_open(url, true);
     char u0[900], u1[900], text[2400];
@@ -400,7 +400,7 @@ Test(shards, a_malformed_map_is_refused_with_its_line)
  * compare-and-swap the tools use. One etcd member of the test's own. */
 Test(shards, the_map_in_etcd_is_read_watched_and_swapped, .timeout = 90)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     char *dir = local_dir();
     FILE *p = popen(GW_SOURCE_DIR "/tools/pg_server.sh free-port", "r");
@@ -467,7 +467,7 @@ Test(shards, the_map_in_etcd_is_read_watched_and_swapped, .timeout = 90)
  * taken again. */
 Test(shards, a_fenced_slot_refuses_its_writes_until_the_fence_goes, .timeout = 60)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     st_store *s = fx_open(url, true);
     char gf[32], go[32], sql[200];
@@ -538,7 +538,7 @@ Test(shards, a_fenced_slot_refuses_its_writes_until_the_fence_goes, .timeout = 6
 
 Test(shards, two_nodes_hear_each_other_on_every_shard, .timeout = 60)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     static fx_heard h = FX_HEARD_INIT(FX_KIND(ST_CH_MSG));
     char *url = pgfx_shards_new(2);
     st_store *b = fx_open_listening(url, &h, "shards-b");

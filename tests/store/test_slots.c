@@ -42,7 +42,7 @@ TestSuite(slots, .fini = slots_fini);
 /* A map of two shards and a store over it. */
 static void start(void)
 {
-    pgfx_need(PGFX_ONLY);
+    PGFX_OWN_SHARDS();
     map = pgfx_shards_new(2);
     st_options o;
     st_options_init(&o);
