@@ -38,16 +38,16 @@ bench_init
 dirs=()
 trap 'bench_cleanup; for d in "${dirs[@]}"; do "$pg" shards-down "$d" >/dev/null 2>&1 || true; rm -rf "$d"; done' EXIT
 
-# shards_up K: K servers of their own; prints the store URL (a plain URL for K = 0).
+# shards_up K: K servers of their own; SH_URL is the store URL (a plain URL for K = 0).
 shards_up() {
   local d
   d=$(mktemp -d /tmp/gw-bench-shards-XXXXXX)
   dirs+=("$d")
   if [ "$1" = 0 ]; then
     "$pg" shards-up "$d" 1 >/dev/null
-    sed -n 's/^shard 0 //p' "$d/slots.map"
+    SH_URL=$(sed -n 's/^shard 0 //p' "$d/slots.map")
   else
-    "$pg" shards-up "$d" "$1"
+    SH_URL=$("$pg" shards-up "$d" "$1")
   fi
 }
 shards_down() {
@@ -75,7 +75,8 @@ w2() {
     local rate=() gwc=() dbc=() all=()
     for ((r = 0; r < runs; r++)); do
       local url out d0 d1 n
-      url=$(shards_up "$k")
+      shards_up "$k"
+      url=$SH_URL
       BENCH_STORE_URL=$url start_gw "w2s$k"
       timeout 600 "$load" --json --url "ws://127.0.0.1:$SRV_PORT/ws" --sessions 0 --senders 64 \
         --own-groups --window 1 --seconds 2 --sources 2 >/dev/null 2>&1 || true # warm
@@ -111,7 +112,8 @@ welcome() {
     local p50=() p99=() one=() many=() sc=() dc=()
     for ((r = 0; r < runs; r++)); do
       local url out
-      url=$(shards_up "$k")
+      shards_up "$k"
+      url=$SH_URL
       out=$(timeout 600 "$root/build/tools/shards_bench" --store "$url" --groups 200 --reads 2000 \
         --threads 8 2>&1 | grep '^{' | tail -1 || true)
       shards_down
