@@ -485,7 +485,7 @@ Test(slots, changes_between_the_pre_copy_and_the_fence_move_too, .timeout = 120)
             snprintf(fresh, sizeof(fresh), "%s", id);
     }
 
-    setenv("GW_SLOTS_TEST_PAUSE_MS", "2000", 1);
+    setenv("GW_SLOTS_TEST_PAUSE_MS", "6000", 1); /* room for the changes on a loaded machine */
     char cmd[1500];
     snprintf(cmd, sizeof(cmd), "%s move --map %s --slots 0-2046 --to 1 --grace-ms 300 2>&1",
              GW_SLOTS_BINARY, map);
@@ -517,9 +517,10 @@ Test(slots, changes_between_the_pre_copy_and_the_fence_move_too, .timeout = 120)
     st_op del = {.kind = ST_OP_DELETE_GROUP, .gid = st_id_str(reborn)};
     fx_submit_wait(s, &del);
     cr_assert_eq(del.result, 0);
+    st_list_free(del.list); /* its members: the caller's */
     fx_join(s, reborn, "u3");
     cr_assert_eq(fx_append(s, reborn, "u3", "reborn-1"), 1);
-    cr_assert_lt(tclock_since(t0), 1500, "the changes took longer than gw_slots waits");
+    cr_assert_lt(tclock_since(t0), 5000, "the changes took longer than gw_slots waits");
     char *before[12], *fresh_before = group_text(fresh);
     for (int g = 0; g < 12; g++)
         before[g] = group_text(gid[g]);
