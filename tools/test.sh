@@ -33,6 +33,10 @@ trap 'rm -rf "$work"' EXIT
 export TMPDIR="$work"
 
 passed=0 failed=0 status=0
+# What failed, one line each, printed again just above the last line: a long run's log is
+# often read from its end only.
+failures=""
+failure() { failures+="tests: FAILED: $*"$'\n'; }
 # A section's heading, with when it began (seconds into the run): where the time goes.
 section() { echo "== $1 (at ${SECONDS} s)"; }
 # One Criterion binary: its output, its summary line parsed into the counts. JOBS tests
@@ -47,9 +51,14 @@ run_bin() { # NAME BIN [ARGS...]
   line=$(grep -E 'Synthesis: Tested: [0-9]+' "$log" | tail -n 1)
   if [ -z "$line" ]; then
     echo "tests: $name printed no summary (exit $rc)"
+    failure "$name printed no summary (exit $rc)"
     failed=$((failed + 1)); status=1
     return
   fi
+  # Criterion's failed tests, with the place of each failed assertion, crash or timeout.
+  local t
+  while IFS= read -r t; do failure "$name: $t"; done \
+    < <(grep -E '^\[FAIL\]|^\[----\] .*(: CRASH|Timed out|\.c:[0-9]+: )' "$log" | head -n 40)
   local p f c
   p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$line")
   f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
@@ -59,6 +68,7 @@ run_bin() { # NAME BIN [ARGS...]
   # so the last line never reads "0 failed" on a run that fails.
   if [ "$rc" -ne 0 ] && [ $((f + c)) -eq 0 ]; then
     echo "tests: $name exited $rc with every test passing (an error logged above?)"
+    failure "$name exited $rc with every test passing"
     failed=$((failed + 1))
   fi
   [ "$rc" -eq 0 ] || status=1
@@ -68,6 +78,7 @@ run_bin() { # NAME BIN [ARGS...]
   # for them: any one fails the run.
   if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:|gateway did not stop cleanly' "$log"; then
     echo "tests: $name: a sanitizer report or an unclean gateway exit above"
+    failure "$name: a sanitizer report or an unclean gateway exit"
     failed=$((failed + 1)); status=1
   fi
 }
@@ -80,9 +91,16 @@ count_summary() { # NAME LOG RC PASS_SED FAIL_SED
   f=$(sed -nE "$5" "$log" | tail -n 1)
   if [ -z "$p" ] || [ -z "$f" ]; then
     echo "tests: $name printed no summary (exit $rc)"
+    failure "$name printed no summary (exit $rc)"
     failed=$((failed + 1)); status=1
   else
     passed=$((passed + p)); failed=$((failed + f))
+    # TAP names its failures (not ok N - ...); the others' own lines above say which.
+    if [ "$f" -gt 0 ]; then
+      local t
+      while IFS= read -r t; do failure "$name: $t"; done < <(grep -E '^not ok' "$log")
+      grep -qE '^not ok' "$log" || failure "$name: $f failed (see its lines above)"
+    fi
     [ "$rc" -eq 0 ] || status=1
   fi
 }
@@ -90,13 +108,13 @@ count_summary() { # NAME LOG RC PASS_SED FAIL_SED
 # The style: every tracked C file as .clang-format says (tools/format.sh applies it).
 section "format"
 # One test: passes when no file differs.
-if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+if "$root/tools/format.sh" --check; then passed=$((passed + 1)); else failure format; failed=$((failed + 1)); status=1; fi
 # The layering of gateway/, store/ and tools/ checked on a build, from the gw_folder
 # declarations (FACE, DEPENDS): no call into a folder not linked (above or beside), loops
 # inside one folder of at most 4 files, includes of own folder and linked faces only;
 # figures per tree; --graph (tools/layers.py).
 section "layers"
-if python3 "$root/tools/layers.py" "$root/build"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+if python3 "$root/tools/layers.py" "$root/build"; then passed=$((passed + 1)); else failure layers; failed=$((failed + 1)); status=1; fi
 
 # tools/setup.sh on the machines CI is not: one with none of its packages, some, all,
 # and one where apt-get fails (stand-ins for dpkg-query, apt-get and npm on the PATH).
@@ -164,6 +182,7 @@ if GW_TEST_PG=$("$root/tools/pg_server.sh" start "$pgdir"); then
   unset GW_TEST_STORE
 else
   echo "tests: could not start PostgreSQL for the suite's second pass"
+  failure "could not start PostgreSQL for the suite's second pass"
   failed=$((failed + 1)); status=1
 fi
 # What ran beside them: its "doc-examples: N ran, N passed, N failed, N skipped" line
@@ -242,6 +261,7 @@ count_summary tools/fuzz.sh "$work/fuzz.log" "${PIPESTATUS[0]}" \
   's/^fuzz: ([0-9]+) passed, [0-9]+ failed$/\1/p' 's/^fuzz: [0-9]+ passed, ([0-9]+) failed$/\1/p'
 
 [ "$failed" -eq 0 ] || status=1
+printf '%s' "$failures"
 echo "tests: the run took ${SECONDS} s"
 echo "tests: $passed passed, $failed failed"
 exit $status
