@@ -202,27 +202,36 @@ static json_t *post(const char *host, const char *path, const char *req, char *w
     return j;
 }
 
-/* Asks the members in turn, the one that answered last first: the first answer. */
-static json_t *ask(sh_source *s, const char *path, const char *req, char *why, size_t why_len)
+/* Asks the members in turn, the one that answered last first, with req (taken: freed
+ * here; NULL when building it ran out of memory): the first answer, or NULL with why. */
+static json_t *ask(sh_source *s, const char *path, json_t *req, char *why, size_t why_len)
 {
-    for (unsigned i = 0; i < s->n_hosts; i++) {
+    char *msg = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    json_t *j = NULL;
+    if (!msg)
+        snprintf(why, why_len, "slot map: out of memory");
+    for (unsigned i = 0; msg && !j && i < s->n_hosts; i++) {
         unsigned m = (s->next + i) % s->n_hosts;
-        json_t *j = post(s->hosts[m], path, req, why, why_len);
-        if (j) {
+        if ((j = post(s->hosts[m], path, msg, why, why_len)))
             s->next = m;
-            return j;
-        }
     }
-    return NULL;
+    free(msg);
+    return j;
+}
+
+/* A json_pack string of bytes in base64 (jansson's "s" refuses NULL: a failed b64 fails
+ * the pack). */
+static char *b64s(const char *text)
+{
+    return b64((const unsigned char *)text, strlen(text));
 }
 
 static int read_etcd(sh_source *s, char **text, size_t *n, char *why, size_t why_len)
 {
-    char *k = b64((const unsigned char *)s->key, strlen(s->key));
-    json_t *req = k ? json_pack("{ss}", "key", k) : NULL;
-    char *msg = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    json_t *j = msg ? ask(s, "/v3/kv/range", msg, why, why_len) : NULL;
-    int rc = msg ? ST_EIO : ST_ENOMEM;
+    char *k = b64s(s->key);
+    json_t *j = ask(s, "/v3/kv/range", json_pack("{ss}", "key", k), why, why_len);
+    int rc = ST_EIO;
     if (j) {
         json_t *kvs = json_object_get(j, "kvs");
         json_t *v = json_object_get(json_array_get(kvs, 0), "value");
@@ -234,32 +243,26 @@ static int read_etcd(sh_source *s, char **text, size_t *n, char *why, size_t why
             rc = ST_OK;
     }
     json_decref(j);
-    free(msg);
-    json_decref(req);
     free(k);
     return rc;
 }
 
+/* A transaction: the new text is put only if the value is still old. */
 static int swap_etcd(sh_source *s, const char *old, const char *text, char *why, size_t why_len)
 {
-    char *k = b64((const unsigned char *)s->key, strlen(s->key));
-    char *o = b64((const unsigned char *)old, strlen(old));
-    char *t = b64((const unsigned char *)text, strlen(text));
-    json_t *req = k && o && t ? json_pack("{s[{ssssssss}]s[{s{ssss}}]}", "compare", "key", k,
-                                          "target", "VALUE", "result", "EQUAL", "value", o,
-                                          "success", "requestPut", "key", k, "value", t)
-                              : NULL;
-    char *msg = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    json_t *j = msg ? ask(s, "/v3/kv/txn", msg, why, why_len) : NULL;
-    int rc = msg ? ST_EIO : ST_ENOMEM;
+    char *k = b64s(s->key), *o = b64s(old), *t = b64s(text);
+    json_t *j =
+        ask(s, "/v3/kv/txn",
+            json_pack("{s[{ssssssss}]s[{s{ssss}}]}", "compare", "key", k, "target", "VALUE",
+                      "result", "EQUAL", "value", o, "success", "requestPut", "key", k, "value", t),
+            why, why_len);
+    int rc = ST_EIO;
     if (j) {
         rc = json_is_true(json_object_get(j, "succeeded")) ? ST_OK : ST_ESTALE;
         if (rc == ST_ESTALE)
             snprintf(why, why_len, "slot map: etcd's %s changed since it was read", s->key);
     }
     json_decref(j);
-    free(msg);
-    json_decref(req);
     free(k);
     free(o);
     free(t);

@@ -5,12 +5,12 @@
  * must then stop cleanly. No figure is asserted beyond its presence: those are measured
  * by tools/bench/attacks.sh. */
 #include "gwfx.h"
+#include "trun.h"
 
 #include <criterion/criterion.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 
 static gwfx f;
 
@@ -22,18 +22,13 @@ static void teardown(void)
 /* Runs gw_attack ATTACK with options against f; its whole output in out. */
 static void run_attack(const char *attack, const char *opts, char *out, size_t cap)
 {
-    char bin[512], dirbuf[512], cmd[1400];
+    char bin[512], dirbuf[512];
     snprintf(dirbuf, sizeof(dirbuf), "%s", GW_BINARY);
     snprintf(bin, sizeof(bin), "%s/tools/gw_attack", dirname(dirbuf));
-    snprintf(cmd, sizeof(cmd), "GW_SECRET=%s %s --url %s --server-pid %d --row %s %s 2>&1",
-             GWFX_SECRET, bin, f.url, (int)f.pid, opts, attack);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
+    int rc = trun(out, cap, "GW_SECRET=%s %s --url %s --server-pid %d --row %s %s 2>&1",
+                  GWFX_SECRET, bin, f.url, (int)f.pid, opts, attack);
     cr_log_info("gw_attack %s:\n%s", attack, out);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gw_attack %s failed:\n%s", attack, out);
+    cr_assert_eq(rc, 0, "gw_attack %s failed:\n%s", attack, out);
     char head[64];
     snprintf(head, sizeof(head), "attack %s\n", attack);
     cr_assert(strstr(out, head), "no report:\n%s", out);

@@ -9,12 +9,12 @@
  */
 #include "gwfx.h"
 #include "pgfx.h"
+#include "trun.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,20 +193,14 @@ Test(database, a_second_gateway_on_a_data_folder_in_use_says_so_and_what_to_do, 
 {
     gwfx_rocksdb_only("RocksDB keeps its folder to one process; PostgreSQL takes many gateways");
     gwfx_start(&fa, NULL);
-    char data[300], cmd[1200];
+    char data[300], out[4096];
     snprintf(data, sizeof(data), "%s/data", fa.dir);
     /* timeout: were it to start, it would run on. */
-    snprintf(cmd, sizeof(cmd),
-             "GW_SECRET=%s timeout 20 %s --listen 127.0.0.1 --port 0 --data %s --insecure "
-             "--log-level 3 2>&1",
-             GWFX_SECRET, GW_BINARY, data);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    char out[4096];
-    size_t n = fread(out, 1, sizeof(out) - 1, p);
-    out[n] = 0;
-    int status = pclose(p);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "exits 1 (%d): %s", status, out);
+    int rc = trun(out, sizeof(out),
+                  "GW_SECRET=%s timeout 20 %s --listen 127.0.0.1 --port 0 --data %s --insecure "
+                  "--log-level 3 2>&1",
+                  GWFX_SECRET, GW_BINARY, data);
+    cr_assert_eq(rc, 1, "exits 1 (%d): %s", rc, out);
     char holder[32];
     snprintf(holder, sizeof(holder), "process %d ", (int)fa.pid);
     cr_assert(strstr(out, "in use by another gateway") && strstr(out, holder),

@@ -6,6 +6,7 @@
 #include "gwfx.h"
 #include "pgfx.h"
 #include "store.h"
+#include "trun.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static gwfx f;
@@ -238,13 +238,7 @@ Test(ops, no_demo_login_unless_asked, .fini = teardown)
 /* Runs gw with args; returns its exit code and what it printed on stderr. */
 static int run_gw(const char *args, char *err, size_t n)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1 >/dev/null", GW_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    size_t got = fread(err, 1, n - 1, p);
-    err[got] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return trun(err, n, "%s %s 2>&1 >/dev/null", GW_BINARY, args);
 }
 
 Test(ops, bad_flags_are_refused_with_a_reason)

@@ -110,13 +110,21 @@ static void await_version(st_store *s, uint64_t v)
     cr_assert_eq(stats_of(s).map_version, v, "the map's version %llu taken", (unsigned long long)v);
 }
 
+/* Most tests' start: 2 databases of the suite's server under a map that splits the slots
+ * in halves (pgfx_shards_new), and a store over them; *url is the map's (malloc'd). */
+static st_store *two_shards(char **url)
+{
+    PGFX_OWN_SHARDS();
+    *url = pgfx_shards_new(2);
+    return fx_open(*url, true);
+}
+
 /* ---- where rows live ----------------------------------------------------------------- */
 
 Test(shards, each_group_lives_whole_on_its_slots_shard, .timeout = 60)
 {
-    PGFX_OWN_SHARDS();
-    char *url = pgfx_shards_new(2);
-    st_store *s = fx_open(url, true);
+    char *url;
+    st_store *s = two_shards(&url);
     cr_assert_str_eq(st_backend_name(s), "postgres");
     unsigned on[2] = {0, 0};
     for (int i = 0; i < 40; i++) {
@@ -153,9 +161,8 @@ Test(shards, each_group_lives_whole_on_its_slots_shard, .timeout = 60)
 
 Test(shards, a_users_groups_acks_and_last_seen_come_from_every_shard, .timeout = 60)
 {
-    PGFX_OWN_SHARDS();
-    char *url = pgfx_shards_new(2);
-    st_store *s = fx_open(url, true);
+    char *url;
+    st_store *s = two_shards(&url);
     enum { N = 50 };
     static char gids[N][32];
     st_ack acks[N];
@@ -207,9 +214,8 @@ Test(shards, a_users_groups_acks_and_last_seen_come_from_every_shard, .timeout =
  * shards' groups merged in gid order: each group once, whatever the page size. */
 Test(shards, a_pass_over_every_group_sees_each_once, .timeout = 60)
 {
-    PGFX_OWN_SHARDS();
-    char *url = pgfx_shards_new(2);
-    st_store *s = fx_open(url, true);
+    char *url;
+    st_store *s = two_shards(&url);
     uint64_t t0 = (uint64_t)time(NULL) * 1000 - 1000;
     enum { N = 23 };
     for (int i = 0; i < N; i++) {
@@ -321,9 +327,8 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
 
 Test(shards, the_map_is_watched_and_only_moves_forward, .timeout = 60)
 {
-    PGFX_OWN_SHARDS();
-    char *url = pgfx_shards_new(2);
-    st_store *s = fx_open(url, true);
+    char *url;
+    st_store *s = two_shards(&url);
     char u0[900], u1[900], text[2400];
     snprintf(u0, sizeof(u0), "%s", shard_url(url, 0));
     snprintf(u1, sizeof(u1), "%s", shard_url(url, 1));
@@ -467,9 +472,8 @@ Test(shards, the_map_in_etcd_is_read_watched_and_swapped, .timeout = 90)
  * taken again. */
 Test(shards, a_fenced_slot_refuses_its_writes_until_the_fence_goes, .timeout = 60)
 {
-    PGFX_OWN_SHARDS();
-    char *url = pgfx_shards_new(2);
-    st_store *s = fx_open(url, true);
+    char *url;
+    st_store *s = two_shards(&url);
     char gf[32], go[32], sql[200];
     gid_in(0, "f", 0, gf, sizeof(gf));
     for (int i = 0;; i++) { /* another group of shard 0, of another slot */

@@ -8,6 +8,7 @@
 #include "fixture.h"
 #include "pgfx.h"
 #include "tclock.h"
+#include "trun.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -59,19 +60,14 @@ static unsigned slot(const char *id)
  * them too); its exit status. */
 static int gw_slots(char *out, size_t n, const char *fmt, ...)
 {
-    char args[1500], cmd[1800];
+    char args[1500];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof(args), fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof(cmd), "%s %s 2>&1", GW_SLOTS_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t len = fread(out, 1, n - 1, p);
-    out[len] = 0;
-    int st = pclose(p);
+    int rc = trun(out, n, "%s %s 2>&1", GW_SLOTS_BINARY, args);
     cr_log_info("gw_slots %s:\n%s", args, out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return rc;
 }
 
 /* Shard i's database URL as the map has it now (malloc'd). */

@@ -168,13 +168,17 @@ static void log_counts(const char *step, const char *what, const sl_counts *n, b
     sl_log("%s: %s: %s", step, what, len ? line : "none");
 }
 
-/* Adds the keys of ks to on_to (what an undo deletes on I). */
-static int add_keys(sl_keyset *on_to, const sl_keyset *ks)
+/* The slots' keys on X into ks, loaded into X's session for the copy's reads, and added
+ * to on_to (what an undo deletes on I). Steps 2 and 4 each take them again: step 4 finds
+ * what was made between the two. */
+static int gather(run *r, sl_keyset *ks, char *why, size_t why_len)
 {
-    int rc = ST_OK;
+    int rc = sl_keyset_list(r->x, r->mv->a, r->mv->b, ks, why, why_len);
+    if (rc == ST_OK)
+        rc = sl_keyset_load(r->x, ks, why, why_len);
     for (int k = 0; k < SL_KINDS && rc == ST_OK; k++)
         for (size_t j = 0; j < ks->k[k].n && rc == ST_OK; j++)
-            rc = sl_keys_add(&on_to->k[k], ks->k[k].v[j]);
+            rc = sl_keys_add(&r->on_to.k[k], ks->k[k].v[j]);
     return rc;
 }
 
@@ -183,14 +187,10 @@ static int add_keys(sl_keyset *on_to, const sl_keyset *ks)
 static int precopy(run *r, char *why, size_t why_len)
 {
     sl_move *mv = r->mv;
-    int rc = sl_keyset_list(r->x, mv->a, mv->b, &r->pre, why, why_len);
-    if (rc == ST_OK)
-        rc = sl_keyset_load(r->x, &r->pre, why, why_len);
-    if (rc == ST_OK)
-        rc = sl_keyset_list(r->i, mv->a, mv->b, &r->on_to, why, why_len);
+    int rc = sl_keyset_list(r->i, mv->a, mv->b, &r->on_to, why, why_len);
     size_t already = r->on_to.k[SL_GIDS].n + r->on_to.k[SL_UIDS].n + r->on_to.k[SL_TELLS].n;
     if (rc == ST_OK)
-        rc = add_keys(&r->on_to, &r->pre);
+        rc = gather(r, &r->pre, why, why_len);
     if (rc != ST_OK)
         return rc;
     sl_log("pre-copy: %zu groups of the slots on shard %u, their messages as of now; %zu keys "
@@ -217,11 +217,7 @@ static int precopy(run *r, char *why, size_t why_len)
 static int copy(run *r, char *why, size_t why_len)
 {
     sl_move *mv = r->mv;
-    int rc = sl_keyset_list(r->x, mv->a, mv->b, &r->moved, why, why_len);
-    if (rc == ST_OK)
-        rc = sl_keyset_load(r->x, &r->moved, why, why_len);
-    if (rc == ST_OK)
-        rc = add_keys(&r->on_to, &r->moved);
+    int rc = gather(r, &r->moved, why, why_len);
     if (rc != ST_OK)
         return rc;
     mv->groups = r->moved.k[SL_GIDS].n;
