@@ -9,6 +9,7 @@
 #include "fixture.h"
 #include "fixture_feed.h"
 #include "pgfx.h"
+#include "trun.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -402,18 +403,28 @@ Test(shards, a_malformed_map_is_refused_with_its_line)
 }
 
 /* The map kept in etcd, as on real machines: read, watched, and moved forward by the
- * compare-and-swap the tools use. One etcd member of the test's own. */
-Test(shards, the_map_in_etcd_is_read_watched_and_swapped, .timeout = 90)
+ * compare-and-swap the tools use. One etcd member of the test's own, stopped by the
+ * test's .fini also when an assertion ends the test first. */
+static pid_t etcd = -1;
+
+static void etcd_stop(void)
+{
+    if (etcd > 0) {
+        kill(etcd, SIGTERM);
+        waitpid(etcd, NULL, 0);
+        etcd = -1;
+    }
+}
+
+Test(shards, the_map_in_etcd_is_read_watched_and_swapped, .fini = etcd_stop, .timeout = 90)
 {
     PGFX_OWN_SHARDS();
     char *url = pgfx_shards_new(2);
     char *dir = local_dir();
-    FILE *p = popen(GW_SOURCE_DIR "/tools/pg_server.sh free-port", "r");
-    char port[16] = "";
-    cr_assert(p && fgets(port, sizeof(port), p));
-    pclose(p);
+    char port[16];
+    cr_assert_eq(trun(port, sizeof(port), "%s/tools/pg_server.sh free-port", GW_SOURCE_DIR), 0);
     port[strcspn(port, "\n")] = 0;
-    pid_t etcd = fork();
+    etcd = fork();
     if (etcd == 0) {
         char data[700], client[64];
         snprintf(data, sizeof(data), "%s/etcd", dir);
@@ -457,8 +468,7 @@ Test(shards, the_map_in_etcd_is_read_watched_and_swapped, .timeout = 90)
     st_slot_map_free(m);
     cr_assert_eq(fx_append(s, "e1", "frank", "c2"), 2);
     st_close(s);
-    kill(etcd, SIGTERM);
-    waitpid(etcd, NULL, 0);
+    etcd_stop();
     fx_rmtree(url);
     free(url);
     fx_rmtree(dir);
