@@ -168,14 +168,16 @@ if GW_TEST_PG=$("$root/tools/pg_server.sh" start "$pgdir"); then
     --filter '@(cluster|database|peers|api|threads|exposed|revoke)/*'
   # Shards (store.h, "Shards"): each test's store is 2 databases of the suite's server under
   # a slot map (GW_TEST_SHARDS; tests/common/pgfx.c). The store suites of what the router
-  # sends, splits or merges (their tests that read one database's own tables skip), and the
+  # splits or merges, or places by user, and of the passes over every shard (their tests
+  # that read one database's own tables skip); the ops of one group go whole to its
+  # shard's core, which the passes above ran (test_shards.c checks where they land). And the
   # gateway's suites of several nodes and service threads, of a user's groups (sign-in,
   # revocation) and of acks, over 2 shards: 2 shards and 2 nodes and more. The shards' own
   # tests (tests/store/test_shards.c, test_slots.c: failures, fences, moves; the crash
   # suite's shard failover and moves) ran in the passes above, on shards of their own.
   export GW_TEST_SHARDS=2
   run_bin "build/tests/test_store (PostgreSQL, 2 shards)" "$root/build/tests/test_store" \
-    --filter '@(acks|changes|edits|idempotent|members|mids|pages|reactions|reads|retain|revoke|unread|user_groups)/*'
+    --filter '@(acks|changes|members|reads|retain|revoke|unread|user_groups)/*'
   JOBS=4 run_bin "build/tests/test_gateway (PostgreSQL, 2 shards)" "$root/build/tests/test_gateway" \
     --filter '@(cluster|peers|threads|revoke|acks|api|changes)/*'
   unset GW_TEST_SHARDS

@@ -46,7 +46,16 @@ typedef struct rep_group {
     /* what is wanted and in flight */
     bool want_changes, changes_busy;
     bool want_page, page_busy;
-    uint64_t page_after;          /* the next page begins after this mid */
+    uint64_t page_after; /* the next page begins after this mid */
+    /* A re-read of the window held (changes_gone_before): its own position, which the
+     * pages that fill the top, the horizon's moves and pushes do not move. It goes before
+     * other pages; a second changes_gone_before starts it again (a new generation: the
+     * reply of a page of the old one then does not move it). */
+    bool repaging;
+    uint64_t repage_after;
+    unsigned repage_gen;
+    bool page_is_repage;          /* the page in flight is one of the re-read's ... */
+    unsigned page_gen;            /* ... of this generation */
     uint64_t changes_at, page_at; /* when sent, or (not busy) not before then */
     /* the catch-up under way */
     bool catching;
@@ -202,6 +211,8 @@ static void set_horizon(rep_group *g, uint64_t first_mid)
         g->top = first_mid - 1;
     if (g->page_after < g->top)
         g->page_after = g->top;
+    if (g->repage_after < first_mid - 1)
+        g->repage_after = first_mid - 1;
     advance_top(g);
 }
 
@@ -452,8 +463,9 @@ static int on_changes(gwc_rep *r, rep_group *g, const msgpack_object *e, size_t 
         /* The log no longer reaches the cursor: the window held is read again. */
         g->cursor = get_u64(e, "last_cseq", g->cursor);
         g->cu.gone = true;
-        g->page_after = g->first_mid - 1;
-        g->want_page = true;
+        g->repaging = true;
+        g->repage_after = g->first_mid - 1;
+        g->repage_gen++;
         g->want_changes = false;
         catchup_done(r, g);
         return 0;
@@ -483,6 +495,8 @@ static int on_changes(gwc_rep *r, rep_group *g, const msgpack_object *e, size_t 
 static int on_page(rep_group *g, const msgpack_object *e)
 {
     g->page_busy = false;
+    bool repage = g->page_is_repage && g->page_gen == g->repage_gen;
+    g->page_is_repage = false;
     set_horizon(g, get_u64(e, "first_mid", 1));
     const msgpack_object *msgs = get(e, "msgs");
     uint64_t last = 0;
@@ -494,7 +508,14 @@ static int on_page(rep_group *g, const msgpack_object *e)
             last = get_u64(&msgs->via.array.ptr[i], "mid", last);
         }
     advance_top(g);
-    if (get_bool(e, "more") && last > g->page_after) {
+    if (repage) { /* the re-read goes on or is done; the top is filled as ever */
+        if (get_bool(e, "more") && last > g->repage_after)
+            g->repage_after = last;
+        else
+            g->repaging = false;
+        if (get_u64(e, "last_mid", 0) > g->top)
+            want_page(g);
+    } else if (get_bool(e, "more") && last > g->page_after) {
         g->page_after = last;
         g->want_page = true;
     } else {
@@ -666,11 +687,15 @@ int gwc_rep_next_request(gwc_rep *r, msgpack_sbuffer *b, uint64_t now_ms)
         pr_slice gid = {(const uint8_t *)g->gid, strlen(g->gid)};
         /* Pages first: a changes entry of a message above the top is kept either way, but
          * the window should be there before its changes are counted. */
-        if (g->want_page && !g->page_busy && now_ms >= g->page_at) {
-            if (pr_enc_pull(b, GWC_REP_RID_BASE + 2 * i + KIND_PAGE, gid, false, g->page_after,
-                            PAGE_LIMIT))
+        if ((g->want_page || g->repaging) && !g->page_busy && now_ms >= g->page_at) {
+            bool re = g->repaging;
+            if (pr_enc_pull(b, GWC_REP_RID_BASE + 2 * i + KIND_PAGE, gid, false,
+                            re ? g->repage_after : g->page_after, PAGE_LIMIT))
                 return GWC_ENOMEM;
-            g->want_page = false;
+            if (!re)
+                g->want_page = false;
+            g->page_is_repage = re;
+            g->page_gen = g->repage_gen;
             g->page_busy = true;
             g->page_at = now_ms;
             return 1;
@@ -714,7 +739,8 @@ bool gwc_rep_idle(const gwc_rep *r)
 {
     for (size_t i = 0; i < r->n_g; i++) {
         const rep_group *g = &r->g[i];
-        if (g->held && (g->want_changes || g->changes_busy || g->want_page || g->page_busy))
+        if (g->held &&
+            (g->want_changes || g->changes_busy || g->want_page || g->page_busy || g->repaging))
             return false;
     }
     return true;

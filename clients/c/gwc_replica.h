@@ -14,7 +14,9 @@
  *     cseq is the same change, maybe seen before only in part), drop held messages below
  *     `first_mid`, and set the cursor to `upto`;
  *   - `changes_gone_before`: the cursor becomes `last_cseq` and the window held is paged
- *     again; `no_group` to `changes`, or `left`: the group is dropped;
+ *     again from the horizon, before other pages and at a position of its own (a page
+ *     already in flight, pushes and the horizon's moves do not cut it short); `no_group`
+ *     to `changes`, or `left`: the group is dropped;
  *   - new messages (msg, notify, sent) are paged in after the highest contiguous mid held.
  * The replica only decides; the caller moves its frames: it passes every server frame to
  * gwc_rep_frame and sends what gwc_rep_next_request writes. Single-threaded, like gwc.
