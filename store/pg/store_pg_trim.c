@@ -43,17 +43,29 @@ int pg_retain(pg *p, st_op *op, char *why, size_t why_len)
     pg_int8(&b[3], op->retain.cap);
     pg_int8(&b[4], (uint64_t)op->retain.until_acked);
     pg_buf *params[5] = {&b[0], &b[1], &b[2], &b[3], &b[4]};
-    int rc = pg_send(p, PG_RETAIN, params, 5);
+    /* Shards: not while a move fences the group's slot (the setting would stay behind on
+     * the shard the group leaves): refused as unavailable, made again by the caller. */
+    int fence = 0, rc = pg_send(p, PG_BEGIN, NULL, 0);
+    if (rc == ST_OK)
+        rc = pg_fence_send_one(p, &op->gid, &fence);
+    if (rc == ST_OK)
+        rc = pg_send(p, PG_RETAIN, params, 5);
+    if (rc == ST_OK)
+        rc = pg_send(p, PG_COMMIT, NULL, 0);
     for (int i = 0; i < 5; i++)
         pg_buf_free(&b[i]);
     PGresult *r = NULL;
     bool ok = false;
-    if (rc != ST_OK || pg_round_trip(p, 1, 0, &r, &ok, NULL, why, why_len) != ST_OK) {
+    if (rc != ST_OK ||
+        pg_round_trip(p, 3 + fence, 1 + fence, &r, &ok, NULL, why, why_len) != ST_OK) {
         PQclear(r);
         return lost(p, op, why, why_len);
     }
     op->result = !ok ? ST_EIO : PQntuples(r) == 1 ? ST_OK : ST_ENOGROUP;
     PQclear(r);
+    if (!ok && PQtransactionStatus(p->conn) != PQTRANS_IDLE &&
+        pg_send(p, PG_ROLLBACK, NULL, 0) == ST_OK)
+        pg_round_trip(p, 1, -1, NULL, &ok, NULL, why, why_len);
     return ST_OK;
 }
 

@@ -531,6 +531,12 @@ Test(shards, a_fenced_slot_refuses_its_writes_until_the_fence_goes, .timeout = 6
     cr_assert_eq(run_op(s, &er), ST_EIO, "no erasure while a move is under way");
     st_list_free(er.list);
     st_list_free(er.changed);
+    /* So is a retention setting of the group (it would stay behind on the old shard). */
+    st_op keep = {.kind = ST_OP_RETAIN, .gid = st_id_str(gf), .retain = {.messages = 5}};
+    cr_assert_eq(run_op(s, &keep), ST_EIO, "no retention setting of a fenced slot");
+    keep.result = 0;
+    keep.gid = st_id_str(go);
+    cr_assert_eq(run_op(s, &keep), 0, "another slot's is taken");
     cr_assert_eq(rows_of(u0, "msgs", gf), 0, "nothing of the fenced slot stored");
 
     pgfx_scalar(u0, "DELETE FROM gw.fence");
@@ -543,6 +549,10 @@ Test(shards, a_fenced_slot_refuses_its_writes_until_the_fence_goes, .timeout = 6
     }
     cr_assert_eq(rc, 0, "taken again once the fence is gone");
     cr_assert_eq(mid, 1, "dense: nothing of the refused writes was stored");
+    keep.gid = st_id_str(gf);
+    cr_assert_eq(run_op(s, &keep), 0, "the retention setting taken once the fence is gone");
+    snprintf(sql, sizeof(sql), "SELECT keep_msgs FROM gw.groups WHERE gid = '%s'", gf);
+    cr_assert_eq(pgfx_scalar(u0, sql), 5);
     st_close(s);
     fx_rmtree(url);
     free(url);
