@@ -567,6 +567,9 @@ struct st_op {
                       /* (ERASE_USER: uid and record, the tombstone, as above) */
     st_done_fn done;  /* in: completion, on the store thread */
     bool urgent;      /* in: queue ahead of waiting ops (acks: never behind a backlog) */
+    bool partial_ok;  /* in: READ_GROUPS, a sharded store may answer without the shards that
+                       * are away (ST_EIO or moving), as long as the user's own (its
+                       * not-before) answered: shards_away says how many are missing */
     void *ud;         /* in: for the caller */
 
     int result;          /* out: 0 or ST_E* */
@@ -582,6 +585,8 @@ struct st_op {
     uint64_t first_mid;  /* out: JOIN, READ_GROUP: the group's horizon (Retention) */
     uint64_t not_before; /* out: READ_GROUPS, uid's not-before; SIGNOUT, ERASE_USER, the one
                           * written (Unix seconds; 0: none) */
+    unsigned shards_away; /* out: READ_GROUPS with partial_ok, the shards whose groups are
+                           * not in groups (0: the list is whole) */
     uint64_t ack;        /* out: JOIN, the member's ack; READ_GROUP with uid */
     uint64_t read;       /* out: READ_GROUP with uid, the member's read, when has_read */
     bool has_read;

@@ -202,6 +202,7 @@ void st_op_reset(st_op *op)
     op->ts = op->last_mid = op->first_mid = op->ack = op->read = op->not_before = 0;
     op->duplicate = op->created = op->joined = op->has_read = false;
     op->applied = 0;
+    op->shards_away = 0;
     op->page = NULL;
     op->groups = NULL;
     op->members = NULL;

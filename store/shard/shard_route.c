@@ -14,8 +14,10 @@
  *   - a signal (nothing stored): one shard that takes writes, as every node listens to
  *     every shard.
  * A merged op is answered when its last part is, on that part's store thread. Its result
- * is the worst part's: a user's groups read while one shard is away are not read (a
- * partial list would say the user left the groups of that shard).
+ * is the worst part's. A user's groups read while one shard is away are not read (a
+ * partial list would say the user left the groups of that shard), unless the caller
+ * asked for what the others have (partial_ok: a sign-in, which is told so) and the
+ * user's own shard answered (its not-before, which revocation needs).
  */
 #include "shard_internal.h"
 
@@ -29,6 +31,7 @@ typedef struct fan {
     sh_router *r;
     atomic_uint left; /* parts not answered yet */
     unsigned n;       /* parts */
+    unsigned home;    /* READ_GROUPS: the part of the user's own shard */
     /* Split ops: element i of the parent's array is element at[i] of part part[i]. */
     unsigned *part, *at;
     void *arrays[SH_MAX]; /* each part's elements (the parent's, copied) */
@@ -159,11 +162,24 @@ static void free_outputs(st_op *op)
     op->list = op->changed = NULL;
 }
 
+/* READ_GROUPS with partial_ok: part i is away (unavailable, or its slots moving) and may
+ * be left out. */
+static bool away_ok(const fan *f, unsigned i)
+{
+    int rc = f->sub[i].result;
+    return f->parent->kind == ST_OP_READ_GROUPS && f->parent->partial_ok && i != f->home &&
+           (rc == ST_EIO || rc == ST_EMOVED);
+}
+
 static void finish(fan *f)
 {
     st_op *p = f->parent;
     int rc = ST_OK;
     for (unsigned i = 0; i < f->n; i++) {
+        if (away_ok(f, i)) {
+            p->shards_away++;
+            continue;
+        }
         rc = worse(rc, f->sub[i].result);
         p->applied += f->sub[i].applied;
         if (f->sub[i].not_before > p->not_before)
@@ -300,6 +316,8 @@ static int to_all(sh_router *r, st_op *op)
                 continue;
             f->sub[p].limit = share[i];
         }
+        if (op->kind == ST_OP_READ_GROUPS && &r->shard[i] == sh_of(r, op->uid))
+            f->home = p;
         to[p++] = &r->shard[i];
     }
     return fan_go(f, to);

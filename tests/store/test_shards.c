@@ -281,6 +281,14 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
     fx_join(s, g0, "dave");
     fx_join(s, g1, "dave");
     fx_append(s, g1, "dave", "before");
+    char u0[32], u1[32]; /* users whose own rows (the not-before) are on shard 0, and 1 */
+    gid_in(0, "u", 0, u0, sizeof(u0));
+    gid_in(1, "u", 0, u1, sizeof(u1));
+    const char *both[] = {u0, u1};
+    for (int i = 0; i < 2; i++) {
+        fx_join(s, g0, both[i]);
+        fx_join(s, g1, both[i]);
+    }
 
     pgfx_server_stop(&one); /* shard 1 goes away */
     uint64_t mid = 0;
@@ -305,6 +313,16 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
     cr_assert(strstr(err, "shard 1: "), "which shard, and why: %s", err);
     st_op rg = {.kind = ST_OP_READ_GROUPS, .uid = st_id_str("dave")};
     cr_assert_eq(run_op(s, &rg), ST_EIO, "a user's groups are not read in part");
+    /* ... unless the caller takes a part (a sign-in) and the user's own shard answers. */
+    rg = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u0), .partial_ok = true};
+    cr_assert_eq(run_op(s, &rg), 0, "the groups of the shards that answered");
+    cr_assert_eq(rg.shards_away, 1);
+    cr_assert_eq(st_groups_count(rg.groups), 1);
+    const st_user_group *ug = st_groups_at(rg.groups, 0);
+    cr_assert(ug->gid.n == strlen(g0) && !memcmp(ug->gid.p, g0, ug->gid.n), "only %s", g0);
+    st_groups_free(rg.groups);
+    rg = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u1), .partial_ok = true};
+    cr_assert_eq(run_op(s, &rg), ST_EIO, "not without the user's own shard (its not-before)");
 
     pgfx_server_restart(&one);
     for (int i = 0; i < 300 && stats_of(s).shards_unwritable; i++)
@@ -315,6 +333,11 @@ Test(shards, a_shard_that_fails_stalls_only_its_own_groups, .timeout = 120)
                  0);
     cr_assert_eq(mid, 2, "dense after the failure");
     cr_assert_eq(fx_user_group(s, "dave", g0).last_mid, 20);
+    rg = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u1), .partial_ok = true};
+    cr_assert_eq(run_op(s, &rg), 0);
+    cr_assert_eq(rg.shards_away, 0, "whole again");
+    cr_assert_eq(st_groups_count(rg.groups), 2);
+    st_groups_free(rg.groups);
     st_close(s);
     pgfx_db_drop(db0);
     free(db0);
