@@ -572,23 +572,23 @@ struct st_op {
                        * not-before) answered: shards_away says how many are missing */
     void *ud;         /* in: for the caller */
 
-    int result;          /* out: 0 or ST_E* */
-    uint64_t mid;        /* out: APPEND, the message's mid (the first one if duplicate); in:
-                          * EDIT, the message's */
-    uint64_t ts;         /* out: APPEND, server time in ms assigned at commit; EDIT, when the
-                          * version was made */
-    uint64_t ver;        /* in: EDIT, the version to make (the stored one + 1; 0: the next,
-                          * whichever it is); out: the version stored */
-    bool duplicate;      /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
-                          * version was made before with this record (or recalled before) */
-    uint64_t last_mid;   /* out: APPEND (after it), JOIN, READ_GROUP */
-    uint64_t first_mid;  /* out: JOIN, READ_GROUP: the group's horizon (Retention) */
-    uint64_t not_before; /* out: READ_GROUPS, uid's not-before; SIGNOUT, ERASE_USER, the one
-                          * written (Unix seconds; 0: none) */
+    int result;           /* out: 0 or ST_E* */
+    uint64_t mid;         /* out: APPEND, the message's mid (the first one if duplicate); in:
+                           * EDIT, the message's */
+    uint64_t ts;          /* out: APPEND, server time in ms assigned at commit; EDIT, when the
+                           * version was made */
+    uint64_t ver;         /* in: EDIT, the version to make (the stored one + 1; 0: the next,
+                           * whichever it is); out: the version stored */
+    bool duplicate;       /* out: APPEND, (uid, cid) seen before: nothing new stored; EDIT, the
+                           * version was made before with this record (or recalled before) */
+    uint64_t last_mid;    /* out: APPEND (after it), JOIN, READ_GROUP */
+    uint64_t first_mid;   /* out: JOIN, READ_GROUP: the group's horizon (Retention) */
+    uint64_t not_before;  /* out: READ_GROUPS, uid's not-before; SIGNOUT, ERASE_USER, the one
+                           * written (Unix seconds; 0: none) */
     unsigned shards_away; /* out: READ_GROUPS with partial_ok, the shards whose groups are
                            * not in groups (0: the list is whole) */
-    uint64_t ack;        /* out: JOIN, the member's ack; READ_GROUP with uid */
-    uint64_t read;       /* out: READ_GROUP with uid, the member's read, when has_read */
+    uint64_t ack;         /* out: JOIN, the member's ack; READ_GROUP with uid */
+    uint64_t read;        /* out: READ_GROUP with uid, the member's read, when has_read */
     bool has_read;
     bool created;        /* out: JOIN created the group */
     bool joined;         /* out: JOIN made a new membership (false: was already a member) */
