@@ -371,11 +371,16 @@ typedef struct pr_welcome {
     uint32_t ack_every;
     uint32_t ack_delay_ms;
     uint32_t max_body;
+    bool partial; /* the groups of a database that is away are not listed yet (a sharded
+                   * store): a `groups` push brings the whole list once it is back.
+                   * Decoded into pr_event.partial (groups has it too) */
 } pr_welcome;
 
 /* welcome and groups are written as begin + n pr_enc_group_entry calls. */
 int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, size_t n_groups);
 int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups);
+/* groups with `partial: true` when partial (as pr_welcome's). */
+int pr_enc_groups_begin_p(msgpack_sbuffer *b, uint64_t rid, size_t n_groups, bool partial);
 int pr_enc_group_entry(msgpack_sbuffer *b, const pr_group *g);
 int pr_enc_joined(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t first_mid,
                   uint64_t last_mid, uint64_t ack);
@@ -419,6 +424,7 @@ typedef struct pr_event {
     bool has_rid;
     uint64_t rid;
     pr_welcome welcome;   /* welcome */
+    bool partial;         /* welcome, groups: not every group is listed (pr_welcome) */
     pr_slice gid;         /* joined, left, sent, msg, page, notify, err (may be empty) */
     pr_slice cid;         /* sent */
     uint64_t mid;         /* sent, reacted */

@@ -451,9 +451,11 @@ static const field f_welcome[] = {
     {"ack_every", K_U32, EV(welcome.ack_every), false},
     {"ack_delay_ms", K_U32, EV(welcome.ack_delay_ms), false},
     {"max_body", K_U32, EV(welcome.max_body), false},
+    {"partial", K_BOOL, EV(partial), true},
     {"groups", K_ARRAY, 0, false},
 };
-static const field f_groups[] = {{"groups", K_ARRAY, 0, false}};
+static const field f_groups[] = {{"partial", K_BOOL, EV(partial), true},
+                                 {"groups", K_ARRAY, 0, false}};
 static const field f_joined[] = {
     {"gid", K_ID, EV(gid), false},
     {"first_mid", K_U64, EV(first_mid), true},

@@ -534,13 +534,15 @@ int pr_enc_version(msgpack_sbuffer *b, uint64_t rid, pr_slice gid, uint64_t mid,
 int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, size_t n_groups)
 {
     enc e = enc_start(b);
-    head(&e, "welcome", rid, 7);
+    head(&e, "welcome", rid, 7 + w->partial);
     kv_str(&e, "uid", w->uid);
     kv_str(&e, "sid", w->sid);
     kv_u64(&e, "ts", w->ts);
     kv_u64(&e, "ack_every", w->ack_every);
     kv_u64(&e, "ack_delay_ms", w->ack_delay_ms);
     kv_u64(&e, "max_body", w->max_body);
+    if (w->partial)
+        kv_bool(&e, "partial", true);
     key(&e, "groups");
     array(&e, n_groups);
     return enc_end(&e);
@@ -548,8 +550,15 @@ int pr_enc_welcome_begin(msgpack_sbuffer *b, uint64_t rid, const pr_welcome *w, 
 
 int pr_enc_groups_begin(msgpack_sbuffer *b, uint64_t rid, size_t n_groups)
 {
+    return pr_enc_groups_begin_p(b, rid, n_groups, false);
+}
+
+int pr_enc_groups_begin_p(msgpack_sbuffer *b, uint64_t rid, size_t n_groups, bool partial)
+{
     enc e = enc_start(b);
-    head(&e, "groups", rid, 1);
+    head(&e, "groups", rid, 1 + partial);
+    if (partial)
+        kv_bool(&e, "partial", true);
     key(&e, "groups");
     array(&e, n_groups);
     return enc_end(&e);

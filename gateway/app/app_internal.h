@@ -52,6 +52,10 @@ typedef struct app_sess {
 /* gw_answers.c: what st_* codes mean to a client. */
 int gw_route_err_code(int st_rc);
 const char *gw_route_err_msg(int st_rc);
+/* The answer to a request about a group the session's user is not known here to be in:
+ * PR_E_NOT_MEMBER with msg, or PR_E_UNAVAILABLE (and its own message in *msg) while the
+ * user was signed in with part of its groups (a shard away: gw_registry_partial). */
+int gw_route_not_member(gw_sess *s, const char **msg);
 /* gw_answers.c: the C string's slice. */
 pr_slice gw_cstr(const char *s);
 

@@ -386,7 +386,8 @@ void gw_peers_request(gw_app *a, gw_sess *s, const pr_req *r)
 {
     app_sess *as = gw_sess_ext(s);
     if (!gw_registry_member(&as->seat, r->gid, NULL)) {
-        gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
+        const char *msg = "not a member of this group";
+        gw_sess_error(s, r->rid, gw_route_not_member(s, &msg), msg, r->gid);
         return;
     }
     char gid[PR_MAX_ID + 1];

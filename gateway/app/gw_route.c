@@ -135,13 +135,23 @@ static int submit(gw_req *r)
 
 /* ---- the requests ----------------------------------------------------------------------- */
 
+int gw_route_not_member(gw_sess *s, const char **msg)
+{
+    app_sess *as = gw_sess_ext(s);
+    if (!gw_registry_partial(&as->seat))
+        return PR_E_NOT_MEMBER;
+    *msg = "the groups of a database that is away are not read yet: try again";
+    return PR_E_UNAVAILABLE;
+}
+
 /* Is the session's user a member of gid? An error reply (and false) if not. */
 static bool need_member(gw_sess *s, const pr_req *r, pr_slice gid, uint64_t *ack)
 {
     app_sess *as = gw_sess_ext(s);
     if (gw_registry_member(&as->seat, gid, ack))
         return true;
-    gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", gid);
+    const char *msg = "not a member of this group";
+    gw_sess_error(s, r->rid, gw_route_not_member(s, &msg), msg, gid);
     return false;
 }
 
@@ -232,10 +242,10 @@ static void on_cursors(gw_app *a, gw_sess *s, const pr_req *r, bool read)
                                                                 k->mid, &gid, &cap);
         if (moved < 0) {
             /* One bad frame costs the error budget once, however many groups it names. */
-            (charged ? gw_sess_error_free : gw_sess_error)(s, r->rid, PR_E_NOT_MEMBER,
-                                                           read ? "read for a group you are not in"
-                                                                : "ack for a group you are not in",
-                                                           k->gid);
+            const char *msg =
+                read ? "read for a group you are not in" : "ack for a group you are not in";
+            int code = gw_route_not_member(s, &msg);
+            (charged ? gw_sess_error_free : gw_sess_error)(s, r->rid, code, msg, k->gid);
             charged = true;
             continue;
         }

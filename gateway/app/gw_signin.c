@@ -2,7 +2,10 @@
  * Signing a session in: its hello's token checked, its user's groups read (a store job:
  * the hello and the requests after it wait for it; a second device's hello meanwhile
  * waits for the same read, groups/gw_registry.c), then `welcome` with the user's groups
- * and their unread counts. And the `groups` reply, the same list from memory.
+ * and their unread counts. And the `groups` reply, the same list from memory. On a
+ * sharded store a sign-in goes on while a shard is away: the welcome lists the other
+ * shards' groups and says `partial`, and a `groups` push lists them all once the rest
+ * were read (GW_WHOLE).
  */
 #include "app_internal.h"
 
@@ -36,13 +39,15 @@ static void enc_group(void *ud, const gw_mygroup *m)
     e->rc = e->rc ? e->rc : pr_enc_group_entry(e->sb, &g);
 }
 
-/* welcome (hello) or groups (groups request). */
+/* welcome (hello), groups (a groups request), or the groups push (rid PR_NO_RID: the
+ * list turned whole). */
 static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
 {
     app_sess *as = gw_sess_ext(s);
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     size_t n = gw_registry_count(&as->seat);
+    bool partial = gw_registry_partial(&as->seat);
     int rc;
     if (welcome) {
         const gw_config *cfg = a->d.cfg;
@@ -51,18 +56,25 @@ static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
                         .ts = gw_now_ms(),
                         .ack_every = cfg->ack_every,
                         .ack_delay_ms = cfg->ack_delay_ms,
-                        .max_body = (uint32_t)cfg->max_body};
+                        .max_body = (uint32_t)cfg->max_body,
+                        .partial = partial};
         rc = pr_enc_welcome_begin(&sb, rid, &w, n);
     } else {
-        rc = pr_enc_groups_begin(&sb, rid, n);
+        rc = pr_enc_groups_begin_p(&sb, rid, n, partial);
     }
     list_enc e = {&sb, rc};
     if (rc == 0)
         gw_registry_each(a->d.registry, &as->seat, enc_group, &e);
-    if (e.rc == 0)
+    gw_buf *b = NULL;
+    if (e.rc == 0 && rid != PR_NO_RID)
         gw_out_reply(s, &sb);
-    else
+    else if (e.rc == 0 && (b = gw_buf_from(&sb)))
+        gw_out_push(s, GW_PUSH_GROUPS, NULL, 0, b);
+    else if (rid != PR_NO_RID)
         gw_sess_error(s, rid, PR_E_INTERNAL, "cannot encode the group list", NO_GID);
+    else
+        gw_err("session %s: cannot encode the groups push", gw_sess_name(s));
+    gw_buf_unref(b);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -77,6 +89,10 @@ static void attached(void *ud, gw_seat *seat, int rc)
     gw_app *a = ud;
     gw_sess *s = seat->sess;
     app_sess *as = gw_sess_ext(s);
+    if (rc == GW_WHOLE) { /* signed in earlier, with part of its groups: now all of them */
+        send_groups(a, s, PR_NO_RID, false);
+        return;
+    }
     if (rc == GW_REVOKED) {
         /* As a bad token is (docs/PROTOCOL.md, hello): the client must get a new one. */
         gw_sess_set_signin(s, GW_SIGNIN_NONE);

@@ -21,7 +21,8 @@ void gw_typing_request(gw_app *a, gw_sess *s, const pr_req *r)
     app_sess *as = gw_sess_ext(s);
     a->figs.typing_received++;
     if (!gw_registry_member(&as->seat, r->gid, NULL)) {
-        gw_sess_error(s, r->rid, PR_E_NOT_MEMBER, "not a member of this group", r->gid);
+        const char *msg = "not a member of this group";
+        gw_sess_error(s, r->rid, gw_route_not_member(s, &msg), msg, r->gid);
         return;
     }
     /* The group's limit first: a typing it drops costs the session's rate nothing. */

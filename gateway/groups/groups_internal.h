@@ -45,6 +45,8 @@ struct gw_user {
     bool stale;              /* another thread or node changed its memberships during the load:
                               * read again */
     bool rereading;          /* such a read is under way (gw_sync.c) */
+    bool partial;            /* signed in without the groups of a shard that was away; the
+                              * sweep reads them all again (gw_sync.c) */
     uint64_t not_before;     /* Unix seconds: tokens issued at or before it are refused (read
                               * with its groups; moved by a sign-out heard here); 0: none */
     UT_hash_handle hh;       /* in the registry's users, by uid */
@@ -107,7 +109,12 @@ bool gw_registry_loading(gw_registry *reg, const char *uid);
 
 /* gw_sync.c: reads a user's groups again and applies what changed elsewhere meanwhile. */
 void gw_sync_user(gw_registry *reg, gw_user *u);
-/* gw_sync.c: once a second, a resync whose reads failed is tried again. */
+/* Users signed in with part of their groups here (gw_user.partial). */
+unsigned gw_registry_n_partial(const gw_registry *reg);
+/* u's whole list was read: no longer partial, and its sessions told (GW_WHOLE). */
+void gw_registry_whole(gw_registry *reg, gw_user *u);
+/* gw_sync.c: once a second, a resync whose reads failed is tried again, and the users
+ * signed in with part of their groups are read again once every shard takes writes. */
 void gw_sync_sweep(gw_registry *reg);
 
 /* gw_deliver.c */

@@ -89,9 +89,12 @@ struct gw_seat {
 };
 
 /* Told when a seat's user is signed in (rc 0), could not be loaded (rc ST_E*), or its
- * token is revoked (GW_REVOKED: the seat is not signed in). */
+ * token is revoked (GW_REVOKED: the seat is not signed in). And, for every session of a
+ * user signed in with part of its groups (gw_registry_partial), GW_WHOLE once the rest
+ * were read: the client is to be told the whole list. */
 typedef void (*gw_attached_fn)(void *ud, gw_seat *seat, int rc);
 #define GW_REVOKED 2
+#define GW_WHOLE 3
 
 /* Signs s in as uid in seat: at once when the user is here, else once its groups are
  * read (done runs then, and may also run before this returns). Revocation
@@ -103,6 +106,11 @@ void gw_registry_attach(gw_registry *reg, gw_seat *seat, gw_sess *s, const char 
 /* Detaches a closing session's seat (or stops its wait); the user goes with its last. */
 void gw_registry_detach(gw_registry *reg, gw_seat *seat);
 
+/* Was the seat's user signed in with part of its groups, the groups of a shard that was
+ * away left out (a sharded store: store.h, READ_GROUPS' partial_ok)? Until they are read
+ * (the sweep tries once every shard takes writes), a group it is not known to be in may
+ * be one of them: the requests answer `unavailable`, not `not_member`. */
+bool gw_registry_partial(const gw_seat *seat);
 /* Is the seat's user a member of gid? Its ack as this thread knows it in *ack (NULL: not
  * wanted). */
 bool gw_registry_member(const gw_seat *seat, pr_slice gid, uint64_t *ack);

@@ -20,6 +20,7 @@ struct gw_registry {
     gw_attached_fn attached; /* what hellos waiting for a user are told (every attach
                               * names the same) */
     void *attached_ud;
+    unsigned n_partial; /* users with partial set */
 };
 
 gw_registry *gw_registry_new(gw_groups *g)
@@ -226,6 +227,8 @@ static void user_free(gw_registry *reg, gw_user *u)
         HASH_DEL(u->groups, m);
         free(m);
     }
+    if (u->partial)
+        reg->n_partial--;
     HASH_DEL(reg->users, u);
     free(u);
 }
@@ -276,7 +279,7 @@ static void loaded(gw_job *j)
         u->stale = false;
         l->tries++;
         st_groups_free(op->groups);
-        *op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid)};
+        *op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid), .partial_ok = true};
         int src = gw_bridge_submit(reg->g->deps.bridge, &l->job); /* may load at once */
         if (src < 0) {
             op->result = src;
@@ -307,6 +310,13 @@ static void loaded(gw_job *j)
     }
     if (rc == 0 && op->not_before > u->not_before)
         u->not_before = op->not_before;
+    if (rc == 0 && op->shards_away && !u->partial) {
+        u->partial = true;
+        reg->n_partial++;
+        gw_info("user %s signed in with part of its groups: %u shard(s) away; the rest are "
+                "read once they are back",
+                u->uid, op->shards_away);
+    }
     st_groups_free(op->groups);
     free(l);
     u->loading = false;
@@ -360,7 +370,9 @@ void gw_registry_attach(gw_registry *reg, gw_seat *s, gw_sess *sess, const char 
         DL_APPEND(u->waiters, s);
         s->loading = u;
         *l = (user_load){.reg = reg, .user = u};
-        l->job.op = (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid)};
+        /* A sign-in goes on without the groups of a shard that is away (gw_registry_partial). */
+        l->job.op =
+            (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(u->uid), .partial_ok = true};
         l->job.complete = loaded;
         int rc = gw_bridge_submit(reg->g->deps.bridge, &l->job); /* may load at once */
         if (rc < 0) {
@@ -440,6 +452,29 @@ void gw_registry_walk(gw_registry *reg, void (*user)(void *ud, gw_user *u),
 }
 
 /* ---- what the requests of a signed-in session ask ------------------------------------- */
+
+unsigned gw_registry_n_partial(const gw_registry *reg)
+{
+    return reg->n_partial;
+}
+
+void gw_registry_whole(gw_registry *reg, gw_user *u)
+{
+    if (!u->partial)
+        return;
+    u->partial = false;
+    reg->n_partial--;
+    gw_info("user %s: the rest of its groups read (%u now): its sessions are told", u->uid,
+            HASH_COUNT(u->groups));
+    gw_seat *s;
+    DL_FOREACH (u->sessions, s)
+        reg->attached(reg->attached_ud, s, GW_WHOLE);
+}
+
+bool gw_registry_partial(const gw_seat *seat)
+{
+    return seat->user && seat->user->partial;
+}
 
 bool gw_registry_member(const gw_seat *seat, pr_slice gid, uint64_t *ack)
 {

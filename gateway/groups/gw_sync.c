@@ -4,7 +4,10 @@
  * memberships changed elsewhere while they were read for a hello (a reread): every online
  * user's groups and every online group's last mid are read again from the store, the
  * truth, and what differs is applied (a hole in a group's pushes is then read and
- * pushed, gw_deliver.c). A read that fails is tried again by the sweep.
+ * pushed, gw_deliver.c). A read that fails is tried again by the sweep. And the users
+ * signed in with part of their groups (a shard away, gw_registry_partial) are read again
+ * by the sweep once every shard takes writes: their sessions are then pushed the whole
+ * list (GW_WHOLE).
  */
 #include "groups_internal.h"
 
@@ -17,6 +20,7 @@
 typedef struct resync_read {
     gw_job job; /* first */
     gw_registry *reg;
+    bool partial; /* a partial user's read by the sweep: a failure waits for the next one */
     char id[PR_MAX_ID + 1];
 } resync_read;
 
@@ -28,7 +32,38 @@ static void resync_failed(gw_registry *reg)
     g->resync_pending = true;
 }
 
-/* The stored memberships of a user here, against what the registry holds. */
+/* The stored memberships of u (a whole list), against what the registry holds. */
+static void apply_user(gw_registry *reg, gw_user *u, const st_op *op)
+{
+    /* Mark what the store lists; what is left unmarked has ended elsewhere. */
+    gw_member *m, *tmp;
+    HASH_ITER (hh, u->groups, m, tmp)
+        m->seen = false;
+    for (size_t i = 0; i < st_groups_count(op->groups); i++) {
+        const st_user_group *e = st_groups_at(op->groups, i);
+        char gid[PR_MAX_ID + 1];
+        if (e->gid.n > PR_MAX_ID)
+            continue;
+        memcpy(gid, e->gid.p, e->gid.n);
+        gid[e->gid.n] = 0;
+        gw_member *nm = gw_member_add(reg, u, gid, e->ack, e->last_mid);
+        if (nm) {
+            nm->seen = true;
+            gw_member_read(nm, e->read, e->has_read, 0, false);
+        }
+        gw_registry_horizon(reg, gid, e->first_mid);
+        gw_registry_cseq(reg, gid, e->last_cseq);
+    }
+    /* A join of this gateway still in flight is not in the read yet: keep those. */
+    if (!u->joins_inflight)
+        HASH_ITER (hh, u->groups, m, tmp)
+            if (!m->seen)
+                gw_member_end(reg, u, m->gid, NULL);
+}
+
+/* A user's groups read again, whole (a resync, a reread after a hello, or the sweep's
+ * read of a partial user). A failed read of the sweep waits for its next second, without
+ * a resync of everyone: a shard away is not lost announcements. */
 static void user_reread(gw_job *j)
 {
     resync_read *r = (resync_read *)j;
@@ -38,35 +73,11 @@ static void user_reread(gw_job *j)
     if (u)
         u->rereading = false;
     if (op->result != 0) {
-        if (u)
+        if (u && !r->partial)
             resync_failed(reg);
-        free(r);
-        return;
-    }
-    if (u && !u->loading) {
-        /* Mark what the store lists; what is left unmarked has ended elsewhere. */
-        gw_member *m, *tmp;
-        HASH_ITER (hh, u->groups, m, tmp)
-            m->seen = false;
-        for (size_t i = 0; i < st_groups_count(op->groups); i++) {
-            const st_user_group *e = st_groups_at(op->groups, i);
-            char gid[PR_MAX_ID + 1];
-            if (e->gid.n > PR_MAX_ID)
-                continue;
-            memcpy(gid, e->gid.p, e->gid.n);
-            gid[e->gid.n] = 0;
-            gw_member *nm = gw_member_add(reg, u, gid, e->ack, e->last_mid);
-            if (nm) {
-                nm->seen = true;
-                gw_member_read(nm, e->read, e->has_read, 0, false);
-            }
-            gw_registry_horizon(reg, gid, e->first_mid);
-        }
-        /* A join of this gateway still in flight is not in the read yet: keep those. */
-        if (!u->joins_inflight)
-            HASH_ITER (hh, u->groups, m, tmp)
-                if (!m->seen)
-                    gw_member_end(reg, u, m->gid, NULL);
+    } else if (u && !u->loading) {
+        apply_user(reg, u, op);
+        gw_registry_whole(reg, u); /* a whole list: a partial user is whole now */
     }
     st_groups_free(op->groups);
     free(r);
@@ -85,7 +96,7 @@ static void group_reread(gw_job *j)
     free(r);
 }
 
-static void reread(gw_registry *reg, const char *id, bool user, gw_job_fn done)
+static void reread(gw_registry *reg, const char *id, bool user, gw_job_fn done, bool partial)
 {
     gw_registry_groups(reg)->figs.resync_reads++;
     resync_read *r = calloc(1, sizeof(*r));
@@ -94,6 +105,7 @@ static void reread(gw_registry *reg, const char *id, bool user, gw_job_fn done)
         return;
     }
     r->reg = reg;
+    r->partial = partial;
     strcpy(r->id, id);
     r->job.op = user ? (st_op){.kind = ST_OP_READ_GROUPS, .uid = st_id_str(r->id)}
                      : (st_op){.kind = ST_OP_READ_GROUP, .gid = st_id_str(r->id)};
@@ -110,7 +122,7 @@ void gw_sync_user(gw_registry *reg, gw_user *u)
     if (u->rereading)
         return;
     u->rereading = true;
-    reread(reg, u->uid, true, user_reread);
+    reread(reg, u->uid, true, user_reread, false);
 }
 
 static void resync_user(void *ud, gw_user *u)
@@ -123,7 +135,7 @@ static void resync_user(void *ud, gw_user *u)
 
 static void resync_group(void *ud, gw_group *g)
 {
-    reread(ud, g->gid, false, group_reread);
+    reread(ud, g->gid, false, group_reread, false);
 }
 
 void gw_registry_resync(gw_registry *reg)
@@ -141,9 +153,43 @@ void gw_registry_resync(gw_registry *reg)
     gw_registry_walk(reg, resync_user, resync_group, reg);
 }
 
+/* The sweep's re-reads of partial users: at most this many a sweep (a shard back after
+ * many sign-ins is not met by all of them at once). */
+#define PARTIAL_READS 256
+
+typedef struct partial_walk {
+    gw_registry *reg;
+    unsigned left;
+} partial_walk;
+
+static void partial_user(void *ud, gw_user *u)
+{
+    partial_walk *w = ud;
+    if (!u->partial || u->loading || u->rereading || !w->left)
+        return;
+    w->left--;
+    u->rereading = true;
+    reread(w->reg, u->uid, true, user_reread, true);
+}
+
+static void no_group(void *ud, gw_group *g)
+{
+    (void)ud;
+    (void)g;
+}
+
 void gw_sync_sweep(gw_registry *reg)
 {
     gw_groups *g = gw_registry_groups(reg);
     if (g->resync_pending && st_writable(g->deps.store))
         gw_registry_resync(reg);
+    if (gw_registry_n_partial(reg)) {
+        /* Only once every shard takes writes: until then the read would leave them out. */
+        st_stats st;
+        st_read_stats(g->deps.store, &st);
+        if (st.shards_unwritable == 0) {
+            partial_walk w = {reg, PARTIAL_READS};
+            gw_registry_walk(reg, partial_user, no_group, &w);
+        }
+    }
 }

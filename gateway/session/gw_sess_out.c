@@ -254,7 +254,7 @@ int gw_out_push(gw_sess *s, enum gw_push_kind kind, const char *gid, uint64_t mi
         return 0;
     gw_sess_figs *f = &s->all->figs;
     bool hard;
-    if (kind == GW_PUSH_LEFT || !over_budget(s, b->len, &hard)) {
+    if (kind == GW_PUSH_LEFT || kind == GW_PUSH_GROUPS || !over_budget(s, b->len, &hard)) {
         f->deliveries += kind == GW_PUSH_MSG;
         enqueue(s, gw_buf_ref(b), true);
         return 0;
@@ -288,7 +288,8 @@ int gw_out_push(gw_sess *s, enum gw_push_kind kind, const char *gid, uint64_t mi
         coalesce(&s->out.changed, gid, mid);
         want_write(s);
         return 0;
-    case GW_PUSH_LEFT: break; /* queued above */
+    case GW_PUSH_LEFT:
+    case GW_PUSH_GROUPS: break; /* queued above */
     }
     return -EAGAIN;
 }

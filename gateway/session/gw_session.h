@@ -188,6 +188,9 @@ enum gw_push_kind {
     GW_PUSH_LEFT,     /* a membership ended: always queued (at most one per membership) */
     GW_PUSH_REACT,    /* reacted: dropped, and one coalesced `changed {gid, last_cseq}` per
                        * group kept instead (mid: the push's cseq; the client pulls changes) */
+    GW_PUSH_GROUPS,   /* the user's whole list after a partial sign-in: always queued (one
+                       * per session each time the list turns whole, which no client can
+                       * make happen; its size bounded by --max-groups) */
 };
 
 /* Queues a push of kind: b is shared (the session takes a reference of its own), gid and

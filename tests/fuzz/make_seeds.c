@@ -331,7 +331,7 @@ int main(int argc, char **argv)
     pr_enc_react(&sb, 15, S("room"), 7, S("\xf0\x9f\x91\x8d"), true);
     put(q, "react", &sb);
 
-    pr_welcome w = {S("alice"), S("s-1"), 1, 50, 1000, 65536};
+    pr_welcome w = {S("alice"), S("s-1"), 1, 50, 1000, 65536, false};
     pr_enc_welcome_begin(&sb, 1, &w, 1);
     pr_group g = {.gid = S("room"), .last_mid = 10, .ack = 4, .unread = 6};
     pr_enc_group_entry(&sb, &g);

@@ -45,108 +45,106 @@ static void entry(msgpack_packer *p, uint64_t mid, uint64_t ver, uint64_t cseq, 
     kv_u(p, "cseq", cseq);
 }
 
-static void feed(gwc_rep *r, msgpack_sbuffer *sb)
+/* A frame being written: begin, pack its map, then feed it to the replica. */
+typedef struct frame {
+    msgpack_sbuffer sb;
+    msgpack_packer p;
+} frame;
+
+static msgpack_packer *begin(frame *f)
 {
-    cr_assert_eq(gwc_rep_frame(r, (const uint8_t *)sb->data, sb->size), 0);
-    msgpack_sbuffer_clear(sb);
+    msgpack_sbuffer_init(&f->sb);
+    msgpack_packer_init(&f->p, &f->sb, msgpack_sbuffer_write);
+    return &f->p;
+}
+
+static void feed(gwc_rep *r, frame *f)
+{
+    cr_assert_eq(gwc_rep_frame(r, (const uint8_t *)f->sb.data, f->sb.size), 0);
+    msgpack_sbuffer_destroy(&f->sb);
 }
 
 static void welcome(gwc_rep *r, uint64_t last_mid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&p, 2);
-    kv_s(&p, "t", "welcome");
-    msgpack_pack_str_with_body(&p, "groups", 6);
-    msgpack_pack_array(&p, 1);
-    msgpack_pack_map(&p, 4);
-    kv_s(&p, "gid", "g");
-    kv_u(&p, "first_mid", 1);
-    kv_u(&p, "last_mid", last_mid);
-    kv_u(&p, "last_cseq", 0);
-    feed(r, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    frame f;
+    msgpack_packer *p = begin(&f);
+    msgpack_pack_map(p, 2);
+    kv_s(p, "t", "welcome");
+    msgpack_pack_str_with_body(p, "groups", 6);
+    msgpack_pack_array(p, 1);
+    msgpack_pack_map(p, 4);
+    kv_s(p, "gid", "g");
+    kv_u(p, "first_mid", 1);
+    kv_u(p, "last_mid", last_mid);
+    kv_u(p, "last_cseq", 0);
+    feed(r, &f);
 }
 
 /* A page of mids [from, to], each of version ver and change cseq. */
 static void page(gwc_rep *r, uint64_t first_mid, uint64_t from, uint64_t to, uint64_t last_mid,
                  uint64_t last_cseq, bool more, uint64_t ver, uint64_t cseq)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&p, 7);
-    kv_s(&p, "t", "page");
-    kv_s(&p, "gid", "g");
-    kv_u(&p, "first_mid", first_mid);
-    kv_u(&p, "last_mid", last_mid);
-    kv_u(&p, "last_cseq", last_cseq);
-    kv_b(&p, "more", more);
-    msgpack_pack_str_with_body(&p, "msgs", 4);
-    msgpack_pack_array(&p, (uint32_t)(to - from + 1));
+    frame f;
+    msgpack_packer *p = begin(&f);
+    msgpack_pack_map(p, 7);
+    kv_s(p, "t", "page");
+    kv_s(p, "gid", "g");
+    kv_u(p, "first_mid", first_mid);
+    kv_u(p, "last_mid", last_mid);
+    kv_u(p, "last_cseq", last_cseq);
+    kv_b(p, "more", more);
+    msgpack_pack_str_with_body(p, "msgs", 4);
+    msgpack_pack_array(p, (uint32_t)(to - from + 1));
     for (uint64_t m = from; m <= to; m++)
-        entry(&p, m, ver, cseq, ver ? "edited" : "first");
-    feed(r, &sb);
-    msgpack_sbuffer_destroy(&sb);
+        entry(p, m, ver, cseq, ver ? "edited" : "first");
+    feed(r, &f);
 }
 
 static void push_msg(gwc_rep *r, uint64_t mid)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&p, 8);
-    kv_s(&p, "t", "msg");
-    kv_s(&p, "gid", "g");
-    kv_u(&p, "mid", mid);
-    kv_u(&p, "ts", 1000 + mid);
-    kv_u(&p, "ver", 0);
-    kv_s(&p, "from", "bob");
-    kv_s(&p, "body", "first");
-    kv_u(&p, "cseq", 0);
-    feed(r, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    frame f;
+    msgpack_packer *p = begin(&f);
+    msgpack_pack_map(p, 8);
+    kv_s(p, "t", "msg");
+    kv_s(p, "gid", "g");
+    kv_u(p, "mid", mid);
+    kv_u(p, "ts", 1000 + mid);
+    kv_u(p, "ver", 0);
+    kv_s(p, "from", "bob");
+    kv_s(p, "body", "first");
+    kv_u(p, "cseq", 0);
+    feed(r, &f);
 }
 
 static void changed(gwc_rep *r, uint64_t last_cseq)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&p, 3);
-    kv_s(&p, "t", "changed");
-    kv_s(&p, "gid", "g");
-    kv_u(&p, "last_cseq", last_cseq);
-    feed(r, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    frame f;
+    msgpack_packer *p = begin(&f);
+    msgpack_pack_map(p, 3);
+    kv_s(p, "t", "changed");
+    kv_s(p, "gid", "g");
+    kv_u(p, "last_cseq", last_cseq);
+    feed(r, &f);
 }
 
 /* The answer to `changes` when the log no longer reaches the cursor. */
 static void changes_gone(gwc_rep *r, uint64_t first_mid, uint64_t last_mid, uint64_t last_cseq)
 {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer p;
-    msgpack_packer_init(&p, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&p, 10);
-    kv_s(&p, "t", "changes");
-    kv_s(&p, "gid", "g");
-    kv_u(&p, "after", 0);
-    kv_u(&p, "upto", 0);
-    kv_u(&p, "last_cseq", last_cseq);
-    kv_u(&p, "first_mid", first_mid);
-    kv_u(&p, "last_mid", last_mid);
-    kv_b(&p, "more", false);
-    kv_u(&p, "changes_gone_before", last_cseq - 2);
-    msgpack_pack_str_with_body(&p, "msgs", 4);
-    msgpack_pack_array(&p, 0);
-    feed(r, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    frame f;
+    msgpack_packer *p = begin(&f);
+    msgpack_pack_map(p, 10);
+    kv_s(p, "t", "changes");
+    kv_s(p, "gid", "g");
+    kv_u(p, "after", 0);
+    kv_u(p, "upto", 0);
+    kv_u(p, "last_cseq", last_cseq);
+    kv_u(p, "first_mid", first_mid);
+    kv_u(p, "last_mid", last_mid);
+    kv_b(p, "more", false);
+    kv_u(p, "changes_gone_before", last_cseq - 2);
+    msgpack_pack_str_with_body(p, "msgs", 4);
+    msgpack_pack_array(p, 0);
+    feed(r, &f);
 }
 
 /* The replica's next request: its t and its after ("" and 0 when it has none). */

@@ -522,7 +522,7 @@ Test(fields, unknown_event_type)
 /* Group entries of a welcome with a bad entry are refused up front. */
 Test(fields, bad_entry_in_welcome)
 {
-    pr_welcome w = {S("u"), S("s"), 1, 2, 3, 4};
+    pr_welcome w = {S("u"), S("s"), 1, 2, 3, 4, false};
     cr_assert_eq(pr_enc_welcome_begin(&sb, PR_NO_RID, &w, 2), 0);
     pr_group g = {.gid = S("g1"), .last_mid = 1, .ack = 1};
     cr_assert_eq(pr_enc_group_entry(&sb, &g), 0);

@@ -48,7 +48,7 @@ static void make_seeds(void)
     static const uint8_t raw[] = {0, 1, 0xc1, 0xff};
     pr_body str = {S("hello"), false}, bin = {{raw, sizeof raw}, true};
     pr_ack acks[3] = {{S("g1"), 1}, {S("g2"), 200}, {S("g3"), 70000}};
-    pr_welcome w = {S("alice"), S("s1"), 1700000000000u, 20, 2000, 65536};
+    pr_welcome w = {S("alice"), S("s1"), 1700000000000u, 20, 2000, 65536, false};
     pr_group g = {.gid = S("g1"), .last_mid = 9, .ack = 4, .unread = 5};
 
     msgpack_sbuffer rec;

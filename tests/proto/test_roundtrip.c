@@ -255,7 +255,7 @@ static void assert_groups(const pr_event *ev, size_t n)
 
 Test(roundtrip, welcome)
 {
-    pr_welcome w = {S("alice"), S("s-0001"), 1700000000123u, 20, 2000, PR_MAX_BODY_DEFAULT};
+    pr_welcome w = {S("alice"), S("s-0001"), 1700000000123u, 20, 2000, PR_MAX_BODY_DEFAULT, false};
     cr_assert_eq(pr_enc_welcome_begin(&sb, 1, &w, 3), 0);
     for (size_t i = 0; i < 3; i++)
         cr_assert_eq(pr_enc_group_entry(&sb, &test_groups[i]), 0);
@@ -273,6 +273,40 @@ Test(roundtrip, welcome)
     assert_in_frame(ev->welcome.uid);
     assert_in_frame(ev->welcome.sid);
     assert_groups(ev, 3);
+    cr_assert_not(ev->partial, "a whole list says nothing");
+}
+
+/* A sign-in while a shard is away (docs/PROTOCOL.md, Shards): welcome and groups say
+ * `partial`, and the list still reads as ever. */
+Test(roundtrip, partial_welcome_and_groups)
+{
+    pr_welcome w = {S("alice"), S("s-0002"), 1700000000123u, 20, 2000, PR_MAX_BODY_DEFAULT, true};
+    cr_assert_eq(pr_enc_welcome_begin(&sb, 1, &w, 3), 0);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(pr_enc_group_entry(&sb, &test_groups[i]), 0);
+    decode_events(1);
+    cr_assert_eq(got.ev[0].t, PR_EV_WELCOME);
+    cr_assert(got.ev[0].partial);
+    cr_assert_eq(got.ev[0].welcome.max_body, PR_MAX_BODY_DEFAULT);
+    assert_groups(&got.ev[0], 3);
+
+    next_frame();
+    cr_assert_eq(pr_enc_groups_begin_p(&sb, 4, 3, true), 0);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(pr_enc_group_entry(&sb, &test_groups[i]), 0);
+    decode_events(1);
+    cr_assert_eq(got.ev[0].t, PR_EV_GROUPS);
+    cr_assert(got.ev[0].partial);
+    assert_groups(&got.ev[0], 3);
+
+    next_frame();
+    cr_assert_eq(pr_enc_groups_begin_p(&sb, PR_NO_RID, 3, false), 0);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(pr_enc_group_entry(&sb, &test_groups[i]), 0);
+    decode_events(1);
+    cr_assert_not(got.ev[0].has_rid, "the push once the list is whole");
+    cr_assert_not(got.ev[0].partial);
+    assert_groups(&got.ev[0], 3);
 }
 
 Test(roundtrip, groups)

@@ -108,6 +108,7 @@ export class GwClient extends EventTarget {
     this.ackDelayMs = 1000;
     this.maxBody = 65536;
     this.groups = new Map(); // gid -> Group
+    this.groupsPartial = false; // the last list left out a database's groups (groups.js)
     this.openGid = null;
     this.pending = new Map(); // cid -> {cid, gid, body, state, seq, tries, code, sentAt, refused}
     this.sendSeq = 0;
@@ -387,7 +388,7 @@ export class GwClient extends EventTarget {
     if (m.rid !== undefined) this.rids.delete(asInt(m.rid));
     switch (t) {
       case 'welcome': return this.onWelcome(m);
-      case 'groups': return this.applyGroupList(m.groups || [], false);
+      case 'groups': return this.applyGroupList(m.groups || [], false, m.partial === true);
       case 'joined': return this.onJoined(m);
       case 'left': return this.onLeft(String(m.gid));
       case 'sent': return this.onSent(m);
@@ -429,7 +430,7 @@ export class GwClient extends EventTarget {
     // Resume: the counts are the gateway's (login pulls nothing), the open group pulls
     // what it missed, and messages that never got their `sent` are sent again (same cid:
     // a message that was stored before the connection dropped is not stored twice).
-    this.applyGroupList(m.groups || [], true);
+    this.applyGroupList(m.groups || [], true, m.partial === true);
     for (const p of [...this.pending.values()].sort((a, b) => a.seq - b.seq)) {
       if (p.state === 'pending' && this.groups.has(p.gid)) this.transmitSend(p);
     }

@@ -52,8 +52,11 @@ export const groupMethods = {
 
   // ---- incoming ----------------------------------------------------------------------
 
-  /** The list from `welcome` (the truth at login) or from `groups` (a refresh). */
-  applyGroupList(list, isWelcome) {
+  /** The list from `welcome` (the truth at login) or from `groups` (a refresh, or the
+   * push of the whole list). A partial list (`partial: true`: a database of the gateway's
+   * is away) says nothing of the groups it leaves out: they are kept, not dropped, until a
+   * whole list comes (the gateway pushes one once it has read them). */
+  applyGroupList(list, isWelcome, partial = false) {
     const seen = new Set();
     for (const e of list) {
       const gid = String(e.gid);
@@ -108,7 +111,8 @@ export const groupMethods = {
         }
       }
     }
-    for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
+    if (!partial) for (const gid of [...this.groups.keys()]) if (!seen.has(gid)) this.dropGroup(gid);
+    this.groupsPartial = partial;
     this.markGroups();
   },
 

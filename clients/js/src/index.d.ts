@@ -326,6 +326,10 @@ export declare class GwClient extends EventTarget {
   readonly ackDelayMs: number;
   readonly maxBody: number;
   readonly openGid: string | null;
+  /** The last group list (welcome or groups) left out the groups of a database of the
+   * gateway's that is away: those already known are kept, and a 'groups' event follows
+   * once the gateway pushes the whole list. */
+  readonly groupsPartial: boolean;
 
   /** Connect (and keep reconnecting until stop). */
   start(): void;

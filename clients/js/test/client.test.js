@@ -788,3 +788,35 @@ test('retention: older history stops at the horizon, said by gone_before; a grou
   assert.deepEqual([mh.hasOlder, mh.olderGone, mh.firstMid], [false, false, 1], 'the start of the group: nothing was deleted');
   client.stop();
 });
+
+test('a partial welcome keeps the groups it leaves out; the whole list pushed later sets them', async () => {
+  const { client, ws } = await online([
+    { gid: 'a', last_mid: 2, ack: 2, unread: 0 },
+    { gid: 'b', last_mid: 5, ack: 3, unread: 2 },
+  ]);
+  assert.equal(client.groupsPartial, false);
+  ws.drop(1006);
+  await sleep(client.retryAt - Date.now() + 50);
+  await sleep(0);
+  const ws2 = FakeSocket.all.at(-1);
+  assert.equal(ws2.take('hello').length, 1);
+  // A database of the gateway's is away: b's shard. b is not dropped.
+  ws2.push(welcome([{ gid: 'a', last_mid: 3, ack: 2, unread: 1 }], { partial: true }));
+  assert.equal(client.groupsPartial, true);
+  assert.deepEqual(client.groupList().map((g) => [g.gid, g.unread]), [['a', 1], ['b', 2]]);
+  let events = 0;
+  client.addEventListener('groups', () => events++);
+  // The whole list, pushed once the gateway read it (no rid).
+  ws2.push({ t: 'groups', groups: [
+    { gid: 'a', last_mid: 3, ack: 2, unread: 1 },
+    { gid: 'b', last_mid: 7, ack: 3, unread: 4 },
+  ] });
+  await sleep(0);
+  assert.equal(client.groupsPartial, false);
+  assert.deepEqual(client.groupList().map((g) => [g.gid, g.unread]), [['a', 1], ['b', 4]]);
+  assert.ok(events >= 1, 'a groups event');
+  // A whole list without b: b is gone (left elsewhere), as ever.
+  ws2.push({ t: 'groups', groups: [{ gid: 'a', last_mid: 3, ack: 3, unread: 0 }] });
+  assert.deepEqual(client.groupList().map((g) => g.gid), ['a']);
+  client.stop();
+});
