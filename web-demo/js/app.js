@@ -782,6 +782,9 @@ class App {
     });
     ul.replaceChildren(...items);
     $('groups-empty').hidden = groups.length > 0;
+    // The gateway signed in without a database's groups (a shard away): said until the
+    // whole list comes.
+    $('groups-partial').hidden = !this.client.groupsPartial;
     if (this.gid && !this.client.groups.has(this.gid)) {
       // Left (here or in another tab): the view goes.
       this.gid = null;
