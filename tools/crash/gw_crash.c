@@ -1145,12 +1145,13 @@ int main(int argc, char **argv)
             continue;
         }
         if (o.kill_db) {
-            /* The database crashes and comes back; the gateway and its sessions stay. */
+            /* The database crashes and comes back under the load; the gateway and its
+             * sessions stay. Sends meanwhile are refused and sent again (with the store's
+             * reconnect within a second, a restart with the load paused would see none). */
             char cmd[600];
-            snprintf(cmd, sizeof(cmd), "%s/pg_server.sh restart-immediate '%s'", tools_dir,
-                     o.pg_dir);
-            if (system(cmd) != 0)
-                die("cannot restart the database (%s)", cmd);
+            snprintf(cmd, sizeof(cmd), "'%s/pg_server.sh' restart-immediate '%s' >/dev/null",
+                     tools_dir, o.pg_dir);
+            traffic_during(cmd, NULL, ctx, cs, n, &sb);
             if (kill_no % 5 == 0)
                 printf("gw_crash: %d database restarts so far\n", kill_no);
             continue;
