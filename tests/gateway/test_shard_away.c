@@ -129,6 +129,14 @@ Test(shard_away, a_user_signs_in_without_the_shard_that_is_away_and_hears_of_the
     cr_assert_eq(ev.err_code, PR_E_UNAVAILABLE);
     cr_assert_eq(gwfx_closed(r), 4013);
 
+    /* More sessions of the user meanwhile, each signed in from memory: partial too. */
+    enum { MORE = 8 };
+    gwc_conn *more[MORE];
+    for (int i = 0; i < MORE; i++) {
+        more[i] = gwfx_login(&f, u0, &w);
+        cr_assert(w.partial && w.n_items == 1);
+    }
+
     pgfx_server_restart(&one);
     /* The push of the whole list (no rid), once the shard takes writes again. */
     bool whole = false;
@@ -139,6 +147,14 @@ Test(shard_away, a_user_signs_in_without_the_shard_that_is_away_and_hears_of_the
     cr_assert(whole, "a groups push with every group");
     cr_assert_eq(ev.n_items, 2);
     cr_assert(lists(&ev, g0) && lists(&ev, g1));
+    /* Each session is pushed the list once, and once only (GW_PUSH_GROUPS: one a session
+     * each time the list turns whole, however many sessions and seconds went by). */
+    for (int i = 0; i < MORE; i++) {
+        cr_assert(gwfx_next_of(more[i], PR_EV_GROUPS, 10000, &ev) && !ev.partial && ev.n_items == 2,
+                  "session %d pushed the whole list", i);
+        cr_assert_not(gwfx_next_of(more[i], PR_EV_GROUPS, i ? 50 : 2500, &ev),
+                      "session %d pushed it once", i);
+    }
     int rc = -1;
     for (int i = 0; i < 50 && rc != PR_EV_SENT; i++) {
         ev = send_one(k, 100 + (uint64_t)i, g1, "away"); /* the same cid, as a client resends */
