@@ -320,6 +320,7 @@ bootstrap:
         max_connections: ${PG_MAX_CONNECTIONS:-200}
         shared_buffers: 128MB
         max_wal_size: 1GB
+        wal_keep_size: 2GB  # a killed leader rejoins by streaming what it missed (its slot went with it)
         log_min_messages: warning
   initdb:
     - encoding: UTF8
