@@ -821,8 +821,25 @@ static void slot_move(int no, const char *self, gwc_ctx *ctx, client *cs, int n,
     uint64_t after[64];
     for (int s = 0; s < o.senders; s++)
         after[s] = cs[s].group == g ? cs[s].next_cid : 0;
-    if (!await_confirmed(ctx, cs, n, sb, after, node_on_new_map, 60000))
+    if (!await_confirmed(ctx, cs, n, sb, after, node_on_new_map, 60000)) {
+        /* What each node says, and where each sender of the group is. */
+        for (int d = 0; d < o.nodes; d++)
+            printf("gw_crash: node %d: map version %lld (the map's %llu), moved %lld, writable "
+                   "%lld, shards unwritable %lld\n",
+                   d + 1, node_metric(d, "gw_store_slot_map_version"),
+                   (unsigned long long)shards_version(), node_metric(d, "gw_store_moved_total"),
+                   node_metric(d, "gw_store_writable"),
+                   node_metric(d, "gw_store_shards_unwritable"));
+        for (int s = 0; s < o.senders; s++)
+            if (cs[s].group == g)
+                printf("gw_crash: sender %d of %s: on node %d (%s), next cid %llu, confirmed below "
+                       "%llu, after the move from %llu, resend at %llu (now %llu)\n",
+                       s, gids[g], cs[s].node + 1, cs[s].up ? "up" : "without a session",
+                       (unsigned long long)cs[s].next_cid, (unsigned long long)cs[s].confirmed,
+                       (unsigned long long)after[s], (unsigned long long)cs[s].retry_at,
+                       (unsigned long long)now_ms());
         die("the nodes did not serve a moved group within 60 s (%s)", gids[g]);
+    }
     watch_stop();
     int told = 0; /* nodes that told their map's version */
     for (int d = 0; d < o.nodes; d++)
