@@ -789,8 +789,11 @@ Test(cluster, an_announcement_lost_after_its_commit_is_caught_up, .timeout = 120
     cr_assert_eq(h.watermark, 1, "m1 reached B after the database came back");
     cr_assert_eq(h.twice, 0);
     /* And the announcements go on after their commits as before, once A's store is back
-     * too (it reconnects on its own schedule: B's being back says nothing of A's). */
+     * too (it reconnects on its own schedule: B's being back says nothing of A's). Over
+     * shards /healthz is 200 once any shard is back: every one of them, then. */
     free(gwfx_wait_health(&fa, 200));
+    for (int i = 0; i < 200 && gwfx_stat(&fa, "store", "shards_unwritable") != 0; i++)
+        usleep(100 * 1000);
     gwfx_send_msg(s, "log", "m2", "announced");
     take_until(&h, 2, 20000);
     cr_assert_eq(h.watermark, 2);

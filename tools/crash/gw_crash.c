@@ -88,6 +88,7 @@ typedef struct client {
     uint64_t reconnect_at; /* without a session: when to connect again */
     uint64_t hello_at;     /* when its hello went out */
     uint64_t last_push;    /* receiver: mid of the last push of this session */
+    uint64_t queued;       /* frames given to the connection, this session's */
 } client;
 
 typedef struct opts {
@@ -173,7 +174,8 @@ static void on_signal(int sig)
 
 static void send_frame(client *c, msgpack_sbuffer *sb)
 {
-    gwc_send(c->k, sb->data, sb->size); /* a failure is a dead connection: seen later */
+    if (gwc_send(c->k, sb->data, sb->size) == 0) /* a failure is a dead connection: seen later */
+        c->queued++;
     sb->size = 0;
 }
 
@@ -450,7 +452,7 @@ static void connect_all(gwc_ctx *ctx, client *cs, int n, bool first, msgpack_sbu
         if (gwc_connect(ctx, node_url(c->node), 5000, &c->k) != 0)
             die("cannot connect: %s", gwc_ctx_last_error(ctx));
         gwc_set_user(c->k, c);
-        c->last_push = 0;
+        c->last_push = c->queued = 0;
         hello(c, sb);
     }
     uint64_t until = now_ms() + 10000;
@@ -518,6 +520,7 @@ static void keep_connected(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
             }
             n_reconnects++;
             c->node = d;
+            c->queued = 0;
             c->last_push = 0;
             gwc_set_user(c->k, c);
             hello(c, sb);
@@ -832,12 +835,14 @@ static void slot_move(int no, const char *self, gwc_ctx *ctx, client *cs, int n,
                    node_metric(d, "gw_store_shards_unwritable"));
         for (int s = 0; s < o.senders; s++)
             if (cs[s].group == g)
-                printf("gw_crash: sender %d of %s: on node %d (%s), next cid %llu, confirmed below "
-                       "%llu, after the move from %llu, resend at %llu (now %llu)\n",
+                printf("gw_crash: sender %d of %s: on node %d (%s), next cid %llu, %llu "
+                       "confirmed, after the move from %llu, resend at %llu (now %llu), frames "
+                       "queued %llu and written %llu on its connection\n",
                        s, gids[g], cs[s].node + 1, cs[s].up ? "up" : "without a session",
-                       (unsigned long long)cs[s].next_cid, (unsigned long long)cs[s].confirmed,
+                       (unsigned long long)cs[s].next_cid, (unsigned long long)n_confirmed[s],
                        (unsigned long long)after[s], (unsigned long long)cs[s].retry_at,
-                       (unsigned long long)now_ms());
+                       (unsigned long long)now_ms(), (unsigned long long)cs[s].queued,
+                       (unsigned long long)(cs[s].k ? gwc_frames_out(cs[s].k) : 0));
         die("the nodes did not serve a moved group within 60 s (%s)", gids[g]);
     }
     watch_stop();
