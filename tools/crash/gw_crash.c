@@ -54,7 +54,10 @@
 #include <unistd.h>
 
 #define SECRET "crash-harness-secret-0123456789"
-#define MAX_MSGS 4000000 /* mids the harness tracks; senders stop short of it */
+/* Mids the harness tracks; senders stop short of it, and a run that still waits for new
+ * confirmations then says so (senders' arrays are calloc'd: pages never written cost no
+ * memory, so the bound is about the longest run, not the size of a short one). */
+#define MAX_MSGS 16000000
 #define GID "crash"
 #define ACK_FLUSH_MS 200
 
@@ -529,6 +532,8 @@ static void keep_connected(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
     }
 }
 
+static bool budget_spent; /* the senders sent all the harness can track */
+
 /* One turn of the load: senders top up their unconfirmed sends (at most 64 each),
  * events are taken, receivers ack what they hold (after 100 ms at most), refused sends
  * are resent. */
@@ -537,6 +542,11 @@ static void one_round(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb)
     uint64_t sent_all = 0; /* every cid sent makes at most one mid */
     for (int i = 0; i < o.senders; i++)
         sent_all += cs[i].next_cid - 1;
+    if (sent_all >= MAX_MSGS - 1000 && !budget_spent) {
+        budget_spent = true;
+        printf("gw_crash: the %d messages the harness tracks are sent: the senders stop\n",
+               MAX_MSGS);
+    }
     for (int i = 0; i < o.senders; i++) /* at most 64 unconfirmed per sender */
         for (int j = 0; j < 4 && cs[i].up && sent_all < MAX_MSGS - 1000 &&
                         cs[i].next_cid - confirmed_count(i) < 64;
@@ -645,6 +655,10 @@ static bool await_confirmed(gwc_ctx *ctx, client *cs, int n, msgpack_sbuffer *sb
 {
     for (uint64_t until = now_ms() + bound_ms, probe = 0;;) {
         one_round(ctx, cs, n, sb);
+        if (budget_spent) /* nothing new will be confirmed: not the gateway's doing */
+            die("the run sent every message the harness can track (%s) before its last event: "
+                "fewer events, or a machine this fast needs a larger MAX_MSGS",
+                "MAX_MSGS");
         if (now_ms() < probe)
             continue;
         probe = now_ms() + 200;
