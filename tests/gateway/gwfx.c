@@ -754,11 +754,13 @@ int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int paus
     msgpack_sbuffer_init(&sb);
     long t0 = tclock_ms();
     int n = 0;
+    static int calls; /* the cids of each call differ: a test may fill again */
+    calls++;
     while ((n < min || gwfx_stat(f, "slow_consumers", "switches") == 0) &&
            tclock_since(t0) < 30000) {
         for (int i = 0; i < 20; i++, n++) {
-            char cid[16];
-            snprintf(cid, sizeof(cid), "m%d", n);
+            char cid[32];
+            snprintf(cid, sizeof(cid), "m%d-%d", calls, n);
             sb.size = 0;
             pr_enc_send(&sb, PR_NO_RID, gwfx_sl(gid), gwfx_sl(cid),
                         (pr_body){{(uint8_t *)body, 60000}, true});

@@ -155,7 +155,8 @@ pr_event gwfx_expect_of(gwc_conn *k, enum pr_ev_type t);
 /* Makes a member that does not read a slow consumer: sends messages of 60,000 bytes to gid
  * from sender, 20 at a time (each followed by pause_ms), reading away what sender got
  * after each 20 (until drain_ms pass without an event), until at least min went and f
- * counts a switch to notify, within 30 s (asserted). Returns how many were sent. */
+ * counts a switch to notify, within 30 s (asserted). Returns how many were sent (cids
+ * "m<call>-<n>": each call's are new). */
 int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int pause_ms, int drain_ms);
 /* A figure of f's /stats (group.key), failing the test when there is none. */
 long long gwfx_stat(gwfx *f, const char *group, const char *key);
