@@ -39,9 +39,12 @@ static void enc_group(void *ud, const gw_mygroup *m)
     e->rc = e->rc ? e->rc : pr_enc_group_entry(e->sb, &g);
 }
 
-/* welcome (hello), groups (a groups request), or the groups push (rid PR_NO_RID: the
- * list turned whole). */
-static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
+/* What a group list goes out as: the welcome, the reply to a `groups` request (with its
+ * rid, or none if the request had none: a reply all the same, under the session's reply
+ * budget), or the push of the whole list once it turned whole. */
+enum list_kind { LIST_WELCOME, LIST_REPLY, LIST_PUSH };
+
+static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, enum list_kind kind)
 {
     app_sess *as = gw_sess_ext(s);
     msgpack_sbuffer sb;
@@ -49,7 +52,7 @@ static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
     size_t n = gw_registry_count(&as->seat);
     bool partial = gw_registry_partial(&as->seat);
     int rc;
-    if (welcome) {
+    if (kind == LIST_WELCOME) {
         const gw_config *cfg = a->d.cfg;
         pr_welcome w = {.uid = gw_cstr(gw_sess_uid(s)),
                         .sid = gw_cstr(gw_sess_name(s)),
@@ -60,17 +63,17 @@ static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
                         .partial = partial};
         rc = pr_enc_welcome_begin(&sb, rid, &w, n);
     } else {
-        rc = pr_enc_groups_begin_p(&sb, rid, n, partial);
+        rc = pr_enc_groups_begin_p(&sb, kind == LIST_PUSH ? PR_NO_RID : rid, n, partial);
     }
     list_enc e = {&sb, rc};
     if (rc == 0)
         gw_registry_each(a->d.registry, &as->seat, enc_group, &e);
     gw_buf *b = NULL;
-    if (e.rc == 0 && rid != PR_NO_RID)
+    if (e.rc == 0 && kind != LIST_PUSH)
         gw_out_reply(s, &sb);
     else if (e.rc == 0 && (b = gw_buf_from(&sb)))
         gw_out_push(s, GW_PUSH_GROUPS, NULL, 0, b);
-    else if (rid != PR_NO_RID)
+    else if (kind != LIST_PUSH)
         gw_sess_error(s, rid, PR_E_INTERNAL, "cannot encode the group list", NO_GID);
     else
         gw_err("session %s: cannot encode the groups push", gw_sess_name(s));
@@ -80,7 +83,7 @@ static void send_groups(gw_app *a, gw_sess *s, uint64_t rid, bool welcome)
 
 void gw_signin_groups(gw_app *a, gw_sess *s, uint64_t rid)
 {
-    send_groups(a, s, rid, false);
+    send_groups(a, s, rid, LIST_REPLY);
 }
 
 /* The hello's user is signed in (rc 0), or could not be loaded. */
@@ -90,7 +93,7 @@ static void attached(void *ud, gw_seat *seat, int rc)
     gw_sess *s = seat->sess;
     app_sess *as = gw_sess_ext(s);
     if (rc == GW_WHOLE) { /* signed in earlier, with part of its groups: now all of them */
-        send_groups(a, s, PR_NO_RID, false);
+        send_groups(a, s, PR_NO_RID, LIST_PUSH);
         return;
     }
     if (rc == GW_REVOKED) {
@@ -113,7 +116,7 @@ static void attached(void *ud, gw_seat *seat, int rc)
         gw_sess_set_signin(s, GW_SIGNIN_DONE);
         a->figs.sessions_total++;
         gw_dbg("session %s signed in as %s", gw_sess_name(s), gw_sess_uid(s));
-        send_groups(a, s, as->hello_rid, true);
+        send_groups(a, s, as->hello_rid, LIST_WELCOME);
     }
     gw_reqs_done(s, NULL, false);
 }
