@@ -778,6 +778,21 @@ int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int paus
     return n;
 }
 
+void gwfx_settle_slow(gwfx *f, gwc_conn *sender, const char *gid)
+{
+    long t0 = tclock_ms();
+    for (;;) {
+        long long switches = gwfx_stat(f, "slow_consumers", "switches");
+        long long notifies = gwfx_stat(f, "slow_consumers", "notifies");
+        gwfx_fill_slow(f, sender, gid, 20, 21, 100);
+        if (gwfx_stat(f, "slow_consumers", "switches") == switches &&
+            gwfx_stat(f, "slow_consumers", "notifies") == notifies)
+            break;
+        cr_assert_lt(tclock_since(t0), 30000, "a slow member left notify mode for 30 s");
+    }
+    cr_log_info("the slow members stayed slow consumers after %ld ms more", tclock_since(t0));
+}
+
 uint64_t gwfx_pull_all(gwc_conn *k, const char *gid, uint64_t rid, uint64_t after,
                        void (*each)(const pr_message *m, void *ud), void *ud)
 {

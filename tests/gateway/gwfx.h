@@ -158,6 +158,14 @@ pr_event gwfx_expect_of(gwc_conn *k, enum pr_ev_type t);
  * counts a switch to notify, within 30 s (asserted). Returns how many were sent (cids
  * "m<call>-<n>": each call's are new). */
 int gwfx_fill_slow(gwfx *f, gwc_conn *sender, const char *gid, int min, int pause_ms, int drain_ms);
+/* After gwfx_fill_slow: a member that stopped reading is not at once a slow consumer for
+ * good. For a few seconds the kernel may still grow the connection's buffers, the queue
+ * drains into them and the member leaves notify mode (with a notify) until the next
+ * message backs it up again. Sends more rounds of 20 messages (21 ms apart: within a send
+ * rate of 50) until one passes with no switch and no notify on f, 30 s at most (asserted):
+ * the members that were slow consumers then stayed so through a whole round. The members
+ * that read must have read everything before (they would count). */
+void gwfx_settle_slow(gwfx *f, gwc_conn *sender, const char *gid);
 /* A figure of f's /stats (group.key), failing the test when there is none. */
 long long gwfx_stat(gwfx *f, const char *group, const char *key);
 /* True if nothing arrives on k within ms. */

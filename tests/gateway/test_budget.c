@@ -197,6 +197,7 @@ Test(budget, typing_to_a_slow_consumer_is_dropped_and_counted)
      * MiB) and its queue are full: it switches to notify, and stays so, the notify having
      * no room to go either. */
     gwfx_fill_slow(&f, sender, "g0", 200, 0, 200);
+    gwfx_settle_slow(&f, sender, "g0");
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     /* The sender types: the slow member is not given it. */

@@ -369,26 +369,6 @@ static void idle_member(rawws *c, const char *uid)
     cr_assert_eq(rawws_join(c, "g"), 0, "%s joins", uid);
 }
 
-/* A member that stopped reading is not at once a slow consumer for good: for a few
- * seconds the kernel still grows the connection's buffers, the gateway's queue drains into
- * them, and the member leaves notify mode (with a notify) until the next message backs it
- * up again. More rounds of 20 messages go until one passes with no switch and no notify
- * (30 s at most): the slow member then stayed a slow consumer through a whole round. */
-static void settle_slow(gwc_conn *sender)
-{
-    long t0 = tclock_ms();
-    for (;;) {
-        long long switches = gwfx_stat(&fa, "slow_consumers", "switches");
-        long long notifies = gwfx_stat(&fa, "slow_consumers", "notifies");
-        gwfx_fill_slow(&fa, sender, "g", 20, 21, 100);
-        if (gwfx_stat(&fa, "slow_consumers", "switches") == switches &&
-            gwfx_stat(&fa, "slow_consumers", "notifies") == notifies)
-            break;
-        cr_assert_lt(tclock_since(t0), 30000, "the slow member left notify mode for 30 s");
-    }
-    cr_log_info("the slow member stayed a slow consumer after %ld ms more", tclock_since(t0));
-}
-
 Test(changes, a_reaction_flood_is_rate_limited_and_a_slow_reader_is_told_changed, .timeout = 180)
 {
     static const char *const args[] = {"--queue-cap",
@@ -413,7 +393,7 @@ Test(changes, a_reaction_flood_is_rate_limited_and_a_slow_reader_is_told_changed
     /* Messages until the slow member's socket and queue are full: it is a slow consumer
      * (the messages become a notify) before the reactions come. */
     gwfx_fill_slow(&fa, sender, "g", 300, 21, 100); /* 21 ms: within the send rate */
-    settle_slow(sender);
+    gwfx_settle_slow(&fa, sender, "g");
     /* The watcher comes after the messages, which it would not read (it would be a slow
      * consumer too, and be told `changed` for the first reactions instead of each). */
     gwc_conn *watcher = gwfx_login(&fa, "watcher", NULL);
