@@ -45,8 +45,14 @@ run_bin() { # NAME BIN [ARGS...]
   local name=$1 bin=$2; shift 2
   section "$name"
   local log="$work/$(echo "$name" | tr '/ ' '__').log"
-  "$bin" --jobs "${JOBS:-2}" "$@" 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]}
+  # The binary writes its log and tail shows it as it grows, ending with the binary: a
+  # pipe to tee would end only once every holder of it did, and a test's stray child (a
+  # fork that outlived its test, killed for its timeout) would hold up the whole run.
+  "$bin" --jobs "${JOBS:-2}" "$@" >"$log" 2>&1 &
+  local pid=$!
+  tail -n +1 -f --pid="$pid" "$log"
+  wait "$pid"
+  local rc=$?
   local line
   line=$(grep -E 'Synthesis: Tested: [0-9]+' "$log" | tail -n 1)
   if [ -z "$line" ]; then

@@ -10,9 +10,11 @@
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,7 +57,10 @@ Test(open, a_folder_another_process_has_open_is_busy_and_names_it)
     cr_assert_eq(pipe(done), 0);
     pid_t child = fork();
     cr_assert_neq(child, -1);
-    if (child == 0) { /* the holder: opens, says so, and closes when told */
+    if (child == 0) {
+        /* The holder: opens, says so, and closes when told; a test killed for its timeout
+         * takes it along. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         st_store *s = NULL;
         char err[512];
         char ok = try_open(&s, err, sizeof(err)) == 0 ? 'y' : 'n';
@@ -116,6 +121,7 @@ Test(open, a_folder_this_process_has_open_is_busy_too)
     pid_t child = fork();
     cr_assert_neq(child, -1);
     if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(lock, O_RDWR);
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (fd < 0 || fcntl(fd, F_GETLK, &fl) != 0)
