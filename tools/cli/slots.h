@@ -92,6 +92,10 @@ int sl_delete_rows(PGconn *c, char *why, size_t why_len);
  * sl_pre), per group of sl_gids its last_mid M and last_cseq C.
  * sl_pre_copy: in to's open transaction, the rows of its loaded keys deleted, then each
  * marked group's msgs and sends rows with mid <= M copied (in n: msgs and sends).
+ * sl_catch_up: while the slots still take writes, from in a new REPEATABLE READ
+ * transaction that the caller commits (the marks move), to in an open one: each marked
+ * group's messages (and sends) above M that it took since, if it is still the group
+ * marked (its created_ms); M becomes its last_mid, C stays. *messages: how many.
  * sl_delta_copy: after the fence, `from` in a new REPEATABLE READ transaction with the
  * keys of now loaded, `to` in the open transaction that the move commits: every table but
  * msgs and sends replaced in full; of msgs and sends the groups not pre-copied in full,
@@ -101,6 +105,8 @@ int sl_delete_rows(PGconn *c, char *why, size_t why_len);
  * sends do, they are first copied again in full: n->full_again). */
 int sl_pre_mark(PGconn *from, char *why, size_t why_len);
 int sl_pre_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len);
+int sl_catch_up(PGconn *from, PGconn *to, sl_counts *n, uint64_t *messages, char *why,
+                size_t why_len);
 int sl_delta_copy(PGconn *from, PGconn *to, sl_counts *n, char *why, size_t why_len);
 
 /* ---- the move (slots_move.c) ---------------------------------------------------------- */
